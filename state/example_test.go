@@ -1,0 +1,72 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+)
+
+func ExampleParse() {
+	s, err := state.Parse("relocating")
+	fmt.Println(s, err, s.IsRunning())
+
+	_, err = state.Parse("Running")
+	fmt.Println(errors.Is(err, state.ErrUnknownStatus))
+	// Output:
+	// relocating <nil> true
+	// true
+}
+
+func ExampleLifecycle() {
+	table := state.Lifecycle()
+	fmt.Println(table.Allowed(state.Running, state.Relocating))
+	fmt.Println(table.Allowed(state.Stopping, state.Relocating)) // SIGTERM while stopping means shut down
+	fmt.Println(table.Next(state.Relocating))
+	// Output:
+	// true
+	// false
+	// [initializing running recovering failing paused stopping failed terminated]
+}
+
+func ExampleSet() {
+	alive := state.InitStatuses.Union(state.RunningStatuses)
+	fmt.Println(alive.Has(state.Relocating), alive.Len())
+	fmt.Println(state.TerminalStatuses.Minus(state.FailedStatuses))
+	// Output:
+	// true 9
+	// {completed, stopped}
+}
+
+// The README's quick start: a cluster master schedules an execution, one
+// controller runs it and is relocated, the next takes over and resumes.
+func Example_relocation() {
+	ctx := context.Background()
+	table := state.Lifecycle()
+	store := transition.NewMemoryStore()
+	master, _ := transition.NewPersisted(table, store, "ex-42", transition.Actor("master"))
+	_, _ = master.Create(ctx, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
+	_, _ = master.Fire(ctx, state.Scheduling, "allocator dequeued it")
+	_, _ = master.Fire(ctx, state.Initializing, "controller placed")
+
+	podA, _, _ := master.Acquire(ctx, "pod-a", "controller started") // epoch 1
+	_, _ = podA.Fire(ctx, state.Running, "slicer ready")
+	_, _ = podA.Fire(ctx, state.Relocating, "SIGTERM from the platform: relocate")
+
+	podB, rec, _ := master.Acquire(ctx, "pod-b", "relocated") // epoch 2 fences pod-a
+	back, _ := table.Parse(rec.Previous)                      // relocating remembers: running
+	_, _ = podB.Fire(ctx, back, "resumed")
+
+	_, err := podA.Fire(ctx, state.Failed, "old pod still alive")
+	fmt.Println(errors.Is(err, transition.ErrFenced))
+	_, err = podB.Fire(ctx, state.Pending, "rewind")
+	fmt.Println(errors.Is(err, transition.ErrNotAllowed))
+	cur, _, _ := master.Load(ctx)
+	fmt.Println(cur)
+	// Output:
+	// true
+	// true
+	// running
+}

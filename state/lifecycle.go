@@ -1,0 +1,99 @@
+package state
+
+import (
+	"sync"
+
+	"github.com/execfsm/execfsm/transition"
+)
+
+// LifecycleBuilder returns a builder holding every edge of the execution
+// lifecycle, for a caller who wants to add guards before building:
+//
+//	table, err := state.LifecycleBuilder().
+//		Guard(state.Initializing, state.Running, workersConnected).
+//		Build()
+//
+// This is the one place the lifecycle is written down; [Lifecycle] builds
+// it. Each edge says who takes it, after Teraslice's cluster master
+// (execution service), execution controller and slice watchdog.
+func LifecycleBuilder() *transition.Builder[Status] {
+	b := transition.New(Pending).
+		States(Pending, Scheduling, Initializing, Running, Recovering, Relocating, Failing,
+			Paused, Stopping, Completed, Stopped, Rejected, Failed, Terminated)
+
+	// The cluster master's allocator dequeues a pending execution; it may
+	// refuse it outright; a user may stop it before it is scheduled.
+	b.Allow(Pending, Scheduling, Rejected, Stopping)
+
+	// The allocator places the execution controller (Initializing), or
+	// placement fails (Failed) or is refused (Rejected); a stop request
+	// can arrive meanwhile.
+	b.Allow(Scheduling, Initializing, Failed, Rejected, Stopping)
+
+	// The controller starts producing work (Running), or first recovers
+	// an earlier execution's unfinished work (Recovering); its setup
+	// fails (Failed); a stop arrives (Stopping); it is shut down before
+	// it got going (Terminated).
+	b.Allow(Initializing, Running, Recovering, Failed, Stopping, Terminated)
+
+	// From Running: the slice watchdog sees failures (Failing); the
+	// cluster master pauses (Paused) or stops (Stopping); the platform
+	// moves the controller (Relocating, set by its SIGTERM handler); the
+	// work ends well (Completed) or with errors (Failed); the controller
+	// is shut down before the work could finish (Terminated).
+	b.Allow(Running, Failing, Paused, Stopping, Relocating, Completed, Failed, Terminated)
+
+	// Recovering: the recovered work is done and normal work goes on
+	// (Running), otherwise as Running. Pausing is allowed here too.
+	b.Allow(Recovering, Running, Failing, Paused, Stopping, Relocating, Completed, Failed, Terminated)
+
+	// Failing: the watchdog's probation ends well and the controller goes
+	// back to what it was doing (Running or Recovering), or the work ends
+	// with errors (Failed); pause, stop, relocation and shutdown as above.
+	b.Allow(Failing, Running, Recovering, Paused, Stopping, Relocating, Failed, Terminated)
+
+	// Paused: the cluster master resumes (Running) or stops (Stopping);
+	// the paused controller is relocated (Relocating), fails (Failed) or
+	// is shut down (Terminated).
+	b.Allow(Paused, Running, Stopping, Relocating, Failed, Terminated)
+
+	// Stopping: the controller finishes in-flight work (Stopped), or the
+	// work happened to finish first (Completed: Teraslice accepts this);
+	// a terminal error while stopping (Failed); the cluster shuts down
+	// (Terminated). Never Relocating: a SIGTERM while stopping means
+	// "shut down".
+	b.Allow(Stopping, Stopped, Completed, Failed, Terminated)
+
+	// Relocating: the new controller, after taking the execution over,
+	// returns to the status it was relocated from and only that one.
+	b.Return(Relocating, Running, Recovering, Failing, Paused)
+	// The new controller re-runs its setup instead (Initializing: the one
+	// way from a running status back to an init status, because a moved
+	// controller starts from scratch); the relocation deadline passes
+	// with nobody taking over (Failed, set by the deadline reconciler);
+	// the cluster master stops it meanwhile (Stopping); the cluster shuts
+	// down (Terminated).
+	b.Allow(Relocating, Initializing, Failed, Stopping, Terminated)
+
+	// No edge leaves a terminal status. (Teraslice lets a stopped
+	// execution become completed when its slicer finishes late; here the
+	// controller must see Stopping and write Completed from there.)
+	b.Terminal(Completed, Stopped, Rejected, Failed, Terminated)
+	return b
+}
+
+var lifecycle = sync.OnceValues(func() (*transition.Table[Status], error) {
+	return LifecycleBuilder().Build()
+})
+
+// Lifecycle returns the canonical execution table, without guards. It is
+// built once and shared; a Table is immutable, so sharing is safe.
+func Lifecycle() *transition.Table[Status] {
+	t, err := lifecycle()
+	if err != nil {
+		// The table is a constant of this package and its tests build it;
+		// failing here means the package itself is broken.
+		panic("state: the lifecycle table does not build: " + err.Error())
+	}
+	return t
+}

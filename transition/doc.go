@@ -1,0 +1,46 @@
+// Package transition holds what any lifecycle needs, whatever its states:
+// a validated transition [Table], guards, a lock-free in-memory [Machine],
+// and [Persisted], which moves a record kept in a [Store] by
+// compare-and-swap, with an audit trail and ownership fencing.
+//
+// # Tables
+//
+// A table is built once and never changes:
+//
+//	table, err := transition.New(Idle).
+//		Allow(Idle, Running).
+//		Allow(Running, Paused, Done).
+//		Allow(Paused, Running, Done).
+//		Terminal(Done).
+//		Build()
+//
+// Build refuses a table with a mistake in it (a state nothing reaches, a
+// state that can never finish, an edge out of a terminal state, a
+// duplicate) and lists every mistake at once. States may be of any
+// comparable type: an integer enum, a string type, a struct.
+//
+// # Moving
+//
+// [Machine.Fire] and [Persisted.Fire] move to a state if the table allows
+// it and every guard agrees; otherwise they return an [*Error] that
+// matches [ErrNotAllowed] or [ErrGuard]. Firing the current state is an
+// idempotent success that changes nothing. A [Persisted] never overwrites
+// what it has not read: on a concurrent write it re-reads and decides
+// again ([Persisted.Apply] makes that decision a function of the fresh
+// record).
+//
+// # Ownership
+//
+// A controller that takes an execution over ([Persisted.Acquire]) bumps
+// the record's epoch. From then on the previous owner's writes fail with
+// [ErrFenced], so during a relocation, when the old process may still be
+// alive, only the new one drives the execution.
+//
+// # Return edges
+//
+// Some states remember where they came from. [Builder.Return] declares
+// edges that may only lead back to the state the current one was entered
+// from; records keep that state in [Record.Previous]. The execution
+// lifecycle uses it for relocation: a relocated paused execution comes
+// back paused.
+package transition

@@ -1,0 +1,116 @@
+package transition
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Match them with errors.Is; the typed errors below carry
+// the details a caller needs to act.
+var (
+	// ErrNotAllowed: the table has no such move (or a return edge leads
+	// somewhere other than back).
+	ErrNotAllowed = errors.New("transition not allowed")
+
+	// ErrGuard: a guard vetoed the move. The error also unwraps to the
+	// guard's own error.
+	ErrGuard = errors.New("transition vetoed by guard")
+
+	// ErrNotFound: the store has no record with that id.
+	ErrNotFound = errors.New("record not found")
+
+	// ErrExists: Create found a record with that id already.
+	ErrExists = errors.New("record already exists")
+
+	// ErrConflict: the record changed since it was read; see
+	// [ConflictError] for the current record.
+	ErrConflict = errors.New("record changed concurrently")
+
+	// ErrFenced: the writer's ownership claim is stale, because another
+	// owner took over with a newer epoch; see [FencedError].
+	ErrFenced = errors.New("writer fenced by a newer owner")
+
+	// ErrInvalidRecord: a record breaks a limit or a rule of [Record];
+	// nothing was written.
+	ErrInvalidRecord = errors.New("invalid record")
+
+	// ErrCorrupt: stored bytes do not decode into a valid record.
+	ErrCorrupt = errors.New("corrupt record")
+
+	// ErrNilContext: a nil context.Context was passed.
+	ErrNilContext = errors.New("nil context")
+)
+
+// Error is a move the table or a guard refused. errors.Is matches it
+// against [ErrNotAllowed] or [ErrGuard], whichever refused, and
+// errors.As can reach the guard's own error through it.
+type Error struct {
+	ID     string // the execution's id, when known
+	From   string // text form of the state the move started from
+	To     string // text form of the state it tried to reach
+	Reason string // why it was refused, for people
+	Err    error  // the guard's error, nil for ErrNotAllowed
+
+	kind error
+}
+
+func (e *Error) Error() string {
+	where := ""
+	if e.ID != "" {
+		where = e.ID + ": "
+	}
+	msg := fmt.Sprintf("transition: %s%s → %s: %v", where, e.From, e.To, e.kind)
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is reports whether target is the sentinel this error matches.
+func (e *Error) Is(target error) bool { return target == e.kind }
+
+// Unwrap returns the guard's error.
+func (e *Error) Unwrap() error { return e.Err }
+
+func notAllowed(id, from, to, reason string) *Error {
+	return &Error{ID: id, From: from, To: to, Reason: reason, kind: ErrNotAllowed}
+}
+
+// ConflictError is returned by [Store.CompareAndSwap] when the record's
+// revision is not the expected one. It carries the record as it is now so
+// the caller can re-decide without another read.
+type ConflictError struct {
+	ID       string
+	Expected uint64 // the revision the writer expected
+	Current  Record // the record as the store holds it now
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("transition: %s: %v: expected revision %d, found %d (status %q)",
+		e.ID, ErrConflict, e.Expected, e.Current.Revision, e.Current.Status)
+}
+
+// Is makes errors.Is(err, ErrConflict) hold.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// FencedError is returned when a writer holding an ownership claim finds
+// the record owned by someone else, or by itself at another epoch: it was
+// relocated and a newer controller took over. Nothing was written.
+type FencedError struct {
+	ID           string
+	Owner        string // the writer's claimed owner
+	Epoch        uint64 // the writer's claimed epoch
+	CurrentOwner string
+	CurrentEpoch uint64
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("transition: %s: %v: claim %q@%d, record owned by %q@%d",
+		e.ID, ErrFenced, e.Owner, e.Epoch, e.CurrentOwner, e.CurrentEpoch)
+}
+
+// Is makes errors.Is(err, ErrFenced) hold.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }

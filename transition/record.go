@@ -1,0 +1,190 @@
+package transition
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits every [Record] obeys. Stores check them on every write, so a
+// megabyte of reason is a clear error at the caller, not a rejected etcd
+// request or a bloated audit trail later.
+const (
+	MaxIDLen        = 256
+	MaxOwnerLen     = 256  // owner and actor names
+	MaxReasonLen    = 8192 // room for a stack trace, as Teraslice's _failureReason holds
+	MaxMetaEntries  = 64
+	MaxMetaKeyLen   = 128
+	MaxMetaValueLen = 4096
+	MaxHistory      = 256
+)
+
+// Record is an execution as a [Store] keeps it. It is status-agnostic:
+// the status is stored as its text form, so one store serves any table.
+type Record struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Previous is the status the current one was entered from, empty if
+	// the record was created in it. It is the memory return edges need: a
+	// relocating record remembers the status it left.
+	Previous string `json:"previous,omitempty"`
+	// Revision is assigned by the store on every write and is what
+	// CompareAndSwap compares. Revisions of one record strictly increase.
+	Revision uint64 `json:"revision"`
+	// Owner and Epoch are the ownership claim: a controller that takes
+	// over bumps Epoch, and writes made under an older claim fail with
+	// ErrFenced.
+	Owner     string    `json:"owner,omitempty"`
+	Epoch     uint64    `json:"epoch"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Reason    string    `json:"reason,omitempty"` // of the last change
+	// History is the audit trail of the most recent changes, oldest
+	// first, written in the same atomic write as the change itself.
+	History []Entry `json:"history,omitempty"`
+	// Meta is a small string map for the user and for this module's
+	// packages (restart counts, failure reasons).
+	Meta map[string]string `json:"meta,omitempty"`
+}
+
+// Entry is one change in a record's audit trail.
+type Entry struct {
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Reason string    `json:"reason,omitempty"`
+	Actor  string    `json:"actor,omitempty"`
+	Owner  string    `json:"owner,omitempty"`
+	Epoch  uint64    `json:"epoch"`
+	At     time.Time `json:"at"`
+	// Revision is the revision the change was applied at: the record's
+	// revision just before it.
+	Revision uint64 `json:"revision"`
+}
+
+// Clone returns a deep copy of r, sharing nothing with it.
+func (r Record) Clone() Record {
+	r.History = append([]Entry(nil), r.History...)
+	if r.Meta != nil {
+		r.Meta = maps.Clone(r.Meta)
+	}
+	return r
+}
+
+// Validate checks r against the limits and rules every store enforces:
+// a non-empty id, a status, bounded lengths, valid UTF-8 everywhere (JSON
+// would silently replace invalid bytes, and a record must come back as it
+// went in). The error matches [ErrInvalidRecord].
+func (r *Record) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("transition: record %s: %w: %s", quoteLimited(r.ID), ErrInvalidRecord, fmt.Sprintf(format, args...))
+	}
+	if err := checkText("id", r.ID, MaxIDLen, false); err != nil {
+		return bad("%v", err)
+	}
+	for _, f := range []struct {
+		name, value string
+		max         int
+		empty       bool
+	}{
+		{"status", r.Status, MaxNameLen, false},
+		{"previous", r.Previous, MaxNameLen, true},
+		{"owner", r.Owner, MaxOwnerLen, true},
+		{"reason", r.Reason, MaxReasonLen, true},
+	} {
+		if err := checkText(f.name, f.value, f.max, f.empty); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if len(r.History) > MaxHistory {
+		return bad("history has %d entries, at most %d", len(r.History), MaxHistory)
+	}
+	for k, e := range r.History {
+		for _, f := range []struct {
+			name, value string
+			max         int
+		}{
+			{"from", e.From, MaxNameLen}, {"to", e.To, MaxNameLen}, {"reason", e.Reason, MaxReasonLen},
+			{"actor", e.Actor, MaxOwnerLen}, {"owner", e.Owner, MaxOwnerLen},
+		} {
+			if err := checkText(f.name, f.value, f.max, true); err != nil {
+				return bad("history[%d]: %v", k, err)
+			}
+		}
+	}
+	if len(r.Meta) > MaxMetaEntries {
+		return bad("meta has %d entries, at most %d", len(r.Meta), MaxMetaEntries)
+	}
+	for k, v := range r.Meta {
+		if err := checkText("meta key", k, MaxMetaKeyLen, false); err != nil {
+			return bad("%v", err)
+		}
+		if err := checkText("meta["+quoteLimited(k)+"]", v, MaxMetaValueLen, true); err != nil {
+			return bad("%v", err)
+		}
+	}
+	return nil
+}
+
+func checkText(name, value string, maxLen int, emptyOK bool) error {
+	switch {
+	case value == "" && !emptyOK:
+		return fmt.Errorf("%s is empty", name)
+	case len(value) > maxLen:
+		return fmt.Errorf("%s is %d bytes, at most %d", name, len(value), maxLen)
+	case !utf8.ValidString(value):
+		return fmt.Errorf("%s is not valid UTF-8", name)
+	}
+	return nil
+}
+
+// recordFormatJSON is the first byte of an encoded record: format 1 is
+// JSON. A reader that meets a format it does not know refuses the record
+// instead of guessing, and a writer that adds a field bumps the format.
+const recordFormatJSON = 1
+
+// MarshalBinary encodes r for a store: one format byte, then JSON. It
+// validates r first, so nothing a store writes is unreadable.
+func (r Record) MarshalBinary() ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("transition: record %s: %w", quoteLimited(r.ID), err)
+	}
+	return append([]byte{recordFormatJSON}, body...), nil
+}
+
+// UnmarshalBinary decodes what MarshalBinary wrote. Anything else (empty
+// input, an unknown format byte, malformed JSON, unknown fields, trailing
+// bytes, a record breaking the limits) returns an error matching
+// [ErrCorrupt], and r is left unchanged.
+func (r *Record) UnmarshalBinary(data []byte) error {
+	if len(data) == 0 {
+		return fmt.Errorf("transition: %w: empty", ErrCorrupt)
+	}
+	if data[0] != recordFormatJSON {
+		return fmt.Errorf("transition: %w: unknown record format 0x%02x (this build reads 0x%02x)", ErrCorrupt, data[0], recordFormatJSON)
+	}
+	if !utf8.Valid(data[1:]) {
+		// JSON would quietly turn the bad bytes into U+FFFD.
+		return fmt.Errorf("transition: %w: not valid UTF-8", ErrCorrupt)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data[1:]))
+	dec.DisallowUnknownFields()
+	var v Record
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("transition: %w: %v", ErrCorrupt, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("transition: %w: trailing data after the record", ErrCorrupt)
+	}
+	if err := v.Validate(); err != nil {
+		return fmt.Errorf("transition: %w: %v", ErrCorrupt, err)
+	}
+	*r = v
+	return nil
+}

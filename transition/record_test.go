@@ -1,0 +1,94 @@
+package transition_test
+
+import (
+	"testing"
+
+	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/transition/storetest"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMemoryStoreConformance(t *testing.T) {
+	storetest.Run(t, func(*testing.T) transition.Store { return transition.NewMemoryStore() })
+}
+
+func TestZeroMemoryStoreIsReady(t *testing.T) {
+	var s transition.MemoryStore
+	_, err := s.Create(bg, storetest.Sample("ex-1"))
+	require.NoError(t, err)
+}
+
+func TestRecordEncodingRoundTrips(t *testing.T) {
+	rec := storetest.Sample("ex-1")
+	rec.Revision = 42
+	data, err := rec.MarshalBinary()
+	require.NoError(t, err)
+	require.Equal(t, byte(1), data[0], "format byte")
+	var back transition.Record
+	require.NoError(t, back.UnmarshalBinary(data))
+	require.Equal(t, rec.Revision, back.Revision)
+	require.True(t, rec.UpdatedAt.Equal(back.UpdatedAt))
+	back.UpdatedAt = rec.UpdatedAt
+	for k := range back.History {
+		require.True(t, rec.History[k].At.Equal(back.History[k].At))
+		back.History[k].At = rec.History[k].At
+	}
+	require.Equal(t, rec, back)
+}
+
+func TestRecordEncodingRefusesInvalidRecords(t *testing.T) {
+	rec := storetest.Sample("")
+	_, err := rec.MarshalBinary()
+	require.ErrorIs(t, err, transition.ErrInvalidRecord)
+}
+
+func TestRecordDecodingRefusesCorruptOrForeignBytes(t *testing.T) {
+	good, err := storetest.Sample("ex-1").MarshalBinary()
+	require.NoError(t, err)
+	for name, data := range map[string][]byte{
+		"empty":           nil,
+		"future format":   append([]byte{2}, good[1:]...),
+		"format zero":     append([]byte{0}, good[1:]...),
+		"truncated":       good[:len(good)/2],
+		"garbage":         []byte("\x01\x00\xff\xfe"),
+		"trailing data":   append(append([]byte(nil), good...), []byte(` {"id":"x"}`)...),
+		"unknown field":   []byte(`` + "\x01" + `{"id":"ex-1","status":"running","revision":1,"epoch":0,"updated_at":"2026-01-01T00:00:00Z","color":"red"}`),
+		"invalid record":  []byte("\x01" + `{"id":"","status":"running","revision":1,"epoch":0,"updated_at":"2026-01-01T00:00:00Z"}`),
+		"invalid UTF-8":   []byte("\x01" + `{"id":"ex-` + "\xff" + `","status":"running","revision":1,"epoch":0,"updated_at":"2026-01-01T00:00:00Z"}`),
+		"wrong types":     []byte("\x01" + `{"id":1}`),
+		"JSON null":       []byte("\x01null"),
+		"negative epoch":  []byte("\x01" + `{"id":"ex-1","status":"running","revision":1,"epoch":-1,"updated_at":"2026-01-01T00:00:00Z"}`),
+		"overflowing rev": []byte("\x01" + `{"id":"ex-1","status":"running","revision":18446744073709551616,"epoch":0,"updated_at":"2026-01-01T00:00:00Z"}`),
+	} {
+		rec := storetest.Sample("untouched")
+		err := rec.UnmarshalBinary(data)
+		require.ErrorIs(t, err, transition.ErrCorrupt, name)
+		require.Equal(t, "untouched", rec.ID, "%s: a failed decode leaves the record alone", name)
+	}
+}
+
+func FuzzRecordUnmarshalBinary(f *testing.F) {
+	good, _ := storetest.Sample("ex-1").MarshalBinary()
+	f.Add(good)
+	f.Add([]byte{})
+	f.Add([]byte{1})
+	f.Add([]byte("\x01{}"))
+	f.Add([]byte("\x02{}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var rec transition.Record
+		if err := rec.UnmarshalBinary(data); err != nil {
+			require.ErrorIs(t, err, transition.ErrCorrupt)
+			return
+		}
+		// Whatever decodes is valid and survives another round trip.
+		require.NoError(t, rec.Validate())
+		again, err := rec.MarshalBinary()
+		require.NoError(t, err)
+		var back transition.Record
+		require.NoError(t, back.UnmarshalBinary(again))
+		require.Equal(t, rec.ID, back.ID)
+		require.Equal(t, rec.Status, back.Status)
+		require.Equal(t, rec.Revision, back.Revision)
+		require.Equal(t, len(rec.History), len(back.History))
+	})
+}

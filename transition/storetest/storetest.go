@@ -1,0 +1,382 @@
+// Package storetest is the conformance suite every [transition.Store]
+// must pass. A store's tests call [Run] with a function that returns a
+// fresh, empty store:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) transition.Store {
+//			return openTestStore(t)
+//		})
+//	}
+//
+// The suite checks the contract documented on [transition.Store]: the
+// sentinel errors, compare-and-swap with the current record on conflict,
+// revisions that strictly increase, validation before any write, context
+// handling, no aliasing, and exactly one winner among concurrent writers.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+// Run runs the suite as subtests; newStore is called once per subtest.
+func Run(t *testing.T, newStore func(t *testing.T) transition.Store) {
+	t.Helper()
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, transition.Store)
+	}{
+		{"GetUnknownIsNotFound", getUnknownIsNotFound},
+		{"CreateThenGetRoundTrips", createThenGetRoundTrips},
+		{"CreateTwiceIsExists", createTwiceIsExists},
+		{"CreateIgnoresGivenRevision", createIgnoresGivenRevision},
+		{"CompareAndSwapAtCurrentRevisionWrites", casAtCurrentRevisionWrites},
+		{"CompareAndSwapAtStaleRevisionConflicts", casAtStaleRevisionConflicts},
+		{"CompareAndSwapUnknownIsNotFound", casUnknownIsNotFound},
+		{"CompareAndSwapChecksTheID", casChecksTheID},
+		{"RevisionsStrictlyIncrease", revisionsStrictlyIncrease},
+		{"InvalidRecordsAreRefusedAndNothingIsWritten", invalidRecordsAreRefused},
+		{"DoneContextWritesNothing", doneContextWritesNothing},
+		{"ReturnedRecordsAreNotAliased", returnedRecordsAreNotAliased},
+		{"ConcurrentWritersHaveExactlyOneWinner", concurrentWritersHaveOneWinner},
+		{"LargestValidRecordRoundTrips", largestValidRecordRoundTrips},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// Sample returns a valid record with every field set, for id.
+func Sample(id string) transition.Record {
+	at := time.Date(2026, 12, 2, 16, 41, 37, 123456789, time.UTC)
+	return transition.Record{
+		ID: id, Status: "running", Previous: "initializing", Owner: "pod-a", Epoch: 3,
+		UpdatedAt: at, Reason: "slicer ready ✓",
+		History: []transition.Entry{
+			{From: "", To: "pending", Reason: "submitted", Actor: "master", At: at.Add(-time.Minute)},
+			{From: "initializing", To: "running", Reason: "slicer ready ✓", Actor: "pod-a", Owner: "pod-a", Epoch: 3, At: at, Revision: 7},
+		},
+		Meta: map[string]string{"restarts": "1", "realm": "lab-β"},
+	}
+}
+
+// requireSameRecord compares two records field by field, with times
+// compared as instants and nil and empty collections treated alike.
+func requireSameRecord(t *testing.T, want, got transition.Record) {
+	t.Helper()
+	require.Equal(t, want.ID, got.ID)
+	require.Equal(t, want.Status, got.Status)
+	require.Equal(t, want.Previous, got.Previous)
+	require.Equal(t, want.Owner, got.Owner)
+	require.Equal(t, want.Epoch, got.Epoch)
+	require.Equal(t, want.Reason, got.Reason)
+	require.True(t, want.UpdatedAt.Equal(got.UpdatedAt), "UpdatedAt %v, want %v", got.UpdatedAt, want.UpdatedAt)
+	require.Len(t, got.History, len(want.History))
+	for k := range want.History {
+		w, g := want.History[k], got.History[k]
+		require.True(t, w.At.Equal(g.At), "History[%d].At", k)
+		w.At, g.At = time.Time{}, time.Time{}
+		require.Equal(t, w, g, "History[%d]", k)
+	}
+	require.Equal(t, len(want.Meta), len(got.Meta))
+	for k, v := range want.Meta {
+		require.Equal(t, v, got.Meta[k], "Meta[%q]", k)
+	}
+}
+
+func getUnknownIsNotFound(t *testing.T, s transition.Store) {
+	_, err := s.Get(ctx(t), "nope")
+	require.ErrorIs(t, err, transition.ErrNotFound)
+}
+
+func createThenGetRoundTrips(t *testing.T, s transition.Store) {
+	want := Sample("ex-1")
+	created, err := s.Create(ctx(t), want)
+	require.NoError(t, err)
+	require.NotZero(t, created.Revision)
+	requireSameRecord(t, want, created)
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, created.Revision, got.Revision)
+	requireSameRecord(t, want, got)
+}
+
+func createTwiceIsExists(t *testing.T, s transition.Store) {
+	first, err := s.Create(ctx(t), Sample("ex-1"))
+	require.NoError(t, err)
+	other := Sample("ex-1")
+	other.Status = "failed"
+	_, err = s.Create(ctx(t), other)
+	require.ErrorIs(t, err, transition.ErrExists)
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, first.Revision, got.Revision)
+	require.Equal(t, "running", got.Status, "the second Create changed nothing")
+}
+
+func createIgnoresGivenRevision(t *testing.T, s transition.Store) {
+	rec := Sample("ex-1")
+	rec.Revision = 1 << 60
+	created, err := s.Create(ctx(t), rec)
+	require.NoError(t, err)
+	require.NotEqual(t, rec.Revision, created.Revision)
+	next := created
+	next.Status = "paused"
+	_, err = s.CompareAndSwap(ctx(t), "ex-1", created.Revision, next)
+	require.NoError(t, err, "the assigned revision is the one CompareAndSwap compares")
+}
+
+func casAtCurrentRevisionWrites(t *testing.T, s transition.Store) {
+	created, err := s.Create(ctx(t), Sample("ex-1"))
+	require.NoError(t, err)
+	next := created
+	next.Status, next.Previous, next.Reason = "relocating", "running", "node drained"
+	next.Meta = map[string]string{"k": "v"}
+	written, err := s.CompareAndSwap(ctx(t), "ex-1", created.Revision, next)
+	require.NoError(t, err)
+	require.Greater(t, written.Revision, created.Revision)
+	requireSameRecord(t, next, written)
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, written.Revision, got.Revision)
+	requireSameRecord(t, next, got)
+}
+
+func casAtStaleRevisionConflicts(t *testing.T, s transition.Store) {
+	created, err := s.Create(ctx(t), Sample("ex-1"))
+	require.NoError(t, err)
+	first := created
+	first.Status = "stopping"
+	written, err := s.CompareAndSwap(ctx(t), "ex-1", created.Revision, first)
+	require.NoError(t, err)
+
+	stale := created
+	stale.Status = "relocating"
+	_, err = s.CompareAndSwap(ctx(t), "ex-1", created.Revision, stale)
+	require.ErrorIs(t, err, transition.ErrConflict)
+	var conflict *transition.ConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.Equal(t, written.Revision, conflict.Current.Revision, "the conflict carries the current record")
+	require.Equal(t, "stopping", conflict.Current.Status)
+
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, "stopping", got.Status, "the stale write changed nothing")
+	require.Equal(t, written.Revision, got.Revision)
+}
+
+func casUnknownIsNotFound(t *testing.T, s transition.Store) {
+	_, err := s.CompareAndSwap(ctx(t), "ex-1", 1, Sample("ex-1"))
+	require.ErrorIs(t, err, transition.ErrNotFound)
+	_, err = s.Get(ctx(t), "ex-1")
+	require.ErrorIs(t, err, transition.ErrNotFound, "CompareAndSwap does not create")
+}
+
+func casChecksTheID(t *testing.T, s transition.Store) {
+	a, err := s.Create(ctx(t), Sample("ex-a"))
+	require.NoError(t, err)
+	_, err = s.Create(ctx(t), Sample("ex-b"))
+	require.NoError(t, err)
+	_, err = s.CompareAndSwap(ctx(t), "ex-a", a.Revision, Sample("ex-b"))
+	require.ErrorIs(t, err, transition.ErrInvalidRecord)
+	got, err := s.Get(ctx(t), "ex-a")
+	require.NoError(t, err)
+	require.Equal(t, a.Revision, got.Revision)
+}
+
+func revisionsStrictlyIncrease(t *testing.T, s transition.Store) {
+	var last uint64
+	for k := range 3 {
+		rec, err := s.Create(ctx(t), Sample(fmt.Sprintf("ex-%d", k)))
+		require.NoError(t, err)
+		require.Greater(t, rec.Revision, last)
+		last = rec.Revision
+	}
+	cur, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	for k := range 20 {
+		next := cur
+		next.Reason = fmt.Sprintf("write %d", k)
+		written, err := s.CompareAndSwap(ctx(t), "ex-1", cur.Revision, next)
+		require.NoError(t, err)
+		require.Greater(t, written.Revision, cur.Revision)
+		cur = written
+	}
+}
+
+// Hostile records: each is refused with ErrInvalidRecord and nothing is
+// written.
+func invalidRecordsAreRefused(t *testing.T, s transition.Store) {
+	created, err := s.Create(ctx(t), Sample("ex-1"))
+	require.NoError(t, err)
+	huge := strings.Repeat("x", 1<<20)
+	cases := map[string]func(*transition.Record){
+		"empty id":            func(r *transition.Record) { r.ID = "" },
+		"long id":             func(r *transition.Record) { r.ID = strings.Repeat("i", transition.MaxIDLen+1) },
+		"invalid UTF-8 id":    func(r *transition.Record) { r.ID = "ex-\xff" },
+		"empty status":        func(r *transition.Record) { r.Status = "" },
+		"1 MB reason":         func(r *transition.Record) { r.Reason = huge },
+		"invalid UTF-8":       func(r *transition.Record) { r.Reason = "bad \xc3\x28" },
+		"long owner":          func(r *transition.Record) { r.Owner = huge },
+		"huge meta value":     func(r *transition.Record) { r.Meta = map[string]string{"k": huge} },
+		"empty meta key":      func(r *transition.Record) { r.Meta = map[string]string{"": "v"} },
+		"too many meta keys":  func(r *transition.Record) { r.Meta = manyKeys(transition.MaxMetaEntries + 1) },
+		"1 MB history reason": func(r *transition.Record) { r.History[0].Reason = huge },
+		"history too long": func(r *transition.Record) {
+			r.History = make([]transition.Entry, transition.MaxHistory+1)
+		},
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			rec := Sample("ex-new")
+			mutate(&rec)
+			_, err := s.Create(ctx(t), rec)
+			require.ErrorIs(t, err, transition.ErrInvalidRecord)
+			if rec.ID != "" && rec.ID != "ex-new" {
+				return
+			}
+			_, err = s.Get(ctx(t), "ex-new")
+			require.ErrorIs(t, err, transition.ErrNotFound, "nothing was created")
+
+			next := created
+			next.History = append([]transition.Entry(nil), created.History...)
+			mutate(&next)
+			if next.ID != created.ID {
+				return // the id case is CompareAndSwapChecksTheID
+			}
+			_, err = s.CompareAndSwap(ctx(t), "ex-1", created.Revision, next)
+			require.ErrorIs(t, err, transition.ErrInvalidRecord)
+			got, err := s.Get(ctx(t), "ex-1")
+			require.NoError(t, err)
+			require.Equal(t, created.Revision, got.Revision, "nothing was written")
+		})
+	}
+}
+
+func manyKeys(n int) map[string]string {
+	m := make(map[string]string, n)
+	for k := range n {
+		m[fmt.Sprintf("k%d", k)] = "v"
+	}
+	return m
+}
+
+func doneContextWritesNothing(t *testing.T, s transition.Store) {
+	created, err := s.Create(ctx(t), Sample("ex-1"))
+	require.NoError(t, err)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = s.Create(done, Sample("ex-2"))
+	require.ErrorIs(t, err, context.Canceled)
+	next := created
+	next.Status = "failed"
+	_, err = s.CompareAndSwap(done, "ex-1", created.Revision, next)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = s.Get(done, "ex-1")
+	require.ErrorIs(t, err, context.Canceled)
+
+	_, err = s.Get(ctx(t), "ex-2")
+	require.ErrorIs(t, err, transition.ErrNotFound)
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, created.Revision, got.Revision)
+}
+
+func returnedRecordsAreNotAliased(t *testing.T, s transition.Store) {
+	rec := Sample("ex-1")
+	created, err := s.Create(ctx(t), rec)
+	require.NoError(t, err)
+	rec.Meta["realm"] = "changed after Create"
+	rec.History[0].Reason = "changed after Create"
+	created.Meta["restarts"] = "changed in the result"
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	requireSameRecord(t, Sample("ex-1"), got)
+	got.Meta["realm"] = "changed after Get"
+	again, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	requireSameRecord(t, Sample("ex-1"), again)
+}
+
+// Many goroutines race to write the same revision: exactly one wins and
+// every loser sees a conflict carrying the winner's record.
+func concurrentWritersHaveOneWinner(t *testing.T, s transition.Store) {
+	const writers = 16
+	for round := range 5 {
+		id := fmt.Sprintf("ex-%d", round)
+		created, err := s.Create(ctx(t), Sample(id))
+		require.NoError(t, err)
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			winners []transition.Record
+			losers  []*transition.ConflictError
+			others  []error
+		)
+		start := make(chan struct{})
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				next := created
+				next.Reason = fmt.Sprintf("writer %d", w)
+				<-start
+				written, err := s.CompareAndSwap(ctx(t), id, created.Revision, next)
+				mu.Lock()
+				defer mu.Unlock()
+				var conflict *transition.ConflictError
+				switch {
+				case err == nil:
+					winners = append(winners, written)
+				case errors.As(err, &conflict):
+					losers = append(losers, conflict)
+				default:
+					others = append(others, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		require.Empty(t, others)
+		require.Len(t, winners, 1)
+		require.Len(t, losers, writers-1)
+		for _, l := range losers {
+			require.Equal(t, winners[0].Revision, l.Current.Revision)
+			require.Equal(t, winners[0].Reason, l.Current.Reason)
+		}
+		got, err := s.Get(ctx(t), id)
+		require.NoError(t, err)
+		require.Equal(t, winners[0].Reason, got.Reason)
+	}
+}
+
+func largestValidRecordRoundTrips(t *testing.T, s transition.Store) {
+	rec := Sample("ex-" + strings.Repeat("é", (transition.MaxIDLen-3)/2))
+	rec.Reason = strings.Repeat("r", transition.MaxReasonLen)
+	rec.History = make([]transition.Entry, 16)
+	for k := range rec.History {
+		rec.History[k] = transition.Entry{From: "running", To: "failing", Reason: strings.Repeat("h", 1024), Revision: uint64(k)}
+	}
+	rec.Meta = manyKeys(transition.MaxMetaEntries)
+	rec.Meta["k0"] = strings.Repeat("v", transition.MaxMetaValueLen)
+	require.NoError(t, rec.Validate())
+	created, err := s.Create(ctx(t), rec)
+	require.NoError(t, err)
+	got, err := s.Get(ctx(t), rec.ID)
+	require.NoError(t, err)
+	require.Equal(t, created.Revision, got.Revision)
+	requireSameRecord(t, rec, got)
+}

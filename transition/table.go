@@ -1,0 +1,492 @@
+package transition
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// MaxStates is the most states a table may have. It keeps a state's index
+// in one byte, so a [Machine] packs its current state, the state it came
+// from and a change counter into one word it can swap atomically.
+const MaxStates = 255
+
+// MaxNameLen bounds the text form of a state, which every record stores.
+const MaxNameLen = 128
+
+// ErrInvalidTable is matched by every error [Builder.Build] returns.
+var ErrInvalidTable = errors.New("invalid transition table")
+
+// BuildError lists every problem [Builder.Build] found, so a table with
+// three mistakes is fixed in one round, not three.
+type BuildError struct {
+	Problems []string
+}
+
+func (e *BuildError) Error() string {
+	return "transition: invalid table: " + strings.Join(e.Problems, "; ")
+}
+
+// Is makes errors.Is(err, ErrInvalidTable) hold.
+func (e *BuildError) Is(target error) bool { return target == ErrInvalidTable }
+
+// Edge flags, one byte per (from, to) pair.
+const (
+	edgeAllowed uint8 = 1 << iota // from → to is in the table
+	edgeReturn                    // ... but only back to the state from was entered from
+	edgeGuarded                   // ... and guards of this edge must agree
+)
+
+// Table is a validated, immutable transition table over states of type S:
+// which states exist, which is initial, which are terminal, which moves
+// are allowed and which guards must agree to a move. Build one with [New].
+//
+// A Table is safe for concurrent use. Its text form of a state is the
+// state's String method if it has one, otherwise fmt.Sprint; decoding
+// (see [Table.Parse]) looks the text up among the table's own states, so a
+// record never decodes into a state the table does not know.
+type Table[S comparable] struct {
+	states   []S
+	names    []string
+	byName   map[string]uint8
+	index    map[S]uint8
+	dense    denseIndex
+	initial  uint8
+	terminal []bool
+	edges    []uint8 // n×n flags, from-major
+	n        int
+	guards   map[int][]Guard[S] // by edge from*n+to
+	anyGuard []Guard[S]
+}
+
+// Builder collects the pieces of a [Table]. Its methods record what they
+// are given and never fail; [Builder.Build] checks everything at once.
+// A Builder is not safe for concurrent use.
+type Builder[S comparable] struct {
+	initial  S
+	declared []S // from States, nil when the state set is open
+	closed   bool
+	seen     []S // every state named, in first-mention order
+	seenSet  map[S]bool
+	edges    []edgeDecl[S]
+	terminal []S
+	guards   []guardDecl[S]
+	anyGuard []Guard[S]
+}
+
+type edgeDecl[S comparable] struct {
+	from, to S
+	ret      bool
+}
+
+type guardDecl[S comparable] struct {
+	from, to S
+	g        Guard[S]
+}
+
+// New starts a table whose executions begin in initial.
+func New[S comparable](initial S) *Builder[S] {
+	b := &Builder[S]{initial: initial, seenSet: map[S]bool{}}
+	b.mention(initial)
+	return b
+}
+
+func (b *Builder[S]) mention(s S) {
+	if !b.seenSet[s] {
+		b.seenSet[s] = true
+		b.seen = append(b.seen, s)
+	}
+}
+
+// States closes the set of states: once it is called, any state named
+// elsewhere but not here is an error, which catches typos in a table of
+// string states. It also fixes the order of [Table.States]. Without it the
+// states are those named by New, Allow, Return and Terminal, in the order
+// they were first named.
+func (b *Builder[S]) States(states ...S) *Builder[S] {
+	b.closed = true
+	b.declared = append(b.declared, states...)
+	return b
+}
+
+// Allow adds the moves from → each of to.
+func (b *Builder[S]) Allow(from S, to ...S) *Builder[S] {
+	b.mention(from)
+	for _, t := range to {
+		b.mention(t)
+		b.edges = append(b.edges, edgeDecl[S]{from: from, to: t})
+	}
+	return b
+}
+
+// Return adds the moves from → each of to, where each is allowed only back
+// to the state from was entered from. It models a state that remembers
+// where it came from: Relocating, entered from Paused, may return to
+// Paused but not to Running. A record or machine that has no memory of
+// how it entered from (it was created there) may take none of them.
+func (b *Builder[S]) Return(from S, to ...S) *Builder[S] {
+	b.mention(from)
+	for _, t := range to {
+		b.mention(t)
+		b.edges = append(b.edges, edgeDecl[S]{from: from, to: t, ret: true})
+	}
+	return b
+}
+
+// Terminal marks states as final: no move may leave them.
+func (b *Builder[S]) Terminal(states ...S) *Builder[S] {
+	for _, s := range states {
+		b.mention(s)
+	}
+	b.terminal = append(b.terminal, states...)
+	return b
+}
+
+// Guard adds g to the move from → to, which must be allowed. Guards of an
+// edge run in the order they were added, after the guards added with
+// [Builder.GuardAll]; the first that returns an error vetoes the move.
+func (b *Builder[S]) Guard(from, to S, g Guard[S]) *Builder[S] {
+	b.guards = append(b.guards, guardDecl[S]{from: from, to: to, g: g})
+	return b
+}
+
+// GuardAll adds g to every move of the table.
+func (b *Builder[S]) GuardAll(g Guard[S]) *Builder[S] {
+	b.anyGuard = append(b.anyGuard, g)
+	return b
+}
+
+// Build validates the table and returns it. The error, a [*BuildError]
+// matching [ErrInvalidTable], lists every problem: a state named but not
+// declared, a duplicate edge or state, an edge leaving a terminal state, a
+// state no path from the initial one reaches, a non-terminal state from
+// which no terminal state can be reached (in a table without terminal
+// states: from which the initial state cannot be reached again), a return
+// edge that can never be taken, a guard on a move that is not allowed, a
+// nil guard, two states with the same text form, more than [MaxStates]
+// states.
+func (b *Builder[S]) Build() (*Table[S], error) {
+	if b == nil {
+		return nil, &BuildError{Problems: []string{"nil Builder (use transition.New)"}}
+	}
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+
+	states := b.seen
+	if b.closed {
+		states = nil
+		dup := map[S]bool{}
+		for _, s := range b.declared {
+			if dup[s] {
+				add("state %s declared twice", nameOf(s))
+				continue
+			}
+			dup[s] = true
+			states = append(states, s)
+		}
+		for _, s := range b.seen {
+			if !dup[s] {
+				add("unknown state %s (not in States)", nameOf(s))
+			}
+		}
+	}
+	if len(states) > MaxStates {
+		return nil, &BuildError{Problems: append(problems, fmt.Sprintf("%d states, at most %d", len(states), MaxStates))}
+	}
+
+	t := &Table[S]{
+		states:   append([]S(nil), states...),
+		names:    make([]string, len(states)),
+		byName:   make(map[string]uint8, len(states)),
+		index:    make(map[S]uint8, len(states)),
+		terminal: make([]bool, len(states)),
+		n:        len(states),
+		edges:    make([]uint8, len(states)*len(states)),
+		guards:   map[int][]Guard[S]{},
+	}
+	for i, s := range states {
+		t.index[s] = uint8(i)
+		name := nameOf(s)
+		t.names[i] = name
+		switch {
+		case name == "":
+			add("state %d has an empty text form", i)
+		case len(name) > MaxNameLen:
+			add("state %.32q… has a text form of %d bytes, at most %d", name, len(name), MaxNameLen)
+		case !utf8.ValidString(name):
+			add("state %q has a text form that is not valid UTF-8", name)
+		}
+		if j, dup := t.byName[name]; dup {
+			add("states %d and %d share the text form %q", j, i, name)
+		}
+		t.byName[name] = uint8(i)
+	}
+	t.dense = newDenseIndex(states)
+	known := func(s S) (int, bool) {
+		i, ok := t.index[s]
+		return int(i), ok
+	}
+	if i, ok := known(b.initial); ok {
+		t.initial = uint8(i)
+	}
+	for _, s := range b.terminal {
+		if i, ok := known(s); ok {
+			t.terminal[i] = true
+		}
+	}
+	for _, e := range b.edges {
+		i, ok1 := known(e.from)
+		j, ok2 := known(e.to)
+		if !ok1 || !ok2 {
+			continue // reported as unknown above
+		}
+		switch {
+		case i == j:
+			add("self edge %s → %s: writing the current state is always an idempotent no-op", t.names[i], t.names[j])
+			continue
+		case t.edges[i*t.n+j] != 0:
+			add("duplicate edge %s → %s", t.names[i], t.names[j])
+			continue
+		case t.terminal[i]:
+			add("edge %s → %s leaves terminal state %s", t.names[i], t.names[j], t.names[i])
+		}
+		flags := edgeAllowed
+		if e.ret {
+			flags |= edgeReturn
+		}
+		t.edges[i*t.n+j] = flags
+	}
+	// A return edge R → X can only be taken after X → R.
+	for i := range t.n {
+		for j := range t.n {
+			if t.edges[i*t.n+j]&edgeReturn != 0 && t.edges[j*t.n+i] == 0 {
+				add("return edge %s → %s can never be taken: %s has no edge into %s", t.names[i], t.names[j], t.names[j], t.names[i])
+			}
+		}
+	}
+	for _, g := range b.guards {
+		i, ok1 := known(g.from)
+		j, ok2 := known(g.to)
+		switch {
+		case !ok1 || !ok2:
+			add("guard on %s → %s names an unknown state", nameOf(g.from), nameOf(g.to))
+		case g.g == nil:
+			add("nil guard on %s → %s", t.names[i], t.names[j])
+		case t.edges[i*t.n+j] == 0:
+			add("guard on %s → %s, which is not an allowed edge", t.names[i], t.names[j])
+		default:
+			t.edges[i*t.n+j] |= edgeGuarded
+			t.guards[i*t.n+j] = append(t.guards[i*t.n+j], g.g)
+		}
+	}
+	for k, g := range b.anyGuard {
+		if g == nil {
+			add("nil guard %d in GuardAll", k)
+		}
+	}
+	t.anyGuard = append([]Guard[S](nil), b.anyGuard...)
+	t.dense.addEdges(t.edges, t.n)
+	if t.n > 0 {
+		problems = append(problems, t.graphProblems()...)
+	}
+	if len(problems) > 0 {
+		return nil, &BuildError{Problems: problems}
+	}
+	return t, nil
+}
+
+// graphProblems reports unreachable states and traps.
+func (t *Table[S]) graphProblems() []string {
+	var problems []string
+	fromInitial := t.reach(int(t.initial), false)
+	for i := range t.n {
+		if !fromInitial[i] {
+			problems = append(problems, fmt.Sprintf("state %s is unreachable from initial state %s", t.names[i], t.names[t.initial]))
+		}
+	}
+	// Walk edges backwards from the goal: terminal states, or in a table
+	// without any, the initial state (a cycle must be able to come round).
+	goal := make([]bool, t.n)
+	hasTerminal := false
+	for i, term := range t.terminal {
+		if term {
+			goal[i], hasTerminal = true, true
+		}
+	}
+	if !hasTerminal {
+		goal[t.initial] = true
+	}
+	canFinish := t.reachAny(goal, true)
+	for i := range t.n {
+		if canFinish[i] || !fromInitial[i] {
+			continue
+		}
+		if hasTerminal {
+			problems = append(problems, fmt.Sprintf("state %s is a trap: no terminal state can be reached from it", t.names[i]))
+		} else {
+			problems = append(problems, fmt.Sprintf("state %s is a trap: the table has no terminal state and the initial state %s cannot be reached again from it", t.names[i], t.names[t.initial]))
+		}
+	}
+	return problems
+}
+
+func (t *Table[S]) reach(start int, backwards bool) []bool {
+	goal := make([]bool, t.n)
+	goal[start] = true
+	return t.reachAny(goal, backwards)
+}
+
+// reachAny returns the states reachable from any goal state (backwards:
+// the states that can reach one).
+func (t *Table[S]) reachAny(goal []bool, backwards bool) []bool {
+	seen := append([]bool(nil), goal...)
+	var stack []int
+	for i, g := range goal {
+		if g {
+			stack = append(stack, i)
+		}
+	}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for j := range t.n {
+			e := t.edges[i*t.n+j]
+			if backwards {
+				e = t.edges[j*t.n+i]
+			}
+			if e != 0 && !seen[j] {
+				seen[j] = true
+				stack = append(stack, j)
+			}
+		}
+	}
+	return seen
+}
+
+// nameOf is the text form of a state: its String method if it has one
+// (fmt would pick an Error method first, which a state has no business
+// having), otherwise fmt.Sprint.
+func nameOf[S comparable](s S) string {
+	if st, ok := any(s).(fmt.Stringer); ok {
+		return st.String()
+	}
+	return fmt.Sprint(s)
+}
+
+// lookup returns the index of s in the table.
+func (t *Table[S]) lookup(s S) (int, bool) {
+	if t.dense.ok {
+		return denseLookup(&t.dense, s)
+	}
+	i, ok := t.index[s]
+	return int(i), ok
+}
+
+// Allowed reports whether the table has the move from → to. It is a
+// constant-time test and allocates nothing. It says nothing of guards or
+// of where a return edge leads back to; [Machine.Fire] and
+// [Persisted.Fire] check those.
+func (t *Table[S]) Allowed(from, to S) bool {
+	if d := &t.dense; d.edges != nil {
+		a, b := readUint(unsafe.Pointer(&from), d.size), readUint(unsafe.Pointer(&to), d.size)
+		return a < d.width && b < d.width && d.edges[a*d.width+b] != 0
+	}
+	i, ok1 := t.lookup(from)
+	j, ok2 := t.lookup(to)
+	return ok1 && ok2 && t.edges[i*t.n+j] != 0
+}
+
+// IsReturn reports whether from → to is a return edge (see
+// [Builder.Return]).
+func (t *Table[S]) IsReturn(from, to S) bool {
+	i, ok1 := t.lookup(from)
+	j, ok2 := t.lookup(to)
+	return ok1 && ok2 && t.edges[i*t.n+j]&edgeReturn != 0
+}
+
+// Guarded reports whether a move from → to runs guards.
+func (t *Table[S]) Guarded(from, to S) bool {
+	i, ok1 := t.lookup(from)
+	j, ok2 := t.lookup(to)
+	return ok1 && ok2 && t.edges[i*t.n+j] != 0 && (len(t.anyGuard) > 0 || t.edges[i*t.n+j]&edgeGuarded != 0)
+}
+
+// Has reports whether s is a state of the table.
+func (t *Table[S]) Has(s S) bool {
+	_, ok := t.lookup(s)
+	return ok
+}
+
+// Initial returns the state executions begin in.
+func (t *Table[S]) Initial() S { return t.states[t.initial] }
+
+// IsTerminal reports whether s is a terminal state of the table.
+func (t *Table[S]) IsTerminal(s S) bool {
+	i, ok := t.lookup(s)
+	return ok && t.terminal[i]
+}
+
+// States returns the states in declaration order. The slice is a copy.
+func (t *Table[S]) States() []S { return append([]S(nil), t.states...) }
+
+// Len returns the number of states.
+func (t *Table[S]) Len() int { return t.n }
+
+// Next returns the states from may move to, in declaration order. It is
+// empty for a terminal or unknown state.
+func (t *Table[S]) Next(from S) []S {
+	i, ok := t.lookup(from)
+	if !ok {
+		return nil
+	}
+	var next []S
+	for j := range t.n {
+		if t.edges[i*t.n+j] != 0 {
+			next = append(next, t.states[j])
+		}
+	}
+	return next
+}
+
+// Name returns the text form of s as records store it. For a state the
+// table does not know, it returns the same text form and false.
+func (t *Table[S]) Name(s S) (string, bool) {
+	i, ok := t.lookup(s)
+	if !ok {
+		return nameOf(s), false
+	}
+	return t.names[i], true
+}
+
+// ErrUnknownState is matched by [Table.Parse] errors and by moves that
+// name a state the table does not have.
+var ErrUnknownState = errors.New("unknown state")
+
+// Parse returns the state whose text form is text. The error matches
+// [ErrUnknownState] and lists the table's states.
+func (t *Table[S]) Parse(text string) (S, error) {
+	if i, ok := t.byName[text]; ok {
+		return t.states[i], nil
+	}
+	var zero S
+	return zero, fmt.Errorf("transition: %w %s (valid: %s)", ErrUnknownState, quoteLimited(text), strings.Join(t.names, ", "))
+}
+
+// quoteLimited quotes at most 64 bytes of untrusted text for an error.
+func quoteLimited(s string) string {
+	const max = 64
+	if len(s) > max {
+		return fmt.Sprintf("%q… (%d bytes)", s[:max], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// guardsFor returns the guards of the edge i → j, table-wide ones first.
+func (t *Table[S]) guardsFor(i, j int) (all, edge []Guard[S]) {
+	if t.edges[i*t.n+j]&edgeGuarded != 0 {
+		edge = t.guards[i*t.n+j]
+	}
+	return t.anyGuard, edge
+}
