@@ -40,17 +40,3 @@ func TestCheckPassesATableWhoseGuardsVeto(t *testing.T) {
 	require.NoError(t, err)
 	transitiontest.Check(t, table)
 }
-
-func TestCheckPassesTheSimulatorTableOfTheExample(t *testing.T) {
-	simulators, err := transition.New("idle").
-		Allow("idle", "starting", "gone").
-		Allow("starting", "running", "error").
-		Allow("running", "paused", "stopping", "error").
-		Allow("paused", "running", "stopping").
-		Allow("stopping", "idle", "gone").
-		Allow("error", "idle", "gone").
-		Terminal("gone").
-		Build()
-	require.NoError(t, err)
-	transitiontest.Check(t, simulators)
-}

@@ -24,8 +24,7 @@ func ExampleCheck() {
 	if err != nil {
 		panic(err)
 	}
-	// In a test function: transitiontest.Check(t, simulators). The
-	// package's own tests run exactly that on this table.
+	// In a test function: transitiontest.Check(t, simulators)
 	fmt.Println(simulators.Len(), "states")
 	// Output: 7 states
 }
