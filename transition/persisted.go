@@ -119,7 +119,7 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (Record, error) 
 		return Record{}, &Error{ID: p.id, To: quoteLimited(name), Reason: "not a state of the table", Err: ErrUnknownState, kind: ErrNotAllowed}
 	}
 	at := p.now()
-	rec := Record{ID: p.id, Status: name, UpdatedAt: at, Reason: u.Reason, Owner: p.claim.Owner, Epoch: p.claim.Epoch}
+	rec := Record{ID: p.id, Status: name, UpdatedAt: at, Since: at, Reason: u.Reason, Owner: p.claim.Owner, Epoch: p.claim.Epoch}
 	if u.TakeOver != "" {
 		rec.Owner, rec.Epoch = u.TakeOver, 1
 	}
@@ -305,6 +305,7 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec Record, u Update[S])
 	next.Status = t.names[j]
 	if moves {
 		next.Previous = t.names[i]
+		next.Since = c.At
 	}
 	if moves || u.Reason != "" {
 		next.Reason = u.Reason

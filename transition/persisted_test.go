@@ -94,6 +94,7 @@ func TestPersistedCreatesFiresAndLoads(t *testing.T) {
 	require.Equal(t, "queued", loaded.Previous)
 	require.Equal(t, "controller ready", loaded.Reason)
 	require.True(t, c.At.Equal(loaded.UpdatedAt))
+	require.True(t, c.At.Equal(loaded.Since), "Since moves with the status")
 	last := loaded.History[len(loaded.History)-1]
 	require.Equal(t, transition.Entry{From: "queued", To: "working", Reason: "controller ready", Actor: "master", At: c.At, Revision: rec.Revision}, last)
 
@@ -308,6 +309,7 @@ func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), recB.Epoch)
 	require.Equal(t, "moving", recB.Status, "taking over changes owner, not state")
+	require.True(t, recB.Since.Before(recB.UpdatedAt), "nor the time the state was entered")
 	last := recB.History[len(recB.History)-1]
 	require.Equal(t, "pod-b", last.Owner)
 	require.Equal(t, uint64(2), last.Epoch)

@@ -41,7 +41,11 @@ type Record struct {
 	Owner     string    `json:"owner,omitempty"`
 	Epoch     uint64    `json:"epoch"`
 	UpdatedAt time.Time `json:"updated_at"`
-	Reason    string    `json:"reason,omitempty"` // of the last change
+	// Since is when the record entered its current status; UpdatedAt
+	// also moves on writes that keep the status (a take-over, metadata).
+	// Deadlines ("relocating for more than ten minutes") count from it.
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason,omitempty"` // of the last change
 	// History is the audit trail of the most recent changes, oldest
 	// first, written in the same atomic write as the change itself.
 	History []Entry `json:"history,omitempty"`

@@ -28,7 +28,8 @@ func TestRecordEncodingRoundTrips(t *testing.T) {
 	require.NoError(t, back.UnmarshalBinary(data))
 	require.Equal(t, rec.Revision, back.Revision)
 	require.True(t, rec.UpdatedAt.Equal(back.UpdatedAt))
-	back.UpdatedAt = rec.UpdatedAt
+	require.True(t, rec.Since.Equal(back.Since))
+	back.UpdatedAt, back.Since = rec.UpdatedAt, rec.Since
 	for k := range back.History {
 		require.True(t, rec.History[k].At.Equal(back.History[k].At))
 		back.History[k].At = rec.History[k].At

@@ -64,7 +64,7 @@ func Sample(id string) transition.Record {
 	at := time.Date(2026, 12, 2, 16, 41, 37, 123456789, time.UTC)
 	return transition.Record{
 		ID: id, Status: "running", Previous: "initializing", Owner: "pod-a", Epoch: 3,
-		UpdatedAt: at, Reason: "slicer ready ✓",
+		UpdatedAt: at, Since: at.Add(-time.Second), Reason: "slicer ready ✓",
 		History: []transition.Entry{
 			{From: "", To: "pending", Reason: "submitted", Actor: "master", At: at.Add(-time.Minute)},
 			{From: "initializing", To: "running", Reason: "slicer ready ✓", Actor: "pod-a", Owner: "pod-a", Epoch: 3, At: at, Revision: 7},
@@ -84,6 +84,7 @@ func requireSameRecord(t *testing.T, want, got transition.Record) {
 	require.Equal(t, want.Epoch, got.Epoch)
 	require.Equal(t, want.Reason, got.Reason)
 	require.True(t, want.UpdatedAt.Equal(got.UpdatedAt), "UpdatedAt %v, want %v", got.UpdatedAt, want.UpdatedAt)
+	require.True(t, want.Since.Equal(got.Since), "Since %v, want %v", got.Since, want.Since)
 	require.Len(t, got.History, len(want.History))
 	for k := range want.History {
 		w, g := want.History[k], got.History[k]
