@@ -1,10 +1,11 @@
 module github.com/execfsm/execfsm
 
-go 1.23
+go 1.23.0
 
 require (
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
+	golang.org/x/time v0.12.0
 	pgregory.net/rapid v1.3.0
 )
 

@@ -1,0 +1,60 @@
+// Package recovery holds the decisions an execution controller makes when
+// it starts and when it is told to terminate, and the reconciliation loop
+// that brings a restarted controller back in line with the world.
+//
+// # Decisions
+//
+// [Startup] and [Terminate] are pure functions of a stored record and a
+// [Policy], in the manner of etcd's raft: no I/O, trivially table-tested.
+// [ApplyStartup] and [ApplyTerminate] are the thin layer that reads the
+// record and writes the outcome through a [transition.Persisted] with
+// compare-and-swap, deciding again if the record changed in between.
+//
+// What each stored status means for each event, for a controller on a
+// platform that restarts controllers, running restartable work (a
+// relocating record remembering that it left paused):
+//
+//	stored status  start             SIGTERM                stop requested  crash, budget spent
+//	pending        start             shutdown               → stopping      start
+//	scheduling     start             shutdown               → stopping      start
+//	initializing   start             shutdown               → stopping      start
+//	running        resume            relocate → relocating  → stopping      fail → failed
+//	recovering     resume            relocate → relocating  → stopping      fail → failed
+//	relocating     resume → paused   relocate               → stopping      resume → paused
+//	failing        resume            relocate → relocating  → stopping      fail → failed
+//	paused         resume            relocate → relocating  → stopping      fail → failed
+//	stopping       stop              shutdown               no-op           stop
+//	completed      refuse            shutdown               refused         refuse
+//	stopped        refuse            shutdown               refused         refuse
+//	rejected       refuse            shutdown               refused         refuse
+//	failed         refuse            shutdown               refused         refuse
+//	terminated     refuse            shutdown               refused         refuse
+//
+// "start" is [Startup] within the restart budget; "crash, budget spent"
+// is [Startup] after the controller died in that status (an OOM kill:
+// nothing is written, the status stays) once more than the budget of
+// unexpected restarts happened within the window. A crash loop is
+// impossible by construction: the restart that exceeds the budget fails
+// the execution. Where the work is not restartable or the platform does
+// not restart controllers, every "resume" after a crash is "fail" and
+// every "relocate" is "shutdown". "stop requested" is the cluster master
+// writing stopping. The package's tests enumerate this table from the
+// functions themselves and fail if this copy disagrees.
+//
+// # Deadlines
+//
+// Some statuses must not last: relocating that nobody takes over, stopping
+// past the shutdown timeout. [Deadlines] say for how long and what comes
+// next; [Startup] honours them (a stale relocating record is failed, not
+// resumed, or relocating would become the new "stuck in running"), and
+// [Reaper] is the reconciler that enforces them while nobody starts.
+//
+// # Reconciliation
+//
+// [Reconciler] is controller-runtime's level-triggered contract, and
+// [Loop] runs one: a recovery pass that lists the world and adopts what it
+// finds under the identity the world keeps (never a private checkpoint),
+// then events and periodic resyncs, with dedup, per-key exclusivity,
+// per-key exponential backoff with jitter, a global rate limit, panic
+// recovery and a clean stop.
+package recovery

@@ -1,0 +1,439 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Backoff is the per-key retry delay after a failed Reconcile: Base,
+// doubling with every consecutive failure up to Max, shortened by up to
+// Jitter (a fraction, 0 to 1) at random so that keys failing together do
+// not retry together.
+type Backoff struct {
+	Base   time.Duration
+	Max    time.Duration
+	Jitter float64
+}
+
+// delay is the wait before retry number n (from 0), without jitter.
+func (b Backoff) delay(n int) time.Duration {
+	if n < 62 {
+		if d := b.Base << n; d > 0 && d < b.Max {
+			return d
+		}
+	}
+	return b.Max
+}
+
+// DefaultBackoff is controller-runtime's: 5 ms doubling to 1000 s, plus
+// 10% jitter.
+func DefaultBackoff() Backoff {
+	return Backoff{Base: 5 * time.Millisecond, Max: 1000 * time.Second, Jitter: 0.1}
+}
+
+// DefaultResync is how often a loop lists the world when Options.Resync
+// is zero.
+const DefaultResync = 10 * time.Minute
+
+// Options configure a [Loop]. Only Reconciler is required.
+type Options[K comparable] struct {
+	// Reconciler is called for every key.
+	Reconciler Reconciler[K]
+
+	// List returns the items the world has now, with their identity.
+	// The loop calls it first for the recovery pass, then every Resync
+	// to reconcile every item. Nil: no recovery pass and no resync, only
+	// events.
+	List func(ctx context.Context) ([]Item[K], error)
+
+	// Known returns the keys the controller expected to control (from
+	// its own store). Those the world no longer has are reported gone in
+	// the recovery pass. Optional.
+	Known func(ctx context.Context) ([]K, error)
+
+	// Adopter rebuilds listed items in the recovery pass. Optional; if it
+	// also implements [GoneHandler] it hears of gone keys.
+	Adopter Adopter[K]
+
+	// Events are keys to reconcile soon, from a store watch or an
+	// informer. A closed channel just stops delivering. Optional.
+	Events <-chan K
+
+	// Resync is the period of the full List; zero is DefaultResync, a
+	// negative value disables periodic resync (the recovery pass still
+	// runs).
+	Resync time.Duration
+
+	// Workers reconcile different keys concurrently; default 1.
+	Workers int
+
+	// Backoff for failed keys; nil is DefaultBackoff.
+	Backoff *Backoff
+
+	// Limiter, if set, is a global rate limit on Reconcile calls (all
+	// keys together), on top of per-key backoff.
+	Limiter *rate.Limiter
+
+	// Logger receives errors, panics and recovery-pass results; nil logs
+	// nothing.
+	Logger *slog.Logger
+
+	// Observer, if set, must implement [ReconcileObserver],
+	// [RecoveryObserver] or both.
+	Observer any
+
+	// Clock is the time source for backoff, requeues and resync;
+	// nil is the system clock.
+	Clock Clock
+}
+
+// Loop runs a [Reconciler] over the keys of the world: first a recovery
+// pass that adopts what the world has and reports what it lost, then
+// reconciles driven by events and periodic resyncs, with dedup, per-key
+// exclusivity, per-key exponential backoff, an optional global rate limit
+// and panic recovery. Build one with [NewLoop] and call Run once.
+type Loop[K comparable] struct {
+	opt       Options[K]
+	backoff   Backoff
+	clock     Clock
+	log       *slog.Logger
+	reconcile ReconcileObserver[K]
+	recovery  RecoveryObserver[K]
+	q         *queue[K]
+	stats     counters
+	started   atomic.Bool
+	recovered chan struct{}
+}
+
+// NewLoop checks opt and returns a loop ready to Run.
+func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
+	var errs []error
+	if opt.Reconciler == nil {
+		errs = append(errs, errors.New("recovery: NewLoop: Reconciler is required"))
+	}
+	if opt.Workers < 0 || opt.Workers > 10000 {
+		errs = append(errs, fmt.Errorf("recovery: NewLoop: Workers %d, want 0 (default 1) to 10000", opt.Workers))
+	}
+	b := DefaultBackoff()
+	if opt.Backoff != nil {
+		b = *opt.Backoff
+		switch {
+		case b.Base <= 0 || b.Max < b.Base:
+			errs = append(errs, fmt.Errorf("recovery: NewLoop: Backoff from %v to %v, want 0 < Base <= Max", b.Base, b.Max))
+		case b.Jitter < 0 || b.Jitter > 1:
+			errs = append(errs, fmt.Errorf("recovery: NewLoop: Backoff jitter %v, want 0 to 1", b.Jitter))
+		}
+	}
+	if opt.Limiter != nil && opt.Limiter.Limit() != rate.Inf && opt.Limiter.Burst() < 1 {
+		errs = append(errs, errors.New("recovery: NewLoop: Limiter has a burst below 1, so no call could ever pass"))
+	}
+	l := &Loop[K]{opt: opt, backoff: b, clock: opt.Clock, log: opt.Logger, q: newQueue[K](), recovered: make(chan struct{})}
+	if l.clock == nil {
+		l.clock = systemClock{}
+	}
+	if l.log == nil {
+		l.log = slog.New(discard{})
+	}
+	if opt.Observer != nil {
+		l.reconcile, _ = opt.Observer.(ReconcileObserver[K])
+		l.recovery, _ = opt.Observer.(RecoveryObserver[K])
+		if l.reconcile == nil && l.recovery == nil {
+			errs = append(errs, fmt.Errorf("recovery: NewLoop: Observer %T implements neither ReconcileObserver nor RecoveryObserver for this key type", opt.Observer))
+		}
+	}
+	if l.opt.Workers == 0 {
+		l.opt.Workers = 1
+	}
+	if l.opt.Resync == 0 {
+		l.opt.Resync = DefaultResync
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return l, nil
+}
+
+// Add queues keys for reconciliation, as an event would. It may be called
+// before and during Run.
+func (l *Loop[K]) Add(keys ...K) { l.q.add(keys...) }
+
+// Stats returns the running totals.
+func (l *Loop[K]) Stats() Stats {
+	return Stats{
+		Reconciles: l.stats.reconciles.Load(), Errors: l.stats.errors.Load(), Terminal: l.stats.terminal.Load(),
+		Requeues: l.stats.requeues.Load(), Panics: l.stats.panics.Load(), Adopted: l.stats.adopted.Load(),
+		Gone: l.stats.gone.Load(), QueueDepth: l.q.depth(),
+	}
+}
+
+// Idle blocks until the recovery pass is over and nothing is queued,
+// being reconciled or waiting for a retry; or until the loop stops or ctx
+// is done. It is for tests and for an orderly handover, not for the hot
+// path.
+func (l *Loop[K]) Idle(ctx context.Context) error {
+	select {
+	case <-l.recovered:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return l.q.waitIdle(ctx)
+}
+
+// Run runs the loop until ctx is done, then waits for the Reconcile calls
+// in flight (their context is cancelled) and returns nil. Keys still
+// queued are dropped: the next run's recovery pass finds them again. A
+// Loop runs once.
+func (l *Loop[K]) Run(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("recovery: Run: nil context")
+	}
+	if !l.started.CompareAndSwap(false, true) {
+		return errors.New("recovery: Run: the loop has run already")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	goroutine := func(fn func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); fn() }()
+	}
+	defer func() {
+		l.q.stop()
+		wg.Wait()
+	}()
+	goroutine(func() { l.delayer(ctx) })
+	if l.opt.Events != nil {
+		goroutine(func() { l.events(ctx) })
+	}
+	if l.opt.List != nil {
+		if !l.recover(ctx) {
+			close(l.recovered)
+			return nil
+		}
+		if l.opt.Resync > 0 {
+			goroutine(func() { l.resync(ctx) })
+		}
+	}
+	close(l.recovered)
+	for range l.opt.Workers {
+		goroutine(func() { l.work(ctx) })
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// recover runs the recovery pass, retrying List with backoff until it
+// works; false means ctx ended first.
+func (l *Loop[K]) recover(ctx context.Context) bool {
+	var items []Item[K]
+	var known []K
+	for attempt := 0; ; attempt++ {
+		var err error
+		items, err = l.opt.List(ctx)
+		if err == nil && l.opt.Known != nil {
+			known, err = l.opt.Known(ctx)
+		}
+		if err == nil {
+			break
+		}
+		wait := l.backoff.delay(attempt)
+		l.log.Error("recovery pass: cannot list the world; retrying", "err", err, "retry_in", wait)
+		if !l.sleep(ctx, wait) {
+			return false
+		}
+	}
+	report := RecoveryReport[K]{Listed: len(items)}
+	world := make(map[K]struct{}, len(items))
+	keys := make([]K, 0, len(items))
+	for _, it := range items {
+		world[it.Key] = struct{}{}
+		keys = append(keys, it.Key)
+		if l.opt.Adopter == nil {
+			continue
+		}
+		if err := l.opt.Adopter.Adopt(ctx, it); err != nil {
+			report.Errors++
+			l.log.Error("recovery pass: adopt failed", "key", it.Key, "err", err)
+			continue
+		}
+		report.Adopted = append(report.Adopted, it.Key)
+	}
+	gone, _ := l.opt.Adopter.(GoneHandler[K])
+	for _, k := range known {
+		if _, ok := world[k]; ok {
+			continue
+		}
+		report.Gone = append(report.Gone, k)
+		keys = append(keys, k)
+		if gone != nil {
+			if err := gone.Gone(ctx, k); err != nil {
+				report.Errors++
+				l.log.Error("recovery pass: gone handler failed", "key", k, "err", err)
+			}
+		}
+	}
+	l.stats.adopted.Add(uint64(len(report.Adopted)))
+	l.stats.gone.Add(uint64(len(report.Gone)))
+	l.log.Info("recovery pass done", "listed", report.Listed, "adopted", len(report.Adopted), "gone", len(report.Gone), "errors", report.Errors)
+	if l.recovery != nil {
+		l.recovery.ObserveRecovery(report)
+	}
+	l.q.add(keys...)
+	return ctx.Err() == nil
+}
+
+func (l *Loop[K]) resync(ctx context.Context) {
+	for l.sleep(ctx, l.opt.Resync) {
+		items, err := l.opt.List(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Error("resync: cannot list the world", "err", err)
+			}
+			continue
+		}
+		keys := make([]K, len(items))
+		for k, it := range items {
+			keys[k] = it.Key
+		}
+		l.q.add(keys...)
+	}
+}
+
+func (l *Loop[K]) events(ctx context.Context) {
+	for {
+		select {
+		case k, ok := <-l.opt.Events:
+			if !ok {
+				return
+			}
+			l.q.add(k)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// delayer moves delayed keys into the queue when they are due.
+func (l *Loop[K]) delayer(ctx context.Context) {
+	for {
+		next, ok := l.q.promote(l.clock.Now())
+		var timer Timer
+		var fire <-chan time.Time
+		if ok {
+			timer = l.clock.NewTimer(next.Sub(l.clock.Now()))
+			fire = timer.C()
+		}
+		select {
+		case <-fire:
+		case <-l.q.wake:
+		case <-ctx.Done():
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (l *Loop[K]) work(ctx context.Context) {
+	for {
+		k, ok := l.q.get()
+		if !ok {
+			return
+		}
+		if l.opt.Limiter != nil {
+			// Wait fails only when ctx ends, or would end before a token
+			// comes (NewLoop refused a limiter that never gives one):
+			// either way no more calls can be made in this run.
+			if err := l.opt.Limiter.Wait(ctx); err != nil {
+				l.q.done(k)
+				return
+			}
+		}
+		l.process(ctx, k)
+	}
+}
+
+func (l *Loop[K]) process(ctx context.Context, k K) {
+	start := l.clock.Now()
+	res, err, panicked := l.call(ctx, k)
+	ev := ReconcileEvent[K]{Key: k, Err: err}
+	l.stats.reconciles.Add(1)
+	switch {
+	case panicked:
+		l.stats.panics.Add(1)
+		l.stats.errors.Add(1)
+		ev.Outcome, ev.RetryIn = Panicked, l.q.backoff(k, l.backoff)
+		l.log.Error("reconcile panicked", "key", k, "err", err, "retry_in", ev.RetryIn)
+	case errors.Is(err, ErrTerminal):
+		l.stats.terminal.Add(1)
+		l.stats.errors.Add(1)
+		ev.Outcome = TerminalError
+		l.q.forget(k)
+		l.log.Error("reconcile failed for good", "key", k, "err", err)
+	case err != nil:
+		l.stats.errors.Add(1)
+		ev.Outcome, ev.RetryIn = Errored, l.q.backoff(k, l.backoff)
+		if ctx.Err() == nil {
+			l.log.Warn("reconcile failed; retrying", "key", k, "err", err, "retry_in", ev.RetryIn)
+		}
+	case res.RequeueAfter > 0:
+		l.stats.requeues.Add(1)
+		l.q.forget(k)
+		ev.Outcome, ev.RetryIn = Requeued, res.RequeueAfter
+	default:
+		l.q.forget(k)
+		ev.Outcome = Succeeded
+	}
+	if ev.RetryIn > 0 {
+		l.q.addAfter(k, ev.RetryIn, l.clock.Now())
+	}
+	l.q.done(k)
+	if l.reconcile != nil {
+		ev.Duration = l.clock.Now().Sub(start)
+		ev.QueueDepth = l.q.depth()
+		l.reconcile.ObserveReconcile(ev)
+	}
+}
+
+// call runs Reconcile, turning a panic into an error.
+func (l *Loop[K]) call(ctx context.Context, k K) (res Result, err error, panicked bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err, panicked = Result{}, fmt.Errorf("recovery: Reconcile(%v) panicked: %v\n%s", k, r, debug.Stack()), true
+		}
+	}()
+	res, err = l.opt.Reconciler.Reconcile(ctx, k)
+	return res, err, false
+}
+
+// sleep waits d on the loop's clock; false means ctx ended first.
+func (l *Loop[K]) sleep(ctx context.Context, d time.Duration) bool {
+	t := l.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// discard is a slog.Handler that drops everything (slog.DiscardHandler
+// needs Go 1.24).
+type discard struct{}
+
+func (discard) Enabled(context.Context, slog.Level) bool  { return false }
+func (discard) Handle(context.Context, slog.Record) error { return nil }
+func (d discard) WithAttrs([]slog.Attr) slog.Handler      { return d }
+func (d discard) WithGroup(string) slog.Handler           { return d }

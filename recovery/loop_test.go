@@ -1,0 +1,491 @@
+package recovery_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"golang.org/x/time/rate"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// running starts l and returns a stop function that cancels it and waits.
+func running[K comparable](t *testing.T, l *recovery.Loop[K]) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return after cancel")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func idle[K comparable](t *testing.T, l *recovery.Loop[K]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, l.Idle(ctx))
+}
+
+func newLoop[K comparable](t *testing.T, opt recovery.Options[K]) *recovery.Loop[K] {
+	t.Helper()
+	l, err := recovery.NewLoop(opt)
+	require.NoError(t, err)
+	return l
+}
+
+// calls records Reconcile calls.
+type calls[K comparable] struct {
+	mu   sync.Mutex
+	keys []K
+}
+
+func (c *calls[K]) add(k K) {
+	c.mu.Lock()
+	c.keys = append(c.keys, k)
+	c.mu.Unlock()
+}
+
+func (c *calls[K]) get() []K {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.keys)
+}
+
+func TestLoopReconcilesEachQueuedKeyOnceHoweverOftenItIsQueued(t *testing.T) {
+	var got calls[string]
+	gate := make(chan struct{})
+	l := newLoop(t, recovery.Options[string]{Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+		<-gate
+		got.add(k)
+		return recovery.Result{}, nil
+	})})
+	l.Add("a", "b", "a", "c", "b", "a")
+	running(t, l)
+	close(gate)
+	idle(t, l)
+	require.ElementsMatch(t, []string{"a", "b", "c"}, got.get())
+}
+
+// A key queued while it is being reconciled runs once more after the
+// current pass, and never concurrently with it.
+func TestLoopNeverRunsAKeyTwiceAtOnceAndRerunsWhatChangedDuringAPass(t *testing.T) {
+	var inFlight, maxInFlight, passes atomic.Int32
+	entered := make(chan struct{}, 10)
+	release := make(chan struct{})
+	l := newLoop(t, recovery.Options[string]{Workers: 8, Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
+		n := inFlight.Add(1)
+		for {
+			m := maxInFlight.Load()
+			if n <= m || maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		if passes.Add(1) == 1 {
+			entered <- struct{}{}
+			<-release
+		}
+		inFlight.Add(-1)
+		return recovery.Result{}, nil
+	})})
+	running(t, l)
+	l.Add("x")
+	<-entered
+	for range 100 {
+		l.Add("x") // all folded into one more pass
+	}
+	close(release)
+	idle(t, l)
+	require.Equal(t, int32(1), maxInFlight.Load())
+	require.Equal(t, int32(2), passes.Load())
+}
+
+func TestLoopDifferentKeysRunConcurrently(t *testing.T) {
+	const workers = 4
+	var arrived sync.WaitGroup
+	arrived.Add(workers)
+	l := newLoop(t, recovery.Options[int]{Workers: workers, Reconciler: recovery.ReconcilerFunc[int](func(context.Context, int) (recovery.Result, error) {
+		arrived.Done()
+		arrived.Wait() // only returns if all four run at once
+		return recovery.Result{}, nil
+	})})
+	l.Add(1, 2, 3, 4)
+	running(t, l)
+	idle(t, l)
+}
+
+func TestLoopBackoffDoublesFromBaseToMaxWithoutSleeping(t *testing.T) {
+	clock := newFakeClock()
+	at := make(chan time.Time, 100)
+	l := newLoop(t, recovery.Options[string]{
+		Clock:   clock,
+		Backoff: &recovery.Backoff{Base: 5 * time.Millisecond, Max: 100 * time.Millisecond},
+		Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
+			at <- clock.Now()
+			return recovery.Result{}, errors.New("still broken")
+		}),
+	})
+	l.Add("k")
+	running(t, l)
+	var gaps []time.Duration
+	prev := <-at
+	for range 8 {
+		clock.AdvanceToEarliest(t)
+		next := <-at
+		gaps = append(gaps, next.Sub(prev))
+		prev = next
+	}
+	ms := time.Millisecond
+	require.Equal(t, []time.Duration{5 * ms, 10 * ms, 20 * ms, 40 * ms, 80 * ms, 100 * ms, 100 * ms, 100 * ms}, gaps)
+	require.EqualValues(t, 9, l.Stats().Errors)
+}
+
+func TestLoopJitterOnlyShortensTheDelay(t *testing.T) {
+	clock := newFakeClock()
+	var seen []recovery.ReconcileEvent[string]
+	var mu sync.Mutex
+	obs := observer[string]{onReconcile: func(ev recovery.ReconcileEvent[string]) { mu.Lock(); seen = append(seen, ev); mu.Unlock() }}
+	failed := make(chan struct{}, 100)
+	l := newLoop(t, recovery.Options[string]{
+		Clock: clock, Observer: obs, Workers: 4,
+		Backoff: &recovery.Backoff{Base: time.Second, Max: time.Hour, Jitter: 0.5},
+		Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
+			failed <- struct{}{}
+			return recovery.Result{}, errors.New("no")
+		}),
+	})
+	for k := range 50 {
+		l.Add(fmt.Sprint(k))
+	}
+	running(t, l)
+	for range 50 {
+		<-failed
+	}
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 50 }, 10*time.Second, time.Millisecond)
+	distinct := map[time.Duration]bool{}
+	for _, ev := range seen {
+		require.Equal(t, recovery.Errored, ev.Outcome)
+		require.LessOrEqual(t, ev.RetryIn, time.Second)
+		require.GreaterOrEqual(t, ev.RetryIn, time.Second/2)
+		distinct[ev.RetryIn] = true
+	}
+	require.Greater(t, len(distinct), 1, "keys failing together do not retry together")
+}
+
+func TestLoopRequeueAfterResetsTheBackoff(t *testing.T) {
+	clock := newFakeClock()
+	at := make(chan time.Time, 100)
+	n := 0
+	l := newLoop(t, recovery.Options[string]{
+		Clock:   clock,
+		Backoff: &recovery.Backoff{Base: 5 * time.Millisecond, Max: time.Second},
+		Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
+			n++
+			at <- clock.Now()
+			switch n {
+			case 1, 2, 3, 5:
+				return recovery.Result{}, errors.New("flaky")
+			case 4:
+				return recovery.Result{RequeueAfter: time.Minute}, nil
+			}
+			return recovery.Result{}, nil
+		}),
+	})
+	l.Add("k")
+	running(t, l)
+	var gaps []time.Duration
+	prev := <-at
+	for range 5 {
+		clock.AdvanceToEarliest(t)
+		next := <-at
+		gaps = append(gaps, next.Sub(prev))
+		prev = next
+	}
+	ms := time.Millisecond
+	require.Equal(t, []time.Duration{5 * ms, 10 * ms, 20 * ms, time.Minute, 5 * ms}, gaps, "after the requeue the backoff starts over")
+	idle(t, l)
+	st := l.Stats()
+	require.EqualValues(t, 6, st.Reconciles)
+	require.EqualValues(t, 1, st.Requeues)
+}
+
+func TestLoopDoesNotRetryTerminalErrors(t *testing.T) {
+	var got calls[string]
+	l := newLoop(t, recovery.Options[string]{Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+		got.add(k)
+		return recovery.Result{}, recovery.Terminal(errors.New("bad spec"))
+	})})
+	l.Add("k")
+	running(t, l)
+	idle(t, l)
+	require.Equal(t, []string{"k"}, got.get())
+	st := l.Stats()
+	require.EqualValues(t, 1, st.Terminal)
+	require.Zero(t, st.QueueDepth)
+	require.Nil(t, recovery.Terminal(nil))
+	require.ErrorIs(t, recovery.Terminal(context.Canceled), context.Canceled)
+}
+
+func TestLoopRecoversAPanicAndRetries(t *testing.T) {
+	clock := newFakeClock()
+	var n atomic.Int32
+	l := newLoop(t, recovery.Options[string]{Clock: clock, Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
+		if n.Add(1) == 1 {
+			panic("reconciler bug")
+		}
+		return recovery.Result{}, nil
+	})})
+	l.Add("k")
+	running(t, l)
+	clock.AdvanceToEarliest(t)
+	idle(t, l)
+	require.EqualValues(t, 2, n.Load())
+	require.EqualValues(t, 1, l.Stats().Panics)
+}
+
+type observer[K comparable] struct {
+	onReconcile func(recovery.ReconcileEvent[K])
+	onRecovery  func(recovery.RecoveryReport[K])
+}
+
+func (o observer[K]) ObserveReconcile(ev recovery.ReconcileEvent[K]) {
+	if o.onReconcile != nil {
+		o.onReconcile(ev)
+	}
+}
+
+func (o observer[K]) ObserveRecovery(r recovery.RecoveryReport[K]) {
+	if o.onRecovery != nil {
+		o.onRecovery(r)
+	}
+}
+
+func TestLoopRecoveryPassAdoptsTheWorldAndReportsWhatItLost(t *testing.T) {
+	world := []recovery.Item[string]{
+		{Key: "sim-1", Identity: recovery.Identity{UUID: "sim-1", Manager: "mgr-a", Location: "lab", Realm: "eu", Owner: "alice"}},
+		{Key: "sim-3", Identity: recovery.Identity{UUID: "sim-3", Manager: "mgr-a"}},
+	}
+	var order []string
+	var mu sync.Mutex
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	var report recovery.RecoveryReport[string]
+	adopter := &recordingAdopter{note: note}
+	l := newLoop(t, recovery.Options[string]{
+		List:     func(context.Context) ([]recovery.Item[string], error) { return world, nil },
+		Known:    func(context.Context) ([]string, error) { return []string{"sim-1", "sim-2"}, nil },
+		Adopter:  adopter,
+		Observer: observer[string]{onRecovery: func(r recovery.RecoveryReport[string]) { report = r }},
+		Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+			note("reconcile " + k)
+			return recovery.Result{}, nil
+		}),
+	})
+	running(t, l)
+	idle(t, l)
+	require.Equal(t, []string{"adopt sim-1 alice", "adopt sim-3 ", "gone sim-2"}, order[:3], "adoption happens before any reconcile")
+	require.ElementsMatch(t, []string{"reconcile sim-1", "reconcile sim-2", "reconcile sim-3"}, order[3:])
+	require.Equal(t, recovery.RecoveryReport[string]{Listed: 2, Adopted: []string{"sim-1", "sim-3"}, Gone: []string{"sim-2"}}, report)
+	st := l.Stats()
+	require.EqualValues(t, 2, st.Adopted)
+	require.EqualValues(t, 1, st.Gone)
+}
+
+type recordingAdopter struct{ note func(string) }
+
+func (a *recordingAdopter) Adopt(_ context.Context, it recovery.Item[string]) error {
+	a.note("adopt " + it.Identity.UUID + " " + it.Identity.Owner)
+	return nil
+}
+
+func (a *recordingAdopter) Gone(_ context.Context, k string) error {
+	a.note("gone " + k)
+	return nil
+}
+
+func TestLoopRecoveryPassRetriesListingTheWorld(t *testing.T) {
+	clock := newFakeClock()
+	var lists atomic.Int32
+	var got calls[string]
+	l := newLoop(t, recovery.Options[string]{
+		Clock: clock, Resync: -1,
+		List: func(context.Context) ([]recovery.Item[string], error) {
+			if lists.Add(1) < 3 {
+				return nil, errors.New("api server unreachable")
+			}
+			return []recovery.Item[string]{{Key: "a"}}, nil
+		},
+		Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+			got.add(k)
+			return recovery.Result{}, nil
+		}),
+	})
+	running(t, l)
+	require.Equal(t, 5*time.Millisecond, clock.AdvanceToEarliest(t))
+	require.Equal(t, 10*time.Millisecond, clock.AdvanceToEarliest(t))
+	idle(t, l)
+	require.EqualValues(t, 3, lists.Load())
+	require.Equal(t, []string{"a"}, got.get())
+}
+
+func TestLoopResyncReconcilesEveryItemPeriodically(t *testing.T) {
+	clock := newFakeClock()
+	var got calls[string]
+	l := newLoop(t, recovery.Options[string]{
+		Clock: clock, Resync: time.Minute,
+		List: func(context.Context) ([]recovery.Item[string], error) {
+			return []recovery.Item[string]{{Key: "a"}, {Key: "b"}}, nil
+		},
+		Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+			got.add(k)
+			return recovery.Result{}, nil
+		}),
+	})
+	running(t, l)
+	idle(t, l)
+	require.Len(t, got.get(), 2)
+	for round := 2; round <= 4; round++ {
+		require.Equal(t, time.Minute, clock.AdvanceToEarliest(t))
+		require.Eventually(t, func() bool { return len(got.get()) == 2*round }, 10*time.Second, time.Millisecond)
+	}
+}
+
+func TestLoopTakesKeysFromEventsAndSurvivesAClosedChannel(t *testing.T) {
+	events := make(chan string)
+	var got calls[string]
+	l := newLoop(t, recovery.Options[string]{Events: events, Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+		got.add(k)
+		return recovery.Result{}, nil
+	})})
+	running(t, l)
+	events <- "a"
+	events <- "b"
+	close(events)
+	require.Eventually(t, func() bool { return len(got.get()) == 2 }, 10*time.Second, time.Millisecond)
+	l.Add("c")
+	idle(t, l)
+	require.Equal(t, []string{"a", "b", "c"}, got.get())
+}
+
+func TestLoopGlobalRateLimitHoldsCallsBackAndCancelReleasesThem(t *testing.T) {
+	var n atomic.Int32
+	l := newLoop(t, recovery.Options[int]{
+		Workers: 2,
+		Limiter: rate.NewLimiter(rate.Every(time.Hour), 3),
+		Reconciler: recovery.ReconcilerFunc[int](func(context.Context, int) (recovery.Result, error) {
+			n.Add(1)
+			return recovery.Result{}, nil
+		}),
+	})
+	l.Add(1, 2, 3, 4, 5, 6)
+	stop := running(t, l)
+	require.Eventually(t, func() bool { return n.Load() == 3 }, 10*time.Second, time.Millisecond)
+	// Both workers now wait for a token, holding keys 4 and 5; 6 waits in the queue.
+	require.Eventually(t, func() bool { return l.Stats().QueueDepth == 1 }, 10*time.Second, time.Millisecond)
+	stop()
+	require.EqualValues(t, 3, n.Load(), "no call got past the limiter")
+}
+
+func TestLoopRunWaitsForInFlightPassesAndTheirContextIsCancelled(t *testing.T) {
+	entered := make(chan struct{})
+	var finished atomic.Bool
+	l := newLoop(t, recovery.Options[string]{Reconciler: recovery.ReconcilerFunc[string](func(ctx context.Context, _ string) (recovery.Result, error) {
+		close(entered)
+		<-ctx.Done()
+		time.Sleep(10 * time.Millisecond) // cleanup after cancellation
+		finished.Store(true)
+		return recovery.Result{}, ctx.Err()
+	})})
+	l.Add("k")
+	stop := running(t, l)
+	<-entered
+	stop()
+	require.True(t, finished.Load(), "Run returned only after the in-flight pass")
+}
+
+func TestLoopRunsOnceAndRefusesBadOptions(t *testing.T) {
+	noop := recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) { return recovery.Result{}, nil })
+	l := newLoop(t, recovery.Options[string]{Reconciler: noop})
+	stop := running(t, l)
+	idle(t, l) // the first Run is under way
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.Error(t, l.Run(ctx), "a second Run")
+	stop()
+
+	for name, opt := range map[string]recovery.Options[string]{
+		"no reconciler":           {},
+		"negative workers":        {Reconciler: noop, Workers: -1},
+		"zero backoff base":       {Reconciler: noop, Backoff: &recovery.Backoff{Max: time.Second}},
+		"max below base":          {Reconciler: noop, Backoff: &recovery.Backoff{Base: time.Second, Max: time.Millisecond}},
+		"jitter above 1":          {Reconciler: noop, Backoff: &recovery.Backoff{Base: 1, Max: 2, Jitter: 1.5}},
+		"limiter never":           {Reconciler: noop, Limiter: rate.NewLimiter(1, 0)},
+		"observer of nothing":     {Reconciler: noop, Observer: struct{}{}},
+		"observer of another key": {Reconciler: noop, Observer: observer[int]{}},
+	} {
+		_, err := recovery.NewLoop(opt)
+		require.Error(t, err, name)
+	}
+}
+
+func TestLoopObserverSeesEveryOutcome(t *testing.T) {
+	clock := newFakeClock()
+	var mu sync.Mutex
+	outcomes := map[string]recovery.Outcome{}
+	l := newLoop(t, recovery.Options[string]{
+		Clock: clock,
+		Observer: observer[string]{onReconcile: func(ev recovery.ReconcileEvent[string]) {
+			mu.Lock()
+			outcomes[ev.Key] = ev.Outcome
+			mu.Unlock()
+		}},
+		Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+			switch k {
+			case "error":
+				return recovery.Result{}, errors.New("e")
+			case "terminal":
+				return recovery.Result{}, recovery.Terminal(errors.New("t"))
+			case "requeue":
+				return recovery.Result{RequeueAfter: time.Hour}, nil
+			case "panic":
+				panic("p")
+			}
+			return recovery.Result{}, nil
+		}),
+	})
+	l.Add("ok", "error", "terminal", "requeue", "panic")
+	running(t, l)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(outcomes) == 5 }, 10*time.Second, time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]recovery.Outcome{
+		"ok": recovery.Succeeded, "error": recovery.Errored, "terminal": recovery.TerminalError,
+		"requeue": recovery.Requeued, "panic": recovery.Panicked,
+	}, outcomes)
+	keys := make([]string, 0)
+	for k := range outcomes {
+		keys = append(keys, outcomes[k].String())
+	}
+	sort.Strings(keys)
+	require.Equal(t, []string{"errored", "panicked", "requeued", "succeeded", "terminal"}, keys)
+}

@@ -1,0 +1,78 @@
+package recovery
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Outcome is how one Reconcile call ended.
+type Outcome uint8
+
+// The reconcile outcomes.
+const (
+	Succeeded     Outcome = iota + 1 // nil error, no requeue
+	Requeued                         // nil error, Result.RequeueAfter > 0
+	Errored                          // an error: retried with backoff
+	TerminalError                    // an error marked with Terminal: not retried
+	Panicked                         // Reconcile panicked: retried with backoff
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Succeeded:
+		return "succeeded"
+	case Requeued:
+		return "requeued"
+	case Errored:
+		return "errored"
+	case TerminalError:
+		return "terminal"
+	case Panicked:
+		return "panicked"
+	}
+	return "unknown"
+}
+
+// ReconcileEvent describes one Reconcile call.
+type ReconcileEvent[K comparable] struct {
+	Key        K
+	Outcome    Outcome
+	Err        error
+	Duration   time.Duration
+	QueueDepth int           // keys waiting after this call
+	RetryIn    time.Duration // when the key comes back (backoff or RequeueAfter), 0 if not scheduled
+}
+
+// RecoveryReport is the outcome of a loop's recovery pass.
+type RecoveryReport[K comparable] struct {
+	Listed  int // items the world has
+	Adopted []K // items rebuilt by the Adopter
+	Gone    []K // expected keys the world no longer has
+	Errors  int // Adopt or Gone calls that failed
+}
+
+// ReconcileObserver is told about every Reconcile call, for metrics.
+type ReconcileObserver[K comparable] interface {
+	ObserveReconcile(ReconcileEvent[K])
+}
+
+// RecoveryObserver is told the outcome of the recovery pass.
+type RecoveryObserver[K comparable] interface {
+	ObserveRecovery(RecoveryReport[K])
+}
+
+// Stats are a loop's running totals, for a metrics adapter to read.
+type Stats struct {
+	Reconciles uint64 // calls of Reconcile
+	Errors     uint64 // calls that returned an error (terminal ones included)
+	Terminal   uint64
+	Requeues   uint64 // calls that asked for RequeueAfter
+	Panics     uint64
+	Adopted    uint64
+	Gone       uint64
+	QueueDepth int // keys waiting now
+}
+
+type counters struct {
+	reconciles, errors, terminal, requeues, panics, adopted, gone atomic.Uint64
+}

@@ -1,0 +1,68 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// Reaper is a [Reconciler] of execution ids that enforces [Deadlines]: an
+// execution relocating with nobody taking over, or stopping past the
+// shutdown timeout, is moved on (to failed and stopped by default), as
+// Teraslice's cluster master reaps stuck stopping executions. Run it in a
+// [Loop] whose List returns the executions' ids. It writes as an outside
+// authority (no ownership claim) and asks to be called again when the
+// next deadline falls due, so deadlines hold between resyncs.
+type Reaper struct {
+	Store     transition.Store
+	Deadlines Deadlines // nil: DefaultDeadlines
+	Clock     Clock     // nil: the system clock
+	Actor     string    // recorded as the writer; default "deadline-reaper"
+}
+
+// Reconcile implements [Reconciler].
+func (r *Reaper) Reconcile(ctx context.Context, id string) (Result, error) {
+	if r.Store == nil {
+		return Result{}, Terminal(errors.New("recovery: Reaper: nil Store"))
+	}
+	deadlines := r.Deadlines
+	if deadlines == nil {
+		deadlines = DefaultDeadlines()
+	}
+	if err := deadlines.Validate(); err != nil {
+		return Result{}, Terminal(err)
+	}
+	clock := r.Clock
+	if clock == nil {
+		clock = systemClock{}
+	}
+	actor := r.Actor
+	if actor == "" {
+		actor = "deadline-reaper"
+	}
+	exec, err := transition.NewPersisted(state.Lifecycle(), r.Store, id, transition.Actor(actor), transition.Clock(clock.Now))
+	if err != nil {
+		return Result{}, Terminal(err)
+	}
+	var wait time.Duration
+	_, _, err = exec.Apply(ctx, func(cur state.Status, rec transition.Record) (transition.Update[state.Status], error) {
+		now := clock.Now()
+		dl, left, ok := deadline(rec, cur, deadlines, now)
+		wait = 0
+		if !ok || left > 0 {
+			wait = max(left, 0)
+			return transition.Update[state.Status]{To: cur}, nil
+		}
+		return deadlineUpdate(rec, cur, dl, now), nil
+	})
+	switch {
+	case errors.Is(err, transition.ErrNotFound):
+		return Result{}, nil // nothing to reap
+	case err != nil:
+		return Result{}, err
+	}
+	return Result{RequeueAfter: wait}, nil
+}

@@ -1,0 +1,77 @@
+package recovery_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
+	clock := newFakeClock()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		status state.Status
+		age    time.Duration
+		want   state.Status
+		wait   time.Duration
+	}{
+		{state.Relocating, 11 * time.Minute, state.Failed, 0},
+		{state.Relocating, 4 * time.Minute, state.Relocating, 6 * time.Minute},
+		{state.Stopping, 5 * time.Minute, state.Stopped, 0},
+		{state.Stopping, time.Minute, state.Stopping, 4 * time.Minute},
+		{state.Running, 100 * time.Hour, state.Running, 0},
+		{state.Completed, time.Hour, state.Completed, 0},
+	} {
+		entered := clock.Now().Add(-tc.age)
+		exec, store := newExecution(t, tc.status, func() time.Time { return entered })
+		reaper := &recovery.Reaper{Store: store, Clock: clock}
+		res, err := reaper.Reconcile(ctx, "ex-1")
+		require.NoError(t, err)
+		require.Equal(t, tc.wait, res.RequeueAfter, "%s for %v", tc.status, tc.age)
+		cur, rec, err := exec.Load(ctx)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, cur, "%s for %v", tc.status, tc.age)
+		if tc.want == state.Failed {
+			require.Contains(t, rec.Reason, "past its deadline")
+			require.Equal(t, rec.Reason, rec.Meta[recovery.MetaFailure])
+			require.Equal(t, "deadline-reaper", rec.History[len(rec.History)-1].Actor)
+		}
+	}
+}
+
+func TestReaperIgnoresExecutionsThatAreGoneAndRefusesBadConfig(t *testing.T) {
+	_, store := newExecution(t, state.Running, time.Now)
+	res, err := (&recovery.Reaper{Store: store}).Reconcile(context.Background(), "nope")
+	require.NoError(t, err)
+	require.Zero(t, res)
+	_, err = (&recovery.Reaper{}).Reconcile(context.Background(), "ex-1")
+	require.ErrorIs(t, err, recovery.ErrTerminal)
+	_, err = (&recovery.Reaper{Store: store, Deadlines: recovery.Deadlines{state.Running: {After: -1, Then: state.Failed}}}).Reconcile(context.Background(), "ex-1")
+	require.ErrorIs(t, err, recovery.ErrTerminal)
+	require.ErrorIs(t, err, recovery.ErrInvalidPolicy)
+}
+
+// In a loop, the reaper's RequeueAfter makes the deadline hold exactly,
+// with no resync in between.
+func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) {
+	clock := newFakeClock()
+	exec, store := newExecution(t, state.Relocating, clock.Now)
+	l := newLoop(t, recovery.Options[string]{
+		Clock:      clock,
+		Resync:     -1,
+		Reconciler: &recovery.Reaper{Store: store, Clock: clock},
+		List: func(context.Context) ([]recovery.Item[string], error) {
+			return []recovery.Item[string]{{Key: "ex-1"}}, nil
+		},
+	})
+	running(t, l)
+	require.Equal(t, 10*time.Minute, clock.AdvanceToEarliest(t))
+	idle(t, l)
+	cur, _, err := exec.Load(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, state.Failed, cur)
+}

@@ -1,0 +1,318 @@
+package recovery_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+// slicer is work that says whether it can be restarted.
+type slicer struct{ ok bool }
+
+func (s slicer) IsRestartable() bool { return s.ok }
+
+// legacySlicer predates IsRestartable.
+type legacySlicer struct{}
+
+func policy() recovery.Policy {
+	return recovery.Policy{Now: t0, Restarts: true, Work: slicer{true}}
+}
+
+func record(status state.Status) transition.Record {
+	return transition.Record{ID: "ex-1", Status: status.String(), Owner: "pod-a", Epoch: 1, UpdatedAt: t0.Add(-time.Minute), Since: t0.Add(-time.Minute)}
+}
+
+func startup(t *testing.T, rec transition.Record, p recovery.Policy) recovery.Verdict {
+	t.Helper()
+	v, err := recovery.Startup(rec, p)
+	require.NoError(t, err)
+	return v
+}
+
+func TestStartupTerminalStatusRefusesNamingTheStatus(t *testing.T) {
+	for s := range state.TerminalStatuses.All() {
+		v := startup(t, record(s), policy())
+		require.Equal(t, recovery.Refuse, v.Decision)
+		require.Equal(t, s, v.To)
+		require.ErrorIs(t, v.Err, recovery.ErrTerminalStatus)
+		require.Contains(t, v.Err.Error(), "in "+s.String()+" status (invalid state: terminal)")
+		require.Nil(t, v.Meta)
+	}
+}
+
+func TestStartupInitStatusStarts(t *testing.T) {
+	for s := range state.InitStatuses.All() {
+		v := startup(t, record(s), recovery.Policy{Now: t0})
+		require.Equal(t, recovery.Start, v.Decision, "%s", s)
+		require.Equal(t, s, v.To)
+	}
+}
+
+func TestStartupRelocatingResumesToRememberedStatus(t *testing.T) {
+	for _, left := range []state.Status{state.Running, state.Recovering, state.Failing, state.Paused} {
+		rec := record(state.Relocating)
+		rec.Previous = left.String()
+		// Relocation is expected: no restart budget, no restartability needed.
+		v := startup(t, rec, recovery.Policy{Now: t0})
+		require.Equal(t, recovery.Resume, v.Decision)
+		require.Equal(t, left, v.To, "a relocated %s execution comes back %s", left, left)
+		require.Nil(t, v.Meta, "a relocation is not an unexpected restart")
+	}
+}
+
+func TestStartupRelocatingWithoutMemoryReinitializes(t *testing.T) {
+	for _, prev := range []string{"", "stopping", "garbage"} {
+		rec := record(state.Relocating)
+		rec.Previous = prev
+		v := startup(t, rec, policy())
+		require.Equal(t, recovery.Resume, v.Decision)
+		require.Equal(t, state.Initializing, v.To, "previous %q", prev)
+	}
+}
+
+func TestStartupRelocatingPastItsDeadlineFails(t *testing.T) {
+	rec := record(state.Relocating)
+	rec.Previous = "running"
+	rec.Since = t0.Add(-11 * time.Minute)
+	rec.UpdatedAt = t0.Add(-time.Second) // re-owned lately: the clock still runs from entering relocating
+	v := startup(t, rec, policy())
+	require.Equal(t, recovery.Fail, v.Decision)
+	require.Equal(t, state.Failed, v.To)
+	require.Contains(t, v.Reason, "relocating for 11m0s, past its deadline of 10m0s")
+	require.Equal(t, v.Reason, v.Meta[recovery.MetaFailure])
+}
+
+func TestStartupStoppingFinishesTheStopAndPastTheDeadlineIsStopped(t *testing.T) {
+	v := startup(t, record(state.Stopping), recovery.Policy{Now: t0})
+	require.Equal(t, recovery.Stop, v.Decision)
+	require.Equal(t, state.Stopping, v.To)
+
+	rec := record(state.Stopping)
+	rec.Since = t0.Add(-time.Hour)
+	v = startup(t, rec, recovery.Policy{Now: t0})
+	require.Equal(t, recovery.Stop, v.Decision)
+	require.Equal(t, state.Stopped, v.To)
+	require.Nil(t, v.Meta, "a stop that timed out is no failure")
+}
+
+func TestStartupUnexpectedRestartResumesOnlyRestartableWorkOnARestartingPlatform(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy recovery.Policy
+		want   recovery.Decision
+		reason string
+	}{
+		{"restartable, platform restarts", policy(), recovery.Resume, "unexpected restart 1 of 3"},
+		{"platform does not restart", recovery.Policy{Now: t0, Work: slicer{true}}, recovery.Fail, "the platform does not restart controllers"},
+		{"work says no", recovery.Policy{Now: t0, Restarts: true, Work: slicer{false}}, recovery.Fail, "the work is not restartable"},
+		{"older work without the method", recovery.Policy{Now: t0, Restarts: true, Work: legacySlicer{}}, recovery.Fail, "the work is not restartable"},
+		{"no work at all", recovery.Policy{Now: t0, Restarts: true}, recovery.Fail, "the work is not restartable"},
+	} {
+		for _, s := range []state.Status{state.Running, state.Recovering, state.Failing, state.Paused} {
+			v := startup(t, record(s), tc.policy)
+			require.Equal(t, tc.want, v.Decision, "%s: %s", tc.name, s)
+			require.Contains(t, v.Reason, tc.reason)
+			if tc.want == recovery.Resume {
+				require.Equal(t, s, v.To, "a crash does not change what the execution was doing")
+			} else {
+				require.Equal(t, state.Failed, v.To)
+				require.Contains(t, v.Reason, "restarted unexpectedly in "+s.String())
+				require.Equal(t, v.Reason, v.Meta[recovery.MetaFailure], "never a quiet exit: the reason is written")
+			}
+		}
+	}
+}
+
+func TestStartupRestartsOutsideTheWindowDoNotCount(t *testing.T) {
+	rec := record(state.Running)
+	old := t0.Add(-2 * time.Hour).UnixMilli()
+	recent := t0.Add(-time.Minute).UnixMilli()
+	rec.Meta = map[string]string{recovery.MetaRestarts: fmt.Sprintf("%d,%d,%d,%d", old, old, old, recent)}
+	v := startup(t, rec, policy())
+	require.Equal(t, recovery.Resume, v.Decision)
+	require.Equal(t, fmt.Sprintf("%d,%d", recent, t0.UnixMilli()), v.Meta[recovery.MetaRestarts], "old restarts are dropped")
+}
+
+func TestStartupUnreadableRestartCountFailsInsteadOfLooping(t *testing.T) {
+	rec := record(state.Running)
+	rec.Meta = map[string]string{recovery.MetaRestarts: "yesterday,-5"}
+	v := startup(t, rec, policy())
+	require.Equal(t, recovery.Fail, v.Decision)
+	require.Contains(t, v.Reason, "the restart count is unreadable")
+}
+
+func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {
+	good := policy()
+	for name, p := range map[string]recovery.Policy{
+		"negative budget":           {Now: t0, RestartBudget: -1},
+		"huge budget":               {Now: t0, RestartBudget: 1 << 40},
+		"negative window":           {Now: t0, RestartWindow: -time.Second},
+		"overflowing exit code":     {Now: t0, RelocateExitCode: 256},
+		"no time":                   {},
+		"negative deadline":         {Now: t0, Deadlines: recovery.Deadlines{state.Relocating: {After: -1, Then: state.Failed}}},
+		"deadline nowhere":          {Now: t0, Deadlines: recovery.Deadlines{state.Relocating: {After: time.Minute, Then: state.Completed}}},
+		"deadline to a live status": {Now: t0, Deadlines: recovery.Deadlines{state.Relocating: {After: time.Minute, Then: state.Initializing}}},
+		"deadline of no status":     {Now: t0, Deadlines: recovery.Deadlines{0: {After: time.Minute, Then: state.Failed}}},
+	} {
+		_, err := recovery.Startup(record(state.Running), p)
+		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
+		_, err = recovery.Terminate(record(state.Running), transition.Claim{}, p)
+		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
+	}
+	rec := record(state.Running)
+	rec.Status = "Running"
+	_, err := recovery.Startup(rec, good)
+	require.ErrorIs(t, err, state.ErrUnknownStatus)
+}
+
+// newExecution creates ex-1 in status s in a fresh store and returns an
+// unclaimed handle on it.
+func newExecution(t *testing.T, s state.Status, clock func() time.Time) (*transition.Persisted[state.Status], *transition.MemoryStore) {
+	t.Helper()
+	store := transition.NewMemoryStore()
+	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.Clock(clock))
+	require.NoError(t, err)
+	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: s, Reason: "test", TakeOver: "pod-0"})
+	require.NoError(t, err)
+	return exec, store
+}
+
+// A crash loop is impossible by construction: 100 consecutive unexpected
+// restarts resume exactly the budget, then fail, then refuse.
+func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T) {
+	for _, budget := range []int{0, 1, 3, 7} {
+		now := t0
+		exec, _ := newExecution(t, state.Running, func() time.Time { return now })
+		want := budget
+		if want == 0 {
+			want = recovery.DefaultRestartBudget
+		}
+		var decisions []recovery.Decision
+		for k := range 100 {
+			now = now.Add(time.Second) // all within the window
+			p := recovery.Policy{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: budget}
+			v, owned, err := recovery.ApplyStartup(context.Background(), exec, fmt.Sprintf("pod-%d", k+1), p)
+			decisions = append(decisions, v.Decision)
+			if v.Decision == recovery.Refuse {
+				require.ErrorIs(t, err, recovery.ErrTerminalStatus)
+				continue
+			}
+			require.NoError(t, err)
+			require.Equal(t, fmt.Sprintf("pod-%d", k+1), owned.Claim().Owner)
+		}
+		for k, d := range decisions {
+			switch {
+			case k < want:
+				require.Equal(t, recovery.Resume, d, "budget %d, restart %d", budget, k+1)
+			case k == want:
+				require.Equal(t, recovery.Fail, d, "budget %d, restart %d", budget, k+1)
+			default:
+				require.Equal(t, recovery.Refuse, d, "budget %d, restart %d", budget, k+1)
+			}
+		}
+		cur, rec, err := exec.Load(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, state.Failed, cur)
+		require.Contains(t, rec.Reason, "restart budget spent")
+		require.Contains(t, rec.Meta[recovery.MetaFailure], "restart budget spent")
+	}
+}
+
+func TestApplyStartupFencesThePreviousOwner(t *testing.T) {
+	exec, store := newExecution(t, state.Relocating, time.Now)
+	old := exec.WithClaim(transition.Claim{Owner: "pod-0", Epoch: 1})
+	v, owned, err := recovery.ApplyStartup(context.Background(), exec, "pod-1", recovery.Policy{})
+	require.NoError(t, err)
+	require.Equal(t, recovery.Resume, v.Decision)
+	require.Equal(t, transition.Claim{Owner: "pod-1", Epoch: 2}, owned.Claim())
+	_, err = old.Fire(context.Background(), state.Failed, "old pod")
+	require.ErrorIs(t, err, transition.ErrFenced)
+	rec, err := store.Get(context.Background(), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, "initializing", rec.Status, "no memory of what it left: re-initialize")
+}
+
+func TestApplyStartupRefusalWritesNothing(t *testing.T) {
+	exec, store := newExecution(t, state.Completed, time.Now)
+	before, _ := store.Get(context.Background(), "ex-1")
+	v, owned, err := recovery.ApplyStartup(context.Background(), exec, "pod-1", recovery.Policy{})
+	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
+	require.Equal(t, recovery.Refuse, v.Decision)
+	require.Nil(t, owned)
+	after, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, before.Revision, after.Revision)
+}
+
+// Two controllers starting at once for one execution: whatever the
+// interleaving, exactly one ends up able to drive it; every other either
+// lost the race (ErrTakenOver) or was fenced by a later take-over.
+func TestApplyStartupTwoControllersAtOnceLeaveExactlyOneInCharge(t *testing.T) {
+	rounds := 300
+	if testing.Short() {
+		rounds = 50
+	}
+	takenOver := 0
+	for range rounds {
+		_, store := newExecution(t, state.Relocating, time.Now)
+		const racers = 3
+		var wg sync.WaitGroup
+		handles := make([]*transition.Persisted[state.Status], racers)
+		errs := make([]error, racers)
+		start := make(chan struct{})
+		for k := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Each controller is its own process with its own handle.
+				exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1")
+				if err != nil {
+					errs[k] = err
+					return
+				}
+				<-start
+				p := recovery.Policy{Restarts: true, Work: slicer{true}}
+				_, handles[k], errs[k] = recovery.ApplyStartup(context.Background(), exec, fmt.Sprintf("pod-%d", k), p)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		inCharge := 0
+		for k := range racers {
+			if errs[k] != nil {
+				require.ErrorIs(t, errs[k], recovery.ErrTakenOver)
+				takenOver++
+				continue
+			}
+			_, _, err := handles[k].Apply(context.Background(), func(cur state.Status, _ transition.Record) (transition.Update[state.Status], error) {
+				return transition.Update[state.Status]{To: cur, Meta: map[string]string{"probe": fmt.Sprint(k)}}, nil
+			})
+			if err == nil {
+				inCharge++
+			} else {
+				require.ErrorIs(t, err, transition.ErrFenced)
+			}
+		}
+		require.Equal(t, 1, inCharge)
+	}
+	t.Logf("%d of %d racers lost the compare-and-swap race outright", takenOver, 3*rounds)
+}
+
+func TestStartupReasonsAreForPeople(t *testing.T) {
+	rec := record(state.Paused)
+	v := startup(t, rec, recovery.Policy{Now: t0, Restarts: true, Work: slicer{true}, RestartBudget: 1})
+	require.True(t, strings.HasPrefix(v.Reason, "controller restarted unexpectedly in paused status; resuming"), v.Reason)
+	require.Equal(t, "resume", v.Decision.String())
+	require.Equal(t, "Decision(9)", recovery.Decision(9).String())
+	require.True(t, errors.Is(fmt.Errorf("wrapped: %w", recovery.ErrTakenOver), recovery.ErrTakenOver))
+}

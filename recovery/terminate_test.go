@@ -1,0 +1,266 @@
+package recovery_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+var podA = transition.Claim{Owner: "pod-a", Epoch: 1}
+
+func terminate(t *testing.T, s state.Status, p recovery.Policy) recovery.Action {
+	t.Helper()
+	a, err := recovery.Terminate(record(s), podA, p)
+	require.NoError(t, err)
+	return a
+}
+
+func TestTerminateWhileStoppingShutsDown(t *testing.T) {
+	a := terminate(t, state.Stopping, policy())
+	require.Equal(t, recovery.Shutdown, a.Kind)
+	require.Zero(t, a.ExitCode)
+	require.Contains(t, a.Reason, "the cluster master asked to stop")
+}
+
+func TestTerminateInARunningStatusRelocatesRestartableWork(t *testing.T) {
+	for _, s := range []state.Status{state.Running, state.Recovering, state.Failing, state.Paused, state.Relocating} {
+		a := terminate(t, s, policy())
+		require.Equal(t, recovery.Relocate, a.Kind, "%s", s)
+		require.Equal(t, recovery.DefaultRelocateExitCode, a.ExitCode, "never 0: a Job would count it a success")
+	}
+	p := policy()
+	p.RelocateExitCode = 3
+	require.Equal(t, 3, terminate(t, state.Running, p).ExitCode)
+}
+
+func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
+	for name, p := range map[string]recovery.Policy{
+		"platform does not restart": {Now: t0, Work: slicer{true}},
+		"work not restartable":      {Now: t0, Restarts: true, Work: slicer{false}},
+		"older work":                {Now: t0, Restarts: true, Work: legacySlicer{}},
+	} {
+		a := terminate(t, state.Running, p)
+		require.Equal(t, recovery.Shutdown, a.Kind, name)
+	}
+	for s := range state.InitStatuses.Union(state.TerminalStatuses).All() {
+		require.Equal(t, recovery.Shutdown, terminate(t, s, policy()).Kind, "%s", s)
+	}
+}
+
+func TestTerminateLeavesAnExecutionSomeoneElseOwns(t *testing.T) {
+	rec := record(state.Running)
+	rec.Owner, rec.Epoch = "pod-b", 2
+	a, err := recovery.Terminate(rec, podA, policy())
+	require.NoError(t, err)
+	require.Equal(t, recovery.Leave, a.Kind)
+	require.Equal(t, "leave", a.Kind.String())
+}
+
+func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *testing.T) {
+	exec, store := newExecution(t, state.Paused, time.Now)
+	owned := exec.WithClaim(transition.Claim{Owner: "pod-0", Epoch: 1})
+	checkpoints := 0
+	a, err := recovery.ApplyTerminate(context.Background(), owned, recovery.Policy{Restarts: true, Work: slicer{true}}, func(context.Context) error {
+		checkpoints++
+		rec, _ := store.Get(context.Background(), "ex-1")
+		require.Equal(t, "paused", rec.Status, "checkpoint runs before the status changes")
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, recovery.Relocate, a.Kind)
+	require.NoError(t, a.CheckpointErr)
+	require.Equal(t, 1, checkpoints)
+	rec, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, "relocating", rec.Status)
+	require.Equal(t, "paused", rec.Previous)
+
+	// The successor brings it back paused.
+	v, _, err := recovery.ApplyStartup(context.Background(), exec, "pod-1", recovery.Policy{})
+	require.NoError(t, err)
+	require.Equal(t, state.Paused, v.To)
+}
+
+func TestApplyTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
+	exec, store := newExecution(t, state.Running, time.Now)
+	errFlush := errors.New("flush failed")
+	a, err := recovery.ApplyTerminate(context.Background(), exec.WithClaim(transition.Claim{Owner: "pod-0", Epoch: 1}),
+		recovery.Policy{Restarts: true, Work: slicer{true}}, func(context.Context) error { return errFlush })
+	require.NoError(t, err)
+	require.Equal(t, recovery.Relocate, a.Kind)
+	require.ErrorIs(t, a.CheckpointErr, errFlush)
+	rec, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, "relocating", rec.Status)
+}
+
+func TestApplyTerminateShutdownWritesNothing(t *testing.T) {
+	exec, store := newExecution(t, state.Running, time.Now)
+	before, _ := store.Get(context.Background(), "ex-1")
+	a, err := recovery.ApplyTerminate(context.Background(), exec, recovery.Policy{Work: slicer{true}}, func(context.Context) error {
+		t.Fatal("no checkpoint for a shutdown")
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, recovery.Shutdown, a.Kind)
+	after, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, before.Revision, after.Revision, "the shutdown itself writes the final status, not the decision")
+}
+
+func TestApplyTerminateByAFencedControllerLeaves(t *testing.T) {
+	exec, store := newExecution(t, state.Running, time.Now)
+	stale := exec.WithClaim(transition.Claim{Owner: "pod-0", Epoch: 1})
+	_, _, err := exec.Acquire(context.Background(), "pod-1", "relocated")
+	require.NoError(t, err)
+	before, _ := store.Get(context.Background(), "ex-1")
+	a, err := recovery.ApplyTerminate(context.Background(), stale, recovery.Policy{Restarts: true, Work: slicer{true}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, recovery.Leave, a.Kind)
+	after, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, before.Revision, after.Revision)
+}
+
+// The race Teraslice gets wrong: SIGTERM reaches the controller while the
+// cluster master writes stopping. Whatever the interleaving there is
+// exactly one outcome: the controller relocated before the stop (the
+// trail shows relocating, then stopping) or it saw the stop and shut
+// down (the execution never entered relocating).
+func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testing.T) {
+	rounds := 2000
+	if testing.Short() {
+		rounds = 200
+	}
+	counts := map[recovery.ActionKind]int{}
+	for range rounds {
+		_, store := newExecution(t, state.Running, time.Now)
+		controller, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.Actor("controller"))
+		require.NoError(t, err)
+		controller = controller.WithClaim(transition.Claim{Owner: "pod-0", Epoch: 1})
+		master, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.Actor("master"))
+		require.NoError(t, err)
+
+		var wg sync.WaitGroup
+		var action recovery.Action
+		var termErr, stopErr error
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			action, termErr = recovery.ApplyTerminate(context.Background(), controller, recovery.Policy{Restarts: true, Work: slicer{true}}, nil)
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, stopErr = master.Fire(context.Background(), state.Stopping, "user stop")
+		}()
+		close(start)
+		wg.Wait()
+		require.NoError(t, termErr)
+		require.NoError(t, stopErr, "stopping is allowed from running and from relocating")
+
+		rec, err := store.Get(context.Background(), "ex-1")
+		require.NoError(t, err)
+		require.Equal(t, "stopping", rec.Status)
+		var trail []string
+		for _, e := range rec.History[1:] {
+			trail = append(trail, e.To)
+		}
+		switch action.Kind {
+		case recovery.Relocate:
+			require.Equal(t, []string{"relocating", "stopping"}, trail)
+		case recovery.Shutdown:
+			require.Equal(t, []string{"stopping"}, trail)
+		default:
+			t.Fatalf("unexpected action %v", action.Kind)
+		}
+		counts[action.Kind]++
+	}
+	t.Logf("relocated first %d times, saw the stop first %d times", counts[recovery.Relocate], counts[recovery.Shutdown])
+}
+
+// TestDecisionTableInPackageDocIsTrue recomputes every cell of the table
+// in doc.go from the functions and fails if the doc disagrees.
+func TestDecisionTableInPackageDocIsTrue(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	var rows [][]string
+	split := regexp.MustCompile(`\s{2,}`)
+	inTable := false
+	for _, line := range strings.Split(string(src), "\n") {
+		body, ok := strings.CutPrefix(line, "//\t")
+		switch {
+		case ok && strings.HasPrefix(body, "stored status"):
+			inTable = true
+		case ok && inTable:
+			rows = append(rows, split.Split(strings.TrimSpace(body), -1))
+		case inTable:
+			inTable = false
+		}
+	}
+	require.Len(t, rows, state.NumStatuses, "one row per status")
+	for _, row := range rows {
+		require.Len(t, row, 5, "%q", row)
+		s, err := state.Parse(row[0])
+		require.NoError(t, err)
+		require.Equal(t, []string{row[0], startCell(t, s, false), sigtermCell(t, s), stopCell(t, s), startCell(t, s, true)}, row)
+	}
+}
+
+func tableRecord(s state.Status) transition.Record {
+	rec := record(s)
+	if s == state.Relocating {
+		rec.Previous = "paused"
+	}
+	return rec
+}
+
+func startCell(t *testing.T, s state.Status, budgetSpent bool) string {
+	rec := tableRecord(s)
+	p := policy()
+	if budgetSpent {
+		// Three unexpected restarts already within the window.
+		rec.Meta = map[string]string{recovery.MetaRestarts: strings.Repeat("1764676800000,", 2) + "1764676800000"}
+		p.Now = time.UnixMilli(1764676800000).Add(time.Minute)
+		rec.Since, rec.UpdatedAt = p.Now.Add(-time.Second), p.Now.Add(-time.Second)
+	}
+	v := startup(t, rec, p)
+	cell := v.Decision.String()
+	if v.To != v.From && (v.Decision == recovery.Resume || v.Decision == recovery.Fail) {
+		cell += " → " + v.To.String()
+	}
+	return cell
+}
+
+func sigtermCell(t *testing.T, s state.Status) string {
+	a, err := recovery.Terminate(tableRecord(s), podA, policy())
+	require.NoError(t, err)
+	cell := a.Kind.String()
+	if a.Kind == recovery.Relocate && s != state.Relocating {
+		cell += " → relocating"
+	}
+	return cell
+}
+
+func stopCell(t *testing.T, s state.Status) string {
+	m, err := transition.NewMachine(state.Lifecycle(), transition.StartIn(s))
+	require.NoError(t, err)
+	c, err := m.Fire(context.Background(), state.Stopping, "user stop")
+	switch {
+	case errors.Is(err, transition.ErrNotAllowed):
+		return "refused"
+	case err != nil:
+		t.Fatal(err)
+	case !c.Changed():
+		return "no-op"
+	}
+	return "→ stopping"
+}
