@@ -365,42 +365,46 @@ func (l *Loop[K]) work(ctx context.Context) {
 }
 
 func (l *Loop[K]) process(ctx context.Context, k K) {
-	start := l.clock.Now()
+	var start time.Time
+	if l.reconcile != nil {
+		start = l.clock.Now()
+	}
 	res, err, panicked := l.call(ctx, k)
 	ev := ReconcileEvent[K]{Key: k, Err: err}
 	l.stats.reconciles.Add(1)
+	forget := true
 	switch {
+	case err == nil && res.RequeueAfter <= 0:
+		ev.Outcome = Succeeded
+	case err == nil:
+		l.stats.requeues.Add(1)
+		ev.Outcome, ev.RetryIn = Requeued, res.RequeueAfter
 	case panicked:
 		l.stats.panics.Add(1)
 		l.stats.errors.Add(1)
+		forget = false
 		ev.Outcome, ev.RetryIn = Panicked, l.q.backoff(k, l.backoff)
 		l.log.Error("reconcile panicked", "key", k, "err", err, "retry_in", ev.RetryIn)
 	case errors.Is(err, ErrTerminal):
 		l.stats.terminal.Add(1)
 		l.stats.errors.Add(1)
 		ev.Outcome = TerminalError
-		l.q.forget(k)
 		l.log.Error("reconcile failed for good", "key", k, "err", err)
-	case err != nil:
+	default:
 		l.stats.errors.Add(1)
+		forget = false
 		ev.Outcome, ev.RetryIn = Errored, l.q.backoff(k, l.backoff)
 		if ctx.Err() == nil {
 			l.log.Warn("reconcile failed; retrying", "key", k, "err", err, "retry_in", ev.RetryIn)
 		}
-	case res.RequeueAfter > 0:
-		l.stats.requeues.Add(1)
-		l.q.forget(k)
-		ev.Outcome, ev.RetryIn = Requeued, res.RequeueAfter
-	default:
-		l.q.forget(k)
-		ev.Outcome = Succeeded
 	}
-	if ev.RetryIn > 0 {
-		l.q.addAfter(k, ev.RetryIn, l.clock.Now())
+	var now time.Time
+	if ev.RetryIn > 0 || l.reconcile != nil {
+		now = l.clock.Now()
 	}
-	l.q.done(k)
+	l.q.finish(k, forget, ev.RetryIn, now)
 	if l.reconcile != nil {
-		ev.Duration = l.clock.Now().Sub(start)
+		ev.Duration = now.Sub(start)
 		ev.QueueDepth = l.q.depth()
 		l.reconcile.ObserveReconcile(ev)
 	}

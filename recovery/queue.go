@@ -19,28 +19,27 @@ import (
 //   - keys can be added after a delay (backoff, RequeueAfter); the
 //     earliest due time of a key wins.
 type queue[K comparable] struct {
-	mu         sync.Mutex
-	cond       sync.Cond
-	items      []K
-	head       int
-	dirty      map[K]struct{} // queued, or to be queued again after processing
-	processing map[K]struct{}
-	failures   map[K]int
-	delayed    delayHeap[K]
-	due        map[K]time.Time // earliest due time per delayed key
-	stopped    bool
-	wake       chan struct{} // tells the delayer the earliest due time changed
-	changed    chan struct{} // closed on every change while someone waits for idle
-	waiters    int
+	mu       sync.Mutex
+	cond     sync.Cond
+	items    []K
+	head     int
+	keys     map[K]keyState // every key queued or processing; one map, few lookups
+	busy     int            // keys processing
+	failures map[K]int
+	delayed  delayHeap[K]
+	due      map[K]time.Time // earliest due time per delayed key
+	stopped  bool
+	wake     chan struct{} // tells the delayer the earliest due time changed
+	changed  chan struct{} // closed on every change while someone waits for idle
+	waiters  int
 }
 
 func newQueue[K comparable]() *queue[K] {
 	q := &queue[K]{
-		dirty:      map[K]struct{}{},
-		processing: map[K]struct{}{},
-		failures:   map[K]int{},
-		due:        map[K]time.Time{},
-		wake:       make(chan struct{}, 1),
+		keys:     map[K]keyState{},
+		failures: map[K]int{},
+		due:      map[K]time.Time{},
+		wake:     make(chan struct{}, 1),
 	}
 	q.cond.L = &q.mu
 	return q
@@ -51,13 +50,14 @@ func (q *queue[K]) addLocked(k K) {
 	if q.stopped {
 		return
 	}
-	if _, ok := q.dirty[k]; ok {
+	switch st := q.keys[k]; st {
+	case queued, processingDirty:
+		return
+	case processing:
+		q.keys[k] = processingDirty
 		return
 	}
-	q.dirty[k] = struct{}{}
-	if _, busy := q.processing[k]; busy {
-		return
-	}
+	q.keys[k] = queued
 	q.items = append(q.items, k)
 	q.cond.Signal()
 }
@@ -91,27 +91,47 @@ func (q *queue[K]) get() (K, bool) {
 	} else if q.head > 1024 && q.head*2 > len(q.items) {
 		q.items, q.head = append(q.items[:0], q.items[q.head:]...), 0
 	}
-	delete(q.dirty, k)
-	q.processing[k] = struct{}{}
+	q.keys[k] = processing
+	q.busy++
 	return k, true
+}
+
+// finish ends processing of k in one critical section: it resets k's
+// backoff if asked, schedules it again after retryIn if positive, and
+// queues it at once if it was added meanwhile.
+func (q *queue[K]) finish(k K, forget bool, retryIn time.Duration, now time.Time) {
+	q.mu.Lock()
+	if forget && len(q.failures) > 0 {
+		delete(q.failures, k)
+	}
+	if retryIn > 0 {
+		q.addAfterLocked(k, retryIn, now)
+	}
+	q.doneLocked(k)
+	q.mu.Unlock()
 }
 
 // done ends processing of k and queues it again if it was added meanwhile.
 func (q *queue[K]) done(k K) {
 	q.mu.Lock()
-	delete(q.processing, k)
-	if _, again := q.dirty[k]; again && !q.stopped {
+	q.doneLocked(k)
+	q.mu.Unlock()
+}
+
+func (q *queue[K]) doneLocked(k K) {
+	q.busy--
+	if q.keys[k] != processingDirty || q.stopped {
+		delete(q.keys, k)
+	} else {
+		q.keys[k] = queued
 		q.items = append(q.items, k)
 		q.cond.Signal()
 	}
 	q.changedLocked()
-	q.mu.Unlock()
 }
 
-// addAfter queues k after d.
-func (q *queue[K]) addAfter(k K, d time.Duration, now time.Time) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+// addAfterLocked queues k after d.
+func (q *queue[K]) addAfterLocked(k K, d time.Duration, now time.Time) {
 	if q.stopped {
 		return
 	}
@@ -171,15 +191,6 @@ func (q *queue[K]) backoff(k K, b Backoff) time.Duration {
 	return d
 }
 
-// forget resets the backoff of k.
-func (q *queue[K]) forget(k K) {
-	q.mu.Lock()
-	if len(q.failures) > 0 {
-		delete(q.failures, k)
-	}
-	q.mu.Unlock()
-}
-
 func (q *queue[K]) stop() {
 	q.mu.Lock()
 	q.stopped = true
@@ -196,11 +207,13 @@ func (q *queue[K]) depth() int {
 }
 
 func (q *queue[K]) idleLocked() bool {
-	return q.head == len(q.items) && len(q.processing) == 0 && len(q.due) == 0
+	return q.head == len(q.items) && q.busy == 0 && len(q.due) == 0
 }
 
+// changedLocked wakes idle waiters once the queue is idle or stopped;
+// waking them on every change would cost a channel per key.
 func (q *queue[K]) changedLocked() {
-	if q.waiters > 0 && q.changed != nil {
+	if q.waiters > 0 && q.changed != nil && (q.stopped || q.idleLocked()) {
 		close(q.changed)
 		q.changed = nil
 	}
@@ -232,6 +245,17 @@ func (q *queue[K]) waitIdle(ctx context.Context) error {
 		}
 	}
 }
+
+// keyState is where a key is: waiting in items, handed to a worker, or
+// handed to a worker and added again meanwhile.
+type keyState uint8
+
+const (
+	absent keyState = iota
+	queued
+	processing
+	processingDirty
+)
 
 type delayed[K comparable] struct {
 	key K

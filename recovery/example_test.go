@@ -1,0 +1,97 @@
+package recovery_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// A controller restarted after an OOM kill finds its execution running.
+// Within the restart budget it resumes; the restart after that fails the
+// execution instead of crash-looping.
+func ExampleStartup() {
+	rec := transition.Record{ID: "ex-1", Status: "running"}
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for range 3 {
+		v, _ := recovery.Startup(rec, recovery.Policy{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: 2})
+		fmt.Println(v.Decision, "→", v.To)
+		rec.Meta = v.Meta // ApplyStartup writes this with the decision
+		rec.Status = v.To.String()
+		now = now.Add(time.Minute)
+	}
+
+	rec = transition.Record{ID: "ex-2", Status: "relocating", Previous: "paused", Since: now}
+	v, _ := recovery.Startup(rec, recovery.Policy{Now: now})
+	fmt.Println(v.Decision, "→", v.To)
+	// Output:
+	// resume → running
+	// resume → running
+	// fail → failed
+	// resume → paused
+}
+
+// SIGTERM means "shut down" when the cluster master asked (stopping) and
+// "relocate" when the platform is moving a controller whose work can be
+// restarted.
+func ExampleTerminate() {
+	p := recovery.Policy{Now: time.Now(), Restarts: true, Work: slicer{true}}
+	for _, status := range []string{"stopping", "running"} {
+		a, _ := recovery.Terminate(transition.Record{ID: "ex-1", Status: status}, transition.Claim{}, p)
+		fmt.Println(status, "→", a.Kind, a.ExitCode)
+	}
+	// Output:
+	// stopping → shutdown 0
+	// running → relocate 143
+}
+
+// A manager restarted after a crash adopts what the world has, learns
+// what it lost, and reconciles everything.
+func ExampleLoop() {
+	world := []recovery.Item[string]{
+		{Key: "sim-1", Identity: recovery.Identity{UUID: "sim-1", Manager: "mgr-a", Realm: "lab"}},
+	}
+	loop, err := recovery.NewLoop(recovery.Options[string]{
+		List:  func(context.Context) ([]recovery.Item[string], error) { return world, nil },
+		Known: func(context.Context) ([]string, error) { return []string{"sim-1", "sim-2"}, nil },
+		Adopter: recovery.AdopterFunc[string](func(_ context.Context, it recovery.Item[string]) error {
+			fmt.Println("adopt", it.Identity.UUID, "of", it.Identity.Manager)
+			return nil
+		}),
+		Observer: observer[string]{onRecovery: func(r recovery.RecoveryReport[string]) { fmt.Println("gone", r.Gone) }},
+		Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
+			return recovery.Result{}, nil
+		}),
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- loop.Run(ctx) }()
+	_ = loop.Idle(ctx)
+	cancel()
+	<-done
+	fmt.Println("reconciled", loop.Stats().Reconciles)
+	// Output:
+	// adopt sim-1 of mgr-a
+	// gone [sim-2]
+	// reconciled 2
+}
+
+// The deadline reaper runs in a loop over the executions' ids.
+func ExampleReaper() {
+	store := transition.NewMemoryStore()
+	exec, _ := transition.NewPersisted(state.Lifecycle(), store, "ex-1",
+		transition.Clock(func() time.Time { return time.Now().Add(-time.Hour) }))
+	_, _ = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Relocating})
+
+	reaper := &recovery.Reaper{Store: store}
+	_, _ = reaper.Reconcile(context.Background(), "ex-1")
+	cur, rec, _ := exec.Load(context.Background())
+	fmt.Println(cur, "—", rec.Reason)
+	// Output: failed — relocating for 1h0m0s, past its deadline of 10m0s
+}
