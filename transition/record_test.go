@@ -1,6 +1,8 @@
 package transition_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"github.com/execfsm/execfsm/transition"
@@ -92,4 +94,38 @@ func FuzzRecordUnmarshalBinary(f *testing.F) {
 		require.Equal(t, rec.Revision, back.Revision)
 		require.Equal(t, len(rec.History), len(back.History))
 	})
+}
+
+// A watch from a revision the log no longer holds starts with every record
+// at its current revision, then follows new writes: nothing is missed.
+func TestMemoryStoreWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
+	s := &transition.MemoryStore{LogSize: 4}
+	var last transition.Record
+	for k := range 20 {
+		rec, err := s.Create(bg, storetest.Sample(fmt.Sprintf("ex-%02d", k)))
+		require.NoError(t, err)
+		last = rec
+	}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	ch, err := s.Watch(ctx, 1)
+	require.NoError(t, err)
+	seen := map[string]uint64{}
+	for range 20 {
+		ev := <-ch
+		seen[ev.ID] = ev.Revision
+	}
+	require.Len(t, seen, 20)
+	require.Equal(t, last.Revision, seen["ex-19"])
+	next := last
+	next.Reason = "after the snapshot"
+	written, err := s.CompareAndSwap(bg, last.ID, last.Revision, next)
+	require.NoError(t, err)
+	require.Equal(t, transition.WatchEvent{ID: "ex-19", Revision: written.Revision}, <-ch)
+
+	// A watch from a retained revision replays only the log.
+	ch2, err := s.Watch(ctx, written.Revision-3)
+	require.NoError(t, err)
+	require.Equal(t, "ex-18", (<-ch2).ID)
+	require.Equal(t, "ex-19", (<-ch2).ID)
 }

@@ -1,9 +1,14 @@
 package transition
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
+
+	"github.com/execfsm/execfsm/internal/watchlog"
 )
 
 // Store keeps records and changes them only by compare-and-swap. It knows
@@ -32,13 +37,58 @@ type Store interface {
 	CompareAndSwap(ctx context.Context, id string, expect uint64, next Record) (Record, error)
 }
 
+// Lister is implemented by stores that can list their records, for a
+// recovery pass or a deadline reaper that must visit every execution.
+type Lister interface {
+	// List returns every record, ordered by id.
+	List(ctx context.Context) ([]Record, error)
+}
+
+// WatchEvent says that the record ID was written (created or changed) at
+// Revision. It carries no record on purpose: consumers are level-triggered
+// and read the record as it is when they get to it.
+type WatchEvent struct {
+	ID       string
+	Revision uint64
+}
+
+// Watcher is implemented by stores that can say what changed, so a
+// recovery loop is driven by events and not only by resyncs.
+//
+// Watch delivers an event for every write with a revision above
+// fromRevision (0: from the beginning), in revision order, then for every
+// later write, until ctx is done. It never misses a change: when the
+// store no longer remembers writes as old as fromRevision (its log was
+// compacted), or its connection to the log broke, it delivers an event
+// for every record it holds and carries on from there. Events may
+// therefore repeat; they are never lost. The channel is closed when ctx
+// is done, the store is closed or it fails; a consumer whose ctx is still
+// live then watches again from the last revision it saw.
+type Watcher interface {
+	Watch(ctx context.Context, fromRevision uint64) (<-chan WatchEvent, error)
+}
+
+func watchEvent(e watchlog.Entry) WatchEvent { return WatchEvent{ID: e.ID, Revision: e.Revision} }
+
+// DefaultLogSize is how many recent writes a MemoryStore remembers for
+// Watch when LogSize is zero.
+const DefaultLogSize = 4096
+
 // MemoryStore is a Store in process memory, for tests, examples and
 // controllers whose state may die with them. Its zero value is ready to
 // use and it is safe for concurrent use.
 type MemoryStore struct {
+	// LogSize is how many recent writes Watch can replay (default
+	// DefaultLogSize); a watch from further back starts with every
+	// record instead. Set it before first use.
+	LogSize int
+
 	mu       sync.Mutex
 	records  map[string]Record
 	revision uint64
+	log      []watchlog.Entry
+	dropped  uint64 // highest revision no longer in log
+	hub      watchlog.Hub
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -113,5 +163,64 @@ func (s *MemoryStore) put(rec Record) Record {
 	rec = rec.Clone()
 	rec.Revision = s.revision
 	s.records[rec.ID] = rec
+	size := s.LogSize
+	if size <= 0 {
+		size = DefaultLogSize
+	}
+	s.log = append(s.log, watchlog.Entry{ID: rec.ID, Revision: rec.Revision})
+	if len(s.log) >= 2*size {
+		s.dropped = s.log[len(s.log)-size-1].Revision
+		s.log = append(s.log[:0:0], s.log[len(s.log)-size:]...)
+	}
+	s.hub.Notify()
 	return rec.Clone()
+}
+
+// List implements [Lister].
+func (s *MemoryStore) List(ctx context.Context) ([]Record, error) {
+	if err := checkCall(ctx, "List"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Record, 0, len(s.records))
+	for _, id := range slices.Sorted(maps.Keys(s.records)) {
+		out = append(out, s.records[id].Clone())
+	}
+	return out, nil
+}
+
+// Watch implements [Watcher].
+func (s *MemoryStore) Watch(ctx context.Context, fromRevision uint64) (<-chan WatchEvent, error) {
+	if err := checkCall(ctx, "Watch"); err != nil {
+		return nil, err
+	}
+	return watchlog.Channel(ctx, &s.hub, memoryLog{s}, fromRevision, watchEvent), nil
+}
+
+type memoryLog struct{ s *MemoryStore }
+
+func (l memoryLog) Since(rev uint64, limit int) ([]watchlog.Entry, bool, error) {
+	s := l.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rev < s.dropped {
+		return nil, true, nil
+	}
+	k, _ := slices.BinarySearchFunc(s.log, rev+1, func(e watchlog.Entry, r uint64) int {
+		return cmp.Compare(e.Revision, r)
+	})
+	end := min(len(s.log), k+limit)
+	return slices.Clone(s.log[k:end]), false, nil
+}
+
+func (l memoryLog) Snapshot() ([]watchlog.Entry, uint64, error) {
+	s := l.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]watchlog.Entry, 0, len(s.records))
+	for _, id := range slices.Sorted(maps.Keys(s.records)) {
+		out = append(out, watchlog.Entry{ID: id, Revision: s.records[id].Revision})
+	}
+	return out, s.revision, nil
 }

@@ -28,6 +28,8 @@ import (
 )
 
 // Run runs the suite as subtests; newStore is called once per subtest.
+// Stores that implement [transition.Lister] or [transition.Watcher] have
+// those checked too; the others skip those subtests, saying so.
 func Run(t *testing.T, newStore func(t *testing.T) transition.Store) {
 	t.Helper()
 	for _, tc := range []struct {
@@ -48,6 +50,10 @@ func Run(t *testing.T, newStore func(t *testing.T) transition.Store) {
 		{"ReturnedRecordsAreNotAliased", returnedRecordsAreNotAliased},
 		{"ConcurrentWritersHaveExactlyOneWinner", concurrentWritersHaveOneWinner},
 		{"LargestValidRecordRoundTrips", largestValidRecordRoundTrips},
+		{"ListReturnsEveryRecordByID", listReturnsEveryRecord},
+		{"WatchSeesEveryWriteInOrder", watchSeesEveryWrite},
+		{"WatchFromARevisionSeesOnlyLaterWrites", watchFromRevision},
+		{"WatchEndsWithItsContext", watchEndsWithContext},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
@@ -380,4 +386,110 @@ func largestValidRecordRoundTrips(t *testing.T, s transition.Store) {
 	require.NoError(t, err)
 	require.Equal(t, created.Revision, got.Revision)
 	requireSameRecord(t, rec, got)
+}
+
+func listReturnsEveryRecord(t *testing.T, s transition.Store) {
+	l, ok := s.(transition.Lister)
+	if !ok {
+		t.Skipf("%T does not implement transition.Lister", s)
+	}
+	recs, err := l.List(ctx(t))
+	require.NoError(t, err)
+	require.Empty(t, recs)
+	for _, id := range []string{"ex-b", "ex-a", "ex-c"} {
+		_, err := s.Create(ctx(t), Sample(id))
+		require.NoError(t, err)
+	}
+	recs, err = l.List(ctx(t))
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	for k, id := range []string{"ex-a", "ex-b", "ex-c"} {
+		got, err := s.Get(ctx(t), id)
+		require.NoError(t, err)
+		require.Equal(t, got.Revision, recs[k].Revision)
+		requireSameRecord(t, Sample(id), recs[k])
+	}
+}
+
+func watcherOf(t *testing.T, s transition.Store) transition.Watcher {
+	w, ok := s.(transition.Watcher)
+	if !ok {
+		t.Skipf("%T does not implement transition.Watcher", s)
+	}
+	return w
+}
+
+// next reads one event or fails after a generous wait.
+func next(t *testing.T, ch <-chan transition.WatchEvent) transition.WatchEvent {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		require.True(t, ok, "watch channel closed early")
+		return ev
+	case <-time.After(20 * time.Second):
+		t.Fatal("no watch event")
+		return transition.WatchEvent{}
+	}
+}
+
+func watchSeesEveryWrite(t *testing.T, s transition.Store) {
+	w := watcherOf(t, s)
+	watchCtx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	ch, err := w.Watch(watchCtx, 0)
+	require.NoError(t, err)
+	var want []transition.WatchEvent
+	a, err := s.Create(ctx(t), Sample("ex-a"))
+	require.NoError(t, err)
+	want = append(want, transition.WatchEvent{ID: "ex-a", Revision: a.Revision})
+	b, err := s.Create(ctx(t), Sample("ex-b"))
+	require.NoError(t, err)
+	want = append(want, transition.WatchEvent{ID: "ex-b", Revision: b.Revision})
+	next2 := a
+	next2.Status = "paused"
+	a2, err := s.CompareAndSwap(ctx(t), "ex-a", a.Revision, next2)
+	require.NoError(t, err)
+	want = append(want, transition.WatchEvent{ID: "ex-a", Revision: a2.Revision})
+	for _, w := range want {
+		require.Equal(t, w, next(t, ch))
+	}
+	// A refused write is no event: the next event is the next real write.
+	_, err = s.CompareAndSwap(ctx(t), "ex-a", a.Revision, next2)
+	require.ErrorIs(t, err, transition.ErrConflict)
+	c, err := s.Create(ctx(t), Sample("ex-c"))
+	require.NoError(t, err)
+	require.Equal(t, transition.WatchEvent{ID: "ex-c", Revision: c.Revision}, next(t, ch))
+}
+
+func watchFromRevision(t *testing.T, s transition.Store) {
+	w := watcherOf(t, s)
+	a, err := s.Create(ctx(t), Sample("ex-a"))
+	require.NoError(t, err)
+	b, err := s.Create(ctx(t), Sample("ex-b"))
+	require.NoError(t, err)
+	watchCtx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	ch, err := w.Watch(watchCtx, a.Revision)
+	require.NoError(t, err)
+	require.Equal(t, transition.WatchEvent{ID: "ex-b", Revision: b.Revision}, next(t, ch), "writes at or below the revision are not replayed")
+}
+
+func watchEndsWithContext(t *testing.T, s transition.Store) {
+	w := watcherOf(t, s)
+	watchCtx, cancel := context.WithCancel(ctx(t))
+	ch, err := w.Watch(watchCtx, 0)
+	require.NoError(t, err)
+	cancel()
+	select {
+	case _, ok := <-ch:
+		for ok {
+			_, ok = <-ch
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the watch channel was not closed after its context ended")
+	}
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	_, err = w.Watch(done, 0)
+	require.ErrorIs(t, err, context.Canceled, "a watch with a done context is refused")
 }
