@@ -1,0 +1,453 @@
+// Package boltstore is a durable [transition.Store] in one file on local
+// disk, on go.etcd.io/bbolt: the default for a controller that runs on a
+// single machine. Every write is one bbolt transaction, fsynced before it
+// returns, so a record acknowledged by CompareAndSwap survives a SIGKILL
+// or a power cut.
+//
+// bbolt holds an exclusive lock on the file: one process at a time. A
+// second process opening it waits Options.Timeout and then fails with
+// [ErrLocked]; it never hangs. Controllers that must share state across
+// processes or machines use etcdstore.
+//
+// # Layout and format
+//
+// One bucket per namespace (see [DB.Store]), holding the records by id
+// and a log of recent writes for [Store.Watch]. Revisions come from one
+// counter per file, so they increase across namespaces. A record is
+// stored as [transition.Record.MarshalBinary] writes it: a format byte
+// (1: JSON) and the JSON document. A record that does not decode (a
+// foreign writer, a future format, bit rot) is reported with its
+// namespace and id, matching [transition.ErrCorrupt], and is never
+// overwritten: CompareAndSwap on it fails too.
+package boltstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/execfsm/execfsm/internal/watchlog"
+	"github.com/execfsm/execfsm/transition"
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// ErrLocked is matched by the error of Open when another process holds
+// the file.
+var ErrLocked = errors.New("database file is locked by another process")
+
+// ErrClosed is matched by calls on a closed DB.
+var ErrClosed = errors.New("database is closed")
+
+// Defaults for zero Options.
+const (
+	DefaultTimeout = time.Second
+	DefaultLogSize = 100_000
+)
+
+// Options configure [Open]. The zero value is usable.
+type Options struct {
+	// Timeout is how long Open waits for a lock held by another process
+	// (default DefaultTimeout). It is never infinite.
+	Timeout time.Duration
+	// LogSize is how many recent writes per namespace Watch can replay
+	// (default DefaultLogSize); a watch from further back starts with
+	// every record.
+	LogSize int
+	// Mode is the permission of a new file (default 0600).
+	Mode os.FileMode
+}
+
+// DB is an open database file. It is safe for concurrent use.
+type DB struct {
+	bolt    *bolt.DB
+	path    string
+	logSize int
+
+	mu     sync.Mutex
+	stores map[string]*Store
+	closed bool
+}
+
+var (
+	metaBucket  = []byte("execfsm")
+	revisionKey = []byte("revision")
+	recordsKey  = []byte("records")
+	logKey      = []byte("log")
+	droppedKey  = []byte("dropped")
+	logCountKey = []byte("log-count")
+)
+
+// Open opens or creates the database at path.
+func Open(path string, opts *Options) (*DB, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	switch {
+	case o.Timeout < 0:
+		return nil, fmt.Errorf("boltstore: Open %s: negative Timeout %v", path, o.Timeout)
+	case o.LogSize < 0:
+		return nil, fmt.Errorf("boltstore: Open %s: negative LogSize %d", path, o.LogSize)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.LogSize == 0 {
+		o.LogSize = DefaultLogSize
+	}
+	if o.Mode == 0 {
+		o.Mode = 0o600
+	}
+	b, err := bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.Timeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("boltstore: Open %s: %w (waited %v)", path, ErrLocked, o.Timeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
+	}
+	err = b.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(metaBucket)
+		return err
+	})
+	if err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
+	}
+	return &DB{bolt: b, path: path, logSize: o.LogSize, stores: map[string]*Store{}}, nil
+}
+
+// Close ends every watch and releases the file and its lock.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil
+	}
+	db.closed = true
+	for _, s := range db.stores {
+		s.hub.Close()
+	}
+	db.mu.Unlock()
+	return db.bolt.Close()
+}
+
+// Check runs bbolt's consistency check over the whole file and returns
+// every problem it finds, joined; nil means the file is sound.
+func (db *DB) Check() error {
+	var errs []error
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	return errors.Join(append(errs, err)...)
+}
+
+// Path returns the file's path.
+func (db *DB) Path() string { return db.path }
+
+// Store returns the store of namespace, creating its bucket if needed.
+// Namespaces keep unrelated lifecycles (executions, simulators) apart in
+// one file; a namespace is 1 to 128 bytes of UTF-8.
+func (db *DB) Store(namespace string) (*Store, error) {
+	if namespace == "" || len(namespace) > 128 {
+		return nil, fmt.Errorf("boltstore: namespace %q: want 1 to 128 bytes", namespace)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil, fmt.Errorf("boltstore: %w", ErrClosed)
+	}
+	if s, ok := db.stores[namespace]; ok {
+		return s, nil
+	}
+	name := []byte("ns/" + namespace)
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(name)
+		if err != nil {
+			return err
+		}
+		if _, err := b.CreateBucketIfNotExists(recordsKey); err != nil {
+			return err
+		}
+		_, err = b.CreateBucketIfNotExists(logKey)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: namespace %q: %w", namespace, err)
+	}
+	s := &Store{db: db, namespace: namespace, bucket: name}
+	db.stores[namespace] = s
+	return s, nil
+}
+
+// Store is one namespace of a [DB]. It implements [transition.Store],
+// [transition.Lister] and [transition.Watcher], and is safe for
+// concurrent use.
+type Store struct {
+	db        *DB
+	namespace string
+	bucket    []byte
+	hub       watchlog.Hub
+}
+
+var (
+	_ transition.Store   = (*Store)(nil)
+	_ transition.Lister  = (*Store)(nil)
+	_ transition.Watcher = (*Store)(nil)
+)
+
+func (s *Store) check(ctx context.Context, op string) error {
+	if ctx == nil {
+		return fmt.Errorf("boltstore: %s: %w", op, transition.ErrNilContext)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.db.mu.Lock()
+	closed := s.db.closed
+	s.db.mu.Unlock()
+	if closed {
+		return fmt.Errorf("boltstore: %s: %w", op, ErrClosed)
+	}
+	return nil
+}
+
+func (s *Store) buckets(tx *bolt.Tx) (ns, records, log *bolt.Bucket) {
+	ns = tx.Bucket(s.bucket)
+	return ns, ns.Bucket(recordsKey), ns.Bucket(logKey)
+}
+
+// decode reads the record stored under id.
+func (s *Store) decode(id string, data []byte) (transition.Record, error) {
+	var rec transition.Record
+	if err := rec.UnmarshalBinary(data); err != nil {
+		return transition.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), err)
+	}
+	if rec.ID != id {
+		return transition.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w: it names itself %q",
+			s.namespace, quoted(id), transition.ErrCorrupt, quoted(rec.ID))
+	}
+	return rec, nil
+}
+
+func quoted(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// Get implements [transition.Store].
+func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
+	if err := s.check(ctx, "Get"); err != nil {
+		return transition.Record{}, err
+	}
+	var rec transition.Record
+	err := s.db.bolt.View(func(tx *bolt.Tx) error {
+		_, records, _ := s.buckets(tx)
+		data := records.Get([]byte(id))
+		if data == nil {
+			return fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), transition.ErrNotFound)
+		}
+		var err error
+		rec, err = s.decode(id, data)
+		return err
+	})
+	return rec, err
+}
+
+// Create implements [transition.Store].
+func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.Record, error) {
+	if err := s.check(ctx, "Create"); err != nil {
+		return transition.Record{}, err
+	}
+	if err := rec.Validate(); err != nil {
+		return transition.Record{}, err
+	}
+	return s.write(ctx, rec, func(records *bolt.Bucket) error {
+		if records.Get([]byte(rec.ID)) != nil {
+			return fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(rec.ID), transition.ErrExists)
+		}
+		return nil
+	})
+}
+
+// CompareAndSwap implements [transition.Store].
+func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+	if err := s.check(ctx, "CompareAndSwap"); err != nil {
+		return transition.Record{}, err
+	}
+	if next.ID != id {
+		return transition.Record{}, fmt.Errorf("boltstore: CompareAndSwap %q: %w: record id is %q", quoted(id), transition.ErrInvalidRecord, quoted(next.ID))
+	}
+	if err := next.Validate(); err != nil {
+		return transition.Record{}, err
+	}
+	return s.write(ctx, next, func(records *bolt.Bucket) error {
+		data := records.Get([]byte(id))
+		if data == nil {
+			return fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), transition.ErrNotFound)
+		}
+		cur, err := s.decode(id, data)
+		if err != nil {
+			return err // a record we cannot read is never overwritten
+		}
+		if cur.Revision != expect {
+			return &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+		}
+		return nil
+	})
+}
+
+// write stores rec at the next revision in one transaction, if precheck
+// (run in the same transaction) agrees, and logs the write for watchers.
+func (s *Store) write(ctx context.Context, rec transition.Record, precheck func(records *bolt.Bucket) error) (transition.Record, error) {
+	err := s.db.bolt.Update(func(tx *bolt.Tx) error {
+		// The writer lock may have been waited for; a caller who gave up
+		// meanwhile gets nothing written.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ns, records, log := s.buckets(tx)
+		if err := precheck(records); err != nil {
+			return err
+		}
+		meta := tx.Bucket(metaBucket)
+		raw := meta.Get(revisionKey)
+		if raw != nil && len(raw) != 8 {
+			// Restarting the counter would reuse revisions and let a stale
+			// compare-and-swap succeed.
+			return fmt.Errorf("boltstore: %s: %w: the revision counter is %d bytes, want 8", s.db.path, transition.ErrCorrupt, len(raw))
+		}
+		rev := getUint(raw) + 1
+		if err := meta.Put(revisionKey, putUint(rev)); err != nil {
+			return err
+		}
+		rec.Revision = rev
+		data, err := rec.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		if err := records.Put([]byte(rec.ID), data); err != nil {
+			return err
+		}
+		return s.logWrite(ns, log, rev, rec.ID)
+	})
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
+			return transition.Record{}, fmt.Errorf("boltstore: %w", ErrClosed)
+		}
+		return transition.Record{}, err
+	}
+	s.hub.Notify()
+	return rec, nil
+}
+
+// logWrite appends to the watch log and trims it to LogSize once it holds
+// twice that, so trimming costs O(1) per write on average.
+func (s *Store) logWrite(ns, log *bolt.Bucket, rev uint64, id string) error {
+	if err := log.Put(putUint(rev), []byte(id)); err != nil {
+		return err
+	}
+	count := getUint(ns.Get(logCountKey)) + 1
+	if count >= 2*uint64(s.db.logSize) {
+		c := log.Cursor()
+		var dropped uint64
+		for k, _ := c.First(); k != nil && count > uint64(s.db.logSize); k, _ = c.Next() {
+			dropped = getUint(k)
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			count--
+		}
+		if err := ns.Put(droppedKey, putUint(dropped)); err != nil {
+			return err
+		}
+	}
+	return ns.Put(logCountKey, putUint(count))
+}
+
+// List implements [transition.Lister]. A record that does not decode
+// fails the whole list, naming it.
+func (s *Store) List(ctx context.Context) ([]transition.Record, error) {
+	if err := s.check(ctx, "List"); err != nil {
+		return nil, err
+	}
+	var out []transition.Record
+	err := s.db.bolt.View(func(tx *bolt.Tx) error {
+		_, records, _ := s.buckets(tx)
+		return records.ForEach(func(k, v []byte) error {
+			rec, err := s.decode(string(k), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, rec)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Watch implements [transition.Watcher]. Watches end when the DB closes.
+func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan transition.WatchEvent, error) {
+	if err := s.check(ctx, "Watch"); err != nil {
+		return nil, err
+	}
+	return watchlog.Channel(ctx, &s.hub, boltLog{s}, fromRevision, func(e watchlog.Entry) transition.WatchEvent {
+		return transition.WatchEvent{ID: e.ID, Revision: e.Revision}
+	}), nil
+}
+
+type boltLog struct{ s *Store }
+
+func (l boltLog) Since(rev uint64, limit int) ([]watchlog.Entry, bool, error) {
+	var out []watchlog.Entry
+	compacted := false
+	err := l.s.db.bolt.View(func(tx *bolt.Tx) error {
+		ns, _, log := l.s.buckets(tx)
+		if rev < getUint(ns.Get(droppedKey)) {
+			compacted = true
+			return nil
+		}
+		c := log.Cursor()
+		for k, v := c.Seek(putUint(rev + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+			out = append(out, watchlog.Entry{ID: string(v), Revision: getUint(k)})
+		}
+		return nil
+	})
+	return out, compacted, err
+}
+
+func (l boltLog) Snapshot() ([]watchlog.Entry, uint64, error) {
+	var out []watchlog.Entry
+	var rev uint64
+	err := l.s.db.bolt.View(func(tx *bolt.Tx) error {
+		_, records, _ := l.s.buckets(tx)
+		rev = getUint(tx.Bucket(metaBucket).Get(revisionKey))
+		return records.ForEach(func(k, v []byte) error {
+			e := watchlog.Entry{ID: string(k), Revision: rev}
+			if rec, err := l.s.decode(string(k), v); err == nil {
+				e.Revision = rec.Revision
+			} // a corrupt record is still announced: its reader gets the error
+			out = append(out, e)
+			return nil
+		})
+	})
+	return out, rev, err
+}
+
+func putUint(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+func getUint(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}

@@ -1,0 +1,336 @@
+package boltstore_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/transition/storetest"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
+)
+
+// The test binary doubles as the child processes the tests kill: with
+// BOLTSTORE_CHILD set it runs that mode instead of the tests.
+func TestMain(m *testing.M) {
+	switch os.Getenv("BOLTSTORE_CHILD") {
+	case "writer":
+		os.Exit(childWriter(os.Getenv("BOLTSTORE_PATH")))
+	case "hold":
+		os.Exit(childHold(os.Getenv("BOLTSTORE_PATH")))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+var bg = context.Background()
+
+func openStore(t testing.TB, path string, opts *boltstore.Options) (*boltstore.DB, *boltstore.Store) {
+	t.Helper()
+	db, err := boltstore.Open(path, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	s, err := db.Store("executions")
+	require.NoError(t, err)
+	return db, s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) transition.Store {
+		_, s := openStore(t, filepath.Join(t.TempDir(), "db"), nil)
+		return s
+	})
+}
+
+func TestPersistedLifecycleOnBolt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, s := openStore(t, path, nil)
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	require.NoError(t, err)
+	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
+	require.NoError(t, err)
+	for _, to := range []state.Status{state.Scheduling, state.Initializing, state.Running, state.Relocating} {
+		_, err := exec.Fire(bg, to, "step")
+		require.NoError(t, err)
+	}
+	require.NoError(t, db.Close())
+
+	// Close released the lock: the same process reopens at once.
+	_, s = openStore(t, path, &boltstore.Options{Timeout: 50 * time.Millisecond})
+	exec, err = transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	require.NoError(t, err)
+	cur, rec, err := exec.Load(bg)
+	require.NoError(t, err)
+	require.Equal(t, state.Relocating, cur)
+	require.Equal(t, "running", rec.Previous)
+	require.Len(t, rec.History, 5)
+}
+
+func TestRevisionsIncreaseAcrossNamespacesAndReopens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, err := boltstore.Open(path, nil)
+	require.NoError(t, err)
+	a, err := db.Store("a")
+	require.NoError(t, err)
+	b, err := db.Store("b")
+	require.NoError(t, err)
+	r1, err := a.Create(bg, storetest.Sample("x"))
+	require.NoError(t, err)
+	r2, err := b.Create(bg, storetest.Sample("x"))
+	require.NoError(t, err)
+	require.Greater(t, r2.Revision, r1.Revision)
+	_, err = a.Get(bg, "x")
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	_, err = a.Get(bg, "x")
+	require.ErrorIs(t, err, boltstore.ErrClosed)
+
+	db, err = boltstore.Open(path, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	a, err = db.Store("a")
+	require.NoError(t, err)
+	r3, err := a.Create(bg, storetest.Sample("y"))
+	require.NoError(t, err)
+	require.Greater(t, r3.Revision, r2.Revision)
+	_, err = db.Store("")
+	require.Error(t, err)
+}
+
+func TestOpenRefusesBadOptions(t *testing.T) {
+	_, err := boltstore.Open(filepath.Join(t.TempDir(), "db"), &boltstore.Options{Timeout: -1})
+	require.Error(t, err)
+	_, err = boltstore.Open(filepath.Join(t.TempDir(), "db"), &boltstore.Options{LogSize: -1})
+	require.Error(t, err)
+	_, err = boltstore.Open(filepath.Join(t.TempDir(), "missing", "dir", "db"), nil)
+	require.Error(t, err)
+}
+
+// child starts the test binary in a child mode and returns it with its
+// stdout.
+func child(t *testing.T, mode, path string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "BOLTSTORE_CHILD="+mode, "BOLTSTORE_PATH="+path)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd, bufio.NewScanner(out)
+}
+
+func childHold(path string) int {
+	db, err := boltstore.Open(path, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer db.Close()
+	fmt.Println("ready")
+	time.Sleep(time.Minute)
+	return 0
+}
+
+func TestSecondProcessGetsAClearErrorAfterTheTimeoutNotAHang(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	_, out := child(t, "hold", path)
+	require.True(t, out.Scan())
+	require.Equal(t, "ready", out.Text())
+
+	start := time.Now()
+	_, err := boltstore.Open(path, &boltstore.Options{Timeout: 200 * time.Millisecond})
+	require.ErrorIs(t, err, boltstore.ErrLocked)
+	require.Contains(t, err.Error(), path)
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// childWriter creates ex-N and bumps the counter record to N in a loop,
+// printing "ack N" only after both writes returned.
+func childWriter(path string) int {
+	db, err := boltstore.Open(path, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := db.Store("executions")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	counter, err := s.Get(bg, "counter")
+	if err != nil {
+		counter, err = s.Create(bg, transition.Record{ID: "counter", Status: "running", Meta: map[string]string{"n": "0"}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	n, _ := strconv.Atoi(counter.Meta["n"])
+	for {
+		n++
+		if _, err := s.Create(bg, transition.Record{ID: fmt.Sprintf("ex-%d", n), Status: "pending"}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		next := counter.Clone()
+		next.Meta["n"] = strconv.Itoa(n)
+		counter, err = s.CompareAndSwap(bg, "counter", counter.Revision, next)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("ack %d\n", n)
+	}
+}
+
+// A write acknowledged by the store survives a SIGKILL of the process
+// that made it, at whatever moment the kill lands, and the file stays
+// consistent.
+func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	rounds := 5
+	if testing.Short() {
+		rounds = 2
+	}
+	lastAck := 0
+	for round := range rounds {
+		cmd, out := child(t, "writer", path)
+		killAfter := 1 + rand.IntN(200)
+		for out.Scan() {
+			n, err := strconv.Atoi(strings.TrimPrefix(out.Text(), "ack "))
+			require.NoError(t, err)
+			require.Equal(t, lastAck+1, n, "round %d", round)
+			lastAck = n
+			if killAfter--; killAfter == 0 {
+				require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+				break
+			}
+		}
+		// Acks written before the kill may still be in the pipe.
+		for out.Scan() {
+			n, err := strconv.Atoi(strings.TrimPrefix(out.Text(), "ack "))
+			require.NoError(t, err)
+			lastAck = n
+		}
+		_ = cmd.Wait()
+
+		db, err := boltstore.Open(path, nil)
+		require.NoError(t, err)
+		require.NoError(t, db.Check(), "the file passes bbolt's consistency check")
+		s, err := db.Store("executions")
+		require.NoError(t, err)
+		counter, err := s.Get(bg, "counter")
+		require.NoError(t, err)
+		n, err := strconv.Atoi(counter.Meta["n"])
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, n, lastAck, "every acknowledged counter write is there")
+		for k := 1; k <= lastAck; k++ {
+			_, err := s.Get(bg, fmt.Sprintf("ex-%d", k))
+			require.NoError(t, err, "acknowledged ex-%d", k)
+		}
+		lastAck = n // an unacknowledged last write may have landed too
+		require.NoError(t, db.Close())
+	}
+}
+
+// corrupt writes raw bytes under id, behind the store's back.
+func corrupt(t *testing.T, path, id string, data []byte) {
+	t.Helper()
+	raw, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	require.NoError(t, err)
+	defer raw.Close()
+	require.NoError(t, raw.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("ns/executions")).Bucket([]byte("records")).Put([]byte(id), data)
+	}))
+}
+
+func TestCorruptOrForeignRecordsAreReportedByIDAndNeverOverwritten(t *testing.T) {
+	future, err := storetest.Sample("ex-future").MarshalBinary()
+	require.NoError(t, err)
+	future[0] = 9
+	other, err := storetest.Sample("ex-other").MarshalBinary()
+	require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		id   string
+		data []byte
+	}{
+		"garbage":       {"ex-garbage", []byte("\x00\xff not a record")},
+		"future format": {"ex-future", future},
+		"empty":         {"ex-empty", []byte{}},
+		"wrong id":      {"ex-wrong", other},
+		"plain JSON":    {"ex-json", []byte(`{"id":"ex-json","status":"running"}`)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "db")
+			db, s := openStore(t, path, nil)
+			good, err := s.Create(bg, storetest.Sample(tc.id))
+			require.NoError(t, err)
+			require.NoError(t, db.Close())
+			corrupt(t, path, tc.id, tc.data)
+
+			_, s = openStore(t, path, nil)
+			_, err = s.Get(bg, tc.id)
+			require.ErrorIs(t, err, transition.ErrCorrupt)
+			require.Contains(t, err.Error(), tc.id)
+			_, err = s.List(bg)
+			require.ErrorIs(t, err, transition.ErrCorrupt)
+			_, err = s.CompareAndSwap(bg, tc.id, good.Revision, storetest.Sample(tc.id))
+			require.ErrorIs(t, err, transition.ErrCorrupt, "a record that cannot be read is not overwritten")
+			_, err = s.Create(bg, storetest.Sample(tc.id))
+			require.ErrorIs(t, err, transition.ErrExists)
+		})
+	}
+}
+
+func TestWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
+	_, s := openStore(t, filepath.Join(t.TempDir(), "db"), &boltstore.Options{LogSize: 3})
+	var last transition.Record
+	for k := range 10 {
+		rec, err := s.Create(bg, storetest.Sample(fmt.Sprintf("ex-%d", k)))
+		require.NoError(t, err)
+		last = rec
+	}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	ch, err := s.Watch(ctx, 1)
+	require.NoError(t, err)
+	seen := map[string]uint64{}
+	for range 10 {
+		ev := <-ch
+		seen[ev.ID] = ev.Revision
+	}
+	require.Len(t, seen, 10)
+	require.Equal(t, last.Revision, seen[last.ID])
+	rec, err := s.Create(bg, storetest.Sample("ex-new"))
+	require.NoError(t, err)
+	require.Equal(t, transition.WatchEvent{ID: "ex-new", Revision: rec.Revision}, <-ch)
+}
+
+func TestWatchEndsWhenTheDBCloses(t *testing.T) {
+	db, s := openStore(t, filepath.Join(t.TempDir(), "db"), nil)
+	ch, err := s.Watch(bg, 0)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	select {
+	case _, ok := <-ch:
+		require.False(t, ok)
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch not closed with the DB")
+	}
+}
