@@ -203,6 +203,10 @@ func deadlineUpdate(rec transition.Record, cur state.Status, dl Deadline, now ti
 // fences whichever controller held it before. It returns the verdict and
 // a Persisted that writes under the new claim.
 //
+// If exec already holds the record's current claim (it took the execution
+// over another way, such as etcdstore.Store.Acquire under a lease), the
+// verdict is written under that claim without a second take-over.
+//
 // Refuse writes nothing and returns the verdict's error. If another
 // controller takes the execution over between the read and the write (two
 // controllers starting at once), exactly one wins; the other gets an
@@ -213,6 +217,12 @@ func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status],
 	}
 	if p.Now.IsZero() {
 		p.Now = time.Now()
+	}
+	// A fresh read first: the decision and the take-over check below
+	// must start from what the store holds, not from what this handle
+	// last wrote.
+	if _, _, err := exec.Load(ctx); err != nil {
+		return Verdict{}, nil, err
 	}
 	var (
 		verdict Verdict
@@ -233,7 +243,13 @@ func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status],
 		if v.Decision == Refuse {
 			return transition.Update[state.Status]{}, v.Err
 		}
-		return transition.Update[state.Status]{To: v.To, Reason: v.Reason, Meta: v.Meta, TakeOver: owner}, nil
+		takeOver := owner
+		if exec.Claim() == claim {
+			// Already ours (taken with an etcd lease, say): no second
+			// epoch bump.
+			takeOver = ""
+		}
+		return transition.Update[state.Status]{To: v.To, Reason: v.Reason, Meta: v.Meta, TakeOver: takeOver}, nil
 	})
 	if err != nil {
 		return verdict, nil, err

@@ -316,3 +316,14 @@ func TestStartupReasonsAreForPeople(t *testing.T) {
 	require.Equal(t, "Decision(9)", recovery.Decision(9).String())
 	require.True(t, errors.Is(fmt.Errorf("wrapped: %w", recovery.ErrTakenOver), recovery.ErrTakenOver))
 }
+
+func TestApplyStartupUnderAClaimItAlreadyHoldsDoesNotTakeOverAgain(t *testing.T) {
+	exec, store := newExecution(t, state.Relocating, time.Now)
+	owned, _, err := exec.Acquire(context.Background(), "pod-1", "lease acquired")
+	require.NoError(t, err)
+	_, again, err := recovery.ApplyStartup(context.Background(), owned, "pod-1", recovery.Policy{})
+	require.NoError(t, err)
+	require.Equal(t, owned.Claim(), again.Claim(), "no second epoch bump")
+	rec, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, uint64(2), rec.Epoch)
+}

@@ -58,6 +58,7 @@ type Persisted[S comparable] struct {
 	observers []func(Change[S])
 	notify    *notifier[S]
 	sem       chan struct{} // one write at a time; a channel so waiting honours ctx
+	cache     Record        // the record as last read or written; guarded by sem
 }
 
 // NewPersisted returns the execution id of store, under table. It does not
@@ -100,11 +101,11 @@ func (p *Persisted[S]) Claim() Claim { return p.claim }
 // for a controller that learned its claim elsewhere (a lease it holds, a
 // record it just wrote). It shares the observers but not the write queue.
 func (p *Persisted[S]) WithClaim(c Claim) *Persisted[S] {
-	q := *p
-	q.claim = c
-	q.notify = newNotifier(p.observers)
-	q.sem = make(chan struct{}, 1)
-	return &q
+	return &Persisted[S]{
+		table: p.table, store: p.store, id: p.id, claim: c, actor: p.actor, history: p.history,
+		retries: p.retries, clock: p.clock, observers: p.observers, notify: newNotifier(p.observers),
+		sem: make(chan struct{}, 1),
+	}
 }
 
 // Create writes a new record in the state u.To (usually the table's
@@ -130,10 +131,19 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (Record, error) 
 	return p.store.Create(ctx, rec)
 }
 
-// Load returns the record and its state.
+// Load reads the record from the store and returns it with its state.
 func (p *Persisted[S]) Load(ctx context.Context) (S, Record, error) {
 	var zero S
-	rec, err := p.store.Get(ctx, p.id)
+	if err := checkCall(ctx, "Load"); err != nil {
+		return zero, Record{}, err
+	}
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return zero, Record{}, ctx.Err()
+	}
+	rec, err := p.read(ctx)
+	<-p.sem
 	if err != nil {
 		return zero, Record{}, err
 	}
@@ -142,6 +152,17 @@ func (p *Persisted[S]) Load(ctx context.Context) (S, Record, error) {
 		return zero, Record{}, err
 	}
 	return cur, rec, nil
+}
+
+// read gets the record from the store and remembers it; p.sem is held.
+func (p *Persisted[S]) read(ctx context.Context) (Record, error) {
+	rec, err := p.store.Get(ctx, p.id)
+	if err != nil {
+		p.cache = Record{}
+		return Record{}, err
+	}
+	p.cache = rec
+	return rec, nil
 }
 
 func (p *Persisted[S]) stateOf(rec Record) (S, error) {
@@ -215,29 +236,68 @@ func (p *Persisted[S]) apply(ctx context.Context, decide func(S, Record) (Update
 	}
 	defer unlock()
 
-	rec, err := p.store.Get(ctx, p.id)
-	if err != nil {
-		return Change[S]{}, Record{}, err
+	// Start from the record this handle last wrote, if any: a controller
+	// is usually its execution's only writer, and the compare-and-swap
+	// catches the cases where it is not, so the common write is one round
+	// trip instead of two. A decision not to write is never trusted to
+	// the cache: the record may have moved on, so it is made again on a
+	// fresh read.
+	rec, fromCache := p.cache, p.cache.ID != ""
+	if !fromCache {
+		var err error
+		if rec, err = p.read(ctx); err != nil {
+			return Change[S]{}, Record{}, err
+		}
+	}
+	refresh := func() error {
+		fromCache = false
+		var err error
+		rec, err = p.read(ctx)
+		return err
 	}
 	for attempt := 1; ; attempt++ {
 		cur, err := p.stateOf(rec)
 		if err != nil {
+			if fromCache {
+				if err := refresh(); err != nil {
+					return Change[S]{}, Record{}, err
+				}
+				continue
+			}
 			return Change[S]{}, Record{}, err
 		}
 		if fence && p.claim.Owner != "" && (rec.Owner != p.claim.Owner || rec.Epoch != p.claim.Epoch) {
+			if fromCache {
+				if err := refresh(); err != nil {
+					return Change[S]{}, Record{}, err
+				}
+				continue
+			}
 			return Change[S]{}, Record{}, &FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch,
 				CurrentOwner: rec.Owner, CurrentEpoch: rec.Epoch}
 		}
 		u, err := decide(cur, rec.Clone())
-		if err != nil {
-			return Change[S]{}, Record{}, err
+		var next Record
+		var c Change[S]
+		write := false
+		if err == nil {
+			next, c, write, err = p.plan(ctx, cur, rec, u)
 		}
-		next, c, write, err := p.plan(ctx, cur, rec, u)
 		if err != nil || !write {
-			return c, rec, err
+			if fromCache && ctx.Err() == nil {
+				if err := refresh(); err != nil {
+					return Change[S]{}, Record{}, err
+				}
+				continue
+			}
+			if err != nil {
+				return Change[S]{}, Record{}, err
+			}
+			return c, rec, nil
 		}
 		stored, err := p.store.CompareAndSwap(ctx, p.id, rec.Revision, next)
 		if err == nil {
+			p.cache = stored
 			c.Revision = stored.Revision
 			if p.notify != nil {
 				p.notify.enqueue(c)
@@ -248,14 +308,16 @@ func (p *Persisted[S]) apply(ctx context.Context, decide func(S, Record) (Update
 		}
 		var conflict *ConflictError
 		if !errors.As(err, &conflict) {
+			p.cache = Record{} // the write may or may not have landed
 			return Change[S]{}, Record{}, err
 		}
+		fromCache = false
 		if attempt > p.retries {
 			return Change[S]{}, Record{}, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quoteLimited(p.id), attempt, err)
 		}
 		rec = conflict.Current
 		if rec.ID != p.id { // a store that did not include the record
-			if rec, err = p.store.Get(ctx, p.id); err != nil {
+			if rec, err = p.read(ctx); err != nil {
 				return Change[S]{}, Record{}, err
 			}
 		}

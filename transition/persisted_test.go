@@ -546,3 +546,60 @@ func ExamplePersisted() {
 	// "queued" → "queued"  controller relocated (pod-b@2)
 	// "queued" → "working"  resumed (pod-b@2)
 }
+
+// A handle starts from the record it last wrote, but never refuses a move,
+// or skips one as idempotent, on that memory alone: the record may have
+// moved on under another writer.
+func TestPersistedDecidesAgainOnAFreshReadWhenItsLastWriteIsStale(t *testing.T) {
+	controller, store := created(t)
+	master := newJob(t, store)
+	_, err := controller.Fire(bg, Work, "")
+	require.NoError(t, err)
+	_, err = master.Fire(bg, Halt, "stop")
+	require.NoError(t, err)
+	c, err := controller.Fire(bg, Done, "finished stopping")
+	require.NoError(t, err, "working → done is refused only on the stale memory; halting → done is allowed")
+	require.Equal(t, Halt, c.From)
+
+	a, store := created(t)
+	b := newJob(t, store)
+	_, err = a.Fire(bg, Work, "")
+	require.NoError(t, err)
+	_, err = a.Fire(bg, Hold, "")
+	require.NoError(t, err)
+	_, err = b.Fire(bg, Work, "someone resumed")
+	require.NoError(t, err)
+	c, err = a.Fire(bg, Hold, "hold again")
+	require.NoError(t, err)
+	require.True(t, c.Changed(), "not an idempotent no-op: the record was working")
+	require.Equal(t, "held", mustGet(t, store).Status)
+}
+
+// With a warm cache the usual write is a single compare-and-swap.
+func TestPersistedWarmWriteIsOneRoundTrip(t *testing.T) {
+	_, mem := created(t)
+	counting := &countingStore{Store: mem}
+	p2 := newJob(t, counting)
+	_, err := p2.Fire(bg, Work, "")
+	require.NoError(t, err)
+	counting.gets, counting.cas = 0, 0
+	_, err = p2.Fire(bg, Hold, "")
+	require.NoError(t, err)
+	require.Equal(t, 0, counting.gets)
+	require.Equal(t, 1, counting.cas)
+}
+
+type countingStore struct {
+	transition.Store
+	gets, cas int
+}
+
+func (s *countingStore) Get(ctx context.Context, id string) (transition.Record, error) {
+	s.gets++
+	return s.Store.Get(ctx, id)
+}
+
+func (s *countingStore) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+	s.cas++
+	return s.Store.CompareAndSwap(ctx, id, expect, next)
+}

@@ -1,0 +1,23 @@
+// Package etcdstore is a [transition.Store] on etcd v3, for controllers
+// that share execution state across processes and machines, and survive
+// the loss of any one of them.
+//
+// Records live under a key prefix ("/execfsm/" by default) as
+// prefix+"records/"+id, encoded as [transition.Record.MarshalBinary]
+// writes them. A record's revision is etcd's ModRevision of its key.
+// Create is one transaction comparing CreateRevision to 0;
+// CompareAndSwap is one transaction comparing ModRevision to the expected
+// revision, which returns the current record in the same round trip when
+// it loses. [Store.Watch] follows etcd's watch and, when etcd has
+// compacted the revisions it needs or the watch is cancelled, re-lists
+// and re-watches so no change is ever silently missed.
+//
+// Ownership ([Store.Acquire]) binds a controller's claim on an execution
+// to an etcd lease it keeps alive: while the lease lives nobody else can
+// take the execution over; when the owner dies and the lease expires, the
+// next controller can, bumping the epoch in the same transaction, and the
+// dead owner's writes (should it come back) are fenced.
+//
+// Every call honours its context; a context without a deadline gets
+// Options.Timeout, so an unreachable cluster yields an error, not a hang.
+package etcdstore

@@ -1,0 +1,224 @@
+// Package embedded runs etcd inside the current process, on loopback, for
+// tests and for examples that must work with nothing installed. It starts
+// single servers and multi-member clusters with go.etcd.io/etcd/server's
+// embed package, keeps their data in a directory the caller owns, and
+// silences their logs.
+//
+// It is not for production: a real deployment runs etcd as its own
+// service.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// StartTimeout bounds how long Start and Restart wait for members to be
+// ready.
+const StartTimeout = 60 * time.Second
+
+// Cluster is a running etcd cluster of one or more members.
+type Cluster struct {
+	mu      sync.Mutex
+	members []*member
+}
+
+type member struct {
+	cfg     *embed.Config
+	etcd    *embed.Etcd
+	client  string // client URL
+	running bool
+}
+
+// Options tune a cluster; the zero value suits tests.
+type Options struct {
+	// Compaction, if positive, makes etcd compact its history every
+	// interval (auto-compaction, periodic mode).
+	Compaction time.Duration
+}
+
+// Start starts a cluster of n members (1 for a single server) with their
+// data under dir, and waits until every member is ready.
+func Start(dir string, n int, opts Options) (*Cluster, error) {
+	if n < 1 || n > 7 {
+		return nil, fmt.Errorf("embedded: %d members, want 1 to 7", n)
+	}
+	c := &Cluster{}
+	var peers []string
+	for i := range n {
+		peerURL, err := freeURL()
+		if err != nil {
+			return nil, err
+		}
+		clientURL, err := freeURL()
+		if err != nil {
+			return nil, err
+		}
+		cfg := embed.NewConfig()
+		cfg.Name = fmt.Sprintf("m%d", i)
+		cfg.Dir = filepath.Join(dir, cfg.Name)
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peerURL}, []url.URL{*peerURL}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*clientURL}, []url.URL{*clientURL}
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+		cfg.InitialClusterToken = "execfsm-embedded"
+		if opts.Compaction > 0 {
+			cfg.AutoCompactionMode = "periodic"
+			cfg.AutoCompactionRetention = opts.Compaction.String()
+		}
+		peers = append(peers, cfg.Name+"="+peerURL.String())
+		c.members = append(c.members, &member{cfg: cfg, client: clientURL.String()})
+	}
+	for _, m := range c.members {
+		m.cfg.InitialCluster = strings.Join(peers, ",")
+	}
+	// Members of a new cluster wait for each other, so start them all
+	// before waiting for any.
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, m := range c.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.start(m)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(m *member) error {
+	e, err := embed.StartEtcd(m.cfg)
+	if err != nil {
+		return fmt.Errorf("embedded: start %s: %w", m.cfg.Name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("embedded: %s: %w", m.cfg.Name, err)
+	case <-time.After(StartTimeout):
+		e.Close()
+		return fmt.Errorf("embedded: %s not ready after %v", m.cfg.Name, StartTimeout)
+	}
+	c.mu.Lock()
+	m.etcd, m.running = e, true
+	c.mu.Unlock()
+	return nil
+}
+
+// freeURL returns an http URL on a loopback port that was free a moment
+// ago. A member needs its peers' URLs before any of them listens, so the
+// port is chosen first and bound by etcd after.
+func freeURL() (*url.URL, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("embedded: no free port: %w", err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		return nil, err
+	}
+	return url.Parse("http://" + addr)
+}
+
+// Endpoints returns the client URLs of every member, running or not.
+func (c *Cluster) Endpoints() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.members {
+		out = append(out, m.client)
+	}
+	return out
+}
+
+// Endpoint returns the client URL of member i.
+func (c *Cluster) Endpoint(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.members[i].client
+}
+
+// Client returns a client of the whole cluster; the caller closes it.
+func (c *Cluster) Client() (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   c.Endpoints(),
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+}
+
+// Size returns the number of members.
+func (c *Cluster) Size() int { return len(c.members) }
+
+// Leader returns the index of the member that is leader now, or -1.
+func (c *Cluster) Leader() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, m := range c.members {
+		if m.running && m.etcd.Server.Leader() == m.etcd.Server.MemberID() {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitLeader waits until some running member is leader.
+func (c *Cluster) WaitLeader(ctx context.Context) (int, error) {
+	for {
+		if i := c.Leader(); i >= 0 {
+			return i, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("embedded: no leader: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Stop stops member i; its data stays for Restart.
+func (c *Cluster) Stop(i int) {
+	c.mu.Lock()
+	m := c.members[i]
+	running := m.running
+	m.running = false
+	c.mu.Unlock()
+	if running {
+		m.etcd.Close()
+	}
+}
+
+// Restart starts stopped member i again from its data.
+func (c *Cluster) Restart(i int) error {
+	c.mu.Lock()
+	m := c.members[i]
+	if m.running {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	return c.start(m)
+}
+
+// Close stops every member.
+func (c *Cluster) Close() {
+	for i := range c.members {
+		c.Stop(i)
+	}
+}

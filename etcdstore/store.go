@@ -1,0 +1,229 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/execfsm/execfsm/transition"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Defaults for zero Options.
+const (
+	DefaultPrefix  = "/execfsm/"
+	DefaultTimeout = 10 * time.Second
+)
+
+// Options configure a [Store].
+type Options struct {
+	// Prefix is the key prefix of everything the store writes (default
+	// DefaultPrefix). Two stores with different prefixes share nothing.
+	Prefix string
+	// Timeout applies to calls whose context has no deadline (default
+	// DefaultTimeout), so an unreachable cluster yields an error.
+	Timeout time.Duration
+}
+
+// Store is a [transition.Store], [transition.Lister] and
+// [transition.Watcher] on etcd. It is safe for concurrent use and does
+// not own the client.
+type Store struct {
+	client  *clientv3.Client
+	prefix  string
+	records string // prefix + "records/"
+	owners  string // prefix + "owners/"
+	timeout time.Duration
+}
+
+var (
+	_ transition.Store   = (*Store)(nil)
+	_ transition.Lister  = (*Store)(nil)
+	_ transition.Watcher = (*Store)(nil)
+)
+
+// New returns a store using client.
+func New(client *clientv3.Client, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("etcdstore: nil client")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(opts.Prefix, "/") {
+		return nil, fmt.Errorf("etcdstore: prefix %q must end with /", opts.Prefix)
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("etcdstore: negative Timeout %v", opts.Timeout)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	return &Store{client: client, prefix: opts.Prefix, records: opts.Prefix + "records/",
+		owners: opts.Prefix + "owners/", timeout: opts.Timeout}, nil
+}
+
+// call prepares ctx for one etcd call: nil and done contexts are refused,
+// a context without deadline gets the store's timeout.
+func (s *Store) call(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
+	if ctx == nil {
+		return nil, nil, fmt.Errorf("etcdstore: %s: %w", op, transition.ErrNilContext)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return ctx, cancel, nil
+}
+
+// wrap names the operation and id in an etcd error, keeping it matchable
+// (context.DeadlineExceeded stays errors.Is-able).
+func wrap(op, id string, err error) error {
+	return fmt.Errorf("etcdstore: %s %q: %w", op, id, err)
+}
+
+func (s *Store) decode(id string, value []byte, modRevision int64) (transition.Record, error) {
+	var rec transition.Record
+	if err := rec.UnmarshalBinary(value); err != nil {
+		return transition.Record{}, fmt.Errorf("etcdstore: record %q at %s: %w", id, s.records+id, err)
+	}
+	if rec.ID != id {
+		return transition.Record{}, fmt.Errorf("etcdstore: record %q: %w: it names itself %q", id, transition.ErrCorrupt, rec.ID)
+	}
+	rec.Revision = uint64(modRevision)
+	return rec, nil
+}
+
+func encode(rec transition.Record) (string, error) {
+	rec.Revision = 0 // etcd's ModRevision is the revision; do not store a stale copy
+	data, err := rec.MarshalBinary()
+	return string(data), err
+}
+
+// Get implements [transition.Store].
+func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
+	ctx, cancel, err := s.call(ctx, "Get")
+	if err != nil {
+		return transition.Record{}, err
+	}
+	defer cancel()
+	resp, err := s.client.Get(ctx, s.records+id)
+	if err != nil {
+		return transition.Record{}, wrap("Get", id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return transition.Record{}, fmt.Errorf("etcdstore: record %q: %w", id, transition.ErrNotFound)
+	}
+	kv := resp.Kvs[0]
+	return s.decode(id, kv.Value, kv.ModRevision)
+}
+
+// Create implements [transition.Store].
+func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.Record, error) {
+	if err := rec.Validate(); err != nil {
+		return transition.Record{}, err
+	}
+	ctx, cancel, err := s.call(ctx, "Create")
+	if err != nil {
+		return transition.Record{}, err
+	}
+	defer cancel()
+	value, err := encode(rec)
+	if err != nil {
+		return transition.Record{}, err
+	}
+	key := s.records + rec.ID
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, value)).
+		Commit()
+	if err != nil {
+		return transition.Record{}, wrap("Create", rec.ID, err)
+	}
+	if !resp.Succeeded {
+		return transition.Record{}, fmt.Errorf("etcdstore: record %q: %w", rec.ID, transition.ErrExists)
+	}
+	rec.Revision = uint64(resp.Header.Revision)
+	return rec.Clone(), nil
+}
+
+// CompareAndSwap implements [transition.Store].
+func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+	if next.ID != id {
+		return transition.Record{}, fmt.Errorf("etcdstore: CompareAndSwap %q: %w: record id is %q", id, transition.ErrInvalidRecord, next.ID)
+	}
+	if err := next.Validate(); err != nil {
+		return transition.Record{}, err
+	}
+	ctx, cancel, err := s.call(ctx, "CompareAndSwap")
+	if err != nil {
+		return transition.Record{}, err
+	}
+	defer cancel()
+	value, err := encode(next)
+	if err != nil {
+		return transition.Record{}, err
+	}
+	key := s.records + id
+	resp, err := s.client.Txn(ctx).
+		// CreateRevision > 0: a compare-and-swap never creates, even at
+		// expected revision 0 (ModRevision of a missing key).
+		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0),
+			clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect))).
+		Then(clientv3.OpPut(key, value)).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return transition.Record{}, wrap("CompareAndSwap", id, err)
+	}
+	if resp.Succeeded {
+		next = next.Clone()
+		next.Revision = uint64(resp.Header.Revision)
+		return next, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return transition.Record{}, fmt.Errorf("etcdstore: record %q: %w", id, transition.ErrNotFound)
+	}
+	cur, err := s.decode(id, kvs[0].Value, kvs[0].ModRevision)
+	if err != nil {
+		return transition.Record{}, err
+	}
+	return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+}
+
+// List implements [transition.Lister].
+func (s *Store) List(ctx context.Context) ([]transition.Record, error) {
+	recs, _, err := s.list(ctx)
+	return recs, err
+}
+
+// list returns every record and the revision the list was read at.
+func (s *Store) list(ctx context.Context) ([]transition.Record, int64, error) {
+	ctx, cancel, err := s.call(ctx, "List")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer cancel()
+	resp, err := s.client.Get(ctx, s.records, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, 0, wrap("List", s.records, err)
+	}
+	out := make([]transition.Record, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		rec, err := s.decode(strings.TrimPrefix(string(kv.Key), s.records), kv.Value, kv.ModRevision)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, rec)
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// Prefix returns the key prefix the store writes under.
+func (s *Store) Prefix() string { return s.prefix }

@@ -1,0 +1,359 @@
+package etcdstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/etcdstore"
+	"github.com/execfsm/execfsm/etcdstore/embedded"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/transition/storetest"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+// shared is one single-member etcd for the tests that do not stop it;
+// each test gets its own key prefix.
+var shared *embedded.Cluster
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "etcdstore-test-")
+	if err != nil {
+		panic(err)
+	}
+	shared, err = embedded.Start(dir, 1, embedded.Options{})
+	if err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	shared.Close()
+	_ = os.RemoveAll(dir)
+	if code == 0 {
+		// A member stopped and restarted leaves etcd's peer HTTP
+		// connections (rafthttp, over net/http and cmux) idling until
+		// their keep-alive ends: etcd's, not ours.
+		if err := goleak.Find(
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
+			goleak.IgnoreAnyFunction("github.com/soheilhy/cmux.(*MuxConn).Read"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var bg = context.Background()
+
+var prefixes atomic.Int64
+
+func client(t testing.TB, c *embedded.Cluster) *clientv3.Client {
+	t.Helper()
+	cl, err := c.Client()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+// newStore returns a store on the shared server under a fresh prefix.
+func newStore(t testing.TB, opts etcdstore.Options) *etcdstore.Store {
+	t.Helper()
+	opts.Prefix = fmt.Sprintf("/test-%d/", prefixes.Add(1))
+	s, err := etcdstore.New(client(t, shared), opts)
+	require.NoError(t, err)
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) transition.Store { return newStore(t, etcdstore.Options{}) })
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	_, err := etcdstore.New(nil, etcdstore.Options{})
+	require.Error(t, err)
+	cl := client(t, shared)
+	_, err = etcdstore.New(cl, etcdstore.Options{Prefix: "no-slash"})
+	require.Error(t, err)
+	_, err = etcdstore.New(cl, etcdstore.Options{Timeout: -1})
+	require.Error(t, err)
+}
+
+func TestPersistedLifecycleOnEtcdUsesModRevision(t *testing.T) {
+	s := newStore(t, etcdstore.Options{})
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	require.NoError(t, err)
+	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
+	require.NoError(t, err)
+	c, err := exec.Fire(bg, state.Scheduling, "allocator")
+	require.NoError(t, err)
+	resp, err := client(t, shared).Get(bg, s.Prefix()+"records/ex-1")
+	require.NoError(t, err)
+	require.Equal(t, uint64(resp.Kvs[0].ModRevision), c.Revision)
+}
+
+func TestCorruptValueIsReportedAndNeverOverwritten(t *testing.T) {
+	s := newStore(t, etcdstore.Options{})
+	rec, err := s.Create(bg, storetest.Sample("ex-1"))
+	require.NoError(t, err)
+	cl := client(t, shared)
+	put, err := cl.Put(bg, s.Prefix()+"records/ex-1", "\x09future format")
+	require.NoError(t, err)
+	_, err = s.Get(bg, "ex-1")
+	require.ErrorIs(t, err, transition.ErrCorrupt)
+	require.Contains(t, err.Error(), "ex-1")
+	_, err = s.CompareAndSwap(bg, "ex-1", uint64(put.Header.Revision), rec)
+	require.NoError(t, err, "only a writer naming the corrupt value's own revision (a repair) replaces it")
+	_, err = cl.Put(bg, s.Prefix()+"records/ex-1", "garbage")
+	require.NoError(t, err)
+	_, err = s.CompareAndSwap(bg, "ex-1", rec.Revision, rec)
+	require.ErrorIs(t, err, transition.ErrCorrupt, "a stale writer learns the value is corrupt; nothing is written")
+	_, err = s.List(bg)
+	require.ErrorIs(t, err, transition.ErrCorrupt)
+}
+
+// A watch from a revision etcd has compacted away re-lists every record
+// and carries on; so does a watch broken by a server restart.
+func TestWatchReListsAfterCompactionAndRestart(t *testing.T) {
+	c, err := embedded.Start(t.TempDir(), 1, embedded.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	cl := client(t, c)
+	s, err := etcdstore.New(cl, etcdstore.Options{Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	var first transition.Record
+	for k := range 10 {
+		rec, err := s.Create(bg, storetest.Sample(fmt.Sprintf("ex-%d", k)))
+		require.NoError(t, err)
+		if k == 0 {
+			first = rec
+		}
+	}
+	status, err := cl.Status(bg, c.Endpoint(0))
+	require.NoError(t, err)
+	_, err = cl.Compact(bg, status.Header.Revision)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	ch, err := s.Watch(ctx, first.Revision)
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for len(seen) < 10 {
+		seen[recv(t, ch).ID] = true
+	}
+	rec, err := s.Create(bg, storetest.Sample("ex-new"))
+	require.NoError(t, err)
+	require.Equal(t, transition.WatchEvent{ID: "ex-new", Revision: rec.Revision}, recvID(t, ch, "ex-new"))
+
+	// The server goes away under the watch and comes back.
+	c.Stop(0)
+	require.NoError(t, c.Restart(0))
+	var after transition.Record
+	require.Eventually(t, func() bool {
+		after, err = s.Create(bg, storetest.Sample("ex-after-restart"))
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond)
+	require.Equal(t, transition.WatchEvent{ID: "ex-after-restart", Revision: after.Revision}, recvID(t, ch, "ex-after-restart"))
+}
+
+func recv(t *testing.T, ch <-chan transition.WatchEvent) transition.WatchEvent {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		require.True(t, ok, "watch closed")
+		return ev
+	case <-time.After(30 * time.Second):
+		t.Fatal("no watch event")
+	}
+	return transition.WatchEvent{}
+}
+
+// recvID reads events (re-listed duplicates included) until one for id.
+func recvID(t *testing.T, ch <-chan transition.WatchEvent, id string) transition.WatchEvent {
+	t.Helper()
+	for {
+		if ev := recv(t, ch); ev.ID == id {
+			return ev
+		}
+	}
+}
+
+func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T) {
+	s := newStore(t, etcdstore.Options{})
+	_, err := s.Create(bg, transition.Record{ID: "ex-1", Status: "running"})
+	require.NoError(t, err)
+
+	// Controller A has its own client: its death is that client going.
+	clA, err := shared.Client()
+	require.NoError(t, err)
+	sA, err := etcdstore.New(clA, etcdstore.Options{Prefix: s.Prefix()})
+	require.NoError(t, err)
+	a, err := sA.Acquire(bg, "ex-1", "pod-a", 2*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, a.Claim)
+
+	_, err = s.Acquire(bg, "ex-1", "pod-b", 2*time.Second)
+	require.ErrorIs(t, err, etcdstore.ErrHeld)
+	require.Contains(t, err.Error(), "pod-a")
+
+	require.NoError(t, clA.Close()) // pod-a dies; its lease is no longer kept alive
+	select {
+	case <-a.Lost():
+	case <-time.After(20 * time.Second):
+		t.Fatal("pod-a did not learn it lost the execution")
+	}
+
+	var b *etcdstore.Ownership
+	require.Eventually(t, func() bool {
+		b, err = s.Acquire(bg, "ex-1", "pod-b", 2*time.Second)
+		return err == nil
+	}, 20*time.Second, 100*time.Millisecond, "after the lease expires the next controller takes over")
+	defer func() { require.NoError(t, b.Release(bg)) }()
+	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, b.Claim)
+
+	// pod-a comes back from a long pause with its old claim: fenced.
+	stale, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	require.NoError(t, err)
+	_, err = stale.WithClaim(a.Claim).Fire(bg, state.Failed, "old pod")
+	require.ErrorIs(t, err, transition.ErrFenced)
+	_, err = stale.WithClaim(b.Claim).Fire(bg, state.Paused, "new pod")
+	require.NoError(t, err)
+}
+
+func TestReleaseLetsTheNextControllerTakeOverAtOnce(t *testing.T) {
+	s := newStore(t, etcdstore.Options{})
+	_, err := s.Create(bg, transition.Record{ID: "ex-1", Status: "running"})
+	require.NoError(t, err)
+	a, err := s.Acquire(bg, "ex-1", "pod-a", 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, a.Release(bg))
+	b, err := s.Acquire(bg, "ex-1", "pod-b", 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, b.Release(bg))
+	_, err = s.Acquire(bg, "ex-1", "", time.Minute)
+	require.ErrorIs(t, err, transition.ErrInvalidRecord)
+	_, err = s.Acquire(bg, "nope", "pod-c", time.Minute)
+	require.ErrorIs(t, err, transition.ErrNotFound)
+}
+
+// A 3-member cluster loses its leader mid-run: transitions go on after
+// the re-election and no acknowledged write is lost.
+func TestClusterKeepsEveryAcknowledgedWriteWhenTheLeaderStops(t *testing.T) {
+	c, err := embedded.Start(t.TempDir(), 3, embedded.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	cl := client(t, c)
+	s, err := etcdstore.New(cl, etcdstore.Options{Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	const writers = 4
+	for w := range writers {
+		_, err := s.Create(bg, transition.Record{ID: fmt.Sprintf("ex-%d", w), Status: "running", Meta: map[string]string{"n": "0"}})
+		require.NoError(t, err)
+	}
+	var acked, failed [writers]atomic.Int64
+	stopWriting := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			exec, err := transition.NewPersisted(state.Lifecycle(), s, fmt.Sprintf("ex-%d", w))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for k := 0; ; k++ {
+				select {
+				case <-stopWriting:
+					return
+				default:
+				}
+				to := []state.Status{state.Paused, state.Running}[k%2]
+				_, _, err := exec.Apply(bg, func(cur state.Status, rec transition.Record) (transition.Update[state.Status], error) {
+					n, _ := strconv.Atoi(rec.Meta["n"])
+					return transition.Update[state.Status]{To: to, Reason: "toggle", Meta: map[string]string{"n": strconv.Itoa(n + 1)}}, nil
+				})
+				if err != nil {
+					failed[w].Add(1) // may or may not have landed: etcd could not say in time
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				acked[w].Add(1)
+			}
+		}()
+	}
+	waitAcks := func(n int64) {
+		require.Eventually(t, func() bool {
+			for w := range writers {
+				if acked[w].Load() < n {
+					return false
+				}
+			}
+			return true
+		}, 60*time.Second, 10*time.Millisecond)
+	}
+	waitAcks(20)
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
+	leader, err := c.WaitLeader(ctx)
+	require.NoError(t, err)
+	c.Stop(leader)
+	before := [writers]int64{}
+	for w := range writers {
+		before[w] = acked[w].Load()
+	}
+	waitAcks(before[0] + 40) // progress after the re-election, for every writer
+	newLeader, err := c.WaitLeader(ctx)
+	require.NoError(t, err)
+	require.NotEqual(t, leader, newLeader)
+	close(stopWriting)
+	wg.Wait()
+
+	for w := range writers {
+		rec, err := s.Get(bg, fmt.Sprintf("ex-%d", w))
+		require.NoError(t, err)
+		n, err := strconv.Atoi(rec.Meta["n"])
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, int64(n), acked[w].Load(), "writer %d: every acknowledged write is there", w)
+		require.LessOrEqual(t, int64(n), acked[w].Load()+failed[w].Load(), "writer %d: nothing applied twice", w)
+	}
+	require.NoError(t, c.Restart(leader), "the stopped member rejoins")
+}
+
+func TestUnreachableClusterGivesAnErrorWithinTheDeadline(t *testing.T) {
+	c, err := embedded.Start(t.TempDir(), 1, embedded.Options{})
+	require.NoError(t, err)
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer cl.Close()
+	s, err := etcdstore.New(cl, etcdstore.Options{Timeout: 1500 * time.Millisecond})
+	require.NoError(t, err)
+	_, err = s.Create(bg, storetest.Sample("ex-1"))
+	require.NoError(t, err)
+	c.Close()
+
+	ctx, cancel := context.WithTimeout(bg, time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = s.Get(ctx, "ex-1")
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 5*time.Second)
+
+	start = time.Now()
+	_, err = s.CompareAndSwap(bg, "ex-1", 1, storetest.Sample("ex-1")) // no deadline: the store's Timeout applies
+	require.Error(t, err)
+	require.True(t, errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 5*time.Second, "%v", err)
+	require.Less(t, time.Since(start), 5*time.Second)
+}
