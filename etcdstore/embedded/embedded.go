@@ -155,9 +155,13 @@ func (c *Cluster) Endpoint(i int) string {
 }
 
 // Client returns a client of the whole cluster; the caller closes it.
-func (c *Cluster) Client() (*clientv3.Client, error) {
+func (c *Cluster) Client() (*clientv3.Client, error) { return NewClient(c.Endpoints()) }
+
+// NewClient returns a quiet client of the given endpoints (of this
+// package's clusters or any other); the caller closes it.
+func NewClient(endpoints []string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
-		Endpoints:   c.Endpoints(),
+		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	})

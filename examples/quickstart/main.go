@@ -9,33 +9,45 @@
 // When pod-a, still alive, tries to write, it is fenced out. Every change
 // is printed with its reason, and the audit trail at the end.
 //
-//	go run ./examples/quickstart
+//	go run ./examples/quickstart                # in memory
+//	go run ./examples/quickstart -store bolt    # a bbolt file in a temp dir
+//	go run ./examples/quickstart -store etcd    # an etcd started in-process
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 )
 
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
+	var f stores.Flags
+	f.Register(flag.CommandLine, "memory")
+	flag.Parse()
+	if err := run(context.Background(), os.Stdout, f); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, w io.Writer) error {
+func run(ctx context.Context, w io.Writer, f stores.Flags) error {
+	store, closeStore, err := f.Open()
+	if err != nil {
+		return err
+	}
+	defer closeStore()
 	table := state.Lifecycle()
 	printTable(w, table)
+	fmt.Fprintf(w, "\nStore: %s\n", f.Kind)
 
-	store := transition.NewMemoryStore()
 	logChange := transition.OnChange(func(c transition.Change[state.Status]) {
 		who := c.Actor
 		if c.Owner != "" {

@@ -5,12 +5,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/stretchr/testify/require"
 )
 
-func TestQuickstartWalksStartRelocationAndCompletion(t *testing.T) {
+func TestQuickstartWalksStartRelocationAndCompletionOnEveryStore(t *testing.T) {
+	for _, kind := range []string{"memory", "bolt", "etcd"} {
+		t.Run(kind, func(t *testing.T) { quickstart(t, kind) })
+	}
+}
+
+func quickstart(t *testing.T, kind string) {
 	var out strings.Builder
-	require.NoError(t, run(context.Background(), &out))
+	require.NoError(t, run(context.Background(), &out, stores.Flags{Kind: kind}))
 	got := out.String()
 	for _, want := range []string{
 		"relocating   running  → initializing ←running ←recovering ←failing ←paused",
