@@ -27,10 +27,10 @@ type Ownership struct {
 	// Record is the record as the take-over wrote it.
 	Record transition.Record
 
-	store  *Store
-	lease  clientv3.LeaseID
-	stop   context.CancelFunc
-	lost   chan struct{}
+	store *Store
+	lease clientv3.LeaseID
+	stop  context.CancelFunc
+	lost  chan struct{}
 }
 
 // Lost is closed when the lease can no longer be kept alive (it expired,
