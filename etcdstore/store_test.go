@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -356,4 +357,53 @@ func TestUnreachableClusterGivesAnErrorWithinTheDeadline(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 5*time.Second, "%v", err)
 	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// The revisions a watch needs are compacted while it is disconnected: its
+// member is down, the others take writes and compact. When it reconnects
+// etcd says "compacted"; the watch re-lists and the writes made meanwhile
+// are all delivered.
+func TestWatchSurvivesCompactionWhileItsMemberIsDown(t *testing.T) {
+	c, err := embedded.Start(t.TempDir(), 3, embedded.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	watchClient, err := embedded.NewClient([]string{c.Endpoint(0)})
+	require.NoError(t, err)
+	defer watchClient.Close()
+	writeClient, err := embedded.NewClient([]string{c.Endpoint(1), c.Endpoint(2)})
+	require.NoError(t, err)
+	defer writeClient.Close()
+	watching, err := etcdstore.New(watchClient, etcdstore.Options{Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	writing, err := etcdstore.New(writeClient, etcdstore.Options{Timeout: 5 * time.Second})
+	require.NoError(t, err)
+
+	first, err := writing.Create(bg, storetest.Sample("ex-before"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	ch, err := watching.Watch(ctx, first.Revision-1)
+	require.NoError(t, err)
+	require.Equal(t, "ex-before", recv(t, ch).ID)
+
+	c.Stop(0)
+	var last transition.Record
+	require.Eventually(t, func() bool {
+		last, err = writing.Create(bg, storetest.Sample("ex-during-0"))
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond)
+	for k := 1; k < 5; k++ {
+		last, err = writing.Create(bg, storetest.Sample(fmt.Sprintf("ex-during-%d", k)))
+		require.NoError(t, err)
+	}
+	_, err = writeClient.Compact(bg, int64(last.Revision))
+	require.NoError(t, err)
+	require.NoError(t, c.Restart(0))
+
+	seen := map[string]bool{}
+	for len(seen) < 5 {
+		if ev := recv(t, ch); strings.HasPrefix(ev.ID, "ex-during-") {
+			seen[ev.ID] = true
+		}
+	}
 }
