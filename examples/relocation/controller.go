@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/execfsm/execfsm/etcdstore"
+	"github.com/execfsm/execfsm/examples/internal/stores"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// controllerConfig is what the supervisor tells an execution controller.
+type controllerConfig struct {
+	Store       stores.Config `json:"store"`
+	Execution   string        `json:"execution"`
+	Name        string        `json:"name"` // the pod name
+	Slices      int           `json:"slices"`
+	Restartable bool          `json:"restartable"`
+	Budget      int           `json:"budget"`
+	// LateWrite makes a relocating controller stay alive after it wrote
+	// relocating and try one more write when told (SIGUSR1), as a slow
+	// pod still finishing a slice during a relocation overlap would.
+	LateWrite bool `json:"late_write"`
+}
+
+// Exit codes of a controller besides the ones recovery.Action gives.
+const (
+	exitRefused = 3 // Startup refused: the execution is over
+	exitFailed  = 4 // Startup failed the execution (restart budget spent)
+	exitError   = 5 // something went wrong
+)
+
+const (
+	sliceEvery      = 20 * time.Millisecond
+	checkpointEvery = 20 // slices
+	leaseTTL        = 2 * time.Second
+	metaSlices      = "slices"
+)
+
+// slicer is the fake work: it produces numbered slices and can be picked
+// up by another process, because its progress is checkpointed into the
+// execution's record.
+type slicer struct {
+	restartable bool
+	done        int
+}
+
+func (s *slicer) IsRestartable() bool { return s.restartable }
+
+func say(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+
+func runController(raw json.RawMessage) int {
+	var cfg controllerConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		say("error bad config: %v", err)
+		return exitError
+	}
+	code, err := controller(cfg)
+	if err != nil {
+		say("error %v", err)
+		return exitError
+	}
+	return code
+}
+
+func controller(cfg controllerConfig) (int, error) {
+	// SIGTERM is handled from the start: a pod may be drained at any time.
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	lateWrite := make(chan os.Signal, 1)
+	signal.Notify(lateWrite, syscall.SIGUSR1)
+	ctx := context.Background()
+
+	store, closeStore, err := cfg.Store.Open()
+	if err != nil {
+		return 0, err
+	}
+	defer closeStore()
+	exec, err := transition.NewPersisted(state.Lifecycle(), store, cfg.Execution,
+		transition.Actor(cfg.Name), transition.History(transition.MaxHistory))
+	if err != nil {
+		return 0, err
+	}
+
+	// On etcd the controller holds the execution for the life of a lease:
+	// after a crash its successor waits for the lease to expire; after a
+	// relocation it is released at once.
+	cur, _, err := exec.Load(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var own *etcdstore.Ownership
+	if es, ok := store.(*etcdstore.Store); ok && !cur.IsTerminal() { // an execution that is over is refused below, untouched
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			own, err = es.Acquire(ctx, cfg.Execution, cfg.Name, leaseTTL)
+			if !errors.Is(err, etcdstore.ErrHeld) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			return 0, err
+		}
+		exec = exec.WithClaim(own.Claim)
+		say("lease acquired at epoch %d", own.Claim.Epoch)
+	}
+
+	work := &slicer{restartable: cfg.Restartable}
+	policy := recovery.Policy{Restarts: true, Work: work, RestartBudget: cfg.Budget}
+	verdict, exec, err := recovery.ApplyStartup(ctx, exec, cfg.Name, policy)
+	say("verdict %s %s: %s", verdict.Decision, verdict.To, verdict.Reason)
+	switch {
+	case errors.Is(err, recovery.ErrTerminalStatus):
+		return exitRefused, nil
+	case err != nil:
+		return 0, err
+	}
+	switch verdict.Decision {
+	case recovery.Fail:
+		return exitFailed, nil
+	case recovery.Stop:
+		if verdict.To == state.Stopping {
+			if _, err := exec.Fire(ctx, state.Stopped, "stop finished by the restarted controller"); err != nil {
+				return 0, err
+			}
+		}
+		say("status stopped")
+		return 0, nil
+	case recovery.Start:
+		if _, err := exec.Fire(ctx, state.Running, "slicer ready, workers connected"); err != nil {
+			return 0, err
+		}
+	}
+	_, rec, err := exec.Load(ctx)
+	if err != nil {
+		return 0, err
+	}
+	work.done, _ = strconv.Atoi(rec.Meta[metaSlices])
+	say("status %s", rec.Status)
+
+	checkpoint := func(ctx context.Context) error {
+		_, _, err := exec.Apply(ctx, func(cur state.Status, _ transition.Record) (transition.Update[state.Status], error) {
+			return transition.Update[state.Status]{To: cur, Meta: map[string]string{metaSlices: strconv.Itoa(work.done)}}, nil
+		})
+		return err
+	}
+	tick := time.NewTicker(sliceEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-terms:
+			return terminate(ctx, cfg, exec, own, policy, checkpoint, lateWrite)
+		case <-tick.C:
+		}
+		work.done++
+		if work.done%5 == 0 {
+			say("slices %d", work.done)
+		}
+		if work.done >= cfg.Slices {
+			if err := checkpoint(ctx); err != nil {
+				return 0, err
+			}
+			if _, err := exec.Fire(ctx, state.Completed, fmt.Sprintf("all %d slices processed", cfg.Slices)); err != nil {
+				return 0, err
+			}
+			say("status completed")
+			return 0, nil
+		}
+		if work.done%checkpointEvery == 0 {
+			if err := checkpoint(ctx); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persisted[state.Status], own *etcdstore.Ownership,
+	policy recovery.Policy, checkpoint func(context.Context) error, lateWrite chan os.Signal) (int, error) {
+	action, err := recovery.ApplyTerminate(ctx, exec, policy, checkpoint)
+	if err != nil {
+		return 0, err
+	}
+	say("terminate %s: %s", action.Kind, action.Reason)
+	switch action.Kind {
+	case recovery.Relocate:
+		if own != nil {
+			// Let the successor take over now instead of after the TTL.
+			if err := own.Release(ctx); err != nil {
+				return 0, err
+			}
+		}
+		if cfg.LateWrite {
+			say("lingering")
+			<-lateWrite
+			err := checkpoint(ctx)
+			switch {
+			case errors.Is(err, transition.ErrFenced):
+				say("late write fenced: %v", err)
+			case err != nil:
+				return 0, err
+			default:
+				say("late write accepted")
+			}
+		}
+		return action.ExitCode, nil
+	case recovery.Leave:
+		return 0, nil
+	}
+	// Shutdown: finish, then write the final status as Teraslice does.
+	cur, _, err := exec.Load(ctx)
+	if err != nil {
+		return 0, err
+	}
+	final, reason := state.Terminated, "received shutdown before the slicer could complete"
+	if cur == state.Stopping {
+		final, reason = state.Stopped, "stopped on request"
+	}
+	if _, err := exec.Fire(ctx, final, reason); err != nil {
+		return 0, err
+	}
+	say("status %s", final)
+	return 0, nil
+}

@@ -1,0 +1,112 @@
+// Relocation shows, with real processes and real signals, the Teraslice
+// execution-controller case this library exists for.
+//
+// A supervisor plays the platform and the cluster master. It starts
+// execution controllers as child processes (this same binary in another
+// role); they share one store, by default an etcd the supervisor starts
+// in-process, so nothing needs installing. Each controller runs a fake
+// slicer, decides on startup with recovery.Startup and handles SIGTERM
+// with recovery.Terminate. The scenarios:
+//
+//  1. drain: the node is drained; SIGTERM makes the controller write
+//     relocating and exit without shutting the execution down; a new
+//     controller resumes it, and it completes.
+//  2. oom: the controller is SIGKILLed while running, again and again.
+//     Each restart within the budget resumes; the one after the budget
+//     fails the execution with the reason, instead of crash-looping.
+//  3. stop: the cluster master writes stopping, then SIGTERM: a clean
+//     shutdown to stopped.
+//  4. race: SIGTERM arrives while the master writes stopping: exactly one
+//     outcome (relocated, then stopped by the successor; or shut down),
+//     never both.
+//  5. overlap: the old controller is still alive when the new one takes
+//     over; its late write is fenced.
+//
+// Scenarios 3 to 5 need a store two processes can use at once; with
+// -store bolt (a file one process locks) only 1 and 2 run, and the
+// supervisor says so. It prints a timeline of every execution from its
+// audit trail and a PASS/FAIL line per scenario, and exits non-zero if
+// any failed. Ctrl-C stops everything and removes what it created.
+//
+//	go run ./examples/relocation
+//	go run ./examples/relocation -store bolt
+//	go run ./examples/relocation -scenarios oom,race -v
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/execfsm/execfsm/examples/internal/proc"
+	"github.com/execfsm/execfsm/examples/internal/stores"
+)
+
+func main() {
+	spec, isChild, err := proc.ChildSpec()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(exitError)
+	}
+	if isChild {
+		os.Exit(child(spec))
+	}
+	os.Exit(supervise(os.Args[1:], os.Stdout))
+}
+
+// child runs this binary's child roles: a controller, or (for the tests
+// of Ctrl-C) the supervisor itself started as a child.
+func child(spec proc.Spec) int {
+	switch spec.Role {
+	case "controller":
+		return runController(spec.Config)
+	case "supervisor":
+		var args []string
+		if err := json.Unmarshal(spec.Config, &args); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return exitError
+		}
+		return supervise(args, os.Stdout)
+	}
+	fmt.Fprintf(os.Stderr, "unknown role %q\n", spec.Role)
+	return exitError
+}
+
+// options are the supervisor's flags.
+type options struct {
+	store     stores.Flags
+	scenarios string
+	verbose   bool
+}
+
+func supervise(args []string, out io.Writer) int {
+	fs := flag.NewFlagSet("relocation", flag.ContinueOnError)
+	var o options
+	o.store.Register(fs, "etcd")
+	fs.StringVar(&o.scenarios, "scenarios", strings.Join(scenarioNames(), ","), "scenarios to run")
+	fs.BoolVar(&o.verbose, "v", false, "echo what the controllers print")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out = proc.SyncWriter(out)
+	passed, err := run(ctx, o, out)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(out, "interrupted; everything started was stopped and removed")
+		return 130
+	case err != nil:
+		fmt.Fprintln(out, "relocation:", err)
+		return 1
+	case !passed:
+		return 1
+	}
+	return 0
+}
