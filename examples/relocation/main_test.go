@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/examples/internal/proc"
+	"github.com/execfsm/execfsm/examples/internal/proctest"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -93,7 +94,7 @@ func TestInterruptLeavesNoProcessSocketOrFileBehind(t *testing.T) {
 
 	_, err = os.Stat(dir)
 	require.True(t, errors.Is(err, os.ErrNotExist), "working directory removed: %v", err)
-	require.Eventually(t, func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return proctest.Gone(pid) }, 10*time.Second, 10*time.Millisecond,
 		"the controller process is gone")
 	conn, err := net.DialTimeout("tcp", endpoint.Host, time.Second)
 	if err == nil {

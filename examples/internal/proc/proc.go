@@ -65,9 +65,8 @@ type Group struct {
 	Show func(line string) bool
 }
 
-// Start runs this binary as a child in role with config (any value
-// encodable as JSON).
-func (g *Group) Start(name, role string, config any) (*Child, error) {
+// command returns this binary, set to run as a child in role.
+func command(role string, config any) (*exec.Cmd, error) {
 	cfg, err := json.Marshal(config)
 	if err != nil {
 		return nil, err
@@ -82,6 +81,40 @@ func (g *Group) Start(name, role string, config any) (*Child, error) {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), RoleEnv+"="+string(spec))
+	return cmd, nil
+}
+
+// StartDetached runs this binary in role as a process meant to outlive
+// this one, the way a Kubernetes Job outlives the controller that made
+// it: its own process group, no death signal, output appended to
+// logPath. It returns the pid; while this process lives it reaps the
+// child when it ends.
+func StartDetached(role string, config any, logPath string) (int, error) {
+	cmd, err := command(role, config)
+	if err != nil {
+		return 0, err
+	}
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer log.Close()
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	go func() { _ = cmd.Wait() }()
+	return cmd.Process.Pid, nil
+}
+
+// Start runs this binary as a child in role with config (any value
+// encodable as JSON).
+func (g *Group) Start(name, role string, config any) (*Child, error) {
+	cmd, err := command(role, config)
+	if err != nil {
+		return nil, err
+	}
 	// Own process group, so a Ctrl-C at the terminal reaches the parent
 	// only and the parent decides how children end; and, on Linux, a
 	// child is killed if the parent dies without cleaning up.

@@ -1,0 +1,287 @@
+// Reconcile shows, with real processes, the VILLAScontroller case: a
+// manager that crashes must recover the simulators it controlled from the
+// world, not from a private checkpoint that has drifted.
+//
+// The simulators are real child processes. Each keeps its identity where
+// the world keeps it (a label file next to its pid, as a Kubernetes Job
+// carries simulator UUID, manager UUID, name, location, realm and owner
+// in its metadata) and reports its own state (idle, starting, running,
+// paused, stopping, error, gone: the VILLAS states, a user-defined
+// transition.Table).
+//
+// The demo: a manager creates three simulators and is SIGKILLed. While
+// it is down a user kills one simulator and pauses another. A new manager
+// starts, runs a recovery.Loop whose first pass lists the world, adopts
+// the two survivors under their own UUIDs, learns from its store that the
+// third is gone and marks it so, and picks up the pause. It prints the
+// view before and after and PASS or FAIL, and exits non-zero on FAIL.
+// Ctrl-C stops everything and removes what it created.
+//
+//	go run ./examples/reconcile
+//	go run ./examples/reconcile -store bolt
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/execfsm/execfsm/examples/internal/proc"
+	"github.com/execfsm/execfsm/examples/internal/stores"
+)
+
+func main() {
+	spec, isChild, err := proc.ChildSpec()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if isChild {
+		os.Exit(child(spec))
+	}
+	os.Exit(supervise(os.Args[1:], os.Stdout))
+}
+
+func child(spec proc.Spec) int {
+	switch spec.Role {
+	case "manager":
+		return runManager(spec.Config)
+	case "simulator":
+		return runSimulator(spec.Config)
+	case "supervisor":
+		var args []string
+		if err := json.Unmarshal(spec.Config, &args); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return supervise(args, os.Stdout)
+	}
+	fmt.Fprintf(os.Stderr, "unknown role %q\n", spec.Role)
+	return 1
+}
+
+func supervise(args []string, out io.Writer) int {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	var f stores.Flags
+	f.Register(fs, "etcd")
+	verbose := fs.Bool("v", false, "echo everything the managers print")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out = proc.SyncWriter(out)
+	passed, err := run(ctx, f, *verbose, out)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(out, "interrupted; every process started was stopped and everything created removed")
+		return 130
+	case err != nil:
+		fmt.Fprintln(out, "reconcile:", err)
+		return 1
+	case !passed:
+		return 1
+	}
+	return 0
+}
+
+const waitLong = 60 * time.Second
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool, error) {
+	if f.Kind == "memory" {
+		return false, errors.New("-store memory lives in one process; the managers are processes: use etcd or bolt")
+	}
+	dir, err := os.MkdirTemp("", "execfsm-reconcile-")
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(dir)
+	fmt.Fprintf(out, "working directory: %s\n", dir)
+	w := world{filepath.Join(dir, "world")}
+	if err := os.Mkdir(w.dir, 0o755); err != nil {
+		return false, err
+	}
+	defer w.killAll()
+	cfg, stopBackend, err := f.Setup(dir)
+	if err != nil {
+		return false, err
+	}
+	defer stopBackend()
+	fmt.Fprintf(out, "store: %s %s\n", cfg.Kind, strings.Join(cfg.Etcd, ","))
+
+	g := &proc.Group{Echo: out}
+	if !verbose {
+		g.Show = func(line string) bool {
+			for _, p := range []string{"started ", "adopt ", "lost ", "recovery ", "error "} {
+				if strings.HasPrefix(line, p) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	defer g.KillAll()
+
+	mgr := newUUID()
+	sims := []label{
+		{UUID: newUUID(), Manager: mgr, Name: "dpsim-grid", Location: "aachen", Realm: "ieee14", Owner: "alice"},
+		{UUID: newUUID(), Manager: mgr, Name: "opal-rt", Location: "lyon", Realm: "ieee14", Owner: "bob"},
+		{UUID: newUUID(), Manager: mgr, Name: "rtds-hil", Location: "turin", Realm: "cigre", Owner: "carol"},
+	}
+	survivor, killed, paused := sims[0], sims[1], sims[2]
+	mcfg := managerConfig{Store: cfg, World: w.dir, UUID: mgr, Create: sims, Timeout: 20 * time.Second}
+
+	fmt.Fprintf(out, "\nmanager %s starts and creates three simulators\n", mgr)
+	m1, err := g.Start("manager-1", "manager", mcfg)
+	if err != nil {
+		return false, err
+	}
+	if _, err := m1.WaitFor(ctx, "ready", waitLong); err != nil {
+		return false, err
+	}
+	before := views(m1.Lines())
+	printView(out, "before the crash", before)
+
+	fmt.Fprintln(out, "\nthe manager is SIGKILLed")
+	if err := m1.Signal(syscall.SIGKILL); err != nil {
+		return false, err
+	}
+	if _, err := m1.Wait(ctx, waitLong); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(out, "while it is down, a user kills %s and pauses %s\n", killed.Name, paused.Name)
+	if err := signalSim(w, killed.UUID, syscall.SIGKILL); err != nil {
+		return false, err
+	}
+	if err := signalSim(w, paused.UUID, syscall.SIGUSR1); err != nil {
+		return false, err
+	}
+	if err := waitFor(ctx, func() bool {
+		s, _ := w.state(paused.UUID)
+		return !w.alive(killed.UUID) && s == "paused"
+	}); err != nil {
+		return false, err
+	}
+
+	fmt.Fprintln(out, "\na new manager starts, with the same manager UUID and nothing in memory")
+	mcfg.Create = nil
+	m2, err := g.Start("manager-2", "manager", mcfg)
+	if err != nil {
+		return false, err
+	}
+	if _, err := m2.WaitFor(ctx, "ready", waitLong); err != nil {
+		return false, err
+	}
+	after := views(m2.Lines())
+	printView(out, "after recovery", after)
+	if err := m2.Signal(syscall.SIGTERM); err != nil {
+		return false, err
+	}
+	if _, err := m2.Wait(ctx, waitLong); err != nil {
+		return false, err
+	}
+
+	// Check the outcome against the world and the store.
+	st, closeStore, err := cfg.Open()
+	if err != nil {
+		return false, err
+	}
+	defer closeStore()
+	statusOf := func(uuid string) string {
+		rec, err := st.Get(ctx, uuid)
+		if err != nil {
+			return "(" + err.Error() + ")"
+		}
+		return rec.Status
+	}
+	checks := []struct {
+		ok   bool
+		what string
+	}{
+		{after[survivor.UUID] == "running", survivor.Name + " adopted with its UUID, running"},
+		{after[paused.UUID] == "paused", paused.Name + " adopted with its UUID, paused as the user left it"},
+		{after[killed.UUID] == "", killed.Name + " is not in the new view"},
+		{statusOf(killed.UUID) == "gone", killed.Name + " is marked gone in the store"},
+		{statusOf(paused.UUID) == "paused" && statusOf(survivor.UUID) == "running", "the store agrees with the world"},
+		{slices.Contains(m2.Lines(), "lost "+killed.UUID), "the recovery pass reported " + killed.Name + " lost"},
+		{len(before) == 3, "the first manager saw all three running"},
+	}
+	passed := true
+	fmt.Fprintln(out)
+	for _, c := range checks {
+		verdict := "PASS"
+		if !c.ok {
+			verdict, passed = "FAIL", false
+		}
+		fmt.Fprintf(out, "%s %s\n", verdict, c.what)
+	}
+	return passed, nil
+}
+
+// views parses a manager's "view NAME UUID STATE ..." lines by UUID.
+func views(lines []string) map[string]string {
+	out := map[string]string{}
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) >= 4 && f[0] == "view" {
+			out[f[2]] = f[3]
+		}
+	}
+	return out
+}
+
+func printView(out io.Writer, title string, v map[string]string) {
+	fmt.Fprintf(out, "  view %s:\n", title)
+	ids := make([]string, 0, len(v))
+	for id := range v {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		fmt.Fprintf(out, "    %s  %s\n", id, v[id])
+	}
+}
+
+func signalSim(w world, uuid string, sig syscall.Signal) error {
+	data, err := os.ReadFile(w.path(uuid, ".json"))
+	if err != nil {
+		return err
+	}
+	var l label
+	if err := json.Unmarshal(data, &l); err != nil {
+		return err
+	}
+	return syscall.Kill(l.PID, sig)
+}
+
+func waitFor(ctx context.Context, cond func() bool) error {
+	deadline := time.Now().Add(waitLong)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return errors.New("timed out waiting for the world")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}

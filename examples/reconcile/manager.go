@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/signal"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/execfsm/execfsm/examples/internal/proc"
+	"github.com/execfsm/execfsm/examples/internal/stores"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// SimState is a VILLAS simulator's state, a user-defined state type.
+type SimState string
+
+// The VILLAS simulator states.
+const (
+	Idle     SimState = "idle"
+	Starting SimState = "starting"
+	Running  SimState = "running"
+	Paused   SimState = "paused"
+	Stopping SimState = "stopping"
+	Error    SimState = "error"
+	Gone     SimState = "gone"
+)
+
+// simulatorTable is the simulator lifecycle, built with the same
+// transition.Table any user table is: the manager starts an idle
+// simulator, which runs, may pause and resume, stops back to idle or
+// fails into error; a simulator whose process vanished is gone, for good.
+func simulatorTable() (*transition.Table[SimState], error) {
+	return transition.New(Idle).
+		Allow(Idle, Starting, Gone).
+		Allow(Starting, Running, Error, Stopping, Gone).
+		Allow(Running, Paused, Stopping, Error, Gone).
+		Allow(Paused, Running, Stopping, Error, Gone).
+		Allow(Stopping, Idle, Error, Gone).
+		Allow(Error, Idle, Gone).
+		Terminal(Gone).
+		Build()
+}
+
+// startTimeout is how long a simulator may take to come up before a
+// manager that sees no trace of it calls it gone.
+const startTimeout = 10 * time.Second
+
+// managerConfig is what the supervisor tells a manager.
+type managerConfig struct {
+	Store   stores.Config `json:"store"`
+	World   string        `json:"world"`
+	UUID    string        `json:"uuid"`
+	Create  []label       `json:"create,omitempty"` // simulators to start (a first life)
+	Timeout time.Duration `json:"timeout"`
+}
+
+// manager is one life of a VILLAScontroller-style manager. Its view of
+// the simulators lives in memory and dies with it; its store keeps one
+// record per simulator it manages; the world keeps the truth.
+type manager struct {
+	cfg   managerConfig
+	world world
+	table *transition.Table[SimState]
+	store transition.Store
+
+	mu   sync.Mutex
+	view map[string]simulator // by uuid
+}
+
+type simulator struct {
+	id    recovery.Identity
+	state SimState
+}
+
+func runManager(raw json.RawMessage) int {
+	var cfg managerConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	if err := manage(cfg); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	return 0
+}
+
+func manage(cfg managerConfig) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	table, err := simulatorTable()
+	if err != nil {
+		return err
+	}
+	store, closeStore, err := cfg.Store.Open()
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	m := &manager{cfg: cfg, world: world{cfg.World}, table: table, store: store, view: map[string]simulator{}}
+
+	loop, err := recovery.NewLoop(recovery.Options[string]{
+		Reconciler: m, Adopter: m, List: m.list, Known: m.known,
+		Resync: 200 * time.Millisecond, Workers: 2, Observer: m,
+	})
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	for _, l := range cfg.Create {
+		if err := m.create(ctx, l); err != nil {
+			return err
+		}
+		loop.Add(l.UUID)
+	}
+	want := len(cfg.Create)
+	deadline := time.Now().Add(cfg.Timeout)
+	for {
+		if err := loop.Idle(ctx); err != nil {
+			return err
+		}
+		if m.settled(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	m.printView()
+	fmt.Println("ready")
+	<-ctx.Done()
+	return <-done
+}
+
+// settled reports whether the view has want simulators none of which is
+// still starting.
+func (m *manager) settled(want int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.view) < want {
+		return false
+	}
+	for _, s := range m.view {
+		if s.state == Starting || s.state == Idle {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *manager) printView() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var names []string
+	byName := map[string]simulator{}
+	for _, s := range m.view {
+		names = append(names, s.id.Name)
+		byName[s.id.Name] = s
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := byName[n]
+		fmt.Printf("view %s %s %s realm=%s location=%s owner=%s\n", s.id.Name, s.id.UUID, s.state, s.id.Realm, s.id.Location, s.id.Owner)
+	}
+}
+
+func (m *manager) exec(uuid string) (*transition.Persisted[SimState], error) {
+	return transition.NewPersisted(m.table, m.store, uuid, transition.Actor("manager-"+m.cfg.UUID[:8]))
+}
+
+func identityMeta(id recovery.Identity) map[string]string {
+	return map[string]string{"uuid": id.UUID, "manager": id.Manager, "name": id.Name,
+		"location": id.Location, "realm": id.Realm, "owner": id.Owner}
+}
+
+// create records a new simulator, starts its process and marks it
+// starting.
+func (m *manager) create(ctx context.Context, l label) error {
+	exec, err := m.exec(l.UUID)
+	if err != nil {
+		return err
+	}
+	if _, err := exec.Create(ctx, transition.Update[SimState]{To: Idle, Reason: "created by the manager", Meta: identityMeta(l.identity())}); err != nil {
+		return err
+	}
+	pid, err := proc.StartDetached("simulator", simulatorConfig{World: m.cfg.World, Label: l}, m.world.path(l.UUID, ".log"))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("started %s %s pid %d\n", l.Name, l.UUID, pid)
+	_, err = exec.Fire(ctx, Starting, fmt.Sprintf("process %d started", pid))
+	return err
+}
+
+// list is the world's view: every live simulator of this manager, with
+// the identity its label carries.
+func (m *manager) list(context.Context) ([]recovery.Item[string], error) {
+	labels, err := m.world.labels(m.cfg.UUID)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]recovery.Item[string], len(labels))
+	for k, l := range labels {
+		items[k] = recovery.Item[string]{Key: l.UUID, Identity: l.identity()}
+	}
+	return items, nil
+}
+
+// known is what this manager's store says it manages: the simulators it
+// has records of that are not gone.
+func (m *manager) known(ctx context.Context) ([]string, error) {
+	lister, ok := m.store.(transition.Lister)
+	if !ok {
+		return nil, errors.New("the store cannot list")
+	}
+	recs, err := lister.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range recs {
+		if r.Meta["manager"] == m.cfg.UUID && r.Status != string(Gone) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids, nil
+}
+
+// Adopt rebuilds the manager's in-memory simulator from the identity the
+// world keeps, under the same UUID.
+func (m *manager) Adopt(_ context.Context, it recovery.Item[string]) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.view[it.Key]; !ok {
+		m.view[it.Key] = simulator{id: it.Identity, state: Idle}
+	}
+	fmt.Printf("adopt %s %s\n", it.Identity.Name, it.Identity.UUID)
+	return nil
+}
+
+// Gone hears of a simulator the manager had that the world lost.
+func (m *manager) Gone(_ context.Context, uuid string) error {
+	fmt.Printf("lost %s\n", uuid)
+	return nil
+}
+
+// ObserveRecovery reports the recovery pass.
+func (m *manager) ObserveRecovery(r recovery.RecoveryReport[string]) {
+	fmt.Printf("recovery listed %d adopted %d gone %d\n", r.Listed, len(r.Adopted), len(r.Gone))
+}
+
+// Reconcile makes the record of simulator uuid agree with the world,
+// walking the simulator table along legal edges from what the record says
+// to what the simulator reports (or to gone if its process is dead).
+func (m *manager) Reconcile(ctx context.Context, uuid string) (recovery.Result, error) {
+	exec, err := m.exec(uuid)
+	if err != nil {
+		return recovery.Result{}, recovery.Terminal(err)
+	}
+	reported, alive := m.world.state(uuid)
+	want := Gone
+	if alive {
+		if want, err = m.table.Parse(reported); err != nil {
+			return recovery.Result{}, recovery.Terminal(fmt.Errorf("simulator %s reports %w", uuid, err))
+		}
+	}
+	cur, rec, err := exec.Load(ctx)
+	if err == nil && !alive && !m.world.labelled(uuid) && cur == Starting && time.Since(rec.Since) < startTimeout {
+		// Started but not up yet (a Job whose pod is pending): look
+		// again soon rather than call it gone.
+		return recovery.Result{RequeueAfter: 50 * time.Millisecond}, nil
+	}
+	if errors.Is(err, transition.ErrNotFound) {
+		if !alive {
+			return recovery.Result{}, nil
+		}
+		// In the world but never recorded: adopt it into the store too.
+		if err := m.recordAdopted(ctx, exec, uuid, want); err != nil {
+			return recovery.Result{}, err
+		}
+		cur = want
+	} else if err != nil {
+		return recovery.Result{}, err
+	}
+	for _, step := range m.path(cur, want) {
+		if _, err := exec.Fire(ctx, step, fmt.Sprintf("the world reports %s", reportedOrGone(reported, alive))); err != nil {
+			return recovery.Result{}, err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if want == Gone {
+		delete(m.view, uuid)
+		return recovery.Result{}, nil
+	}
+	s := m.view[uuid]
+	if s.id.UUID == "" {
+		s.id = identityFromMeta(rec.Meta)
+	}
+	s.state = want
+	m.view[uuid] = s
+	return recovery.Result{}, nil
+}
+
+func (m *manager) recordAdopted(ctx context.Context, exec *transition.Persisted[SimState], uuid string, at SimState) error {
+	labels, err := m.world.labels(m.cfg.UUID)
+	if err != nil {
+		return err
+	}
+	for _, l := range labels {
+		if l.UUID == uuid {
+			_, err := exec.Create(ctx, transition.Update[SimState]{To: at, Reason: "adopted from the world", Meta: identityMeta(l.identity())})
+			return err
+		}
+	}
+	return fmt.Errorf("simulator %s has no label", uuid)
+}
+
+func reportedOrGone(reported string, alive bool) string {
+	if !alive {
+		return "its process gone"
+	}
+	return reported
+}
+
+func identityFromMeta(meta map[string]string) recovery.Identity {
+	return recovery.Identity{UUID: meta["uuid"], Manager: meta["manager"], Name: meta["name"],
+		Location: meta["location"], Realm: meta["realm"], Owner: meta["owner"]}
+}
+
+// path returns the states to fire, in order, to get from one state to
+// another along the table's edges (a shortest path); empty if they are
+// the same or no path exists.
+func (m *manager) path(from, to SimState) []SimState {
+	if from == to {
+		return nil
+	}
+	prev := map[SimState]SimState{from: from}
+	queue := []SimState{from}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for _, n := range m.table.Next(s) {
+			if _, seen := prev[n]; seen {
+				continue
+			}
+			prev[n] = s
+			if n == to {
+				var steps []SimState
+				for at := to; at != from; at = prev[at] {
+					steps = append([]SimState{at}, steps...)
+				}
+				return steps
+			}
+			queue = append(queue, n)
+		}
+	}
+	return nil
+}
+
+// ensure the manager satisfies the interfaces it is given as.
+var (
+	_ recovery.Reconciler[string]       = (*manager)(nil)
+	_ recovery.Adopter[string]          = (*manager)(nil)
+	_ recovery.GoneHandler[string]      = (*manager)(nil)
+	_ recovery.RecoveryObserver[string] = (*manager)(nil)
+)
