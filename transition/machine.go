@@ -117,6 +117,32 @@ func (m *Machine[S]) Fire(ctx context.Context, to S, reason string) (Change[S], 
 		return Change[S]{}, &Error{ID: m.id, From: t.names[cur], To: quoteLimited(nameOf(to)),
 			Reason: "not a state of the table", Err: ErrUnknownState, kind: ErrNotAllowed}
 	}
+	if m.notify != nil || t.guarded {
+		return m.fireSlow(ctx, j, to, reason)
+	}
+	// The hot path: no clock, no lock, one compare-and-swap.
+	for {
+		w := m.word.Load()
+		i, prev, seq := unpack(w)
+		if i == j {
+			return Change[S]{ID: m.id, From: to, To: to, Reason: reason, Actor: m.actor, Revision: seq}, nil
+		}
+		if flags := t.edges[i*t.n+j]; flags != edgeAllowed {
+			if err := checkEdge(t, m.id, i, j, prev, flags); err != nil {
+				return Change[S]{}, err
+			}
+		}
+		if m.word.CompareAndSwap(w, pack(j, i+1, seq+1)) {
+			return Change[S]{ID: m.id, From: t.states[i], To: to, Reason: reason, Actor: m.actor, Revision: seq + 1}, nil
+		}
+	}
+}
+
+// fireSlow is Fire with guards or observers: the change is stamped, the
+// guards run before the swap, and with observers the swap and the queueing
+// of the change happen under the lock that keeps them in order.
+func (m *Machine[S]) fireSlow(ctx context.Context, j int, to S, reason string) (Change[S], error) {
+	t := m.table
 	for {
 		w := m.word.Load()
 		i, prev, seq := unpack(w)
@@ -128,11 +154,8 @@ func (m *Machine[S]) Fire(ctx context.Context, to S, reason string) (Change[S], 
 		if err := checkEdge(t, m.id, i, j, prev, flags); err != nil {
 			return Change[S]{}, err
 		}
-		guarded := flags&edgeGuarded != 0 || len(t.anyGuard) > 0
-		if guarded || m.notify != nil {
-			c.At = m.clock()
-		}
-		if guarded {
+		c.At = m.clock()
+		if flags&edgeGuarded != 0 || len(t.anyGuard) > 0 {
 			if err := runGuards(ctx, t, i, j, c); err != nil {
 				return Change[S]{}, err
 			}

@@ -59,6 +59,7 @@ type Table[S comparable] struct {
 	n        int
 	guards   map[int][]Guard[S] // by edge from*n+to
 	anyGuard []Guard[S]
+	guarded  bool // any guard at all: Fire then takes its slower path
 }
 
 // Builder collects the pieces of a [Table]. Its methods record what they
@@ -287,6 +288,7 @@ func (b *Builder[S]) Build() (*Table[S], error) {
 		}
 	}
 	t.anyGuard = append([]Guard[S](nil), b.anyGuard...)
+	t.guarded = len(t.anyGuard) > 0 || len(t.guards) > 0
 	t.dense.addEdges(t.edges, t.n)
 	if t.n > 0 {
 		problems = append(problems, t.graphProblems()...)

@@ -1,0 +1,76 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const sample = `goos: linux
+goarch: amd64
+pkg: github.com/execfsm/execfsm/bench
+cpu: Intel(R) Xeon(R) Processor
+BenchmarkFire/lifecycle/execfsm-2         	21700282	        14.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkFire/lifecycle/execfsm-2         	21700282	        16.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkFire/lifecycle/execfsm-2         	21700282	        15.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkFire/lifecycle/looplab-2         	  819363	       450.0 ns/op	     289 B/op	       5 allocs/op
+BenchmarkLoopResync/keys=1000-2      	    8071	    144314 ns/op	       144.3 ns/key	        99.25 x-bare	     125 B/op	       1 allocs/op
+PASS
+`
+
+func TestParseTakesMediansAndStripsTheProcSuffix(t *testing.T) {
+	run, err := Parse(strings.NewReader(sample))
+	require.NoError(t, err)
+	require.Equal(t, []string{"goos: linux", "goarch: amd64", "cpu: Intel(R) Xeon(R) Processor"}, run.Env)
+	require.Len(t, run.Results, 3)
+	require.Equal(t, "BenchmarkFire/lifecycle/execfsm", run.Results[0].Name)
+	ns, ok := run.Results[0].Median("ns/op")
+	require.True(t, ok)
+	require.Equal(t, 15.0, ns)
+	_, ok = run.Results[0].Median("nope")
+	require.False(t, ok)
+}
+
+func TestWriteShowsPeersWithTheSpeedUpAndOthersWithTheirMetrics(t *testing.T) {
+	run, err := Parse(strings.NewReader(sample))
+	require.NoError(t, err)
+	var out strings.Builder
+	require.NoError(t, Write(&out, run, "# Benchmarks\n"))
+	got := out.String()
+	require.Contains(t, got, "| looplab | 450 | 289 | 5 | 30.0× |")
+	require.Contains(t, got, "| execfsm | 15 | 0 | 0 | — |")
+	require.Contains(t, got, "| bench | LoopResync/keys=1000 | 125 B/op, 1 allocs/op, 144 ns/key, 144314 ns/op, 99.25 x-bare |")
+}
+
+func TestParseKeepsSameNamedBenchmarksOfDifferentPackagesApart(t *testing.T) {
+	run, err := Parse(strings.NewReader("pkg: x/boltstore\nBenchmarkP-2 1 5 ns/op\npkg: x/etcdstore\nBenchmarkP-2 1 9 ns/op\n"))
+	require.NoError(t, err)
+	require.Len(t, run.Results, 2)
+	require.Equal(t, "boltstore", run.Results[0].Package)
+	require.Equal(t, "etcdstore", run.Results[1].Package)
+}
+
+func TestParseRefusesMalformedResultLines(t *testing.T) {
+	_, err := Parse(strings.NewReader("BenchmarkX-2 10 5 ns/op 7\n"))
+	require.ErrorContains(t, err, "line 1")
+	_, err = Parse(strings.NewReader("BenchmarkX-2 10 five ns/op\n"))
+	require.ErrorContains(t, err, "not a number")
+	run, err := Parse(strings.NewReader("BenchmarkX\nBenchmarkY-2 is a log line\n"))
+	require.NoError(t, err)
+	require.Empty(t, run.Results)
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(sample)
+	f.Add("BenchmarkX-2 1 NaN ns/op\n")
+	f.Add("Benchmark 1 2\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		run, err := Parse(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		var out strings.Builder
+		require.NoError(t, Write(&out, run, ""))
+	})
+}
