@@ -220,7 +220,8 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 		{after[paused.UUID] == "paused", paused.Name + " adopted with its UUID, paused as the user left it"},
 		{after[killed.UUID] == "", killed.Name + " is not in the new view"},
 		{statusOf(killed.UUID) == "gone", killed.Name + " is marked gone in the store"},
-		{statusOf(paused.UUID) == "paused" && statusOf(survivor.UUID) == "running", "the store agrees with the world"},
+		{statusOf(paused.UUID) == "paused" && statusOf(survivor.UUID) == "running",
+			fmt.Sprintf("the store agrees with the world (%s %s, %s %s)", survivor.Name, statusOf(survivor.UUID), paused.Name, statusOf(paused.UUID))},
 		{slices.Contains(m2.Lines(), "lost "+killed.UUID), "the recovery pass reported " + killed.Name + " lost"},
 		{len(before) == 3, "the first manager saw all three running"},
 	}

@@ -114,6 +114,11 @@ func manage(cfg managerConfig) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(ctx) }()
+	// Recover first: simulators created before the recovery pass has
+	// listed the world would look, to it, like records the world lost.
+	if err := loop.Idle(ctx); err != nil {
+		return err
+	}
 	for _, l := range cfg.Create {
 		if err := m.create(ctx, l); err != nil {
 			return err
@@ -270,7 +275,7 @@ func (m *manager) Reconcile(ctx context.Context, uuid string) (recovery.Result, 
 		}
 	}
 	cur, rec, err := exec.Load(ctx)
-	if err == nil && !alive && !m.world.labelled(uuid) && cur == Starting && time.Since(rec.Since) < startTimeout {
+	if err == nil && !alive && !m.world.labelled(uuid) && (cur == Idle || cur == Starting) && time.Since(rec.Since) < startTimeout {
 		// Started but not up yet (a Job whose pod is pending): look
 		// again soon rather than call it gone.
 		return recovery.Result{RequeueAfter: 50 * time.Millisecond}, nil
