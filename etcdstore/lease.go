@@ -14,6 +14,9 @@ import (
 // the execution: its lease has not expired.
 var ErrHeld = errors.New("execution is owned by a live controller")
 
+// maxLeaseTTL is etcd's own limit on a lease's TTL (9,000,000,000 s).
+const maxLeaseTTL = 9_000_000_000 * time.Second
+
 // historyKept bounds the audit trail Acquire writes, like Persisted's
 // default.
 const historyKept = 16
@@ -69,15 +72,19 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration
 	if owner == "" || len(owner) > transition.MaxOwnerLen {
 		return nil, fmt.Errorf("etcdstore: Acquire %q: %w: owner is %d bytes, want 1 to %d", id, transition.ErrInvalidRecord, len(owner), transition.MaxOwnerLen)
 	}
-	if ttl < time.Second {
-		return nil, fmt.Errorf("etcdstore: Acquire %q: lease TTL %v, want at least 1s", id, ttl)
+	if ttl < time.Second || ttl > maxLeaseTTL {
+		return nil, fmt.Errorf("etcdstore: Acquire %q: lease TTL %v, want 1s to %v", id, ttl, maxLeaseTTL)
 	}
 	ctx, cancel, err := s.call(ctx, "Acquire")
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	lease, err := s.client.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
+	secs := int64(ttl / time.Second)
+	if ttl%time.Second != 0 {
+		secs++ // round up: a lease never shorter than asked
+	}
+	lease, err := s.client.Grant(ctx, secs)
 	if err != nil {
 		return nil, wrap("Acquire", id, err)
 	}

@@ -1,0 +1,166 @@
+package reliability_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/etcdstore"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+func manyMeta(n, valueLen int) map[string]string {
+	m := map[string]string{}
+	for k := range n {
+		m[fmt.Sprintf("k%03d", k)] = strings.Repeat("v", valueLen)
+	}
+	return m
+}
+
+// Every hostile write, on every store, gets an error matching
+// ErrInvalidRecord and leaves the record exactly as it was.
+func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
+	megabyte := strings.Repeat("x", 1<<20)
+	updates := map[string]transition.Update[state.Status]{
+		"1 MB reason":                  {To: state.Scheduling, Reason: megabyte},
+		"reason one byte too long":     {To: state.Scheduling, Reason: strings.Repeat("r", transition.MaxReasonLen+1)},
+		"invalid UTF-8 reason":         {To: state.Scheduling, Reason: "ok \xc3\x28 not"},
+		"huge metadata value":          {To: state.Scheduling, Meta: map[string]string{"k": megabyte}},
+		"too many metadata entries":    {To: state.Scheduling, Meta: manyMeta(transition.MaxMetaEntries+1, 1)},
+		"invalid UTF-8 metadata key":   {To: state.Scheduling, Meta: map[string]string{"\xff": "v"}},
+		"invalid UTF-8 metadata value": {To: state.Scheduling, Meta: map[string]string{"k": "\xfe"}},
+		"empty metadata key":           {To: state.Scheduling, Meta: map[string]string{"": "v"}},
+		"1 MB owner":                   {To: state.Scheduling, TakeOver: megabyte},
+		"invalid UTF-8 owner":          {To: state.Scheduling, TakeOver: "pod-\xff"},
+	}
+	etcd, _ := etcdStore(t)
+	for storeName, store := range map[string]transition.Store{
+		"memory": transition.NewMemoryStore(), "bolt": boltStore(t), "etcd": etcd,
+	} {
+		t.Run(storeName, func(t *testing.T) {
+			createAll(t, store, []string{"ex-hostile"})
+			exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-hostile")
+			require.NoError(t, err)
+			before, err := store.Get(context.Background(), "ex-hostile")
+			require.NoError(t, err)
+			for name, u := range updates {
+				_, _, err := exec.Apply(context.Background(), func(state.Status, transition.Record) (transition.Update[state.Status], error) {
+					return u, nil
+				})
+				require.ErrorIs(t, err, transition.ErrInvalidRecord, name)
+				require.Less(t, len(err.Error()), 1024, "%s: the error does not repeat the input", name)
+				after, err := store.Get(context.Background(), "ex-hostile")
+				require.NoError(t, err)
+				require.Equal(t, before.Revision, after.Revision, "%s: nothing written", name)
+			}
+			// And the execution still works.
+			_, err = exec.Fire(context.Background(), state.Scheduling, "fine")
+			require.NoError(t, err)
+		})
+	}
+}
+
+// A record whose status this build does not know (written by a newer
+// version, or by hand) is refused by everything that reads it, with an
+// error naming the status, and is not overwritten.
+func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
+	etcd, _ := etcdStore(t)
+	for storeName, store := range map[string]transition.Store{
+		"memory": transition.NewMemoryStore(), "bolt": boltStore(t), "etcd": etcd,
+	} {
+		t.Run(storeName, func(t *testing.T) {
+			stored, err := store.Create(context.Background(), transition.Record{ID: "ex-future", Status: "hibernating"})
+			require.NoError(t, err)
+			exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-future")
+			require.NoError(t, err)
+			_, err = exec.Fire(context.Background(), state.Failed, "clean up")
+			require.ErrorIs(t, err, transition.ErrUnknownState)
+			require.Contains(t, err.Error(), `"hibernating"`)
+			_, _, err = recovery.ApplyStartup(context.Background(), exec, "pod-a", recovery.Policy{})
+			require.ErrorIs(t, err, transition.ErrUnknownState)
+			_, err = recovery.Startup(after(t, store), recovery.Policy{Now: time.Now()})
+			require.ErrorIs(t, err, state.ErrUnknownStatus)
+			_, err = recovery.ApplyTerminate(context.Background(), exec, recovery.Policy{}, nil)
+			require.Error(t, err)
+			_, err = (&recovery.Reaper{Store: store}).Reconcile(context.Background(), "ex-future")
+			require.ErrorIs(t, err, transition.ErrUnknownState)
+			after, err := store.Get(context.Background(), "ex-future")
+			require.NoError(t, err)
+			require.Equal(t, stored.Revision, after.Revision)
+			require.Equal(t, "hibernating", after.Status)
+		})
+	}
+}
+
+// Negative and overflowing budgets, durations and sizes: each refused
+// where it is given, with an error saying what is wrong.
+func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
+	rec := transition.Record{ID: "ex-1", Status: "running"}
+	now := time.Now()
+	for name, p := range map[string]recovery.Policy{
+		"negative restart budget":    {Now: now, RestartBudget: -1},
+		"overflowing restart budget": {Now: now, RestartBudget: 1 << 62},
+		"negative restart window":    {Now: now, RestartWindow: -time.Hour},
+		"negative deadline":          {Now: now, Deadlines: recovery.Deadlines{state.Relocating: {After: -time.Minute, Then: state.Failed}}},
+		"zero deadline":              {Now: now, Deadlines: recovery.Deadlines{state.Stopping: {Then: state.Stopped}}},
+		"exit code above 255":        {Now: now, RelocateExitCode: 1 << 20},
+		"negative exit code":         {Now: now, RelocateExitCode: -1},
+	} {
+		_, err := recovery.Startup(rec, p)
+		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
+		_, err = recovery.Terminate(rec, transition.Claim{}, p)
+		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
+	}
+	noop := recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) { return recovery.Result{}, nil })
+	for name, opt := range map[string]recovery.Options[string]{
+		"negative workers":     {Reconciler: noop, Workers: -1},
+		"overflowing workers":  {Reconciler: noop, Workers: 1 << 40},
+		"negative backoff":     {Reconciler: noop, Backoff: &recovery.Backoff{Base: -time.Second, Max: time.Second}},
+		"negative backoff max": {Reconciler: noop, Backoff: &recovery.Backoff{Base: time.Second, Max: -1}},
+		"negative jitter":      {Reconciler: noop, Backoff: &recovery.Backoff{Base: 1, Max: 2, Jitter: -0.5}},
+		"overflowing jitter":   {Reconciler: noop, Backoff: &recovery.Backoff{Base: 1, Max: 2, Jitter: 1e300}},
+	} {
+		_, err := recovery.NewLoop(opt)
+		require.Error(t, err, name)
+	}
+	for name, opt := range map[string]transition.Option{
+		"negative history":    transition.History(-1),
+		"overflowing history": transition.History(1 << 40),
+		"negative retries":    transition.Retries(-1),
+		"overflowing retries": transition.Retries(1 << 40),
+		"1 MB actor":          transition.Actor(strings.Repeat("a", 1<<20)),
+	} {
+		_, err := transition.NewPersisted(state.Lifecycle(), transition.NewMemoryStore(), "ex-1", opt)
+		require.Error(t, err, name)
+	}
+	_, err := boltstore.Open(filepath.Join(t.TempDir(), "db"), &boltstore.Options{Timeout: -time.Second})
+	require.ErrorContains(t, err, "negative Timeout")
+	_, err = boltstore.Open(filepath.Join(t.TempDir(), "db"), &boltstore.Options{LogSize: -1})
+	require.ErrorContains(t, err, "negative LogSize")
+	cl, err := shared.Client()
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = etcdstore.New(cl, etcdstore.Options{Timeout: -time.Second})
+	require.ErrorContains(t, err, "negative Timeout")
+	s, _ := etcdStore(t)
+	createAll(t, s, []string{"ex-ttl"})
+	for _, ttl := range []time.Duration{0, -time.Second, time.Millisecond, math.MaxInt64, 9_000_000_001 * time.Second} {
+		_, err := s.Acquire(context.Background(), "ex-ttl", "pod", ttl)
+		require.ErrorContains(t, err, "lease TTL", "TTL %v", ttl)
+	}
+}
+
+func after(t *testing.T, store transition.Store) transition.Record {
+	t.Helper()
+	rec, err := store.Get(context.Background(), "ex-future")
+	require.NoError(t, err)
+	return rec
+}
