@@ -231,7 +231,7 @@ func restartsIn(rec transition.Record) string {
 
 // requireLegalTrail checks that the audit trail is one connected path of
 // moves the lifecycle allows, ending where the record is.
-func requireLegalTrail(t *testing.T, rec transition.Record) {
+func requireLegalTrail(t testing.TB, rec transition.Record) {
 	t.Helper()
 	table := state.Lifecycle()
 	for k := 1; k < len(rec.History); k++ {

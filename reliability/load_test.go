@@ -1,0 +1,166 @@
+package reliability_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+const metaStep = "step"
+
+// loadResult is what a load run measured.
+type loadResult struct {
+	transitions int
+	elapsed     time.Duration
+	latencies   []time.Duration // of each Fire
+}
+
+func (r loadResult) p(q float64) time.Duration {
+	s := slices.Clone(r.latencies)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[min(len(s)-1, int(float64(len(s))*q))]
+}
+
+// runLoad drives executions × steps transitions through a recovery Loop:
+// every reconcile of an execution moves it one step (running ⇄ paused,
+// counting in its metadata) and asks to be called again until it has
+// taken all its steps.
+func runLoad(t testing.TB, store transition.Store, prefix string, executions, steps, workers int) loadResult {
+	t.Helper()
+	keys := make([]string, executions)
+	for k := range keys {
+		keys[k] = fmt.Sprintf("%s-%05d", prefix, k)
+		p, err := transition.NewPersisted(state.Lifecycle(), store, keys[k], transition.History(4))
+		require.NoError(t, err)
+		_, err = p.Create(context.Background(), transition.Update[state.Status]{To: state.Running, Meta: map[string]string{metaStep: "0"}})
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	var latencies []time.Duration
+	handles := sync.Map{} // a controller keeps one handle per execution
+	remaining := make(chan struct{}, executions)
+	reconciler := recovery.ReconcilerFunc[string](func(ctx context.Context, key string) (recovery.Result, error) {
+		h, _ := handles.LoadOrStore(key, nil)
+		p, _ := h.(*transition.Persisted[state.Status])
+		if p == nil {
+			var err error
+			if p, err = transition.NewPersisted(state.Lifecycle(), store, key, transition.History(4)); err != nil {
+				return recovery.Result{}, recovery.Terminal(err)
+			}
+			handles.Store(key, p)
+		}
+		done := false
+		start := time.Now()
+		_, _, err := p.Apply(ctx, func(cur state.Status, rec transition.Record) (transition.Update[state.Status], error) {
+			n, _ := strconv.Atoi(rec.Meta[metaStep])
+			if n >= steps {
+				done = true
+				return transition.Update[state.Status]{To: cur}, nil
+			}
+			to := state.Paused
+			if cur == state.Paused {
+				to = state.Running
+			}
+			done = n+1 >= steps
+			return transition.Update[state.Status]{To: to, Reason: "load", Meta: map[string]string{metaStep: strconv.Itoa(n + 1)}}, nil
+		})
+		if err != nil {
+			return recovery.Result{}, err
+		}
+		mu.Lock()
+		latencies = append(latencies, time.Since(start))
+		mu.Unlock()
+		if done {
+			remaining <- struct{}{}
+			return recovery.Result{}, nil
+		}
+		return recovery.Result{RequeueAfter: time.Nanosecond}, nil
+	})
+	loop, err := recovery.NewLoop(recovery.Options[string]{Reconciler: reconciler, Workers: workers, Resync: -1})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	begin := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	loop.Add(keys...)
+	for range executions {
+		select {
+		case <-remaining:
+		case <-time.After(10 * time.Minute):
+			t.Fatalf("load did not finish: %+v", loop.Stats())
+		}
+	}
+	elapsed := time.Since(begin)
+	cancel()
+	require.NoError(t, <-done)
+	require.Zero(t, loop.Stats().Errors, "no reconcile failed")
+
+	for _, key := range keys {
+		rec, err := store.Get(context.Background(), key)
+		require.NoError(t, err)
+		require.Equal(t, strconv.Itoa(steps), rec.Meta[metaStep], "%s took every step, once", key)
+		want := "running"
+		if steps%2 == 1 {
+			want = "paused"
+		}
+		require.Equal(t, want, rec.Status, key)
+		requireLegalTrail(t, rec)
+	}
+	return loadResult{transitions: executions * steps, elapsed: elapsed, latencies: latencies}
+}
+
+// TestLoadThroughTheLoopTakesEveryStepExactlyOnce is the load run at a
+// size CI affords; BenchmarkLoad is the full one.
+func TestLoadThroughTheLoopTakesEveryStepExactlyOnce(t *testing.T) {
+	etcd, _ := etcdStore(t)
+	for name, store := range map[string]transition.Store{"bolt": boltStore(t), "etcd": etcd} {
+		t.Run(name, func(t *testing.T) {
+			r := runLoad(t, store, "load-"+name, 100, 20, 16)
+			t.Logf("%d transitions in %v: %.0f/s, p99 %v", r.transitions, r.elapsed, float64(r.transitions)/r.elapsed.Seconds(), r.p(0.99))
+		})
+	}
+}
+
+// BenchmarkLoad drives executions × transitions through the Loop on bbolt
+// and etcd and reports throughput and latency percentiles. The size is
+// EXECFSM_LOAD (default 10000x100, the design's figure):
+//
+//	EXECFSM_LOAD=10000x100 go test ./reliability -run '^$' -bench Load -benchtime 1x
+func BenchmarkLoad(b *testing.B) {
+	executions, steps := 10000, 100
+	if v := os.Getenv("EXECFSM_LOAD"); v != "" {
+		if _, err := fmt.Sscanf(v, "%dx%d", &executions, &steps); err != nil {
+			b.Fatalf("EXECFSM_LOAD=%q: want EXECUTIONSxSTEPS: %v", v, err)
+		}
+	}
+	for _, backend := range []string{"bolt", "etcd"} {
+		b.Run(fmt.Sprintf("%s/%dx%d", backend, executions, steps), func(b *testing.B) {
+			for i := range b.N {
+				var store transition.Store
+				if backend == "bolt" {
+					store = boltStore(b)
+				} else {
+					store, _ = etcdStore(b)
+				}
+				r := runLoad(b, store, fmt.Sprintf("bench-%d", i), executions, steps, 32)
+				b.ReportMetric(float64(r.transitions)/r.elapsed.Seconds(), "transitions/s")
+				b.ReportMetric(float64(r.p(0.5).Microseconds()), "p50-µs")
+				b.ReportMetric(float64(r.p(0.99).Microseconds()), "p99-µs")
+			}
+		})
+	}
+}
