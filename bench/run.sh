@@ -28,7 +28,7 @@ cat > "$header" <<HEADER
 
 Made by \`bench/run.sh\` (\`go test -run '^\$' -bench . -benchmem -count $count\`
 over ./bench, ./transition, ./recovery, ./boltstore and ./etcdstore, and
-the load run in ./reliability once, at \${EXECFSM_LOAD:-10000x100}
+the load run in ./reliability once, at ${EXECFSM_LOAD:-10000x100}
 executions × transitions through the recovery Loop with 32 workers) on
 $(date -u +%Y-%m-%d) with $(go version | cut -d' ' -f3-4). Every figure is the median of
 $count runs made in that one invocation, on the machine described below; the
