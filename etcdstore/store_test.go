@@ -40,15 +40,7 @@ func TestMain(m *testing.M) {
 	shared.Close()
 	_ = os.RemoveAll(dir)
 	if code == 0 {
-		// A member stopped and restarted leaves etcd's peer HTTP
-		// connections (rafthttp, over net/http and cmux) idling until
-		// their keep-alive ends: etcd's, not ours.
-		if err := goleak.Find(
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
-			goleak.IgnoreAnyFunction("github.com/soheilhy/cmux.(*MuxConn).Read"),
-		); err != nil {
+		if err := goleak.Find(ignoreEtcd()...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
@@ -406,4 +398,13 @@ func TestWatchSurvivesCompactionWhileItsMemberIsDown(t *testing.T) {
 			seen[ev.ID] = true
 		}
 	}
+}
+
+// ignoreEtcd ignores the goroutines an embedded etcd leaves idling.
+func ignoreEtcd() []goleak.Option {
+	var opts []goleak.Option
+	for _, fn := range embedded.LingeringGoroutines {
+		opts = append(opts, goleak.IgnoreAnyFunction(fn))
+	}
+	return opts
 }

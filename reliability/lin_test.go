@@ -38,13 +38,7 @@ func TestMain(m *testing.M) {
 	shared.Close()
 	_ = os.RemoveAll(dir)
 	if code == 0 {
-		if err := goleak.Find(
-			// etcd's peer HTTP connections idle out on their own.
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
-			goleak.IgnoreAnyFunction("github.com/soheilhy/cmux.(*MuxConn).Read"),
-		); err != nil {
+		if err := goleak.Find(ignoreEtcd()...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
@@ -235,4 +229,13 @@ func (s *losingStore) CompareAndSwap(ctx context.Context, id string, expect uint
 		return next, nil
 	}
 	return s.MemoryStore.CompareAndSwap(ctx, id, expect, next)
+}
+
+// ignoreEtcd ignores the goroutines an embedded etcd leaves idling.
+func ignoreEtcd() []goleak.Option {
+	var opts []goleak.Option
+	for _, fn := range embedded.LingeringGoroutines {
+		opts = append(opts, goleak.IgnoreAnyFunction(fn))
+	}
+	return opts
 }

@@ -226,3 +226,15 @@ func (c *Cluster) Close() {
 		c.Stop(i)
 	}
 }
+
+// LingeringGoroutines names the functions at the top of goroutines an
+// embedded etcd leaves behind for a while after Close: the peer HTTP
+// connections (rafthttp, over net/http and cmux) of a member that was
+// stopped or restarted idle out on their own. A test that checks for
+// leaked goroutines ignores them (goleak.IgnoreAnyFunction of each).
+var LingeringGoroutines = []string{
+	"net/http.(*persistConn).readLoop",
+	"net/http.(*persistConn).writeLoop",
+	"net/http.(*conn).serve",
+	"github.com/soheilhy/cmux.(*MuxConn).Read",
+}

@@ -3,14 +3,12 @@ package main
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/execfsm/execfsm/examples/internal/proc"
+	"github.com/execfsm/execfsm/examples/internal/proctest"
 )
 
+// The etcd run starts an embedded etcd; the harness ignores its idling
+// goroutines. The quickstart has no child processes.
 func TestMain(m *testing.M) {
-	// The etcd run starts and stops an embedded etcd; its peer HTTP
-	// connections idle out on their own.
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-	)
+	proctest.Main(m, func(proc.Spec) int { return 1 })
 }

@@ -2,36 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"net"
-	"net/url"
-	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/proctest"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 // The test binary is also the controllers the supervisor starts.
-func TestMain(m *testing.M) {
-	if spec, isChild, err := proc.ChildSpec(); isChild {
-		if err != nil {
-			panic(err)
-		}
-		os.Exit(child(spec))
-	}
-	goleak.VerifyTestMain(m,
-		// The embedded etcd's peer HTTP connections idle out on their own.
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-	)
-}
+func TestMain(m *testing.M) { proctest.Main(m, child) }
 
 func TestEveryScenarioPassesOnEtcd(t *testing.T) {
 	var out strings.Builder
@@ -69,36 +50,11 @@ func TestBadFlagsAreRefused(t *testing.T) {
 // shuts etcd down and removes its directory. Nothing is left behind.
 func TestInterruptLeavesNoProcessSocketOrFileBehind(t *testing.T) {
 	var g proc.Group
-	sup, err := g.Start("supervisor", "supervisor", []string{"-store", "etcd", "-scenarios", "drain"})
-	require.NoError(t, err)
 	defer g.KillAll()
-	ctx := context.Background()
-	dirLine, err := sup.WaitFor(ctx, "working directory: ", waitLong)
-	require.NoError(t, err)
-	dir := strings.TrimPrefix(dirLine, "working directory: ")
-	storeLine, err := sup.WaitFor(ctx, "store: etcd ", waitLong)
-	require.NoError(t, err)
-	endpoint, err := url.Parse(strings.TrimPrefix(storeLine, "store: etcd "))
-	require.NoError(t, err)
-	podLine, err := sup.WaitFor(ctx, "  pod-1 started (pid ", waitLong)
+	sup := proctest.StartSupervisor(t, &g, []string{"-store", "etcd", "-scenarios", "drain"})
+	podLine, err := sup.WaitFor(context.Background(), "  pod-1 started (pid ", waitLong)
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(podLine, "  pod-1 started (pid "), ")"))
 	require.NoError(t, err)
-	_, err = os.Stat(dir)
-	require.NoError(t, err, "the working directory exists while running")
-
-	require.NoError(t, sup.Signal(syscall.SIGINT))
-	exit, err := sup.Wait(ctx, waitLong)
-	require.NoError(t, err)
-	require.Equal(t, 130, exit.Code)
-
-	_, err = os.Stat(dir)
-	require.True(t, errors.Is(err, os.ErrNotExist), "working directory removed: %v", err)
-	require.Eventually(t, func() bool { return proctest.Gone(pid) }, 10*time.Second, 10*time.Millisecond,
-		"the controller process is gone")
-	conn, err := net.DialTimeout("tcp", endpoint.Host, time.Second)
-	if err == nil {
-		conn.Close()
-	}
-	require.Error(t, err, "etcd no longer listens")
+	sup.InterruptLeavesNothing(t, []int{pid})
 }
