@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Provides the two binaries controller-runtime's envtest needs to run a
+# real Kubernetes API server on 127.0.0.1, and prints the directory that
+# holds them (for KUBEBUILDER_ASSETS):
+#
+#   kube-apiserver  built from k8s.io/kubernetes through the Go module proxy
+#   etcd            Debian's etcd-server package
+#
+# Idempotent: the binaries are cached outside the clone, keyed on their
+# versions ($EXECFSM_KUBE_ASSETS, default ~/.cache/execfsm/kube-assets),
+# so only the first run on a machine builds (about 10 minutes on 2 cores;
+# the binary is about 170 MB). Progress goes to stderr, the directory to
+# stdout.
+set -euo pipefail
+
+k8s_version=1.37.2
+staging_version=0.37.2
+etcd_package=etcd-server
+root=${EXECFSM_KUBE_ASSETS:-$HOME/.cache/execfsm/kube-assets}
+dir="$root/kubernetes-$k8s_version"
+log() { echo "test-assets: $*" >&2; }
+
+mkdir -p "$dir"
+
+if [ ! -x "$dir/etcd" ]; then
+	if ! command -v etcd >/dev/null 2>&1; then
+		log "installing Debian's $etcd_package"
+		sudo=""
+		[ "$(id -u)" = 0 ] || sudo="sudo"
+		$sudo apt-get update -qq >&2 || true
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$etcd_package" >&2
+	fi
+	cp "$(command -v etcd)" "$dir/etcd.tmp"
+	mv "$dir/etcd.tmp" "$dir/etcd"
+fi
+
+if [ ! -x "$dir/kube-apiserver" ]; then
+	log "building kube-apiserver $k8s_version from the module proxy (first run only)"
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	cd "$work"
+	export GOWORK=off GOFLAGS=-mod=mod
+	go mod init execfsm.local/kube-assets >&2 2>/dev/null
+	cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+GO
+	go mod edit -require="k8s.io/kubernetes@v$k8s_version"
+	# k8s.io/kubernetes requires its staging modules at v0.0.0 and
+	# replaces them with directories of its own tree; outside that tree
+	# each must be replaced with its published release. Read the list
+	# from k8s.io/kubernetes's own go.mod rather than keeping a copy.
+	gomod=$(go mod download -json "k8s.io/kubernetes@v$k8s_version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+	for m in $(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" {print $1}' "$gomod" | sort -u); do
+		go mod edit -replace="$m=$m@v$staging_version"
+	done
+	go mod tidy -e >&2
+	go build -tags tools -ldflags "-X k8s.io/component-base/version.gitVersion=v$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$k8s_version" | cut -d. -f2)" \
+		-o "$dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
+	mv "$dir/kube-apiserver.tmp" "$dir/kube-apiserver"
+fi
+
+"$dir/kube-apiserver" --version >&2
+"$dir/etcd" --version 2>&1 | head -1 >&2
+echo "$dir"

@@ -1,0 +1,298 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/execfsm/execfsm/transition"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Labels and keys the store puts on its ConfigMaps.
+const (
+	// ManagedLabel marks every ConfigMap the store owns; its value is the
+	// store's Options.Prefix without the trailing dash, so two stores in
+	// one namespace keep apart.
+	ManagedLabel = "execfsm.io/store"
+	// IDAnnotation holds the record's id, which a ConfigMap name may not
+	// be able to carry as it is.
+	IDAnnotation = "execfsm.io/id"
+	recordKey    = "record"
+)
+
+// Defaults for zero Options.
+const (
+	DefaultPrefix  = "execfsm-"
+	DefaultTimeout = 10 * time.Second
+)
+
+// Options configure a [Store].
+type Options struct {
+	// Namespace holds the ConfigMaps (and Leases); required.
+	Namespace string
+	// Prefix starts every ConfigMap and Lease name (default
+	// DefaultPrefix). It must be a DNS-1123 label prefix ending in '-'.
+	Prefix string
+	// Timeout applies to calls whose context has no deadline.
+	Timeout time.Duration
+}
+
+// Store is a [transition.Store], [transition.Lister] and
+// [transition.Watcher] on the Kubernetes API: one ConfigMap per
+// execution, written with optimistic concurrency on its resourceVersion.
+//
+// Why ConfigMaps and not a custom resource: a ConfigMap needs nothing
+// installed in the cluster (no CRD, no conversion webhook, no cluster
+// admin to apply either), every cluster's RBAC already knows it, and the
+// record is opaque to Kubernetes anyway: it is stored as binary data
+// (transition.Record.MarshalBinary), its status mirrored into a label so
+// `kubectl get cm -l execfsm.io/status=relocating` finds executions by
+// status. A CRD would add schema validation and a status subresource the
+// store does not need, since every write already goes through the
+// transition table.
+//
+// A record's revision is the ConfigMap's resourceVersion. Kubernetes calls
+// it opaque; on every API server backed by etcd it is etcd's revision, a
+// decimal integer, and the store refuses (ErrCorrupt) one that is not.
+type Store struct {
+	client  kubernetes.Interface
+	ns      string
+	prefix  string
+	timeout time.Duration
+}
+
+var (
+	_ transition.Store   = (*Store)(nil)
+	_ transition.Lister  = (*Store)(nil)
+	_ transition.Watcher = (*Store)(nil)
+)
+
+// New returns a store using client.
+func New(client kubernetes.Interface, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("kube: nil client")
+	}
+	if errs := validation.IsDNS1123Label(opts.Namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("kube: namespace %q: %s", opts.Namespace, strings.Join(errs, "; "))
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(opts.Prefix, "-") || len(validation.IsDNS1123Label(strings.TrimSuffix(opts.Prefix, "-"))) > 0 || len(opts.Prefix) > 40 {
+		return nil, fmt.Errorf("kube: prefix %q: want a DNS-1123 label of at most 39 characters, then '-'", opts.Prefix)
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("kube: negative Timeout %v", opts.Timeout)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	return &Store{client: client, ns: opts.Namespace, prefix: opts.Prefix, timeout: opts.Timeout}, nil
+}
+
+// Namespace returns the namespace the store writes in.
+func (s *Store) Namespace() string { return s.ns }
+
+// Name returns the name of the ConfigMap (and Lease) of record id: the
+// prefix and the id itself when that makes a valid name, otherwise the
+// prefix and a hash of the id (the id is kept in an annotation).
+func (s *Store) Name(id string) string {
+	name := s.prefix + id
+	if len(name) <= validation.DNS1123SubdomainMaxLength-6 && len(validation.IsDNS1123Label(name)) == 0 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(id))
+	return s.prefix + "h-" + hex.EncodeToString(sum[:12])
+}
+
+func (s *Store) label() string { return strings.TrimSuffix(s.prefix, "-") }
+
+func (s *Store) call(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
+	if ctx == nil {
+		return nil, nil, fmt.Errorf("kube: %s: %w", op, transition.ErrNilContext)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return ctx, cancel, nil
+}
+
+// statusLabel makes a status fit a label value (63 characters of
+// [A-Za-z0-9._-]); a status that does not fit is left out.
+func statusLabel(status string) (string, bool) {
+	return status, len(validation.IsValidLabelValue(status)) == 0
+}
+
+func (s *Store) encode(rec transition.Record, cm *corev1.ConfigMap) error {
+	rec.Revision = 0 // the resourceVersion is the revision
+	data, err := rec.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Labels[ManagedLabel] = s.label()
+	if v, ok := statusLabel(rec.Status); ok {
+		cm.Labels[StatusLabel] = v
+	} else {
+		delete(cm.Labels, StatusLabel)
+	}
+	cm.Annotations[IDAnnotation] = rec.ID
+	cm.BinaryData = map[string][]byte{recordKey: data}
+	return nil
+}
+
+// StatusLabel mirrors the record's status on its ConfigMap.
+const StatusLabel = "execfsm.io/status"
+
+func (s *Store) decode(id string, cm *corev1.ConfigMap) (transition.Record, error) {
+	var rec transition.Record
+	if got := cm.Annotations[IDAnnotation]; got != id {
+		return transition.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: it holds record %q, not %q", s.ns, cm.Name, transition.ErrCorrupt, got, id)
+	}
+	if err := rec.UnmarshalBinary(cm.BinaryData[recordKey]); err != nil {
+		return transition.Record{}, fmt.Errorf("kube: ConfigMap %s/%s (record %q): %w", s.ns, cm.Name, id, err)
+	}
+	if rec.ID != id {
+		return transition.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: record names itself %q", s.ns, cm.Name, transition.ErrCorrupt, rec.ID)
+	}
+	rev, err := strconv.ParseUint(cm.ResourceVersion, 10, 64)
+	if err != nil || rev == 0 {
+		return transition.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: resourceVersion %q is not a positive integer", s.ns, cm.Name, transition.ErrCorrupt, cm.ResourceVersion)
+	}
+	rec.Revision = rev
+	return rec, nil
+}
+
+func wrap(op, id string, err error) error { return fmt.Errorf("kube: %s %q: %w", op, id, err) }
+
+// Get implements [transition.Store].
+func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
+	ctx, cancel, err := s.call(ctx, "Get")
+	if err != nil {
+		return transition.Record{}, err
+	}
+	defer cancel()
+	cm, err := s.client.CoreV1().ConfigMaps(s.ns).Get(ctx, s.Name(id), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return transition.Record{}, fmt.Errorf("kube: record %q: %w", id, transition.ErrNotFound)
+	case err != nil:
+		return transition.Record{}, wrap("Get", id, err)
+	}
+	return s.decode(id, cm)
+}
+
+// Create implements [transition.Store].
+func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.Record, error) {
+	if err := rec.Validate(); err != nil {
+		return transition.Record{}, err
+	}
+	ctx, cancel, err := s.call(ctx, "Create")
+	if err != nil {
+		return transition.Record{}, err
+	}
+	defer cancel()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: s.Name(rec.ID), Namespace: s.ns}}
+	if err := s.encode(rec, cm); err != nil {
+		return transition.Record{}, err
+	}
+	created, err := s.client.CoreV1().ConfigMaps(s.ns).Create(ctx, cm, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return transition.Record{}, fmt.Errorf("kube: record %q: %w", rec.ID, transition.ErrExists)
+	case err != nil:
+		return transition.Record{}, wrap("Create", rec.ID, err)
+	}
+	return s.decode(rec.ID, created)
+}
+
+// CompareAndSwap implements [transition.Store] with an update carrying
+// the expected resourceVersion: the API server answers 409 Conflict when
+// it has moved on, and the store then reads the current record for the
+// ConflictError.
+func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+	if next.ID != id {
+		return transition.Record{}, fmt.Errorf("kube: CompareAndSwap %q: %w: record id is %q", id, transition.ErrInvalidRecord, next.ID)
+	}
+	if err := next.Validate(); err != nil {
+		return transition.Record{}, err
+	}
+	ctx, cancel, err := s.call(ctx, "CompareAndSwap")
+	if err != nil {
+		return transition.Record{}, err
+	}
+	defer cancel()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: s.Name(id), Namespace: s.ns, ResourceVersion: strconv.FormatUint(expect, 10),
+	}}
+	if err := s.encode(next, cm); err != nil {
+		return transition.Record{}, err
+	}
+	if expect == 0 {
+		// An empty resourceVersion would mean "unconditionally".
+		cm.ResourceVersion = "0"
+	}
+	updated, err := s.client.CoreV1().ConfigMaps(s.ns).Update(ctx, cm, metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		return s.decode(id, updated)
+	case apierrors.IsNotFound(err):
+		return transition.Record{}, fmt.Errorf("kube: record %q: %w", id, transition.ErrNotFound)
+	case apierrors.IsConflict(err), apierrors.IsInvalid(err) && expect == 0:
+		cur, gerr := s.Get(ctx, id)
+		if gerr != nil {
+			return transition.Record{}, gerr
+		}
+		return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+	}
+	return transition.Record{}, wrap("CompareAndSwap", id, err)
+}
+
+// List implements [transition.Lister].
+func (s *Store) List(ctx context.Context) ([]transition.Record, error) {
+	recs, _, err := s.list(ctx)
+	return recs, err
+}
+
+func (s *Store) list(ctx context.Context) ([]transition.Record, string, error) {
+	ctx, cancel, err := s.call(ctx, "List")
+	if err != nil {
+		return nil, "", err
+	}
+	defer cancel()
+	list, err := s.client.CoreV1().ConfigMaps(s.ns).List(ctx, metav1.ListOptions{LabelSelector: ManagedLabel + "=" + s.label()})
+	if err != nil {
+		return nil, "", wrap("List", s.ns, err)
+	}
+	out := make([]transition.Record, 0, len(list.Items))
+	for k := range list.Items {
+		cm := &list.Items[k]
+		rec, err := s.decode(cm.Annotations[IDAnnotation], cm)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, rec)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, list.ResourceVersion, nil
+}

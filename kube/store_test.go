@@ -1,0 +1,150 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/kube"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/transition/storetest"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+var bg = context.Background()
+
+func newStore(t testing.TB) *kube.Store {
+	t.Helper()
+	s, err := kube.New(clientset, kube.Options{Namespace: namespace(t)})
+	require.NoError(t, err)
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) transition.Store { return newStore(t) })
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	for name, o := range map[string]kube.Options{
+		"no namespace":     {},
+		"bad namespace":    {Namespace: "Not_A_Namespace"},
+		"prefix no dash":   {Namespace: "default", Prefix: "execfsm"},
+		"prefix bad":       {Namespace: "default", Prefix: "Bad_Prefix-"},
+		"negative timeout": {Namespace: "default", Timeout: -1},
+	} {
+		_, err := kube.New(clientset, o)
+		require.Error(t, err, name)
+	}
+	_, err := kube.New(nil, kube.Options{Namespace: "default"})
+	require.Error(t, err)
+}
+
+// Ids that are not valid Kubernetes names are hashed into one, and kept
+// in an annotation; the status is mirrored in a label for kubectl.
+func TestAnyIDFitsAConfigMapAndStatusIsALabel(t *testing.T) {
+	s := newStore(t)
+	for _, id := range []string{"ex-1", "Teraslice/Ex_ID 42", strings.Repeat("long", 60), "é"} {
+		rec, err := s.Create(bg, storetest.Sample(id))
+		require.NoError(t, err, "%q", id)
+		got, err := s.Get(bg, id)
+		require.NoError(t, err)
+		require.Equal(t, rec.Revision, got.Revision)
+		cm, err := clientset.CoreV1().ConfigMaps(s.Namespace()).Get(bg, s.Name(id), metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, id, cm.Annotations[kube.IDAnnotation])
+		require.Equal(t, "running", cm.Labels[kube.StatusLabel])
+		require.LessOrEqual(t, len(cm.Name), 253)
+	}
+	require.Equal(t, "execfsm-ex-1", s.Name("ex-1"))
+}
+
+// A stale update gets 409 Conflict from the API server, which the store
+// turns into a ConflictError carrying the current record.
+func TestStaleResourceVersionIsAConflictWithTheCurrentRecord(t *testing.T) {
+	s := newStore(t)
+	rec, err := s.Create(bg, storetest.Sample("ex-1"))
+	require.NoError(t, err)
+	next := rec.Clone()
+	next.Status = "paused"
+	written, err := s.CompareAndSwap(bg, "ex-1", rec.Revision, next)
+	require.NoError(t, err)
+	_, err = s.CompareAndSwap(bg, "ex-1", rec.Revision, next)
+	var conflict *transition.ConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.Equal(t, written.Revision, conflict.Current.Revision)
+	require.Equal(t, "paused", conflict.Current.Status)
+}
+
+func TestPersistedLifecycleOnKubernetes(t *testing.T) {
+	s := newStore(t)
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	require.NoError(t, err)
+	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
+	require.NoError(t, err)
+	for _, to := range []state.Status{state.Scheduling, state.Initializing, state.Running, state.Relocating, state.Running} {
+		_, err := exec.Fire(bg, to, "step")
+		require.NoError(t, err)
+	}
+	_, err = exec.Fire(bg, state.Pending, "rewind")
+	require.ErrorIs(t, err, transition.ErrNotAllowed)
+}
+
+// A watch from a resourceVersion the API server no longer has answers
+// 410 Gone; the store re-lists and goes on, so the writes are all seen.
+func TestWatchFromAnExpiredVersionReListsAndMissesNothing(t *testing.T) {
+	s := newStore(t)
+	first, err := s.Create(bg, storetest.Sample("ex-0"))
+	require.NoError(t, err)
+	for k := 1; k < 5; k++ {
+		_, err := s.Create(bg, storetest.Sample(fmt.Sprintf("ex-%d", k)))
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	// Wait until the API server has compacted the first write away:
+	// asked directly, a watch from it then answers 410 Gone, the case
+	// the store must handle.
+	gone := func() bool {
+		w, err := clientset.CoreV1().ConfigMaps(s.Namespace()).Watch(ctx, metav1.ListOptions{ResourceVersion: fmt.Sprint(first.Revision)})
+		if err != nil {
+			return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+		}
+		defer w.Stop()
+		ev := <-w.ResultChan()
+		status, ok := ev.Object.(*metav1.Status)
+		return ev.Type == watch.Error && ok && status.Code == http.StatusGone
+	}
+	require.Eventually(t, gone, 60*time.Second, 200*time.Millisecond, "the API server never compacted")
+	ch, err := s.Watch(ctx, first.Revision)
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for len(seen) < 5 {
+		select {
+		case ev := <-ch:
+			seen[ev.ID] = true
+		case <-time.After(30 * time.Second):
+			t.Fatalf("saw %v after the expired watch", seen)
+		}
+	}
+	rec, err := s.Create(bg, storetest.Sample("ex-new"))
+	require.NoError(t, err)
+	for {
+		select {
+		case ev := <-ch:
+			if ev.ID == "ex-new" {
+				require.Equal(t, rec.Revision, ev.Revision)
+				require.Greater(t, ev.Revision, first.Revision)
+				return
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no event for a write after the re-list")
+		}
+	}
+}

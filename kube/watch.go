@@ -1,0 +1,132 @@
+package kube
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/execfsm/execfsm/transition"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Watch implements [transition.Watcher] with a Kubernetes watch on the
+// store's ConfigMaps. A watch from revision 0 starts with every record. A
+// watch the API server ends is resumed from the last resourceVersion it
+// delivered; when the server says that version is too old (410 Gone:
+// etcd compacted it, or the watch cache moved past it) the store lists
+// every record, delivers each, and watches from the list: nothing is
+// missed, some events repeat.
+func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan transition.WatchEvent, error) {
+	if ctx == nil {
+		return nil, wrap("Watch", "", transition.ErrNilContext)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ch := make(chan transition.WatchEvent)
+	go s.follow(ctx, fromRevision, ch)
+	return ch, nil
+}
+
+func (s *Store) follow(ctx context.Context, from uint64, ch chan<- transition.WatchEvent) {
+	defer close(ch)
+	send := func(ev transition.WatchEvent) bool {
+		select {
+		case ch <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	relist := from == 0
+	rv := strconv.FormatUint(from, 10)
+	retry := 100 * time.Millisecond
+	pause := func() bool {
+		select {
+		case <-time.After(retry):
+			retry = min(2*retry, 5*time.Second)
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for ctx.Err() == nil {
+		if relist {
+			recs, listRV, err := s.list(ctx)
+			if err != nil {
+				if !pause() {
+					return
+				}
+				continue
+			}
+			for _, rec := range recs {
+				if !send(transition.WatchEvent{ID: rec.ID, Revision: rec.Revision}) {
+					return
+				}
+			}
+			rv, relist = listRV, false
+		}
+		w, err := s.client.CoreV1().ConfigMaps(s.ns).Watch(ctx, metav1.ListOptions{
+			LabelSelector:       ManagedLabel + "=" + s.label(),
+			ResourceVersion:     rv,
+			AllowWatchBookmarks: true,
+		})
+		if err != nil {
+			relist = apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+			if !relist && !pause() {
+				return
+			}
+			continue
+		}
+		retry = 100 * time.Millisecond
+		var ok bool
+		rv, relist, ok = s.drain(ctx, w, rv, send)
+		w.Stop()
+		if !ok {
+			return
+		}
+	}
+}
+
+// drain delivers a watch's events until it ends. It returns the last
+// resourceVersion seen, whether a relist is needed (410), and false when
+// ctx ended or the consumer went away.
+func (s *Store) drain(ctx context.Context, w watch.Interface, rv string, send func(transition.WatchEvent) bool) (string, bool, bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return rv, false, false
+		case ev, open := <-w.ResultChan():
+			if !open {
+				return rv, false, true // the server ended the watch; resume
+			}
+			switch ev.Type {
+			case watch.Error:
+				status, _ := ev.Object.(*metav1.Status)
+				gone := status != nil && (status.Code == http.StatusGone || status.Reason == metav1.StatusReasonExpired || status.Reason == metav1.StatusReasonGone)
+				return rv, gone, true
+			case watch.Bookmark:
+				if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
+					rv = cm.ResourceVersion
+				}
+			case watch.Added, watch.Modified, watch.Deleted:
+				cm, ok := ev.Object.(*corev1.ConfigMap)
+				if !ok {
+					continue
+				}
+				rev, err := strconv.ParseUint(cm.ResourceVersion, 10, 64)
+				if err != nil {
+					continue
+				}
+				rv = cm.ResourceVersion
+				if !send(transition.WatchEvent{ID: cm.Annotations[IDAnnotation], Revision: rev}) {
+					return rv, false, false
+				}
+			}
+		}
+	}
+}
