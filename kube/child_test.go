@@ -1,11 +1,166 @@
 package kube_test
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/kube"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
+// controllerSpec is what a child execution controller is told: how to
+// reach the API server and which execution it runs.
+type controllerSpec struct {
+	Host      string `json:"host"`
+	CA        []byte `json:"ca"`
+	Cert      []byte `json:"cert"`
+	Key       []byte `json:"key"`
+	Namespace string `json:"namespace"`
+	ID        string `json:"id"`
+	Pod       string `json:"pod"`
+	Budget    int    `json:"budget"`
+}
+
+const leaseDuration = 2 * time.Second
+
 func runChild(raw string) int {
-	fmt.Fprintln(os.Stderr, "unknown child", raw)
-	return 2
+	var spec controllerSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	code, err := controller(spec)
+	if err != nil {
+		fmt.Println("error", err)
+		return 5
+	}
+	return code
+}
+
+type restartable struct{}
+
+func (restartable) IsRestartable() bool { return true }
+
+// controller is a Teraslice-style execution controller on Kubernetes: its
+// status in a ConfigMap, its hold on the execution a Lease, startup
+// decided by recovery.ApplyStartup, SIGTERM by recovery.ApplyTerminate.
+func controller(spec controllerSpec) (int, error) {
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	ctx := context.Background()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: spec.Host,
+		TLSClientConfig: rest.TLSClientConfig{CAData: spec.CA, CertData: spec.Cert, KeyData: spec.Key}})
+	if err != nil {
+		return 0, err
+	}
+	store, err := kube.New(client, kube.Options{Namespace: spec.Namespace})
+	if err != nil {
+		return 0, err
+	}
+	exec, err := transition.NewPersisted(state.Lifecycle(), store, spec.ID, transition.Actor(spec.Pod))
+	if err != nil {
+		return 0, err
+	}
+	if cur, _, err := exec.Load(ctx); err != nil {
+		return 0, err
+	} else if cur.IsTerminal() {
+		_, _, err := recovery.ApplyStartup(ctx, exec, spec.Pod, recovery.Policy{})
+		fmt.Println("refused", err)
+		return 3, nil
+	}
+	var own *kube.Ownership
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		own, err = store.Acquire(ctx, spec.ID, spec.Pod, leaseDuration)
+		if !errors.Is(err, kube.ErrHeld) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return 0, err
+	}
+	fmt.Println("lease", own.Claim.Epoch)
+	policy := recovery.Policy{Restarts: true, Work: restartable{}, RestartBudget: spec.Budget}
+	v, exec, err := recovery.ApplyStartup(ctx, exec.WithClaim(own.Claim), spec.Pod, policy)
+	if err != nil {
+		return 0, err
+	}
+	fmt.Println("verdict", v.Decision, v.To)
+	switch v.Decision {
+	case recovery.Fail:
+		return 4, own.Release(ctx)
+	case recovery.Start:
+		if _, err := exec.Fire(ctx, state.Running, "slicer ready"); err != nil {
+			return 0, err
+		}
+	}
+	fmt.Println("running")
+	<-terms // until the platform deletes the pod
+	a, err := recovery.ApplyTerminate(ctx, exec, policy, nil)
+	if err != nil {
+		return 0, err
+	}
+	fmt.Println("terminate", a.Kind)
+	if a.Kind == recovery.Relocate {
+		if err := own.Release(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return a.ExitCode, nil
+}
+
+// pod starts a controller process for execution id, as the platform
+// starting a pod would.
+func pod(t *testing.T, ns, id, name string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	raw, err := json.Marshal(controllerSpec{Host: cfg.Host, CA: cfg.CAData, Cert: cfg.CertData, Key: cfg.KeyData,
+		Namespace: ns, ID: id, Pod: name, Budget: 2})
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return cmd, lines
+}
+
+// expect reads lines until one equal to want.
+func expect(t *testing.T, lines <-chan string, want string) {
+	t.Helper()
+	for {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "the controller exited before saying %q", want)
+			require.NotContains(t, l, "error", "controller said %q", l)
+			if l == want {
+				return
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("no %q", want)
+		}
+	}
 }

@@ -20,9 +20,11 @@ import (
 
 var bg = context.Background()
 
-func newStore(t testing.TB) *kube.Store {
+func newStore(t testing.TB) *kube.Store { t.Helper(); return newStoreIn(t, namespace(t)) }
+
+func newStoreIn(t testing.TB, ns string) *kube.Store {
 	t.Helper()
-	s, err := kube.New(clientset, kube.Options{Namespace: namespace(t)})
+	s, err := kube.New(clientset, kube.Options{Namespace: ns})
 	require.NoError(t, err)
 	return s
 }

@@ -1,0 +1,86 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/kube"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// A recovery.Reconciler runs inside a controller-runtime manager watching
+// ConfigMaps of one namespace: it is called for the ConfigMap created.
+func TestRecoveryReconcilerRunsInAControllerRuntimeManager(t *testing.T) {
+	ns := namespace(t)
+	var mu sync.Mutex
+	seen := map[types.NamespacedName]int{}
+	r := recovery.ReconcilerFunc[types.NamespacedName](func(_ context.Context, key types.NamespacedName) (recovery.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[key]++
+		return recovery.Result{}, nil
+	})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, ctrl.NewControllerManagedBy(mgr).Named("execfsm-test-"+ns).For(&corev1.ConfigMap{}).Complete(kube.ForControllerRuntime(r)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+
+	_, err = clientset.CoreV1().ConfigMaps(ns).Create(bg, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sim-1", Namespace: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	key := types.NamespacedName{Namespace: ns, Name: "sim-1"}
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return seen[key] > 0 }, 30*time.Second, 20*time.Millisecond)
+}
+
+func TestAdaptersCarryRequeuesAndTerminalErrorsBothWays(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "x"}
+	errBroken := errors.New("broken spec")
+	to := kube.ForControllerRuntime(recovery.ReconcilerFunc[types.NamespacedName](func(_ context.Context, k types.NamespacedName) (recovery.Result, error) {
+		if k.Name == "terminal" {
+			return recovery.Result{}, recovery.Terminal(errBroken)
+		}
+		return recovery.Result{RequeueAfter: time.Minute}, nil
+	}))
+	res, err := to.Reconcile(bg, reconcile.Request{NamespacedName: key})
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, res.RequeueAfter)
+	_, err = to.Reconcile(bg, reconcile.Request{NamespacedName: types.NamespacedName{Name: "terminal"}})
+	require.ErrorIs(t, err, reconcile.TerminalError(nil), "controller-runtime sees a terminal error")
+	require.ErrorIs(t, err, errBroken)
+
+	from := kube.FromControllerRuntime(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+		switch req.Name {
+		case "terminal":
+			return reconcile.Result{}, reconcile.TerminalError(errBroken)
+		case "requeue":
+			//lint:ignore SA1019 the deprecated field is what is tested
+			return reconcile.Result{Requeue: true}, nil
+		}
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}))
+	r, err := from.Reconcile(bg, key)
+	require.NoError(t, err)
+	require.Equal(t, time.Second, r.RequeueAfter)
+	_, err = from.Reconcile(bg, types.NamespacedName{Name: "terminal"})
+	require.ErrorIs(t, err, recovery.ErrTerminal, "the Loop sees a terminal error")
+	_, err = from.Reconcile(bg, types.NamespacedName{Name: "requeue"})
+	require.Error(t, err, "a bare Requeue becomes a retry with backoff")
+	require.NotErrorIs(t, err, recovery.ErrTerminal)
+}
