@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/storecall"
 	"github.com/execfsm/execfsm/transition"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -16,10 +17,6 @@ var ErrHeld = errors.New("execution is owned by a live controller")
 
 // maxLeaseTTL is etcd's own limit on a lease's TTL (9,000,000,000 s).
 const maxLeaseTTL = 9_000_000_000 * time.Second
-
-// historyKept bounds the audit trail Acquire writes, like Persisted's
-// default.
-const historyKept = 16
 
 // Ownership is a controller's hold on an execution, for the life of an
 // etcd lease that it keeps alive in the background.
@@ -119,17 +116,7 @@ func (s *Store) takeOver(ctx context.Context, id, owner string, lease clientv3.L
 		if err != nil {
 			return nil, err
 		}
-		next := rec.Clone()
-		next.Owner, next.Epoch = owner, rec.Epoch+1
-		now := time.Now().UTC().Round(0)
-		next.UpdatedAt = now
-		next.History = append(next.History, transition.Entry{
-			From: rec.Status, To: rec.Status, Reason: fmt.Sprintf("acquired with lease %x", int64(lease)),
-			Actor: owner, Owner: owner, Epoch: next.Epoch, At: now, Revision: rec.Revision,
-		})
-		if len(next.History) > historyKept {
-			next.History = next.History[len(next.History)-historyKept:]
-		}
+		next := storecall.TakeOver(rec, owner, rec.Epoch+1, fmt.Sprintf("acquired with lease %x", int64(lease)), time.Now())
 		if err := next.Validate(); err != nil {
 			return nil, err
 		}

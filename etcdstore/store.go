@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/storecall"
 	"github.com/execfsm/execfsm/transition"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -65,20 +66,8 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 		owners: opts.Prefix + "owners/", timeout: opts.Timeout}, nil
 }
 
-// call prepares ctx for one etcd call: nil and done contexts are refused,
-// a context without deadline gets the store's timeout.
 func (s *Store) call(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
-	if ctx == nil {
-		return nil, nil, fmt.Errorf("etcdstore: %s: %w", op, transition.ErrNilContext)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
-	}
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	return ctx, cancel, nil
+	return storecall.Context(ctx, "etcdstore", op, s.timeout)
 }
 
 // wrap names the operation and id in an etcd error, keeping it matchable

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/storecall"
 	"github.com/execfsm/execfsm/transition"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,10 +17,6 @@ import (
 // ErrHeld is matched by the error of Acquire when a live controller holds
 // the execution's Lease.
 var ErrHeld = errors.New("execution is owned by a live controller")
-
-// historyKept bounds the audit trail Acquire writes, like Persisted's
-// default.
-const historyKept = 16
 
 // Ownership is a controller's hold on an execution through a
 // coordination.k8s.io/v1 Lease it keeps renewing.
@@ -184,14 +181,7 @@ func (s *Store) ownRecord(ctx context.Context, id, holder string, epoch uint64) 
 	if rec.Epoch >= epoch {
 		return transition.Record{}, transition.ErrConflict
 	}
-	next := rec.Clone()
-	now := time.Now().UTC().Round(0)
-	next.Owner, next.Epoch, next.UpdatedAt = holder, epoch, now
-	next.History = append(next.History, transition.Entry{From: rec.Status, To: rec.Status, Reason: "acquired the Lease",
-		Actor: holder, Owner: holder, Epoch: epoch, At: now, Revision: rec.Revision})
-	if len(next.History) > historyKept {
-		next.History = next.History[len(next.History)-historyKept:]
-	}
+	next := storecall.TakeOver(rec, holder, epoch, "acquired the Lease", time.Now())
 	written, err := s.CompareAndSwap(ctx, id, rec.Revision, next)
 	var conflict *transition.ConflictError
 	if errors.As(err, &conflict) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/storecall"
 	"github.com/execfsm/execfsm/transition"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -119,17 +120,7 @@ func (s *Store) Name(id string) string {
 func (s *Store) label() string { return strings.TrimSuffix(s.prefix, "-") }
 
 func (s *Store) call(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
-	if ctx == nil {
-		return nil, nil, fmt.Errorf("kube: %s: %w", op, transition.ErrNilContext)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
-	}
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	return ctx, cancel, nil
+	return storecall.Context(ctx, "kube", op, s.timeout)
 }
 
 // statusLabel makes a status fit a label value (63 characters of
