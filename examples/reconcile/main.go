@@ -39,6 +39,7 @@ import (
 
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
+	"github.com/execfsm/execfsm/transition"
 )
 
 func main() {
@@ -205,12 +206,18 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 		return false, err
 	}
 	defer closeStore()
+	// A read that fails (a fresh client still connecting) is tried
+	// again; it says nothing about the store's agreement with the world.
 	statusOf := func(uuid string) string {
-		rec, err := st.Get(ctx, uuid)
-		if err != nil {
-			return "(" + err.Error() + ")"
+		var err error
+		for range 5 {
+			var rec transition.Record
+			if rec, err = st.Get(ctx, uuid); err == nil {
+				return rec.Status
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		return rec.Status
+		return "(" + err.Error() + ")"
 	}
 	checks := []struct {
 		ok   bool
