@@ -93,61 +93,37 @@ func machine(b *testing.B, table *transition.Table[state.Status]) *transition.Ma
 // BenchmarkFire is a valid transition on the lifecycle (running ⇄ paused)
 // and on the toggle, in each library.
 func BenchmarkFire(b *testing.B) {
-	lifecycle := state.Lifecycle()
-	b.Run("lifecycle/execfsm", func(b *testing.B) {
-		m := machine(b, lifecycle)
-		b.ReportAllocs()
-		for i := range b.N {
-			if _, err := m.Fire(ctx, targets[i&1], "toggle"); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("lifecycle/looplab", func(b *testing.B) {
-		f := Looplab(lifecycle, "running", nil)
-		events := [2]string{Event("paused"), Event("running")}
-		b.ReportAllocs()
-		for i := range b.N {
-			if err := f.Event(ctx, events[i&1]); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	for _, mode := range []struct {
-		name string
-		mode stateless.FiringMode
-	}{{"stateless-immediate", stateless.FiringImmediate}, {"stateless-queued", stateless.FiringQueued}} {
-		b.Run("lifecycle/"+mode.name, func(b *testing.B) {
-			sm := Stateless(lifecycle, "running", mode.mode, nil)
-			events := [2]string{Event("paused"), Event("running")}
-			b.ReportAllocs()
-			for i := range b.N {
-				if err := sm.Fire(events[i&1]); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	fireInEach(b, "lifecycle", state.Lifecycle(), state.Running, [2]state.Status{state.Paused, state.Running})
 	toggle, err := Toggle()
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("toggle/execfsm", func(b *testing.B) {
-		m, err := transition.NewMachine(toggle)
+	fireInEach(b, "toggle", toggle, "off", [2]string{"on", "off"})
+}
+
+// fireInEach benchmarks, in every library, a machine on table that starts
+// in start and alternates between the two states of moves.
+func fireInEach[S comparable](b *testing.B, group string, table *transition.Table[S], start S, moves [2]S) {
+	startName, _ := table.Name(start)
+	var events [2]string
+	for k, s := range moves {
+		name, _ := table.Name(s)
+		events[k] = Event(name)
+	}
+	b.Run(group+"/execfsm", func(b *testing.B) {
+		m, err := transition.NewMachine(table, transition.StartIn(start))
 		if err != nil {
 			b.Fatal(err)
 		}
-		to := [2]string{"on", "off"}
 		b.ReportAllocs()
 		for i := range b.N {
-			if _, err := m.Fire(ctx, to[i&1], "toggle"); err != nil {
+			if _, err := m.Fire(ctx, moves[i&1], "toggle"); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	b.Run("toggle/looplab", func(b *testing.B) {
-		f := Looplab(toggle, "off", nil)
-		events := [2]string{Event("on"), Event("off")}
+	b.Run(group+"/looplab", func(b *testing.B) {
+		f := Looplab(table, startName, nil)
 		b.ReportAllocs()
 		for i := range b.N {
 			if err := f.Event(ctx, events[i&1]); err != nil {
@@ -159,9 +135,8 @@ func BenchmarkFire(b *testing.B) {
 		name string
 		mode stateless.FiringMode
 	}{{"stateless-immediate", stateless.FiringImmediate}, {"stateless-queued", stateless.FiringQueued}} {
-		b.Run("toggle/"+mode.name, func(b *testing.B) {
-			sm := Stateless(toggle, "off", mode.mode, nil)
-			events := [2]string{Event("on"), Event("off")}
+		b.Run(group+"/"+mode.name, func(b *testing.B) {
+			sm := Stateless(table, startName, mode.mode, nil)
 			b.ReportAllocs()
 			for i := range b.N {
 				if err := sm.Fire(events[i&1]); err != nil {
