@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/locallease"
 	"github.com/execfsm/execfsm/internal/watchlog"
 	"github.com/execfsm/execfsm/transition"
 	bolt "go.etcd.io/bbolt"
@@ -131,6 +132,7 @@ func (db *DB) Close() error {
 	db.closed = true
 	for _, s := range db.stores {
 		s.hub.Close()
+		s.owners.Close(fmt.Errorf("boltstore: %w", ErrClosed))
 	}
 	db.mu.Unlock()
 	return db.bolt.Close()
@@ -195,6 +197,7 @@ type Store struct {
 	namespace string
 	bucket    []byte
 	hub       watchlog.Hub
+	owners    locallease.Table
 }
 
 var (
@@ -271,11 +274,11 @@ func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.R
 	if err := rec.Validate(); err != nil {
 		return transition.Record{}, err
 	}
-	return s.write(ctx, rec, func(records *bolt.Bucket) error {
+	return s.write(ctx, func(records *bolt.Bucket) (transition.Record, error) {
 		if records.Get([]byte(rec.ID)) != nil {
-			return fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(rec.ID), transition.ErrExists)
+			return transition.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(rec.ID), transition.ErrExists)
 		}
-		return nil
+		return rec, nil
 	})
 }
 
@@ -290,25 +293,77 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 	if err := next.Validate(); err != nil {
 		return transition.Record{}, err
 	}
-	return s.write(ctx, next, func(records *bolt.Bucket) error {
-		data := records.Get([]byte(id))
-		if data == nil {
-			return fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), transition.ErrNotFound)
-		}
-		cur, err := s.decode(id, data)
+	return s.write(ctx, func(records *bolt.Bucket) (transition.Record, error) {
+		cur, err := s.current(records, id)
 		if err != nil {
-			return err // a record we cannot read is never overwritten
+			return transition.Record{}, err
 		}
 		if cur.Revision != expect {
-			return &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+			return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
 		}
-		return nil
+		if stored, claim := (transition.Claim{Owner: cur.Owner, Epoch: cur.Epoch}), (transition.Claim{Owner: next.Owner, Epoch: next.Epoch}); stored != claim {
+			return transition.Record{}, transition.ClaimChanged(id, stored, claim)
+		}
+		return next, nil
 	})
 }
 
-// write stores rec at the next revision in one transaction, if precheck
-// (run in the same transaction) agrees, and logs the write for watchers.
-func (s *Store) write(ctx context.Context, rec transition.Record, precheck func(records *bolt.Bucket) error) (transition.Record, error) {
+// current reads record id in a write transaction. A record that does not
+// decode is an error: it is never overwritten.
+func (s *Store) current(records *bolt.Bucket, id string) (transition.Record, error) {
+	data := records.Get([]byte(id))
+	if data == nil {
+		return transition.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), transition.ErrNotFound)
+	}
+	return s.decode(id, data)
+}
+
+// Acquire implements [transition.Store]. The ownership lives in this
+// process, which holds the file's lock: it lasts until released or until
+// the DB is closed (see [transition.Ownership]). A process that opens the
+// file after another one died finds nothing held.
+func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) (transition.Ownership, transition.Record, error) {
+	if err := s.check(ctx, "Acquire"); err != nil {
+		return nil, transition.Record{}, err
+	}
+	if err := lease.Validate(); err != nil {
+		return nil, transition.Record{}, err
+	}
+	var written transition.Record
+	h, err := s.owners.Acquire(ctx, id, lease.Wait, func() (string, uint64, error) {
+		var err error
+		written, err = s.write(ctx, func(records *bolt.Bucket) (transition.Record, error) {
+			cur, err := s.current(records, id)
+			if err != nil {
+				return transition.Record{}, err
+			}
+			return lease.TakeOver(cur, cur.Epoch+1, time.Now()), nil
+		})
+		return written.Owner, written.Epoch, err
+	})
+	if err != nil {
+		var busy *locallease.BusyError
+		if errors.As(err, &busy) {
+			return nil, transition.Record{}, &transition.HeldError{ID: id, Holder: busy.Holder, Waited: busy.Waited}
+		}
+		return nil, transition.Record{}, err
+	}
+	return ownership{h}, written, nil
+}
+
+// ownership is an ownership held in this process.
+type ownership struct{ h *locallease.Held }
+
+func (o ownership) Claim() transition.Claim {
+	return transition.Claim{Owner: o.h.Owner, Epoch: o.h.Epoch}
+}
+func (o ownership) Lost() <-chan struct{}         { return o.h.Lost() }
+func (o ownership) Release(context.Context) error { o.h.Release(); return nil }
+
+// write stores the record build returns at the next revision, in one
+// transaction with build's checks, and logs the write for watchers.
+func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (transition.Record, error)) (transition.Record, error) {
+	var rec transition.Record
 	err := s.db.bolt.Update(func(tx *bolt.Tx) error {
 		// The writer lock may have been waited for; a caller who gave up
 		// meanwhile gets nothing written.
@@ -316,7 +371,8 @@ func (s *Store) write(ctx context.Context, rec transition.Record, precheck func(
 			return err
 		}
 		ns, records, log := s.buckets(tx)
-		if err := precheck(records); err != nil {
+		var err error
+		if rec, err = build(records); err != nil {
 			return err
 		}
 		meta := tx.Bucket(metaBucket)

@@ -64,10 +64,6 @@ type Verdict struct {
 // ErrTerminalStatus: the execution is already over.
 var ErrTerminalStatus = errors.New("execution is in a terminal status")
 
-// ErrTakenOver is matched by the error [ApplyStartup] returns when another
-// controller took the execution over while this one was starting.
-var ErrTakenOver = errors.New("execution taken over by another controller")
-
 // Startup decides what a controller starting for the execution in rec
 // does. It is a pure function of the record and the policy; [ApplyStartup]
 // writes its verdict. The rules:
@@ -197,44 +193,59 @@ func deadlineUpdate(rec transition.Record, cur state.Status, dl Deadline, now ti
 	return u
 }
 
-// ApplyStartup decides with [Startup] on the execution's current record
-// and writes the verdict in one compare-and-swap: the status, the reason,
-// the restart count and a take-over by owner at the next epoch, which
-// fences whichever controller held it before. It returns the verdict and
-// a Persisted that writes under the new claim.
+// ApplyStartup is what a controller does first: it takes the execution
+// over and writes what [Startup] decides. It always ends with the caller
+// owning the execution at a new epoch, or with nothing written:
 //
-// If exec already holds the record's current claim (it took the execution
-// over another way, such as etcdstore.Store.Acquire under a lease), the
-// verdict is written under that claim without a second take-over.
+//  1. It reads the record. A terminal status is refused ([Refuse],
+//     ErrTerminalStatus): nothing is written, nothing is owned.
+//  2. It acquires the execution through the store ([transition.Lease]):
+//     the holder becomes the owner at the next epoch, which fences every
+//     earlier controller, relocated or not. A live holder (another
+//     controller that is running, or that has just started) is never
+//     taken over: the error matches [transition.ErrHeld] and nothing is
+//     written. With lease.Wait it waits, while ctx allows, for that
+//     holder's lease to end (a crashed predecessor's expires).
+//  3. It decides with [Startup] on the record as the take-over left it and
+//     writes the verdict under the new claim. Only now, with the previous
+//     holder's lease gone, can a running status mean a crash, so only now
+//     is a restart counted against the budget.
 //
-// Refuse writes nothing and returns the verdict's error. If another
-// controller takes the execution over between the read and the write (two
-// controllers starting at once), exactly one wins; the other gets an
-// error matching [ErrTakenOver] and must not run.
-func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status], owner string, p Policy) (Verdict, *transition.Persisted[state.Status], error) {
+// If exec already owns the record (an ownership that has not ended, whose
+// claim the record still carries), step 2 is skipped. If the verdict is
+// not written (the execution became terminal meanwhile, or a write
+// failed), the ownership is released again. The returned handle writes
+// under the new claim; watch its Ownership().Lost() and stop driving the
+// execution when it closes.
+func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status], lease transition.Lease, p Policy) (Verdict, *transition.Persisted[state.Status], error) {
 	if exec == nil {
 		return Verdict{}, nil, errors.New("recovery: ApplyStartup: nil execution")
 	}
 	if p.Now.IsZero() {
 		p.Now = time.Now()
 	}
-	// A fresh read first: the decision and the take-over check below
-	// must start from what the store holds, not from what this handle
-	// last wrote.
-	if _, _, err := exec.Load(ctx); err != nil {
+	if _, err := p.withDefaults(); err != nil {
 		return Verdict{}, nil, err
 	}
-	var (
-		verdict Verdict
-		seen    bool
-		first   transition.Claim
-	)
-	_, rec, err := exec.Apply(ctx, func(_ state.Status, rec transition.Record) (transition.Update[state.Status], error) {
-		claim := transition.Claim{Owner: rec.Owner, Epoch: rec.Epoch}
-		if seen && claim != first {
-			return transition.Update[state.Status]{}, fmt.Errorf("recovery: %s: %w (%s at epoch %d)", rec.ID, ErrTakenOver, rec.Owner, rec.Epoch)
+	_, rec, err := exec.Load(ctx)
+	if err != nil {
+		return Verdict{}, nil, err
+	}
+	owned := exec
+	if !owns(exec, rec) {
+		v, err := Startup(rec, p)
+		if err != nil {
+			return Verdict{}, nil, err
 		}
-		seen, first = true, claim
+		if v.Decision == Refuse {
+			return v, nil, v.Err
+		}
+		if owned, _, err = exec.Acquire(ctx, lease); err != nil {
+			return Verdict{}, nil, fmt.Errorf("recovery: startup of %s: %w", rec.ID, err)
+		}
+	}
+	var verdict Verdict
+	_, _, err = owned.Apply(ctx, func(_ state.Status, rec transition.Record) (transition.Update[state.Status], error) {
 		v, err := Startup(rec, p)
 		if err != nil {
 			return transition.Update[state.Status]{}, err
@@ -243,16 +254,28 @@ func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status],
 		if v.Decision == Refuse {
 			return transition.Update[state.Status]{}, v.Err
 		}
-		takeOver := owner
-		if exec.Claim() == claim {
-			// Already ours (taken with an etcd lease, say): no second
-			// epoch bump.
-			takeOver = ""
-		}
-		return transition.Update[state.Status]{To: v.To, Reason: v.Reason, Meta: v.Meta, TakeOver: takeOver}, nil
+		return transition.Update[state.Status]{To: v.To, Reason: v.Reason, Meta: v.Meta}, nil
 	})
 	if err != nil {
+		if owned != exec {
+			_ = owned.Ownership().Release(context.WithoutCancel(ctx))
+		}
 		return verdict, nil, err
 	}
-	return verdict, exec.WithClaim(transition.Claim{Owner: rec.Owner, Epoch: rec.Epoch}), nil
+	return verdict, owned, nil
+}
+
+// owns reports whether exec holds a live ownership of rec.
+func owns(exec *transition.Persisted[state.Status], rec transition.Record) bool {
+	own := exec.Ownership()
+	if own == nil {
+		return false
+	}
+	select {
+	case <-own.Lost():
+		return false
+	default:
+	}
+	c := exec.Claim()
+	return c.Owner != "" && c == transition.Claim{Owner: rec.Owner, Epoch: rec.Epoch}
 }

@@ -64,6 +64,10 @@ type Action struct {
 	// anyway: shutting a healthy execution down because a flush failed
 	// would lose more than the flush.
 	CheckpointErr error
+	// ReleaseErr is the error of releasing the ownership after writing
+	// relocating, if it failed: the successor then waits for the lease to
+	// expire instead of taking over at once.
+	ReleaseErr error
 }
 
 // Terminate decides what a SIGTERM means for the controller holding claim
@@ -117,7 +121,14 @@ func Terminate(rec transition.Record, claim transition.Claim, p Policy) (Action,
 // remembering the status it leaves. If the record changed meanwhile (the
 // cluster master has just written stopping) it decides again on the
 // fresh record, so exactly one outcome happens: relocated, or shut down.
-// A fenced write means another controller took over: Leave.
+// A fenced write means another controller took over, or this one's
+// ownership ended: Leave.
+//
+// After writing relocating it releases exec's ownership, so the
+// controller that replaces this one takes over at once instead of after
+// the lease's TTL; exec writes nothing more (its writes are fenced). On
+// Shutdown the caller still owns the execution: it writes the final
+// status, then releases.
 func ApplyTerminate(ctx context.Context, exec *transition.Persisted[state.Status], p Policy, checkpoint func(context.Context) error) (Action, error) {
 	if exec == nil {
 		return Action{}, errors.New("recovery: ApplyTerminate: nil execution")
@@ -151,6 +162,9 @@ func ApplyTerminate(ctx context.Context, exec *transition.Persisted[state.Status
 	})
 	var fenced *transition.FencedError
 	if errors.As(err, &fenced) {
+		if fenced.Lost {
+			return Action{Kind: Leave, Reason: "this controller's ownership of the execution has ended"}, nil
+		}
 		return Action{Kind: Leave, Reason: fmt.Sprintf("execution is owned by %s at epoch %d now", fenced.CurrentOwner, fenced.CurrentEpoch)}, nil
 	}
 	if err != nil {
@@ -158,6 +172,9 @@ func ApplyTerminate(ctx context.Context, exec *transition.Persisted[state.Status
 	}
 	if final.Kind == Relocate {
 		final.CheckpointErr = checkpointErr
+		if own := exec.Ownership(); own != nil {
+			final.ReleaseErr = own.Release(ctx)
+		}
 	}
 	return final, nil
 }

@@ -68,7 +68,7 @@ func TestTerminateLeavesAnExecutionSomeoneElseOwns(t *testing.T) {
 
 func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *testing.T) {
 	exec, store := newExecution(t, state.Paused, time.Now)
-	owned := exec.WithClaim(transition.Claim{Owner: "pod-0", Epoch: 1})
+	owned := owner(t, exec, "pod-0")
 	checkpoints := 0
 	a, err := recovery.ApplyTerminate(context.Background(), owned, recovery.Policy{Restarts: true, Work: slicer{true}}, func(context.Context) error {
 		checkpoints++
@@ -84,8 +84,17 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 	require.Equal(t, "relocating", rec.Status)
 	require.Equal(t, "paused", rec.Previous)
 
-	// The successor brings it back paused.
-	v, _, err := recovery.ApplyStartup(context.Background(), exec, "pod-1", recovery.Policy{})
+	require.NoError(t, a.ReleaseErr)
+	select {
+	case <-owned.Ownership().Lost():
+	default:
+		t.Fatal("the relocating controller still owns the execution")
+	}
+	_, err = owned.Fire(context.Background(), state.Failed, "late write")
+	require.ErrorIs(t, err, transition.ErrFenced, "a relocated controller writes nothing more")
+
+	// The successor takes over at once and brings it back paused.
+	v, _, err := recovery.ApplyStartup(context.Background(), exec, lease("pod-1"), recovery.Policy{})
 	require.NoError(t, err)
 	require.Equal(t, state.Paused, v.To)
 }
@@ -93,7 +102,7 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 func TestApplyTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	errFlush := errors.New("flush failed")
-	a, err := recovery.ApplyTerminate(context.Background(), exec.WithClaim(transition.Claim{Owner: "pod-0", Epoch: 1}),
+	a, err := recovery.ApplyTerminate(context.Background(), owner(t, exec, "pod-0"),
 		recovery.Policy{Restarts: true, Work: slicer{true}}, func(context.Context) error { return errFlush })
 	require.NoError(t, err)
 	require.Equal(t, recovery.Relocate, a.Kind)
@@ -117,9 +126,8 @@ func TestApplyTerminateShutdownWritesNothing(t *testing.T) {
 
 func TestApplyTerminateByAFencedControllerLeaves(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
-	stale := exec.WithClaim(transition.Claim{Owner: "pod-0", Epoch: 1})
-	_, _, err := exec.Acquire(context.Background(), "pod-1", "relocated")
-	require.NoError(t, err)
+	stale := crashed(t, exec, "pod-0")
+	owner(t, exec, "pod-1")
 	before, _ := store.Get(context.Background(), "ex-1")
 	a, err := recovery.ApplyTerminate(context.Background(), stale, recovery.Policy{Restarts: true, Work: slicer{true}}, nil)
 	require.NoError(t, err)
@@ -143,7 +151,7 @@ func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testin
 		_, store := newExecution(t, state.Running, time.Now)
 		controller, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.Actor("controller"))
 		require.NoError(t, err)
-		controller = controller.WithClaim(transition.Claim{Owner: "pod-0", Epoch: 1})
+		controller = owner(t, controller, "pod-0")
 		master, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.Actor("master"))
 		require.NoError(t, err)
 
@@ -172,7 +180,9 @@ func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testin
 		require.Equal(t, "stopping", rec.Status)
 		var trail []string
 		for _, e := range rec.History[1:] {
-			trail = append(trail, e.To)
+			if e.From != e.To { // the take-over keeps the status
+				trail = append(trail, e.To)
+			}
 		}
 		switch action.Kind {
 		case recovery.Relocate:

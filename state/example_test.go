@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
@@ -51,11 +52,13 @@ func Example_relocation() {
 	_, _ = master.Fire(ctx, state.Scheduling, "allocator dequeued it")
 	_, _ = master.Fire(ctx, state.Initializing, "controller placed")
 
-	podA, _, _ := master.Acquire(ctx, "pod-a", "controller started") // epoch 1
+	lease := func(pod string) transition.Lease { return transition.Lease{Holder: pod, TTL: 15 * time.Second} }
+	podA, _, _ := master.Acquire(ctx, lease("pod-a")) // epoch 1
 	_, _ = podA.Fire(ctx, state.Running, "slicer ready")
 	_, _ = podA.Fire(ctx, state.Relocating, "SIGTERM from the platform: relocate")
+	_ = podA.Ownership().Release(ctx) // so the next pod need not wait for the lease
 
-	podB, rec, _ := master.Acquire(ctx, "pod-b", "relocated") // epoch 2 fences pod-a
+	podB, rec, _ := master.Acquire(ctx, lease("pod-b")) // epoch 2 fences pod-a
 	back, _ := table.Parse(rec.Previous)                      // relocating remembers: running
 	_, _ = podB.Fire(ctx, back, "resumed")
 

@@ -27,8 +27,16 @@ var (
 	ErrConflict = errors.New("record changed concurrently")
 
 	// ErrFenced: the writer's ownership claim is stale, because another
-	// owner took over with a newer epoch; see [FencedError].
+	// owner took over with a newer epoch, or because the writer's own
+	// ownership ended (released, expired); see [FencedError].
 	ErrFenced = errors.New("writer fenced by a newer owner")
+
+	// ErrHeld: a live holder owns the record, so it cannot be acquired;
+	// see [HeldError]. Every store's Acquire refuses with it.
+	ErrHeld = errors.New("record is owned by a live holder")
+
+	// ErrInvalidLease: a [Lease] breaks a limit; nothing was acquired.
+	ErrInvalidLease = errors.New("invalid lease")
 
 	// ErrInvalidRecord: a record breaks a limit or a rule of [Record];
 	// nothing was written.
@@ -97,17 +105,25 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // FencedError is returned when a writer holding an ownership claim finds
-// the record owned by someone else, or by itself at another epoch: it was
-// relocated and a newer controller took over. Nothing was written.
+// the record owned by someone else, or by itself at another epoch (it was
+// relocated and a newer controller took over), or when the writer's own
+// [Ownership] has ended. Nothing was written.
 type FencedError struct {
 	ID           string
 	Owner        string // the writer's claimed owner
 	Epoch        uint64 // the writer's claimed epoch
-	CurrentOwner string
+	CurrentOwner string // the record's owner, when the store was read
 	CurrentEpoch uint64
+	// Lost: the writer's ownership ended (released, expired, the store
+	// closed); the record was not read.
+	Lost bool
 }
 
 func (e *FencedError) Error() string {
+	if e.Lost {
+		return fmt.Sprintf("transition: %s: %v: claim %q@%d: the ownership has ended",
+			e.ID, ErrFenced, e.Owner, e.Epoch)
+	}
 	return fmt.Sprintf("transition: %s: %v: claim %q@%d, record owned by %q@%d",
 		e.ID, ErrFenced, e.Owner, e.Epoch, e.CurrentOwner, e.CurrentEpoch)
 }

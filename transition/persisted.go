@@ -8,13 +8,6 @@ import (
 	"time"
 )
 
-// Claim is an ownership claim on a record: the owner's name and the epoch
-// at which it took the record over. The zero Claim claims nothing.
-type Claim struct {
-	Owner string
-	Epoch uint64
-}
-
 // Update is what one atomic write does to a record. The zero value is not
 // meaningful: To must be set, to the current state for a write that
 // changes no state.
@@ -25,9 +18,6 @@ type Update[S comparable] struct {
 	// the same write as the move.
 	Meta  map[string]string
 	Unset []string
-	// TakeOver, if not empty, makes the writer the record's owner at the
-	// next epoch, which fences every write under an older claim.
-	TakeOver string
 }
 
 // Persisted is one execution whose state lives in a [Store]: its table,
@@ -37,31 +27,43 @@ type Update[S comparable] struct {
 // and decides again on the fresh record, a bounded number of times (see
 // [Retries]); it never overwrites what it has not seen.
 //
-// A Persisted may hold a [Claim] (see [Persisted.Acquire]). Its writes
-// then fail with [ErrFenced] once the record is owned by anyone else or at
-// another epoch, so a relocated controller that is still alive cannot
-// drive the execution its successor has taken over. A Persisted without a
-// claim writes as an outside authority (a cluster master asking an
-// execution to stop) and is never fenced.
+// A Persisted from [NewPersisted] writes as an outside authority (a
+// cluster master asking an execution to stop, an operator): it never
+// owns the record and is never fenced. [Persisted.Acquire] takes the
+// record over through the store's [Ownership] and returns a handle that
+// writes under the new [Claim]: its writes fail with [ErrFenced] once its
+// ownership has ended or the record is owned by anyone else, so a
+// relocated controller that is still alive cannot drive the execution its
+// successor has taken over.
 //
-// A Persisted is safe for concurrent use; its writes are serialised, since
-// they would only conflict with each other in the store.
+// A Persisted is safe for concurrent use. Handles derived from one
+// another by Acquire share one write queue and one delivery queue for
+// observers: their writes are serialised (they would only conflict in
+// the store) and observers see them one at a time, in write order.
 type Persisted[S comparable] struct {
-	table     *Table[S]
-	store     Store
-	id        string
-	claim     Claim
-	actor     string
-	history   int
-	retries   int
-	clock     func() time.Time
+	table   *Table[S]
+	store   Store
+	id      string
+	actor   string
+	history int
+	retries int
+	clock   func() time.Time
+	claim   Claim
+	own     Ownership // nil: an outside authority
+	shared  *handles[S]
+}
+
+// handles is what the handles of one record derived from one another
+// share.
+type handles[S comparable] struct {
 	observers []func(Change[S])
 	notify    *notifier[S]
 	sem       chan struct{} // one write at a time; a channel so waiting honours ctx
 	cache     Record        // the record as last read or written; guarded by sem
 }
 
-// NewPersisted returns the execution id of store, under table. It does not
+// NewPersisted returns the execution id of store, under table, written as
+// an outside authority (see [Persisted.Acquire] to own it). It does not
 // touch the store. It accepts [OnChange], [Clock], [Actor], [History] and
 // [Retries].
 func NewPersisted[S comparable](table *Table[S], store Store, id string, opts ...Option) (*Persisted[S], error) {
@@ -83,8 +85,8 @@ func NewPersisted[S comparable](table *Table[S], store Store, id string, opts ..
 		return nil, errors.Join(s.errs...)
 	}
 	return &Persisted[S]{
-		table: table, store: store, id: id, actor: s.actor, history: s.history, retries: s.retries,
-		clock: s.clock, observers: observers, notify: newNotifier(observers), sem: make(chan struct{}, 1),
+		table: table, store: store, id: id, actor: s.actor, history: s.history, retries: s.retries, clock: s.clock,
+		shared: &handles[S]{observers: observers, notify: newNotifier(observers), sem: make(chan struct{}, 1)},
 	}, nil
 }
 
@@ -94,23 +96,86 @@ func (p *Persisted[S]) ID() string { return p.id }
 // Table returns the table moves are checked against.
 func (p *Persisted[S]) Table() *Table[S] { return p.table }
 
-// Claim returns the ownership claim this Persisted writes under.
+// Claim returns the ownership claim this handle writes under; the zero
+// Claim for an outside authority.
 func (p *Persisted[S]) Claim() Claim { return p.claim }
 
-// WithClaim returns a Persisted for the same record that writes under c,
-// for a controller that learned its claim elsewhere (a lease it holds, a
-// record it just wrote). It shares the observers but not the write queue.
-func (p *Persisted[S]) WithClaim(c Claim) *Persisted[S] {
-	return &Persisted[S]{
-		table: p.table, store: p.store, id: p.id, claim: c, actor: p.actor, history: p.history,
-		retries: p.retries, clock: p.clock, observers: p.observers, notify: newNotifier(p.observers),
-		sem: make(chan struct{}, 1),
+// Ownership returns the ownership this handle writes under, or nil for an
+// outside authority. Watch its Lost channel to learn that the execution
+// must no longer be driven; Release it when handing the execution over.
+func (p *Persisted[S]) Ownership() Ownership { return p.own }
+
+// Acquire takes the record over through the store's ownership (see
+// [Store] and [Lease]): if no live holder owns it, lease.Holder becomes
+// its owner at the next epoch, which fences every earlier claim. It
+// returns a handle writing under the new claim and the record as the
+// take-over wrote it. Observers see the take-over as a change that keeps
+// the state (a write of a handle sharing the queue that lands while the
+// take-over is returning may be delivered before it: the store is not
+// held while it waits). If a live holder owns the record the error
+// matches [ErrHeld] (with lease.Wait, once ctx has ended).
+func (p *Persisted[S]) Acquire(ctx context.Context, lease Lease) (*Persisted[S], Record, error) {
+	if err := checkCall(ctx, "Acquire"); err != nil {
+		return nil, Record{}, err
+	}
+	// The store may wait for a live holder (lease.Wait): not under the
+	// write lock, which would hold up every write of the handles that
+	// share it meanwhile.
+	own, rec, err := p.store.Acquire(ctx, p.id, lease)
+	if err != nil {
+		return nil, Record{}, err
+	}
+	cur, err := p.stateOf(rec)
+	if err == nil {
+		err = lock(ctx, p.shared.sem)
+	}
+	if err != nil {
+		// Nobody can drive a record its table does not know, nor should a
+		// caller that gave up hold it: let the next holder have it rather
+		// than block it for a TTL.
+		_ = own.Release(context.WithoutCancel(ctx))
+		return nil, Record{}, err
+	}
+	if rec.Revision > p.shared.cache.Revision {
+		p.shared.cache = rec
+	}
+	owned := *p
+	owned.claim, owned.own = own.Claim(), own
+	c := Change[S]{ID: p.id, From: cur, To: cur, Reason: lease.Reason, Actor: lease.Holder, At: rec.UpdatedAt,
+		Revision: rec.Revision, Owner: owned.claim.Owner, Epoch: owned.claim.Epoch}
+	if n := len(rec.History); n > 0 {
+		c.Reason = rec.History[n-1].Reason
+	}
+	p.deliver(c)
+	return &owned, rec, nil
+}
+
+// lock takes sem, or fails when ctx ends first.
+func lock(ctx context.Context, sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// deliver hands c to the observers and releases the write lock; the lock
+// must be held. Enqueuing under the lock keeps the queue in write order.
+func (p *Persisted[S]) deliver(c Change[S]) {
+	n := p.shared.notify
+	if n != nil {
+		n.enqueue(c)
+	}
+	<-p.shared.sem
+	if n != nil {
+		n.drain()
 	}
 }
 
 // Create writes a new record in the state u.To (usually the table's
-// initial state) with u's reason and metadata; u.TakeOver names the first
-// owner, at epoch 1. A record with that id already present is [ErrExists].
+// initial state) with u's reason and metadata, owned by nobody. A record
+// with that id already present is [ErrExists].
 func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (Record, error) {
 	if err := checkCall(ctx, "Create"); err != nil {
 		return Record{}, err
@@ -120,13 +185,10 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (Record, error) 
 		return Record{}, &Error{ID: p.id, To: quoteLimited(name), Reason: "not a state of the table", Err: ErrUnknownState, kind: ErrNotAllowed}
 	}
 	at := p.now()
-	rec := Record{ID: p.id, Status: name, UpdatedAt: at, Since: at, Reason: u.Reason, Owner: p.claim.Owner, Epoch: p.claim.Epoch}
-	if u.TakeOver != "" {
-		rec.Owner, rec.Epoch = u.TakeOver, 1
-	}
+	rec := Record{ID: p.id, Status: name, UpdatedAt: at, Since: at, Reason: u.Reason}
 	rec.Meta, _ = mergeMeta(nil, u.Meta, u.Unset)
 	if p.history > 0 {
-		rec.History = []Entry{{To: name, Reason: u.Reason, Actor: p.actor, Owner: rec.Owner, Epoch: rec.Epoch, At: at}}
+		rec.History = []Entry{{To: name, Reason: u.Reason, Actor: p.actor, At: at}}
 	}
 	return p.store.Create(ctx, rec)
 }
@@ -137,13 +199,11 @@ func (p *Persisted[S]) Load(ctx context.Context) (S, Record, error) {
 	if err := checkCall(ctx, "Load"); err != nil {
 		return zero, Record{}, err
 	}
-	select {
-	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return zero, Record{}, ctx.Err()
+	if err := lock(ctx, p.shared.sem); err != nil {
+		return zero, Record{}, err
 	}
 	rec, err := p.read(ctx)
-	<-p.sem
+	<-p.shared.sem
 	if err != nil {
 		return zero, Record{}, err
 	}
@@ -154,14 +214,15 @@ func (p *Persisted[S]) Load(ctx context.Context) (S, Record, error) {
 	return cur, rec, nil
 }
 
-// read gets the record from the store and remembers it; p.sem is held.
+// read gets the record from the store and remembers it; the write lock is
+// held.
 func (p *Persisted[S]) read(ctx context.Context) (Record, error) {
 	rec, err := p.store.Get(ctx, p.id)
 	if err != nil {
-		p.cache = Record{}
+		p.shared.cache = Record{}
 		return Record{}, err
 	}
-	p.cache = rec
+	p.shared.cache = rec
 	return rec, nil
 }
 
@@ -195,137 +256,112 @@ func (p *Persisted[S]) Fire(ctx context.Context, to S, reason string) (Change[S]
 // It returns the change, with the revision written, and the record as
 // stored.
 func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec Record) (Update[S], error)) (Change[S], Record, error) {
-	return p.apply(ctx, decide, true)
-}
-
-// Acquire takes the record over for owner: one write that sets the owner
-// and bumps the epoch, fencing every earlier claim. It returns a Persisted
-// that writes under the new claim. It is unconditional; to take over only
-// in some states, use Apply with [Update.TakeOver].
-func (p *Persisted[S]) Acquire(ctx context.Context, owner, reason string) (*Persisted[S], Record, error) {
-	if err := checkText("owner", owner, MaxOwnerLen, false); err != nil {
-		return nil, Record{}, fmt.Errorf("transition: Acquire %s: %w: %v", quoteLimited(p.id), ErrInvalidRecord, err)
-	}
-	_, rec, err := p.apply(ctx, func(cur S, _ Record) (Update[S], error) {
-		return Update[S]{To: cur, Reason: reason, TakeOver: owner}, nil
-	}, false)
-	if err != nil {
-		return nil, Record{}, err
-	}
-	return p.WithClaim(Claim{Owner: rec.Owner, Epoch: rec.Epoch}), rec, nil
-}
-
-func (p *Persisted[S]) apply(ctx context.Context, decide func(S, Record) (Update[S], error), fence bool) (Change[S], Record, error) {
 	if err := checkCall(ctx, "Apply"); err != nil {
 		return Change[S]{}, Record{}, err
 	}
 	if decide == nil {
 		return Change[S]{}, Record{}, errors.New("transition: Apply: nil decide function")
 	}
-	select {
-	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return Change[S]{}, Record{}, ctx.Err()
+	if err := lock(ctx, p.shared.sem); err != nil {
+		return Change[S]{}, Record{}, err
 	}
-	locked := true
-	unlock := func() {
-		if locked {
-			locked = false
-			<-p.sem
-		}
+	c, rec, written, err := p.applyLocked(ctx, decide)
+	if !written {
+		<-p.shared.sem
+		return c, rec, err
 	}
-	defer unlock()
+	p.deliver(c)
+	return c, rec, nil
+}
 
-	// Start from the record this handle last wrote, if any: a controller
-	// is usually its execution's only writer, and the compare-and-swap
-	// catches the cases where it is not, so the common write is one round
-	// trip instead of two. A decision not to write is never trusted to
-	// the cache: the record may have moved on, so it is made again on a
-	// fresh read.
-	rec, fromCache := p.cache, p.cache.ID != ""
-	if !fromCache {
-		var err error
+// applyLocked is Apply with the write lock held; written reports a write.
+//
+// It starts from the record this handle (or one it shares a queue with)
+// last read or wrote, if any: a controller is usually its execution's
+// only writer, and the compare-and-swap catches the cases where it is
+// not, so the common write is one round trip instead of two. Whatever
+// the cached record leads to other than a write (a refusal, a decision
+// to write nothing, a fence) is never trusted: the record may have moved
+// on, so the decision is made again on a fresh read.
+func (p *Persisted[S]) applyLocked(ctx context.Context, decide func(S, Record) (Update[S], error)) (c Change[S], rec Record, written bool, err error) {
+	rec, cached := p.shared.cache, p.shared.cache.ID != ""
+	if !cached {
 		if rec, err = p.read(ctx); err != nil {
-			return Change[S]{}, Record{}, err
+			return Change[S]{}, Record{}, false, err
 		}
 	}
-	refresh := func() error {
-		fromCache = false
-		var err error
-		rec, err = p.read(ctx)
-		return err
-	}
-	for attempt := 1; ; attempt++ {
-		cur, err := p.stateOf(rec)
-		if err != nil {
-			if fromCache {
-				if err := refresh(); err != nil {
-					return Change[S]{}, Record{}, err
-				}
-				continue
+	for attempt := 1; ; {
+		next, c, write, err := p.decide(ctx, rec, decide)
+		if cached && (err != nil || !write) && ctx.Err() == nil {
+			cached = false
+			if rec, err = p.read(ctx); err != nil {
+				return Change[S]{}, Record{}, false, err
 			}
-			return Change[S]{}, Record{}, err
-		}
-		if fence && p.claim.Owner != "" && (rec.Owner != p.claim.Owner || rec.Epoch != p.claim.Epoch) {
-			if fromCache {
-				if err := refresh(); err != nil {
-					return Change[S]{}, Record{}, err
-				}
-				continue
-			}
-			return Change[S]{}, Record{}, &FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch,
-				CurrentOwner: rec.Owner, CurrentEpoch: rec.Epoch}
-		}
-		u, err := decide(cur, rec.Clone())
-		var next Record
-		var c Change[S]
-		write := false
-		if err == nil {
-			next, c, write, err = p.plan(ctx, cur, rec, u)
+			continue
 		}
 		if err != nil || !write {
-			if fromCache && ctx.Err() == nil {
-				if err := refresh(); err != nil {
-					return Change[S]{}, Record{}, err
-				}
-				continue
-			}
-			if err != nil {
-				return Change[S]{}, Record{}, err
-			}
-			return c, rec, nil
+			return c, rec, false, err
 		}
 		stored, err := p.store.CompareAndSwap(ctx, p.id, rec.Revision, next)
 		if err == nil {
-			p.cache = stored
+			p.shared.cache = stored
 			c.Revision = stored.Revision
-			if p.notify != nil {
-				p.notify.enqueue(c)
-				unlock()
-				p.notify.drain()
-			}
-			return c, stored, nil
+			return c, stored, true, nil
 		}
 		var conflict *ConflictError
 		if !errors.As(err, &conflict) {
-			p.cache = Record{} // the write may or may not have landed
-			return Change[S]{}, Record{}, err
+			p.shared.cache = Record{} // the write may or may not have landed
+			return Change[S]{}, Record{}, false, err
 		}
-		fromCache = false
 		if attempt > p.retries {
-			return Change[S]{}, Record{}, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quoteLimited(p.id), attempt, err)
+			return Change[S]{}, Record{}, false, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quoteLimited(p.id), attempt, err)
 		}
-		rec = conflict.Current
-		if rec.ID != p.id { // a store that did not include the record
+		attempt++
+		cached = false
+		if rec = conflict.Current; rec.ID != p.id { // a store that did not include the record
 			if rec, err = p.read(ctx); err != nil {
-				return Change[S]{}, Record{}, err
+				return Change[S]{}, Record{}, false, err
 			}
 		}
 	}
 }
 
+// decide checks the fence, asks decide for an update of rec and plans it.
+func (p *Persisted[S]) decide(ctx context.Context, rec Record, decide func(S, Record) (Update[S], error)) (Record, Change[S], bool, error) {
+	cur, err := p.stateOf(rec)
+	if err != nil {
+		return Record{}, Change[S]{}, false, err
+	}
+	if err := p.fenced(rec); err != nil {
+		return Record{}, Change[S]{}, false, err
+	}
+	u, err := decide(cur, rec.Clone())
+	if err != nil {
+		return Record{}, Change[S]{}, false, err
+	}
+	return p.plan(ctx, cur, rec, u)
+}
+
+// fenced returns a [*FencedError] if this handle owns the record no more.
+func (p *Persisted[S]) fenced(rec Record) error {
+	if p.own == nil {
+		return nil
+	}
+	select {
+	case <-p.own.Lost():
+		return &FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch, Lost: true}
+	default:
+	}
+	if rec.Owner != p.claim.Owner || rec.Epoch != p.claim.Epoch {
+		return &FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch,
+			CurrentOwner: rec.Owner, CurrentEpoch: rec.Epoch}
+	}
+	return nil
+}
+
 // plan turns an update of rec (in state cur) into the record to write and
-// the change it makes; write is false when it would change nothing.
+// the change it makes; write is false when it would change nothing. The
+// record keeps its owner and epoch: only Acquire changes them.
 func (p *Persisted[S]) plan(ctx context.Context, cur S, rec Record, u Update[S]) (next Record, c Change[S], write bool, err error) {
 	t := p.table
 	i, _ := t.lookup(cur)
@@ -334,12 +370,8 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec Record, u Update[S])
 		return Record{}, Change[S]{}, false, &Error{ID: p.id, From: t.names[i], To: quoteLimited(nameOf(u.To)),
 			Reason: "not a state of the table", Err: ErrUnknownState, kind: ErrNotAllowed}
 	}
-	owner, epoch := p.claim.Owner, p.claim.Epoch
-	if u.TakeOver != "" {
-		owner, epoch = u.TakeOver, rec.Epoch+1
-	}
 	c = Change[S]{ID: p.id, From: cur, To: u.To, Reason: u.Reason, Actor: p.actor, At: p.now(),
-		Revision: rec.Revision, Owner: owner, Epoch: epoch}
+		Revision: rec.Revision, Owner: p.claim.Owner, Epoch: p.claim.Epoch}
 	moves := i != j
 	if moves {
 		prevPlus1 := noPrev
@@ -357,7 +389,7 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec Record, u Update[S])
 		}
 	}
 	meta, metaChanged := mergeMeta(rec.Meta, u.Meta, u.Unset)
-	if !moves && !metaChanged && u.TakeOver == "" {
+	if !moves && !metaChanged {
 		return Record{}, c, false, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -373,9 +405,6 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec Record, u Update[S])
 		next.Reason = u.Reason
 	}
 	next.UpdatedAt = c.At
-	if u.TakeOver != "" {
-		next.Owner, next.Epoch = owner, epoch
-	}
 	next.Meta = meta
 	next.History = nil
 	if p.history > 0 {
@@ -385,7 +414,7 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec Record, u Update[S])
 		}
 		next.History = append(append(make([]Entry, 0, len(keep)+1), keep...), Entry{
 			From: t.names[i], To: t.names[j], Reason: u.Reason, Actor: p.actor,
-			Owner: owner, Epoch: epoch, At: c.At, Revision: rec.Revision,
+			Owner: p.claim.Owner, Epoch: p.claim.Epoch, At: c.At, Revision: rec.Revision,
 		})
 	}
 	if err := next.Validate(); err != nil {

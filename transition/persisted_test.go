@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -244,7 +245,6 @@ func TestPersistedHostileUpdatesWriteNothing(t *testing.T) {
 		"invalid UTF-8":      {To: Work, Reason: "\xff\xfe"},
 		"huge meta":          {To: Work, Meta: map[string]string{"k": huge}},
 		"invalid meta key":   {To: Work, Meta: map[string]string{"\xff": "v"}},
-		"huge take-over":     {To: Work, TakeOver: huge},
 		"too many meta keys": {To: Work, Meta: manyMeta(transition.MaxMetaEntries + 1)},
 	} {
 		_, _, err := p.Apply(bg, func(Job, transition.Record) (transition.Update[Job], error) { return u, nil })
@@ -259,8 +259,20 @@ func TestPersistedHostileUpdatesWriteNothing(t *testing.T) {
 	require.Error(t, err)
 	_, err = transition.NewPersisted(jobTable(t), store, "x", transition.StartIn(Work))
 	require.Error(t, err, "StartIn is a Machine option")
-	_, _, err = p.Acquire(bg, "", "")
-	require.ErrorIs(t, err, transition.ErrInvalidRecord)
+	for name, l := range map[string]transition.Lease{
+		"no holder":      {TTL: time.Minute},
+		"huge holder":    {Holder: huge, TTL: time.Minute},
+		"invalid UTF-8":  {Holder: "pod-\xff", TTL: time.Minute},
+		"no TTL":         {Holder: "pod-a"},
+		"TTL too long":   {Holder: "pod-a", TTL: transition.MaxLeaseTTL + 1},
+		"a 1 MB reason":  {Holder: "pod-a", TTL: time.Minute, Reason: huge},
+		"negative TTL":   {Holder: "pod-a", TTL: -time.Second},
+		"sub-second TTL": {Holder: "pod-a", TTL: time.Millisecond},
+	} {
+		_, _, err = p.Acquire(bg, l)
+		require.ErrorIs(t, err, transition.ErrInvalidLease, name)
+		require.Equal(t, before, mustGet(t, store), name)
+	}
 }
 
 func manyMeta(n int) map[string]string {
@@ -293,26 +305,40 @@ func TestPersistedDoneContextWritesNothing(t *testing.T) {
 	require.Equal(t, rev, mustGet(t, store).Revision)
 }
 
+// lease returns a valid lease for holder.
+func lease(holder string) transition.Lease {
+	return transition.Lease{Holder: holder, TTL: time.Minute}
+}
+
 func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 	master, store := created(t, transition.Actor("master"))
 	_, err := master.Fire(bg, Work, "scheduled")
 	require.NoError(t, err)
 
-	podA, recA, err := master.Acquire(bg, "pod-a", "controller started")
+	podA, recA, err := master.Acquire(bg, transition.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"})
 	require.NoError(t, err)
 	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim())
 	require.Equal(t, "pod-a", recA.Owner)
+	require.Nil(t, master.Ownership(), "the master stays an outside authority")
 	_, err = podA.Fire(bg, Moving, "SIGTERM from the platform")
 	require.NoError(t, err)
 
-	podB, recB, err := master.Acquire(bg, "pod-b", "relocated controller took over")
+	// A second controller cannot take a live holder's execution.
+	_, _, err = master.Acquire(bg, lease("pod-b"))
+	var held *transition.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Equal(t, transition.HeldError{ID: "ex-1", Holder: "pod-a"}, *held)
+
+	// pod-a's ownership ends (its pod was deleted); pod-b takes over.
+	require.NoError(t, podA.Ownership().Release(bg))
+	podB, recB, err := master.Acquire(bg, transition.Lease{Holder: "pod-b", TTL: time.Minute, Reason: "relocated controller took over"})
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), recB.Epoch)
 	require.Equal(t, "moving", recB.Status, "taking over changes owner, not state")
 	require.True(t, recB.Since.Before(recB.UpdatedAt), "nor the time the state was entered")
 	last := recB.History[len(recB.History)-1]
-	require.Equal(t, "pod-b", last.Owner)
-	require.Equal(t, uint64(2), last.Epoch)
+	require.Equal(t, transition.Entry{From: "moving", To: "moving", Reason: "relocated controller took over", Actor: "pod-b",
+		Owner: "pod-b", Epoch: 2, At: last.At, Revision: recA.Revision + 1}, last)
 
 	// The old pod is still alive and tries to write: fenced, nothing changes.
 	before := mustGet(t, store)
@@ -320,7 +346,7 @@ func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 	require.ErrorIs(t, err, transition.ErrFenced)
 	var fenced *transition.FencedError
 	require.ErrorAs(t, err, &fenced)
-	require.Equal(t, transition.FencedError{ID: "ex-1", Owner: "pod-a", Epoch: 1, CurrentOwner: "pod-b", CurrentEpoch: 2}, *fenced)
+	require.Equal(t, transition.FencedError{ID: "ex-1", Owner: "pod-a", Epoch: 1, Lost: true}, *fenced)
 	require.Equal(t, before, mustGet(t, store))
 
 	c, err := podB.Fire(bg, Work, "resumed")
@@ -332,11 +358,96 @@ func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 	require.NoError(t, err)
 	rec := mustGet(t, store)
 	require.Equal(t, "pod-b", rec.Owner, "an unclaimed write keeps the owner")
-
-	// Re-binding to a known claim.
-	again := master.WithClaim(transition.Claim{Owner: "pod-b", Epoch: 2})
-	_, err = again.Fire(bg, Done, "stopped cleanly")
+	_, err = podB.Fire(bg, Done, "stopped cleanly")
 	require.NoError(t, err)
+}
+
+// unnoticing plays a store whose ownerships never notice that they ended
+// (a lease whose loss has not reached its holder yet): the record's epoch
+// still fences their writes.
+type unnoticing struct{ *transition.MemoryStore }
+
+type stillHeld struct{ transition.Ownership }
+
+func (stillHeld) Lost() <-chan struct{} { return nil }
+
+func (s unnoticing) Acquire(ctx context.Context, id string, l transition.Lease) (transition.Ownership, transition.Record, error) {
+	own, rec, err := s.MemoryStore.Acquire(ctx, id, l)
+	if err != nil {
+		return nil, rec, err
+	}
+	return stillHeld{own}, rec, nil
+}
+
+func TestPersistedFencesByEpochAnOwnerThatHasNotNoticedItsLoss(t *testing.T) {
+	store := unnoticing{transition.NewMemoryStore()}
+	master := newJob(t, store)
+	_, err := master.Create(bg, transition.Update[Job]{To: Queued})
+	require.NoError(t, err)
+	podA, _, err := master.Acquire(bg, lease("pod-a"))
+	require.NoError(t, err)
+	require.NoError(t, podA.Ownership().Release(bg))
+	_, _, err = master.Acquire(bg, lease("pod-b"))
+	require.NoError(t, err)
+
+	before := mustGet(t, store)
+	_, err = podA.Fire(bg, Work, "old pod still running")
+	var fenced *transition.FencedError
+	require.ErrorAs(t, err, &fenced)
+	require.Equal(t, transition.FencedError{ID: "ex-1", Owner: "pod-a", Epoch: 1, CurrentOwner: "pod-b", CurrentEpoch: 2}, *fenced)
+	require.Equal(t, before, mustGet(t, store))
+}
+
+// Observers of a handle and of the handles its Acquire returns are one
+// queue: one call at a time, in write order, whoever writes.
+func TestPersistedObserversOfDerivedHandlesRunOneAtATime(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		inside   int
+		overlaps int
+		revs     []uint64
+	)
+	observe := transition.OnChange(func(c transition.Change[Job]) {
+		mu.Lock()
+		inside++
+		if inside > 1 {
+			overlaps++
+		}
+		revs = append(revs, c.Revision)
+		mu.Unlock()
+		time.Sleep(10 * time.Microsecond) // widen any overlap
+		mu.Lock()
+		inside--
+		mu.Unlock()
+	})
+	master, store := created(t, observe)
+	owner, _, err := master.Acquire(bg, lease("pod-a"))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for _, h := range []*transition.Persisted[Job]{master, owner} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 200 {
+				_, _, err := h.Apply(bg, func(cur Job, _ transition.Record) (transition.Update[Job], error) {
+					return transition.Update[Job]{To: cur, Meta: map[string]string{"n": fmt.Sprint(k)}}, nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	require.Zero(t, overlaps, "observer calls overlapped")
+	// The store numbers every write of its one record: the observers saw
+	// each, from the take-over to the last, once and in order.
+	last := mustGet(t, store).Revision
+	require.Equal(t, last-revs[0]+1, uint64(len(revs)))
+	require.True(t, slices.IsSorted(revs), "observers saw the writes out of order")
 }
 
 // interfering plays another writer: before each of the first n
@@ -525,11 +636,16 @@ func ExamplePersisted() {
 	ctx := context.Background()
 	_, _ = master.Create(ctx, transition.Update[string]{To: "queued", Reason: "submitted"})
 
-	// A controller takes the execution over; later a second one does.
-	first, _, _ := master.Acquire(ctx, "pod-a", "controller started")
-	second, _, _ := master.Acquire(ctx, "pod-b", "controller relocated")
+	// A controller takes the execution over. While it lives nobody else
+	// can; when it is gone (here: it released its ownership) the next one
+	// takes over at a new epoch.
+	first, _, _ := master.Acquire(ctx, transition.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"})
+	_, _, err := master.Acquire(ctx, transition.Lease{Holder: "pod-b", TTL: time.Minute})
+	fmt.Println(errors.Is(err, transition.ErrHeld))
+	_ = first.Ownership().Release(ctx)
+	second, _, _ := master.Acquire(ctx, transition.Lease{Holder: "pod-b", TTL: time.Minute, Reason: "controller relocated"})
 
-	_, err := first.Fire(ctx, "working", "old pod still alive")
+	_, err = first.Fire(ctx, "working", "old pod still alive")
 	fmt.Println(errors.Is(err, transition.ErrFenced))
 	c, _ := second.Fire(ctx, "working", "resumed")
 	fmt.Println(c.From, "→", c.To, "by", c.Owner)
@@ -539,6 +655,7 @@ func ExamplePersisted() {
 		fmt.Printf("%q → %q  %s (%s@%d)\n", e.From, e.To, e.Reason, e.Owner, e.Epoch)
 	}
 	// Output:
+	// true
 	// true
 	// queued → working by pod-b
 	// "" → "queued"  submitted (@0)

@@ -3,11 +3,14 @@ package transition
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/execfsm/execfsm/internal/locallease"
 	"github.com/execfsm/execfsm/internal/watchlog"
 )
 
@@ -26,6 +29,17 @@ import (
 //     expected; otherwise it returns a [*ConflictError] carrying the
 //     current record. An unknown id is ErrNotFound, next.ID must be id,
 //     and next is validated like Create's record.
+//   - CompareAndSwap never changes ownership: a next record whose Owner or
+//     Epoch differ from the stored record's is refused with
+//     ErrInvalidRecord (see [ClaimChanged]). Only Acquire takes over.
+//   - Acquire takes a record over for [Lease].Holder: if no live holder
+//     owns it, in one atomic step it makes the holder the record's Owner
+//     at the next Epoch (above every epoch the record or its lease had),
+//     with an audit entry ([Lease.TakeOver]), and returns the
+//     [Ownership], which lasts until released or lost. If a live holder
+//     owns it, Acquire fails with a [*HeldError] (matching ErrHeld), or
+//     with [Lease].Wait waits for that ownership to end while ctx allows.
+//     An unknown id is ErrNotFound; an invalid lease ErrInvalidLease.
 //   - Revisions are positive and strictly increase with every write of a
 //     record; a store may share one counter among all its records.
 //   - A call whose context is already done returns the context's error and
@@ -35,6 +49,7 @@ type Store interface {
 	Get(ctx context.Context, id string) (Record, error)
 	Create(ctx context.Context, rec Record) (Record, error)
 	CompareAndSwap(ctx context.Context, id string, expect uint64, next Record) (Record, error)
+	Acquire(ctx context.Context, id string, lease Lease) (Ownership, Record, error)
 }
 
 // Lister is implemented by stores that can list their records, for a
@@ -89,6 +104,7 @@ type MemoryStore struct {
 	log      []watchlog.Entry
 	dropped  uint64 // highest revision no longer in log
 	hub      watchlog.Hub
+	owners   locallease.Table
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -154,7 +170,52 @@ func (s *MemoryStore) CompareAndSwap(ctx context.Context, id string, expect uint
 	if cur.Revision != expect {
 		return Record{}, &ConflictError{ID: id, Expected: expect, Current: cur.Clone()}
 	}
+	if stored, claim := (Claim{cur.Owner, cur.Epoch}), (Claim{next.Owner, next.Epoch}); stored != claim {
+		return Record{}, ClaimChanged(id, stored, claim)
+	}
 	return s.put(next), nil
+}
+
+// Acquire implements [Store]. The ownership lives in this process, as the
+// store does: it lasts until released (see [Ownership]).
+func (s *MemoryStore) Acquire(ctx context.Context, id string, lease Lease) (Ownership, Record, error) {
+	if err := checkCall(ctx, "Acquire"); err != nil {
+		return nil, Record{}, err
+	}
+	if err := lease.Validate(); err != nil {
+		return nil, Record{}, err
+	}
+	var written Record
+	h, err := s.owners.Acquire(ctx, id, lease.Wait, func() (string, uint64, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		cur, ok := s.records[id]
+		if !ok {
+			return "", 0, fmt.Errorf("transition: %s: %w", quoteLimited(id), ErrNotFound)
+		}
+		written = s.put(lease.TakeOver(cur, cur.Epoch+1, time.Now()))
+		return written.Owner, written.Epoch, nil
+	})
+	if err != nil {
+		return nil, Record{}, localHeld(id, err)
+	}
+	return localOwnership{h}, written, nil
+}
+
+// localOwnership is an [Ownership] held in this process.
+type localOwnership struct{ h *locallease.Held }
+
+func (o localOwnership) Claim() Claim                  { return Claim{Owner: o.h.Owner, Epoch: o.h.Epoch} }
+func (o localOwnership) Lost() <-chan struct{}         { return o.h.Lost() }
+func (o localOwnership) Release(context.Context) error { o.h.Release(); return nil }
+
+// localHeld turns a local lease table's refusal into a [*HeldError].
+func localHeld(id string, err error) error {
+	var busy *locallease.BusyError
+	if errors.As(err, &busy) {
+		return &HeldError{ID: id, Holder: busy.Holder, Waited: busy.Waited}
+	}
+	return err
 }
 
 // put stores a copy of rec at the next revision; s.mu must be held.

@@ -11,7 +11,13 @@
 // The suite checks the contract documented on [transition.Store]: the
 // sentinel errors, compare-and-swap with the current record on conflict,
 // revisions that strictly increase, validation before any write, context
-// handling, no aliasing, and exactly one winner among concurrent writers.
+// handling, no aliasing, exactly one winner among concurrent writers, and
+// ownership: Acquire takes a record at the next epoch, a live holder is
+// never taken over (not even by its own name), Release closes Lost and
+// frees the record, a waiting Acquire takes over when the holder ends or
+// gives up with its context, and CompareAndSwap never changes a claim.
+// How a store's ownership expires is its own (an etcd lease, a Kubernetes
+// Lease) and is tested by the store.
 package storetest
 
 import (
@@ -55,6 +61,9 @@ func Run(t *testing.T, newStore func(t *testing.T) transition.Store) {
 		{"WatchFromARevisionSeesOnlyLaterWrites", watchFromRevision},
 		{"WatchEndsWithItsContext", watchEndsWithContext},
 	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
+	}
+	for _, tc := range ownershipTests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
 }

@@ -1,0 +1,127 @@
+// Package locallease holds ownership of records in the process that holds
+// their store, for the stores that live in one process (MemoryStore,
+// boltstore). A holder there cannot die without the store dying with it
+// (bbolt's file lock goes with its process), so an ownership lasts until
+// it is released or the store is closed: exactly what a lease renewed by
+// a live holder gives, with nothing to renew.
+//
+// It knows nothing of records: the store passes the write that takes a
+// record over, and wraps what it gets back in its own types.
+package locallease
+
+import (
+	"context"
+	"sync"
+)
+
+// Table is the ownership of one store's records. Its zero value is ready.
+type Table struct {
+	mu     sync.Mutex
+	held   map[string]*Held
+	closed error // set by Close: what Acquire returns from then on
+}
+
+// Held is one ownership.
+type Held struct {
+	table   *Table
+	id      string
+	Owner   string
+	Epoch   uint64
+	pending bool // the take-over write is still under way
+	lost    chan struct{}
+	once    sync.Once
+}
+
+// Lost is closed when the ownership ends.
+func (h *Held) Lost() <-chan struct{} { return h.lost }
+
+// Release ends the ownership; it is idempotent.
+func (h *Held) Release() {
+	h.table.mu.Lock()
+	if h.table.held[h.id] == h {
+		delete(h.table.held, h.id)
+	}
+	h.table.mu.Unlock()
+	h.end()
+}
+
+func (h *Held) end() { h.once.Do(func() { close(h.lost) }) }
+
+// BusyError says that a holder has the record. Holder is empty while that
+// holder's take-over is still being written. Waited is the context's
+// error when Acquire waited for the holder until its context ended.
+type BusyError struct {
+	Holder string
+	Waited error
+}
+
+func (e *BusyError) Error() string { return "locallease: held by " + e.Holder }
+
+// Acquire takes record id. If nobody holds it, it calls takeOver, which
+// writes the take-over into the record and returns the new owner and
+// epoch; the record is reserved meanwhile, so takeOver runs for one
+// acquirer at a time. If a holder has it, Acquire fails with a
+// [*BusyError] or, when wait is set, waits until that ownership ends or
+// ctx is done. takeOver's error is returned as it is and nothing is held.
+func (t *Table) Acquire(ctx context.Context, id string, wait bool, takeOver func() (owner string, epoch uint64, err error)) (*Held, error) {
+	for {
+		t.mu.Lock()
+		if t.closed != nil {
+			t.mu.Unlock()
+			return nil, t.closed
+		}
+		cur := t.held[id]
+		if cur == nil {
+			break // t.mu stays locked
+		}
+		holder := cur.Owner
+		if cur.pending {
+			holder = ""
+		}
+		t.mu.Unlock()
+		if !wait {
+			return nil, &BusyError{Holder: holder}
+		}
+		select {
+		case <-cur.lost:
+		case <-ctx.Done():
+			return nil, &BusyError{Holder: holder, Waited: context.Cause(ctx)}
+		}
+	}
+	h := &Held{table: t, id: id, pending: true, lost: make(chan struct{})}
+	if t.held == nil {
+		t.held = map[string]*Held{}
+	}
+	t.held[id] = h
+	t.mu.Unlock()
+
+	owner, epoch, err := takeOver()
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err == nil && t.closed != nil {
+		err = t.closed // closed while writing: the write stands, the hold does not
+	}
+	if err != nil {
+		if t.held[id] == h {
+			delete(t.held, id)
+		}
+		h.end() // wakes the waiters, who try again
+		return nil, err
+	}
+	h.pending, h.Owner, h.Epoch = false, owner, epoch
+	return h, nil
+}
+
+// Close ends every ownership (their Lost channels close) and makes later
+// calls to Acquire fail with err, which must not be nil.
+func (t *Table) Close(err error) {
+	t.mu.Lock()
+	t.closed = err
+	held := t.held
+	t.held = nil
+	t.mu.Unlock()
+	for _, h := range held {
+		h.end()
+	}
+}

@@ -1,0 +1,349 @@
+// Package recoverytest checks that a store keeps the ownership promise
+// the recovery decisions rest on: a controller that starts owns the
+// execution, a live controller is never taken over, and a controller whose
+// ownership ended cannot write. A store's tests run it next to storetest:
+//
+//	func TestStartupOwnership(t *testing.T) {
+//		recoverytest.RunOwnership(t, func(t *testing.T) transition.Store {
+//			return openTestStore(t)
+//		}, recoverytest.Options{})
+//	}
+package recoverytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+// Options tune the suite.
+type Options struct {
+	// Rounds is how many times two controllers race to start one
+	// execution; default 500, 50 under -short.
+	Rounds int
+}
+
+// RunOwnership runs the suite as subtests; newStore returns a fresh,
+// empty store for each.
+func RunOwnership(t *testing.T, newStore func(t *testing.T) transition.Store, opts Options) {
+	t.Helper()
+	if opts.Rounds <= 0 {
+		opts.Rounds = 500
+		if testing.Short() {
+			opts.Rounds = 50
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, transition.Store)
+	}{
+		{"StartupOnAnUnownedRecordTakesOwnershipAndFencesTheEarlierWriter", startupOnUnownedTakesOwnership},
+		{"NoAPITakesOverALiveHolder", noAPITakesOverALiveHolder},
+		{"ASecondControllerStartingJustAfterTheFirstIsHeldAndCountsNoRestart", secondJustAfterFirstIsHeld},
+		{"StartupWaitsForACrashedPredecessorAndCountsOneRestart", startupWaitsForCrashedPredecessor},
+		{"ReleaseClosesLostAndFencesTheHandle", releaseClosesLostAndFences},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
+	}
+	t.Run("TwoControllersStartingTogetherLeaveExactlyOneRunning", func(t *testing.T) {
+		twoControllersStartingTogether(t, newStore(t), opts.Rounds)
+	})
+}
+
+const testTTL = 30 * time.Second
+
+func lease(holder string) transition.Lease {
+	return transition.Lease{Holder: holder, TTL: testTTL}
+}
+
+// restartable is work that a new controller can pick up.
+type restartable struct{}
+
+func (restartable) IsRestartable() bool { return true }
+
+func policy() recovery.Policy {
+	return recovery.Policy{Restarts: true, Work: restartable{}}
+}
+
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// master creates execution id in status s, as a cluster master does:
+// without a claim.
+func master(t *testing.T, store transition.Store, id string, s state.Status) *transition.Persisted[state.Status] {
+	t.Helper()
+	m, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.Actor("cluster-master"))
+	require.NoError(t, err)
+	_, err = m.Create(bounded(t), transition.Update[state.Status]{To: s, Reason: "submitted"})
+	require.NoError(t, err)
+	return m
+}
+
+// controller is a controller process's own handle on the execution.
+func controller(t *testing.T, store transition.Store, id, pod string) *transition.Persisted[state.Status] {
+	t.Helper()
+	c, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.Actor(pod))
+	require.NoError(t, err)
+	return c
+}
+
+// startup runs the README's startup path for pod.
+func startup(t *testing.T, store transition.Store, id, pod string, l transition.Lease) (recovery.Verdict, *transition.Persisted[state.Status], error) {
+	t.Helper()
+	l.Holder = pod
+	return recovery.ApplyStartup(bounded(t), controller(t, store, id, pod), l, policy())
+}
+
+// releaseAtEnd ends exec's ownership when the test ends.
+func releaseAtEnd(t *testing.T, exec *transition.Persisted[state.Status]) {
+	t.Cleanup(func() {
+		if own := exec.Ownership(); own != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = own.Release(ctx)
+		}
+	})
+}
+
+// crash plays a controller that died: its ownership ends as an expired
+// lease would, at once (to the next holder the two look the same).
+func crash(t *testing.T, exec *transition.Persisted[state.Status]) {
+	t.Helper()
+	require.NoError(t, exec.Ownership().Release(bounded(t)))
+}
+
+func get(t *testing.T, store transition.Store, id string) transition.Record {
+	t.Helper()
+	rec, err := store.Get(bounded(t), id)
+	require.NoError(t, err)
+	return rec
+}
+
+func probe(ctx context.Context, exec *transition.Persisted[state.Status], value string) error {
+	_, _, err := exec.Apply(ctx, func(cur state.Status, _ transition.Record) (transition.Update[state.Status], error) {
+		return transition.Update[state.Status]{To: cur, Meta: map[string]string{"probe": value}}, nil
+	})
+	return err
+}
+
+// The reproduction of the issue: the master creates the record without a
+// claim, pod-a starts, runs and is OOM-killed; pod-b starts; pod-a turns
+// out to be alive and writes.
+func startupOnUnownedTakesOwnership(t *testing.T, store transition.Store) {
+	master(t, store, "ex-1", state.Initializing) // the master placed a controller
+	v, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
+	require.NoError(t, err)
+	releaseAtEnd(t, podA)
+	require.Equal(t, recovery.Start, v.Decision)
+	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim(), "a controller that starts owns the execution")
+	rec := get(t, store, "ex-1")
+	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, transition.Claim{Owner: rec.Owner, Epoch: rec.Epoch})
+	_, err = podA.Fire(bounded(t), state.Running, "slicer ready")
+	require.NoError(t, err)
+
+	crash(t, podA) // OOM kill: the status stays running, the lease ends
+	v, podB, err := startup(t, store, "ex-1", "pod-b", lease(""))
+	require.NoError(t, err)
+	releaseAtEnd(t, podB)
+	require.Equal(t, recovery.Resume, v.Decision)
+	require.Equal(t, state.Running, v.To)
+	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, podB.Claim())
+
+	before := get(t, store, "ex-1")
+	_, err = podA.Fire(bounded(t), state.Failed, "late write of a pod that was alive after all")
+	require.ErrorIs(t, err, transition.ErrFenced)
+	after := get(t, store, "ex-1")
+	require.Equal(t, before.Revision, after.Revision, "the late write wrote nothing")
+	require.Equal(t, "running", after.Status)
+	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, transition.Claim{Owner: after.Owner, Epoch: after.Epoch})
+	require.NoError(t, probe(bounded(t), podB, "pod-b drives it"))
+}
+
+// While pod-a lives, nothing takes its execution: not ApplyStartup, not
+// Persisted.Acquire, not the store's Acquire, not a raw compare-and-swap.
+func noAPITakesOverALiveHolder(t *testing.T, store transition.Store) {
+	m := master(t, store, "ex-1", state.Running)
+	_, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
+	require.NoError(t, err)
+	releaseAtEnd(t, podA)
+	before := get(t, store, "ex-1")
+
+	_, _, err = startup(t, store, "ex-1", "pod-b", lease(""))
+	require.ErrorIs(t, err, transition.ErrHeld, "ApplyStartup")
+	_, _, err = controller(t, store, "ex-1", "pod-b").Acquire(bounded(t), lease("pod-b"))
+	require.ErrorIs(t, err, transition.ErrHeld, "Persisted.Acquire")
+	_, _, err = store.Acquire(bounded(t), "ex-1", lease("pod-b"))
+	require.ErrorIs(t, err, transition.ErrHeld, "Store.Acquire")
+	forged := before
+	forged.Owner, forged.Epoch = "pod-b", before.Epoch+1
+	_, err = store.CompareAndSwap(bounded(t), "ex-1", before.Revision, forged)
+	require.ErrorIs(t, err, transition.ErrInvalidRecord, "CompareAndSwap")
+
+	after := get(t, store, "ex-1")
+	require.Equal(t, before.Revision, after.Revision, "nothing was written")
+	require.Equal(t, before.Meta[recovery.MetaRestarts], after.Meta[recovery.MetaRestarts], "no restart was counted")
+	select {
+	case <-podA.Ownership().Lost():
+		t.Fatal("pod-a lost its ownership")
+	default:
+	}
+	require.NoError(t, probe(bounded(t), podA, "pod-a still drives it"))
+	// The master, an outside authority, still writes without owning.
+	_, err = m.Fire(bounded(t), state.Stopping, "user stop")
+	require.NoError(t, err)
+	require.Equal(t, "pod-a", get(t, store, "ex-1").Owner)
+}
+
+// Two controllers start one after the other, not overlapping: the second
+// finds the first's freshly resumed status, which on the record alone
+// looks like a crash. The first's lease says it is not.
+func secondJustAfterFirstIsHeld(t *testing.T, store transition.Store) {
+	master(t, store, "ex-1", state.Running) // its previous controller crashed
+	v, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
+	require.NoError(t, err)
+	releaseAtEnd(t, podA)
+	require.Equal(t, recovery.Resume, v.Decision)
+	before := get(t, store, "ex-1")
+	require.Contains(t, before.Meta, recovery.MetaRestarts, "the crash before pod-a counted once")
+
+	_, podB, err := startup(t, store, "ex-1", "pod-b", lease(""))
+	require.ErrorIs(t, err, transition.ErrHeld)
+	require.Nil(t, podB)
+	after := get(t, store, "ex-1")
+	require.Equal(t, before.Revision, after.Revision)
+	require.Equal(t, before.Meta[recovery.MetaRestarts], after.Meta[recovery.MetaRestarts], "pod-b counted no restart")
+	require.NoError(t, probe(bounded(t), podA, "pod-a was not fenced"))
+}
+
+// A controller restarted after a crash waits for its dead predecessor's
+// lease, then takes over and counts the crash.
+func startupWaitsForCrashedPredecessor(t *testing.T, store transition.Store) {
+	master(t, store, "ex-1", state.Initializing)
+	_, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
+	require.NoError(t, err)
+	_, err = podA.Fire(bounded(t), state.Running, "slicer ready")
+	require.NoError(t, err)
+
+	type result struct {
+		v    recovery.Verdict
+		exec *transition.Persisted[state.Status]
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l := lease("")
+		l.Wait = true
+		v, exec, err := startup(t, store, "ex-1", "pod-b", l)
+		got <- result{v, exec, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("pod-b started while pod-a lived: %v %v", r.v.Decision, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	crash(t, podA)
+	select {
+	case r := <-got:
+		require.NoError(t, r.err)
+		releaseAtEnd(t, r.exec)
+		require.Equal(t, recovery.Resume, r.v.Decision)
+		require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, r.exec.Claim())
+		restarts := get(t, store, "ex-1").Meta[recovery.MetaRestarts]
+		require.NotEmpty(t, restarts, "the crash was counted")
+	case <-time.After(30 * time.Second):
+		t.Fatal("pod-b did not take over after pod-a's ownership ended")
+	}
+}
+
+func releaseClosesLostAndFences(t *testing.T, store transition.Store) {
+	master(t, store, "ex-1", state.Pending)
+	_, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
+	require.NoError(t, err)
+	own := podA.Ownership()
+	require.NotNil(t, own)
+	require.NoError(t, own.Release(bounded(t)))
+	select {
+	case <-own.Lost():
+	case <-time.After(20 * time.Second):
+		t.Fatal("Lost was not closed by Release")
+	}
+	before := get(t, store, "ex-1")
+	err = probe(bounded(t), podA, "after release")
+	require.ErrorIs(t, err, transition.ErrFenced)
+	var fenced *transition.FencedError
+	require.ErrorAs(t, err, &fenced)
+	require.True(t, fenced.Lost)
+	require.Equal(t, before.Revision, get(t, store, "ex-1").Revision)
+}
+
+// Two controllers for one relocated execution start within the same
+// moment, rounds times: exactly one runs it, the other is told it is
+// held, the execution was taken over once and no restart was counted.
+func twoControllersStartingTogether(t *testing.T, store transition.Store, rounds int) {
+	wins := map[string]int{}
+	for round := range rounds {
+		id := fmt.Sprintf("ex-%d", round)
+		master(t, store, id, state.Running)
+		_, pod0, err := startup(t, store, id, "pod-0", lease(""))
+		require.NoError(t, err)
+		_, _, err = controller(t, store, id, "pod-0").Acquire(bounded(t), lease("pod-x"))
+		require.ErrorIs(t, err, transition.ErrHeld)
+		a, err := recovery.ApplyTerminate(bounded(t), pod0, policy(), nil)
+		require.NoError(t, err)
+		require.Equal(t, recovery.Relocate, a.Kind)
+		require.NoError(t, a.ReleaseErr)
+		before := get(t, store, id)
+		require.Equal(t, "relocating", before.Status)
+
+		var wg sync.WaitGroup
+		pods := []string{"pod-1", "pod-2"}
+		execs := make([]*transition.Persisted[state.Status], len(pods))
+		verdicts := make([]recovery.Verdict, len(pods))
+		errs := make([]error, len(pods))
+		start := make(chan struct{})
+		for k, pod := range pods {
+			c := controller(t, store, id, pod) // each its own process, with its own handle
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				verdicts[k], execs[k], errs[k] = recovery.ApplyStartup(bounded(t), c, lease(pod), policy())
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for k := range pods {
+			switch {
+			case errs[k] == nil:
+				require.Equal(t, -1, winner, "round %d: both started", round)
+				winner = k
+			case !errors.Is(errs[k], transition.ErrHeld):
+				t.Fatalf("round %d: %s: %v", round, pods[k], errs[k])
+			}
+		}
+		require.NotEqual(t, -1, winner, "round %d: neither started: %v", round, errs)
+		releaseAtEnd(t, execs[winner])
+		wins[pods[winner]]++
+		require.Equal(t, recovery.Resume, verdicts[winner].Decision)
+		rec := get(t, store, id)
+		require.Equal(t, "running", rec.Status)
+		require.Equal(t, transition.Claim{Owner: pods[winner], Epoch: before.Epoch + 1}, transition.Claim{Owner: rec.Owner, Epoch: rec.Epoch},
+			"round %d: taken over exactly once", round)
+		require.Equal(t, before.Meta[recovery.MetaRestarts], rec.Meta[recovery.MetaRestarts], "round %d: no restart counted", round)
+		require.NoError(t, probe(bounded(t), execs[winner], "the winner drives it"))
+		require.NoError(t, execs[winner].Ownership().Release(bounded(t)))
+	}
+	t.Logf("%d rounds: %v", rounds, wins)
+}

@@ -1,0 +1,301 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+// ownershipTests are the ownership part of the contract.
+var ownershipTests = []struct {
+	name string
+	fn   func(*testing.T, transition.Store)
+}{
+	{"AcquireTakesTheRecordAtTheNextEpoch", acquireTakesTheRecordAtTheNextEpoch},
+	{"AcquireOfALiveHolderIsHeldAndWritesNothing", acquireOfALiveHolderIsHeld},
+	{"ReleaseClosesLostAndFreesTheRecord", releaseClosesLostAndFreesTheRecord},
+	{"AcquireWaitsForTheHolderToEnd", acquireWaitsForTheHolderToEnd},
+	{"AcquireWaitEndsWithItsContext", acquireWaitEndsWithItsContext},
+	{"AcquireUnknownIsNotFound", acquireUnknownIsNotFound},
+	{"AcquireRefusesAnInvalidLease", acquireRefusesAnInvalidLease},
+	{"AcquireWithADoneContextWritesNothing", acquireWithADoneContextWritesNothing},
+	{"CompareAndSwapCannotChangeTheClaim", casCannotChangeTheClaim},
+	{"ConcurrentAcquirersHaveExactlyOneWinner", concurrentAcquirersHaveOneWinner},
+}
+
+// Lease returns a valid lease for holder with the given wait, for tests.
+func Lease(holder string) transition.Lease {
+	return transition.Lease{Holder: holder, TTL: 30 * time.Second, Reason: "controller " + holder + " started"}
+}
+
+// Unowned returns Sample(id) owned by nobody.
+func Unowned(id string) transition.Record {
+	rec := Sample(id)
+	rec.Owner, rec.Epoch = "", 0
+	return rec
+}
+
+// release ends own at the end of the test, whatever happens.
+func release(t *testing.T, own transition.Ownership) {
+	t.Cleanup(func() { _ = own.Release(context.Background()) })
+}
+
+// requireLost fails unless own's Lost channel is (or soon becomes) closed.
+func requireLost(t *testing.T, own transition.Ownership, why string) {
+	t.Helper()
+	select {
+	case <-own.Lost():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Lost was not closed: %s", why)
+	}
+}
+
+func requireNotLost(t *testing.T, own transition.Ownership, why string) {
+	t.Helper()
+	select {
+	case <-own.Lost():
+		t.Fatalf("Lost was closed: %s", why)
+	default:
+	}
+}
+
+func acquireTakesTheRecordAtTheNextEpoch(t *testing.T, s transition.Store) {
+	created, err := s.Create(ctx(t), Unowned("ex-1"))
+	require.NoError(t, err)
+	own, rec, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
+	require.NoError(t, err)
+	release(t, own)
+	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, own.Claim())
+	require.Greater(t, rec.Revision, created.Revision)
+	require.Equal(t, "pod-a", rec.Owner)
+	require.Equal(t, uint64(1), rec.Epoch)
+	require.Equal(t, created.Status, rec.Status, "a take-over keeps the status")
+	require.True(t, created.Since.Equal(rec.Since), "and the time the status was entered")
+	last := rec.History[len(rec.History)-1]
+	require.Equal(t, transition.Entry{From: created.Status, To: created.Status, Reason: "controller pod-a started",
+		Actor: "pod-a", Owner: "pod-a", Epoch: 1, At: last.At, Revision: created.Revision}, last)
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, rec.Revision, got.Revision)
+	requireSameRecord(t, rec, got)
+	requireNotLost(t, own, "a fresh ownership")
+
+	// A record that had an owner before is taken over above its epoch.
+	_, err = s.Create(ctx(t), Sample("ex-2")) // owned by pod-a at epoch 3, with no live holder
+	require.NoError(t, err)
+	own2, rec2, err := s.Acquire(ctx(t), "ex-2", Lease("pod-b"))
+	require.NoError(t, err)
+	release(t, own2)
+	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 4}, own2.Claim())
+	require.Equal(t, uint64(4), rec2.Epoch)
+}
+
+func acquireOfALiveHolderIsHeld(t *testing.T, s transition.Store) {
+	_, err := s.Create(ctx(t), Unowned("ex-1"))
+	require.NoError(t, err)
+	own, _, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
+	require.NoError(t, err)
+	release(t, own)
+	before, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	for _, holder := range []string{"pod-b", "pod-a"} { // not even under the holder's own name
+		_, _, err = s.Acquire(ctx(t), "ex-1", Lease(holder))
+		require.ErrorIs(t, err, transition.ErrHeld, holder)
+		var held *transition.HeldError
+		require.ErrorAs(t, err, &held)
+		require.Equal(t, "ex-1", held.ID)
+		require.Contains(t, []string{"", "pod-a"}, held.Holder)
+	}
+	after, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, before.Revision, after.Revision, "a refused take-over writes nothing")
+	requireNotLost(t, own, "a refused take-over leaves the holder alone")
+}
+
+func releaseClosesLostAndFreesTheRecord(t *testing.T, s transition.Store) {
+	_, err := s.Create(ctx(t), Unowned("ex-1"))
+	require.NoError(t, err)
+	own, _, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
+	require.NoError(t, err)
+	require.NoError(t, own.Release(ctx(t)))
+	requireLost(t, own, "after Release")
+	require.NoError(t, own.Release(ctx(t)), "Release is idempotent")
+	next, rec, err := s.Acquire(ctx(t), "ex-1", Lease("pod-b"))
+	require.NoError(t, err, "a released record is free at once")
+	release(t, next)
+	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, next.Claim())
+	require.Equal(t, uint64(2), rec.Epoch)
+}
+
+func acquireWaitsForTheHolderToEnd(t *testing.T, s transition.Store) {
+	_, err := s.Create(ctx(t), Unowned("ex-1"))
+	require.NoError(t, err)
+	own, _, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
+	require.NoError(t, err)
+	type result struct {
+		own transition.Ownership
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l := Lease("pod-b")
+		l.Wait = true
+		o, _, err := s.Acquire(ctx(t), "ex-1", l)
+		got <- result{o, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("a waiting Acquire returned while the holder lived: %v", r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, own.Release(ctx(t)))
+	select {
+	case r := <-got:
+		require.NoError(t, r.err)
+		release(t, r.own)
+		require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, r.own.Claim())
+	case <-time.After(20 * time.Second):
+		t.Fatal("a waiting Acquire did not take over after the holder released")
+	}
+}
+
+func acquireWaitEndsWithItsContext(t *testing.T, s transition.Store) {
+	_, err := s.Create(ctx(t), Unowned("ex-1"))
+	require.NoError(t, err)
+	own, _, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
+	require.NoError(t, err)
+	release(t, own)
+	waitCtx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	defer cancel()
+	l := Lease("pod-b")
+	l.Wait = true
+	start := time.Now()
+	_, _, err = s.Acquire(waitCtx, "ex-1", l)
+	require.ErrorIs(t, err, transition.ErrHeld)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 20*time.Second, "the wait ended with its context")
+	requireNotLost(t, own, "a waiter that gave up leaves the holder alone")
+}
+
+func acquireUnknownIsNotFound(t *testing.T, s transition.Store) {
+	_, _, err := s.Acquire(ctx(t), "nope", Lease("pod-a"))
+	require.ErrorIs(t, err, transition.ErrNotFound)
+	// The failed attempt holds nothing: once the record exists it is free.
+	_, err = s.Create(ctx(t), Unowned("nope"))
+	require.NoError(t, err)
+	own, _, err := s.Acquire(ctx(t), "nope", Lease("pod-b"))
+	require.NoError(t, err)
+	release(t, own)
+}
+
+func acquireRefusesAnInvalidLease(t *testing.T, s transition.Store) {
+	created, err := s.Create(ctx(t), Unowned("ex-1"))
+	require.NoError(t, err)
+	for name, l := range map[string]transition.Lease{
+		"no holder": {TTL: time.Minute},
+		"no TTL":    {Holder: "pod-a"},
+		"long TTL":  {Holder: "pod-a", TTL: transition.MaxLeaseTTL + time.Second},
+		"bad UTF-8": {Holder: "pod-\xff", TTL: time.Minute},
+	} {
+		_, _, err := s.Acquire(ctx(t), "ex-1", l)
+		require.ErrorIs(t, err, transition.ErrInvalidLease, name)
+	}
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, created.Revision, got.Revision)
+}
+
+func acquireWithADoneContextWritesNothing(t *testing.T, s transition.Store) {
+	created, err := s.Create(ctx(t), Unowned("ex-1"))
+	require.NoError(t, err)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err = s.Acquire(done, "ex-1", Lease("pod-a"))
+	require.ErrorIs(t, err, context.Canceled)
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, created.Revision, got.Revision)
+	own, _, err := s.Acquire(ctx(t), "ex-1", Lease("pod-b"))
+	require.NoError(t, err, "the refused call holds nothing")
+	release(t, own)
+}
+
+func casCannotChangeTheClaim(t *testing.T, s transition.Store) {
+	created, err := s.Create(ctx(t), Sample("ex-1"))
+	require.NoError(t, err)
+	for name, change := range map[string]func(*transition.Record){
+		"owner":           func(r *transition.Record) { r.Owner = "pod-b" },
+		"epoch":           func(r *transition.Record) { r.Epoch++ },
+		"owner and epoch": func(r *transition.Record) { r.Owner, r.Epoch = "pod-b", r.Epoch+1 },
+		"no owner":        func(r *transition.Record) { r.Owner, r.Epoch = "", 0 },
+	} {
+		next := created
+		change(&next)
+		_, err := s.CompareAndSwap(ctx(t), "ex-1", created.Revision, next)
+		require.ErrorIs(t, err, transition.ErrInvalidRecord, name)
+	}
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, created.Revision, got.Revision)
+	requireSameRecord(t, Sample("ex-1"), got)
+	next := got
+	next.Status = "paused" // a write that keeps the claim goes through
+	_, err = s.CompareAndSwap(ctx(t), "ex-1", got.Revision, next)
+	require.NoError(t, err)
+}
+
+// Many controllers start for one record at the same moment: exactly one
+// owns it, every other one is told it is held, and the record was taken
+// over exactly once.
+func concurrentAcquirersHaveOneWinner(t *testing.T, s transition.Store) {
+	const acquirers = 8
+	for round := range 3 {
+		id := fmt.Sprintf("ex-%d", round)
+		created, err := s.Create(ctx(t), Unowned(id))
+		require.NoError(t, err)
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			winners []transition.Ownership
+			others  []error
+			held    int
+		)
+		start := make(chan struct{})
+		for a := range acquirers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				own, _, err := s.Acquire(ctx(t), id, Lease(fmt.Sprintf("pod-%d", a)))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					winners = append(winners, own)
+				case errors.Is(err, transition.ErrHeld):
+					held++
+				default:
+					others = append(others, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for _, w := range winners {
+			release(t, w)
+		}
+		require.Empty(t, others)
+		require.Len(t, winners, 1)
+		require.Equal(t, acquirers-1, held)
+		got, err := s.Get(ctx(t), id)
+		require.NoError(t, err)
+		require.Equal(t, winners[0].Claim(), transition.Claim{Owner: got.Owner, Epoch: got.Epoch})
+		require.Equal(t, created.Epoch+1, got.Epoch, "taken over exactly once")
+	}
+}
