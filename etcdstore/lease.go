@@ -4,143 +4,205 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/storecall"
 	"github.com/execfsm/execfsm/transition"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// ErrHeld is matched by the error of Acquire when a live controller holds
-// the execution: its lease has not expired.
-var ErrHeld = errors.New("execution is owned by a live controller")
-
-// maxLeaseTTL is etcd's own limit on a lease's TTL (9,000,000,000 s).
-const maxLeaseTTL = 9_000_000_000 * time.Second
-
-// Ownership is a controller's hold on an execution, for the life of an
-// etcd lease that it keeps alive in the background.
+// Ownership is a controller's hold on an execution for the life of an etcd
+// lease that it keeps alive in the background. It implements
+// [transition.Ownership].
 type Ownership struct {
-	// Claim is the owner and the epoch it took over at; give it to
-	// transition.Persisted.WithClaim so writes are fenced once it is lost.
-	Claim transition.Claim
-	// Record is the record as the take-over wrote it.
-	Record transition.Record
-
+	claim transition.Claim
+	id    string
 	store *Store
 	lease clientv3.LeaseID
 	stop  context.CancelFunc
 	lost  chan struct{}
+	once  sync.Once
 }
 
-// Lost is closed when the lease can no longer be kept alive (it expired,
-// was revoked, or the cluster stayed unreachable past its TTL). From then
-// on another controller may take over and this one's writes will be
-// fenced; it should stop driving the execution.
+var _ transition.Ownership = (*Ownership)(nil)
+
+// Claim implements [transition.Ownership].
+func (o *Ownership) Claim() transition.Claim { return o.claim }
+
+// Lost implements [transition.Ownership]: it is closed when the lease can
+// no longer be kept alive (it expired, was revoked, or the cluster stayed
+// unreachable past its TTL) or was released.
 func (o *Ownership) Lost() <-chan struct{} { return o.lost }
 
 // Lease returns the etcd lease the ownership lives on.
 func (o *Ownership) Lease() clientv3.LeaseID { return o.lease }
 
-// Release gives the ownership up at once (revoking the lease) so the next
-// controller need not wait for it to expire.
+func (o *Ownership) end() { o.once.Do(func() { close(o.lost) }) }
+
+// Release implements [transition.Ownership]: it revokes the lease, which
+// deletes the ownership key, so the next controller need not wait for it
+// to expire. Releasing twice, or after the lease expired, is no error.
 func (o *Ownership) Release(ctx context.Context) error {
 	o.stop()
+	o.end()
 	ctx, cancel, err := o.store.call(ctx, "Release")
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	if _, err := o.store.client.Revoke(ctx, o.lease); err != nil {
-		return wrap("Release", o.Record.ID, err)
+	if _, err := o.store.client.Revoke(ctx, o.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return wrap("Release", o.id, err)
 	}
 	return nil
 }
 
-// Acquire takes execution id over for owner, for as long as owner keeps
-// a lease of ttl alive. In one transaction it creates the ownership key
-// bound to the lease and writes the record with owner and the next epoch
-// (and an audit entry), so no other controller can hold it at the same
-// time and every earlier claim is fenced. If a live controller holds it,
-// the error matches [ErrHeld] and names the holder.
+// Acquire implements [transition.Store] with an etcd lease of lease.TTL
+// (rounded up to whole seconds). In one transaction it creates the
+// ownership key bound to the lease and writes the record with the holder
+// and the next epoch (and an audit entry), so no other controller can
+// hold it at the same time and every earlier claim is fenced. While the
+// ownership key exists (its lease lives) the record is held; with
+// lease.Wait, Acquire watches that key until it is deleted.
 //
-// The lease is kept alive until Release or until the ownership is lost.
-func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (*Ownership, error) {
-	if owner == "" || len(owner) > transition.MaxOwnerLen {
-		return nil, fmt.Errorf("etcdstore: Acquire %q: %w: owner is %d bytes, want 1 to %d", id, transition.ErrInvalidRecord, len(owner), transition.MaxOwnerLen)
+// The lease is kept alive until Release, or until it cannot be: then
+// Lost closes, and once the lease has expired the next controller may
+// take over.
+func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) (transition.Ownership, transition.Record, error) {
+	if err := lease.Validate(); err != nil {
+		return nil, transition.Record{}, err
 	}
-	if ttl < time.Second || ttl > maxLeaseTTL {
-		return nil, fmt.Errorf("etcdstore: Acquire %q: lease TTL %v, want 1s to %v", id, ttl, maxLeaseTTL)
+	if err := checkID("Acquire", id); err != nil {
+		return nil, transition.Record{}, err
 	}
 	ctx, cancel, err := s.call(ctx, "Acquire")
 	if err != nil {
-		return nil, err
+		return nil, transition.Record{}, err
 	}
 	defer cancel()
-	secs := int64(ttl / time.Second)
-	if ttl%time.Second != 0 {
+	secs := int64(lease.TTL / time.Second)
+	if lease.TTL%time.Second != 0 {
 		secs++ // round up: a lease never shorter than asked
 	}
-	lease, err := s.client.Grant(ctx, secs)
-	if err != nil {
-		return nil, wrap("Acquire", id, err)
-	}
-	o, err := s.takeOver(ctx, id, owner, lease.ID)
-	if err != nil {
-		// Nobody else may use this lease; let it go now rather than at
-		// its expiry.
-		revokeCtx, cancelRevoke := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
-		_, _ = s.client.Revoke(revokeCtx, lease.ID)
-		cancelRevoke()
-		return nil, err
-	}
-	keepCtx, stop := context.WithCancel(context.Background())
-	alive, err := s.client.KeepAlive(keepCtx, lease.ID)
-	if err != nil {
-		stop()
-		return nil, wrap("Acquire", id, err)
-	}
-	o.stop, o.lost = stop, make(chan struct{})
-	go func() {
-		for range alive { // drain the keep-alive responses
+	for {
+		granted, err := s.client.Grant(ctx, secs)
+		if err != nil {
+			return nil, transition.Record{}, wrap("Acquire", id, err)
 		}
-		close(o.lost)
-	}()
-	return o, nil
+		o, rec, heldAt, err := s.takeOver(ctx, id, lease, granted.ID)
+		if err != nil || heldAt > 0 {
+			// Nobody else may use this lease; let it go now rather than
+			// at its expiry.
+			revokeCtx, cancelRevoke := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+			_, _ = s.client.Revoke(revokeCtx, granted.ID)
+			cancelRevoke()
+		}
+		if err != nil {
+			return nil, transition.Record{}, err
+		}
+		if heldAt == 0 {
+			return o, rec, nil
+		}
+		if err := s.waitReleased(ctx, id, heldAt); err != nil {
+			return nil, transition.Record{}, err
+		}
+	}
 }
 
-func (s *Store) takeOver(ctx context.Context, id, owner string, lease clientv3.LeaseID) (*Ownership, error) {
-	key, ownerKey := s.records+id, s.owners+id
+// takeOver tries once to take id over with the granted lease. heldAt is
+// the revision at which a live holder was found (the error is then nil
+// only if lease.Wait asks to wait for it).
+func (s *Store) takeOver(ctx context.Context, id string, lease transition.Lease, granted clientv3.LeaseID) (*Ownership, transition.Record, int64, error) {
+	key, ownerKey, claimKey := s.records+id, s.owners+id, s.claims+id
 	for attempt := 0; attempt < 16; attempt++ {
 		rec, err := s.Get(ctx, id)
 		if err != nil {
-			return nil, err
+			return nil, transition.Record{}, 0, err
 		}
-		next := storecall.TakeOver(rec, owner, rec.Epoch+1, fmt.Sprintf("acquired with lease %x", int64(lease)), time.Now())
-		if err := next.Validate(); err != nil {
-			return nil, err
-		}
+		next := lease.TakeOver(rec, rec.Epoch+1, time.Now())
 		value, err := encode(next)
 		if err != nil {
-			return nil, err
+			return nil, transition.Record{}, 0, err
 		}
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", 0),
 				clientv3.Compare(clientv3.ModRevision(key), "=", int64(rec.Revision))).
-			Then(clientv3.OpPut(ownerKey, owner, clientv3.WithLease(lease)), clientv3.OpPut(key, value)).
+			Then(clientv3.OpPut(ownerKey, lease.Holder, clientv3.WithLease(granted)),
+				clientv3.OpPut(key, value), clientv3.OpPut(claimKey, encodeClaim(next.Owner, next.Epoch))).
 			Else(clientv3.OpGet(ownerKey)).
 			Commit()
 		if err != nil {
-			return nil, wrap("Acquire", id, err)
+			return nil, transition.Record{}, 0, wrap("Acquire", id, err)
 		}
 		if resp.Succeeded {
 			next.Revision = uint64(resp.Header.Revision)
-			return &Ownership{Claim: transition.Claim{Owner: owner, Epoch: next.Epoch}, Record: next, store: s, lease: lease}, nil
+			o := &Ownership{claim: transition.Claim{Owner: next.Owner, Epoch: next.Epoch}, id: id, store: s,
+				lease: granted, lost: make(chan struct{})}
+			if err := o.keepAlive(); err != nil {
+				return nil, transition.Record{}, 0, wrap("Acquire", id, err)
+			}
+			return o, next, 0, nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			return nil, fmt.Errorf("etcdstore: Acquire %q: %w: held by %q", id, ErrHeld, kvs[0].Value)
+			if !lease.Wait {
+				return nil, transition.Record{}, 0, &transition.HeldError{ID: id, Holder: string(kvs[0].Value)}
+			}
+			return nil, transition.Record{}, resp.Header.Revision, nil
 		}
 		// The record changed under us: read it again.
 	}
-	return nil, fmt.Errorf("etcdstore: Acquire %q: %w: the record kept changing", id, transition.ErrConflict)
+	return nil, transition.Record{}, 0, fmt.Errorf("etcdstore: Acquire %q: %w: the record kept changing", id, transition.ErrConflict)
+}
+
+// keepAlive keeps the lease alive in the background until Release; when
+// etcd stops answering for a whole TTL, or the lease is gone, Lost closes.
+func (o *Ownership) keepAlive() error {
+	keepCtx, stop := context.WithCancel(context.Background())
+	alive, err := o.store.client.KeepAlive(keepCtx, o.lease)
+	if err != nil {
+		stop()
+		return err
+	}
+	o.stop = stop
+	go func() {
+		for range alive { // drain the keep-alive responses
+		}
+		o.end()
+	}()
+	return nil
+}
+
+// waitReleased waits until the ownership key of id, found held at
+// revision heldAt, is deleted (released, or its lease expired), or until
+// ctx ends: then the error matches ErrHeld and ctx's error.
+func (s *Store) waitReleased(ctx context.Context, id string, heldAt int64) error {
+	watchCtx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	events := s.client.Watch(watchCtx, s.owners+id, clientv3.WithRev(heldAt+1), clientv3.WithFilterPut())
+	for {
+		select {
+		case resp, ok := <-events:
+			if !ok || resp.Err() != nil || len(resp.Events) > 0 {
+				// Deleted, or the watch broke: either way, try again.
+				return nil
+			}
+		case <-ctx.Done():
+			return &transition.HeldError{ID: id, Waited: context.Cause(ctx)}
+		}
+	}
+}
+
+// encodeClaim is the value of a record's claim key: the epoch, a slash,
+// the owner. CompareAndSwap compares it so that a write never changes the
+// claim, in the same round trip.
+func encodeClaim(owner string, epoch uint64) string {
+	return strconv.FormatUint(epoch, 10) + "/" + owner
+}
+
+func decodeClaim(v string) (transition.Claim, bool) {
+	e, owner, ok := strings.Cut(v, "/")
+	epoch, err := strconv.ParseUint(e, 10, 64)
+	return transition.Claim{Owner: owner, Epoch: epoch}, ok && err == nil
 }

@@ -35,7 +35,8 @@ type Store struct {
 	client  *clientv3.Client
 	prefix  string
 	records string // prefix + "records/"
-	owners  string // prefix + "owners/"
+	owners  string // prefix + "owners/": the holder, bound to its lease
+	claims  string // prefix + "claims/": epoch/owner of each record
 	timeout time.Duration
 }
 
@@ -63,7 +64,7 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 		opts.Timeout = DefaultTimeout
 	}
 	return &Store{client: client, prefix: opts.Prefix, records: opts.Prefix + "records/",
-		owners: opts.Prefix + "owners/", timeout: opts.Timeout}, nil
+		owners: opts.Prefix + "owners/", claims: opts.Prefix + "claims/", timeout: opts.Timeout}, nil
 }
 
 func (s *Store) call(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
@@ -129,7 +130,7 @@ func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.R
 	key := s.records + rec.ID
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, value)).
+		Then(clientv3.OpPut(key, value), clientv3.OpPut(s.claims+rec.ID, encodeClaim(rec.Owner, rec.Epoch))).
 		Commit()
 	if err != nil {
 		return transition.Record{}, wrap("Create", rec.ID, err)
@@ -158,14 +159,18 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 	if err != nil {
 		return transition.Record{}, err
 	}
-	key := s.records + id
+	key, claimKey := s.records+id, s.claims+id
+	claim := encodeClaim(next.Owner, next.Epoch)
 	resp, err := s.client.Txn(ctx).
 		// CreateRevision > 0: a compare-and-swap never creates, even at
-		// expected revision 0 (ModRevision of a missing key).
+		// expected revision 0 (ModRevision of a missing key). The claim
+		// key holds the record's owner and epoch: comparing it keeps a
+		// write from changing them, without reading the record first.
 		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0),
-			clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect))).
+			clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect)),
+			clientv3.Compare(clientv3.Value(claimKey), "=", claim)).
 		Then(clientv3.OpPut(key, value)).
-		Else(clientv3.OpGet(key)).
+		Else(clientv3.OpGet(key), clientv3.OpGet(claimKey)).
 		Commit()
 	if err != nil {
 		return transition.Record{}, wrap("CompareAndSwap", id, err)
@@ -183,7 +188,49 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 	if err != nil {
 		return transition.Record{}, err
 	}
-	return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+	if cur.Revision != expect {
+		return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+	}
+	stored := transition.Claim{Owner: cur.Owner, Epoch: cur.Epoch}
+	if claimKvs := resp.Responses[1].GetResponseRange().Kvs; len(claimKvs) > 0 {
+		if c, ok := decodeClaim(string(claimKvs[0].Value)); ok {
+			stored = c
+		}
+	} else if stored == (transition.Claim{Owner: next.Owner, Epoch: next.Epoch}) {
+		// The claim key is missing (deleted by hand): the record's own
+		// claim stands, and the write restores the key.
+		return s.casRestoringClaim(ctx, id, expect, next, value, claim)
+	}
+	return transition.Record{}, transition.ClaimChanged(id, stored, transition.Claim{Owner: next.Owner, Epoch: next.Epoch})
+}
+
+// casRestoringClaim is CompareAndSwap for a record whose claim key is
+// missing and whose claim the write keeps.
+func (s *Store) casRestoringClaim(ctx context.Context, id string, expect uint64, next transition.Record, value, claim string) (transition.Record, error) {
+	key, claimKey := s.records+id, s.claims+id
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect)),
+			clientv3.Compare(clientv3.CreateRevision(claimKey), "=", 0)).
+		Then(clientv3.OpPut(key, value), clientv3.OpPut(claimKey, claim)).
+		Commit()
+	if err != nil {
+		return transition.Record{}, wrap("CompareAndSwap", id, err)
+	}
+	if !resp.Succeeded {
+		return s.CompareAndSwap(ctx, id, expect, next) // something moved: decide again
+	}
+	next = next.Clone()
+	next.Revision = uint64(resp.Header.Revision)
+	return next, nil
+}
+
+// checkID refuses an id no record can have, before any request.
+func checkID(op, id string) error {
+	probe := transition.Record{ID: id, Status: "x"}
+	if err := probe.Validate(); err != nil {
+		return fmt.Errorf("etcdstore: %s: %w", op, err)
+	}
+	return nil
 }
 
 // List implements [transition.Lister].

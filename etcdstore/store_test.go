@@ -14,6 +14,7 @@ import (
 
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
+	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/execfsm/execfsm/transition/storetest"
@@ -183,9 +184,15 @@ func recvID(t *testing.T, ch <-chan transition.WatchEvent, id string) transition
 	}
 }
 
+func TestStartupOwnership(t *testing.T) {
+	recoverytest.RunOwnership(t, func(t *testing.T) transition.Store { return newStore(t, etcdstore.Options{}) }, recoverytest.Options{})
+}
+
 func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
-	_, err := s.Create(bg, transition.Record{ID: "ex-1", Status: "running"})
+	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)
 
 	// Controller A has its own client: its death is that client going.
@@ -193,52 +200,61 @@ func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T
 	require.NoError(t, err)
 	sA, err := etcdstore.New(clA, etcdstore.Options{Prefix: s.Prefix()})
 	require.NoError(t, err)
-	a, err := sA.Acquire(bg, "ex-1", "pod-a", 2*time.Second)
+	podA, err := transition.NewPersisted(state.Lifecycle(), sA, "ex-1")
 	require.NoError(t, err)
-	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, a.Claim)
+	podA, _, err = podA.Acquire(bg, transition.Lease{Holder: "pod-a", TTL: 2 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim())
+	require.IsType(t, &etcdstore.Ownership{}, podA.Ownership())
 
-	_, err = s.Acquire(bg, "ex-1", "pod-b", 2*time.Second)
-	require.ErrorIs(t, err, etcdstore.ErrHeld)
+	_, _, err = s.Acquire(bg, "ex-1", transition.Lease{Holder: "pod-b", TTL: 2 * time.Second})
+	require.ErrorIs(t, err, transition.ErrHeld)
 	require.Contains(t, err.Error(), "pod-a")
 
 	require.NoError(t, clA.Close()) // pod-a dies; its lease is no longer kept alive
 	select {
-	case <-a.Lost():
+	case <-podA.Ownership().Lost():
 	case <-time.After(20 * time.Second):
 		t.Fatal("pod-a did not learn it lost the execution")
 	}
 
-	var b *etcdstore.Ownership
-	require.Eventually(t, func() bool {
-		b, err = s.Acquire(bg, "ex-1", "pod-b", 2*time.Second)
-		return err == nil
-	}, 20*time.Second, 100*time.Millisecond, "after the lease expires the next controller takes over")
-	defer func() { require.NoError(t, b.Release(bg)) }()
-	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, b.Claim)
+	// pod-b waits for the lease to expire instead of polling.
+	waitCtx, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	podB, rec, err := master.Acquire(waitCtx, transition.Lease{Holder: "pod-b", TTL: 2 * time.Second, Wait: true})
+	require.NoError(t, err, "after the lease expires the next controller takes over")
+	t.Logf("took over %v after pod-a died", time.Since(start).Round(time.Millisecond))
+	defer func() { require.NoError(t, podB.Ownership().Release(bg)) }()
+	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, podB.Claim())
+	require.Equal(t, uint64(2), rec.Epoch)
 
-	// pod-a comes back from a long pause with its old claim: fenced.
-	stale, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
-	require.NoError(t, err)
-	_, err = stale.WithClaim(a.Claim).Fire(bg, state.Failed, "old pod")
+	// pod-a comes back from a long pause: fenced.
+	_, err = podA.Fire(bg, state.Failed, "old pod")
 	require.ErrorIs(t, err, transition.ErrFenced)
-	_, err = stale.WithClaim(b.Claim).Fire(bg, state.Paused, "new pod")
+	_, err = podB.Fire(bg, state.Paused, "new pod")
 	require.NoError(t, err)
 }
 
-func TestReleaseLetsTheNextControllerTakeOverAtOnce(t *testing.T) {
+// A lease revoked behind the holder's back (an operator's etcdctl lease
+// revoke) closes Lost: the holder learns it no longer owns the execution.
+func TestRevokedLeaseClosesLost(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
 	_, err := s.Create(bg, transition.Record{ID: "ex-1", Status: "running"})
 	require.NoError(t, err)
-	a, err := s.Acquire(bg, "ex-1", "pod-a", 30*time.Second)
+	own, _, err := s.Acquire(bg, "ex-1", transition.Lease{Holder: "pod-a", TTL: 30 * time.Second})
 	require.NoError(t, err)
-	require.NoError(t, a.Release(bg))
-	b, err := s.Acquire(bg, "ex-1", "pod-b", 30*time.Second)
+	defer func() { require.NoError(t, own.Release(bg)) }()
+	_, err = client(t, shared).Revoke(bg, own.(*etcdstore.Ownership).Lease())
 	require.NoError(t, err)
-	require.NoError(t, b.Release(bg))
-	_, err = s.Acquire(bg, "ex-1", "", time.Minute)
-	require.ErrorIs(t, err, transition.ErrInvalidRecord)
-	_, err = s.Acquire(bg, "nope", "pod-c", time.Minute)
-	require.ErrorIs(t, err, transition.ErrNotFound)
+	select {
+	case <-own.Lost():
+	case <-time.After(20 * time.Second):
+		t.Fatal("Lost was not closed after the lease was revoked")
+	}
+	next, _, err := s.Acquire(bg, "ex-1", transition.Lease{Holder: "pod-b", TTL: 30 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, next.Release(bg))
 }
 
 // A 3-member cluster loses its leader mid-run: transitions go on after

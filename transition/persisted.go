@@ -284,6 +284,9 @@ func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec Record)
 // to write nothing, a fence) is never trusted: the record may have moved
 // on, so the decision is made again on a fresh read.
 func (p *Persisted[S]) applyLocked(ctx context.Context, decide func(S, Record) (Update[S], error)) (c Change[S], rec Record, written bool, err error) {
+	if err := p.lost(); err != nil {
+		return Change[S]{}, Record{}, false, err // final: no read can change it
+	}
 	rec, cached := p.shared.cache, p.shared.cache.ID != ""
 	if !cached {
 		if rec, err = p.read(ctx); err != nil {
@@ -342,8 +345,8 @@ func (p *Persisted[S]) decide(ctx context.Context, rec Record, decide func(S, Re
 	return p.plan(ctx, cur, rec, u)
 }
 
-// fenced returns a [*FencedError] if this handle owns the record no more.
-func (p *Persisted[S]) fenced(rec Record) error {
+// lost returns a [*FencedError] if this handle's ownership has ended.
+func (p *Persisted[S]) lost() error {
 	if p.own == nil {
 		return nil
 	}
@@ -351,6 +354,17 @@ func (p *Persisted[S]) fenced(rec Record) error {
 	case <-p.own.Lost():
 		return &FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch, Lost: true}
 	default:
+		return nil
+	}
+}
+
+// fenced returns a [*FencedError] if this handle owns the record no more.
+func (p *Persisted[S]) fenced(rec Record) error {
+	if p.own == nil {
+		return nil
+	}
+	if err := p.lost(); err != nil {
+		return err
 	}
 	if rec.Owner != p.claim.Owner || rec.Epoch != p.claim.Epoch {
 		return &FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch,
