@@ -59,7 +59,7 @@ func Example_relocation() {
 	_ = podA.Ownership().Release(ctx) // so the next pod need not wait for the lease
 
 	podB, rec, _ := master.Acquire(ctx, lease("pod-b")) // epoch 2 fences pod-a
-	back, _ := table.Parse(rec.Previous)                      // relocating remembers: running
+	back, _ := table.Parse(rec.Previous)                // relocating remembers: running
 	_, _ = podB.Fire(ctx, back, "resumed")
 
 	_, err := podA.Fire(ctx, state.Failed, "old pod still alive")
