@@ -75,30 +75,21 @@ func controller(spec controllerSpec) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if cur, _, err := exec.Load(ctx); err != nil {
-		return 0, err
-	} else if cur.IsTerminal() {
-		_, _, err := recovery.ApplyStartup(ctx, exec, spec.Pod, recovery.Policy{})
+	// The store-agnostic startup path: acquire (waiting for a crashed
+	// predecessor's Lease to expire), then decide.
+	policy := recovery.Policy{Restarts: true, Work: restartable{}, RestartBudget: spec.Budget}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, exec, err := recovery.ApplyStartup(waitCtx, exec, transition.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true}, policy)
+	if errors.Is(err, recovery.ErrTerminalStatus) {
 		fmt.Println("refused", err)
 		return 3, nil
 	}
-	var own *kube.Ownership
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		own, err = store.Acquire(ctx, spec.ID, spec.Pod, leaseDuration)
-		if !errors.Is(err, kube.ErrHeld) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 	if err != nil {
 		return 0, err
 	}
-	fmt.Println("lease", own.Claim.Epoch)
-	policy := recovery.Policy{Restarts: true, Work: restartable{}, RestartBudget: spec.Budget}
-	v, exec, err := recovery.ApplyStartup(ctx, exec.WithClaim(own.Claim), spec.Pod, policy)
-	if err != nil {
-		return 0, err
-	}
+	own := exec.Ownership()
+	fmt.Println("lease", exec.Claim().Epoch)
 	fmt.Println("verdict", v.Decision, v.To)
 	switch v.Decision {
 	case recovery.Fail:
@@ -115,10 +106,8 @@ func controller(spec controllerSpec) (int, error) {
 		return 0, err
 	}
 	fmt.Println("terminate", a.Kind)
-	if a.Kind == recovery.Relocate {
-		if err := own.Release(ctx); err != nil {
-			return 0, err
-		}
+	if a.ReleaseErr != nil { // ApplyTerminate released the Lease on relocation
+		return 0, a.ReleaseErr
 	}
 	return a.ExitCode, nil
 }

@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"time"
 
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/recovery"
@@ -23,14 +24,14 @@ func Example() {
 	client := kubernetes.NewForConfigOrDie(cfg)
 
 	store, _ := kube.New(client, kube.Options{Namespace: "teraslice"})
-	own, err := store.Acquire(ctx, "ex-42", "ex-42-controller-7d9f", 15e9) // 15s Lease
-	if err != nil {
-		return // kube.ErrHeld: a live controller has it
-	}
-	defer own.Release(ctx)
 	exec, _ := transition.NewPersisted(state.Lifecycle(), store, "ex-42")
-	verdict, exec, _ := recovery.ApplyStartup(ctx, exec.WithClaim(own.Claim), "ex-42-controller-7d9f", recovery.Policy{Restarts: true})
-	_, _ = verdict, exec
+	lease := transition.Lease{Holder: "ex-42-controller-7d9f", TTL: 15 * time.Second} // held in a Lease
+	verdict, exec, err := recovery.ApplyStartup(ctx, exec, lease, recovery.Policy{Restarts: true})
+	if err != nil {
+		return // transition.ErrHeld: a live controller has it
+	}
+	defer exec.Ownership().Release(ctx)
+	_ = verdict
 
 	mgr, _ := ctrl.NewManager(cfg, ctrl.Options{})
 	var r recovery.Reconciler[types.NamespacedName] // your reconciler

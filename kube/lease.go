@@ -7,25 +7,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/storecall"
 	"github.com/execfsm/execfsm/transition"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 )
 
-// ErrHeld is matched by the error of Acquire when a live controller holds
-// the execution's Lease.
-var ErrHeld = errors.New("execution is owned by a live controller")
-
 // Ownership is a controller's hold on an execution through a
-// coordination.k8s.io/v1 Lease it keeps renewing.
+// coordination.k8s.io/v1 Lease it keeps renewing. It implements
+// [transition.Ownership].
 type Ownership struct {
-	// Claim is the holder and the epoch (the Lease's leaseTransitions);
-	// give it to transition.Persisted.WithClaim.
-	Claim  transition.Claim
-	Record transition.Record
-
+	claim transition.Claim
+	id    string
 	store *Store
 	name  string
 	stop  context.CancelFunc
@@ -34,92 +28,132 @@ type Ownership struct {
 	once  sync.Once
 }
 
-// Lost is closed when the Lease could not be renewed within its duration
-// (or another holder has it): stop driving the execution; writes will be
-// fenced once the next owner takes over.
+var _ transition.Ownership = (*Ownership)(nil)
+
+// Claim implements [transition.Ownership]: the holder and the epoch (the
+// Lease's leaseTransitions, and the record's Epoch).
+func (o *Ownership) Claim() transition.Claim { return o.claim }
+
+// Lost implements [transition.Ownership]: it is closed when the Lease
+// could not be renewed within its duration, has another holder, or was
+// released.
 func (o *Ownership) Lost() <-chan struct{} { return o.lost }
 
-// Release stops renewing and gives the Lease up, so the next controller
-// need not wait for it to expire.
+func (o *Ownership) end() { o.once.Do(func() { close(o.lost) }) }
+
+// Release implements [transition.Ownership]: it stops renewing and clears
+// the Lease's holder, so the next controller need not wait for it to
+// expire. Releasing twice, or a Lease someone else holds by now, is no
+// error.
 func (o *Ownership) Release(ctx context.Context) error {
 	o.stop()
 	<-o.done
+	o.end()
 	ctx, cancel, err := o.store.call(ctx, "Release")
 	if err != nil {
 		return err
 	}
 	defer cancel()
 	leases := o.store.client.CoordinationV1().Leases(o.store.ns)
-	lease, err := leases.Get(ctx, o.name, metav1.GetOptions{})
-	if err != nil {
-		return wrap("Release", o.Record.ID, err)
+	for {
+		lease, err := leases.Get(ctx, o.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return wrap("Release", o.id, err)
+		}
+		if !holds(lease, o.claim) {
+			return nil // released already, or someone else has it
+		}
+		lease.Spec.HolderIdentity, lease.Spec.RenewTime = nil, nil
+		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return wrap("Release", o.id, err)
+		}
+		return nil
 	}
-	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != o.Claim.Owner {
-		return nil // someone else has it already
-	}
-	lease.Spec.HolderIdentity, lease.Spec.RenewTime = nil, nil
-	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		return wrap("Release", o.Record.ID, err)
-	}
-	return nil
 }
 
-// Acquire takes execution id over for holder through its Lease, held
-// while holder keeps renewing it (every duration/3, in the background).
-// If a live holder has it (renewed within its duration) the error
-// matches [ErrHeld]. A dead holder's Lease is taken over: the epoch (the
-// Lease's leaseTransitions, and the record's Epoch) goes up by one,
-// fencing the old holder.
+// holds reports whether lease is held under claim.
+func holds(l *coordinationv1.Lease, c transition.Claim) bool {
+	return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == c.Owner &&
+		l.Spec.LeaseTransitions != nil && uint64(*l.Spec.LeaseTransitions) == c.Epoch
+}
+
+// Acquire implements [transition.Store] with the execution's Lease (named
+// like its ConfigMap), held while the holder keeps renewing it (every
+// third of its duration, in the background). If a live holder has it
+// (renewed within its duration) the record is held; with lease.Wait,
+// Acquire waits until that holder releases it or stops renewing it for a
+// whole duration. A dead holder's Lease is taken over: the epoch (the
+// Lease's leaseTransitions, and the record's Epoch) goes above both, which
+// fences the old holder.
 //
 // Kubernetes has no transaction across two objects, so the Lease and the
 // record are written one after the other. The order makes that safe: the
 // Lease first, so nobody else can take over meanwhile, then the record's
 // owner and epoch; an old holder that is still alive stopped renewing a
 // whole lease duration ago and learned it from Lost.
-func (s *Store) Acquire(ctx context.Context, id, holder string, duration time.Duration) (*Ownership, error) {
-	if holder == "" || len(holder) > transition.MaxOwnerLen {
-		return nil, fmt.Errorf("kube: Acquire %q: %w: holder is %d bytes, want 1 to %d", id, transition.ErrInvalidRecord, len(holder), transition.MaxOwnerLen)
+func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) (transition.Ownership, transition.Record, error) {
+	if err := lease.Validate(); err != nil {
+		return nil, transition.Record{}, err
 	}
-	if duration < time.Second || duration > time.Hour {
-		return nil, fmt.Errorf("kube: Acquire %q: lease duration %v, want 1s to 1h", id, duration)
+	if err := checkID("Acquire", id); err != nil {
+		return nil, transition.Record{}, err
 	}
 	ctx, cancel, err := s.call(ctx, "Acquire")
 	if err != nil {
-		return nil, err
+		return nil, transition.Record{}, err
 	}
 	defer cancel()
 	name := s.Name(id)
-	for attempt := 0; attempt < 16; attempt++ {
+	duration := lease.TTL.Round(time.Second)
+	if duration < lease.TTL {
+		duration += time.Second // never shorter than asked
+	}
+	for attempt := 0; ; attempt++ {
 		rec, err := s.Get(ctx, id)
 		if err != nil {
-			return nil, err
+			return nil, transition.Record{}, err
 		}
-		epoch, err := s.takeLease(ctx, name, id, holder, duration, rec.Epoch)
-		if errors.Is(err, transition.ErrConflict) {
+		epoch, held, err := s.takeLease(ctx, name, id, lease.Holder, duration, rec.Epoch)
+		switch {
+		case errors.Is(err, transition.ErrConflict) && attempt < 16:
+			continue
+		case err != nil:
+			return nil, transition.Record{}, err
+		case held != nil && !lease.Wait:
+			return nil, transition.Record{}, &transition.HeldError{ID: id, Holder: *held.Spec.HolderIdentity}
+		case held != nil:
+			if err := s.waitFree(ctx, id, held); err != nil {
+				return nil, transition.Record{}, err
+			}
+			attempt = 0
 			continue
 		}
-		if err != nil {
-			return nil, err
-		}
-		written, err := s.ownRecord(ctx, id, holder, epoch)
-		if errors.Is(err, transition.ErrConflict) {
+		written, err := s.ownRecord(ctx, id, lease, epoch)
+		if errors.Is(err, transition.ErrConflict) && attempt < 16 {
 			continue // the record moved on; take the Lease again over it
 		}
 		if err != nil {
-			return nil, err
+			return nil, transition.Record{}, err
 		}
 		renewCtx, stop := context.WithCancel(context.Background())
-		o := &Ownership{Claim: transition.Claim{Owner: holder, Epoch: epoch}, Record: written, store: s, name: name,
+		o := &Ownership{claim: transition.Claim{Owner: lease.Holder, Epoch: epoch}, id: id, store: s, name: name,
 			stop: stop, done: make(chan struct{}), lost: make(chan struct{})}
 		go o.renew(renewCtx, duration)
-		return o, nil
+		return o, written, nil
 	}
-	return nil, fmt.Errorf("kube: Acquire %q: %w: the Lease or the record kept changing", id, transition.ErrConflict)
 }
 
 // takeLease writes the Lease for holder at an epoch above both the
-// Lease's transitions and the record's epoch, and returns that epoch.
-func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration time.Duration, recordEpoch uint64) (uint64, error) {
+// Lease's transitions and the record's epoch, and returns that epoch; or
+// returns the Lease when a live holder has it.
+func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration time.Duration, recordEpoch uint64) (uint64, *coordinationv1.Lease, error) {
 	leases := s.client.CoordinationV1().Leases(s.ns)
 	now := metav1.NewMicroTime(time.Now())
 	secs := int32(duration / time.Second)
@@ -135,18 +169,18 @@ func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration
 		}
 		_, err := leases.Create(ctx, lease, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return 0, transition.ErrConflict
+			return 0, nil, transition.ErrConflict
 		}
 		if err != nil {
-			return 0, wrap("Acquire", id, err)
+			return 0, nil, wrap("Acquire", id, err)
 		}
-		return epoch, nil
+		return epoch, nil, nil
 	}
 	if err != nil {
-		return 0, wrap("Acquire", id, err)
+		return 0, nil, wrap("Acquire", id, err)
 	}
 	if h := lease.Spec.HolderIdentity; h != nil && *h != "" && live(lease, time.Now()) {
-		return 0, fmt.Errorf("kube: Acquire %q: %w: held by %q", id, ErrHeld, *h)
+		return 0, lease, nil
 	}
 	var transitions uint64
 	if lease.Spec.LeaseTransitions != nil {
@@ -157,23 +191,65 @@ func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration
 	lease.Spec = coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
 		AcquireTime: &now, RenewTime: &now, LeaseTransitions: &t}
 	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); apierrors.IsConflict(err) {
-		return 0, transition.ErrConflict
+		return 0, nil, transition.ErrConflict
 	} else if err != nil {
-		return 0, wrap("Acquire", id, err)
+		return 0, nil, wrap("Acquire", id, err)
 	}
-	return epoch, nil
+	return epoch, nil, nil
 }
 
 // live reports whether the Lease's holder renewed it within its duration.
 func live(l *coordinationv1.Lease, now time.Time) bool {
+	return now.Before(expiry(l))
+}
+
+// expiry is when the Lease ends unless renewed.
+func expiry(l *coordinationv1.Lease) time.Time {
 	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return false
+		return time.Time{}
 	}
-	return now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+}
+
+// waitFree waits until the held Lease changes (released, renewed, taken)
+// or would expire, whichever is first, or until ctx ends: then the error
+// matches ErrHeld and ctx's error. The caller looks again either way.
+func (s *Store) waitFree(ctx context.Context, id string, held *coordinationv1.Lease) error {
+	heldErr := &transition.HeldError{ID: id, Holder: *held.Spec.HolderIdentity}
+	watchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.client.CoordinationV1().Leases(s.ns).Watch(watchCtx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", held.Name).String(),
+		ResourceVersion: held.ResourceVersion,
+	})
+	var changed <-chan struct{}
+	if err == nil {
+		defer w.Stop()
+		ch := make(chan struct{})
+		go func() {
+			defer close(ch)
+			for range w.ResultChan() {
+				return // any event: look again
+			}
+		}()
+		changed = ch
+	}
+	// A small margin past the expiry: the holder's clock and ours differ
+	// by the time a renewal takes to travel.
+	timer := time.NewTimer(time.Until(expiry(held)) + 100*time.Millisecond)
+	defer timer.Stop()
+	select {
+	case <-changed:
+	case <-timer.C:
+	case <-ctx.Done():
+		heldErr.Waited = context.Cause(ctx)
+		return heldErr
+	}
+	return nil
 }
 
 // ownRecord writes holder and epoch into the record, with an audit entry.
-func (s *Store) ownRecord(ctx context.Context, id, holder string, epoch uint64) (transition.Record, error) {
+func (s *Store) ownRecord(ctx context.Context, id string, lease transition.Lease, epoch uint64) (transition.Record, error) {
 	rec, err := s.Get(ctx, id)
 	if err != nil {
 		return transition.Record{}, err
@@ -181,8 +257,8 @@ func (s *Store) ownRecord(ctx context.Context, id, holder string, epoch uint64) 
 	if rec.Epoch >= epoch {
 		return transition.Record{}, transition.ErrConflict
 	}
-	next := storecall.TakeOver(rec, holder, epoch, "acquired the Lease", time.Now())
-	written, err := s.CompareAndSwap(ctx, id, rec.Revision, next)
+	next := lease.TakeOver(rec, epoch, time.Now())
+	written, err := s.update(ctx, id, rec.Revision, next)
 	var conflict *transition.ConflictError
 	if errors.As(err, &conflict) {
 		return transition.Record{}, transition.ErrConflict
@@ -207,10 +283,9 @@ func (o *Ownership) renew(ctx context.Context, duration time.Duration) {
 		callCtx, cancel := context.WithTimeout(ctx, duration/3)
 		lease, err := leases.Get(callCtx, o.name, metav1.GetOptions{})
 		if err == nil {
-			if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != o.Claim.Owner ||
-				lease.Spec.LeaseTransitions == nil || uint64(*lease.Spec.LeaseTransitions) != o.Claim.Epoch {
+			if !holds(lease, o.claim) {
 				cancel()
-				o.once.Do(func() { close(o.lost) })
+				o.end()
 				return
 			}
 			now := metav1.NewMicroTime(time.Now())
@@ -223,8 +298,17 @@ func (o *Ownership) renew(ctx context.Context, duration time.Duration) {
 			continue
 		}
 		if time.Since(lastRenewed) >= duration {
-			o.once.Do(func() { close(o.lost) })
+			o.end()
 			return
 		}
 	}
+}
+
+// checkID refuses an id no record can have, before any request.
+func checkID(op, id string) error {
+	probe := transition.Record{ID: id, Status: "x"}
+	if err := probe.Validate(); err != nil {
+		return fmt.Errorf("kube: %s: %w", op, err)
+	}
+	return nil
 }

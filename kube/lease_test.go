@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/execfsm/execfsm/transition/storetest"
@@ -12,26 +11,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+func lease(holder string, ttl time.Duration) transition.Lease {
+	return transition.Lease{Holder: holder, TTL: ttl}
+}
+
 func TestLeaseHeldByALiveControllerCannotBeTaken(t *testing.T) {
 	s := newStore(t)
 	_, err := s.Create(bg, storetest.Sample("ex-1"))
 	require.NoError(t, err)
-	a, err := s.Acquire(bg, "ex-1", "pod-a", 10*time.Second)
+	a, _, err := s.Acquire(bg, "ex-1", lease("pod-a", 10*time.Second))
 	require.NoError(t, err)
-	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 4}, a.Claim, "the epoch continues from the record's (3)")
-	lease, err := clientset.CoordinationV1().Leases(s.Namespace()).Get(bg, s.Name("ex-1"), metav1.GetOptions{})
+	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 4}, a.Claim(), "the epoch continues from the record's (3)")
+	l, err := clientset.CoordinationV1().Leases(s.Namespace()).Get(bg, s.Name("ex-1"), metav1.GetOptions{})
 	require.NoError(t, err)
-	require.Equal(t, "pod-a", *lease.Spec.HolderIdentity)
-	require.Equal(t, int32(4), *lease.Spec.LeaseTransitions, "the epoch is leaseTransitions")
+	require.Equal(t, "pod-a", *l.Spec.HolderIdentity)
+	require.Equal(t, int32(4), *l.Spec.LeaseTransitions, "the epoch is leaseTransitions")
 
-	_, err = s.Acquire(bg, "ex-1", "pod-b", 10*time.Second)
-	require.ErrorIs(t, err, kube.ErrHeld)
+	_, _, err = s.Acquire(bg, "ex-1", lease("pod-b", 10*time.Second))
+	require.ErrorIs(t, err, transition.ErrHeld)
 	require.Contains(t, err.Error(), "pod-a")
 
 	require.NoError(t, a.Release(bg))
-	b, err := s.Acquire(bg, "ex-1", "pod-b", 10*time.Second)
+	b, _, err := s.Acquire(bg, "ex-1", lease("pod-b", 10*time.Second))
 	require.NoError(t, err, "a released Lease is taken at once")
-	require.Equal(t, uint64(5), b.Claim.Epoch)
+	require.Equal(t, uint64(5), b.Claim().Epoch)
 	require.NoError(t, b.Release(bg))
 }
 
@@ -39,51 +42,82 @@ func TestLeaseHeldByALiveControllerCannotBeTaken(t *testing.T) {
 // duration the next controller takes over and the dead one is fenced.
 func TestExpiredLeaseIsTakenOverAndTheOldHolderFenced(t *testing.T) {
 	s := newStore(t)
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
 	require.NoError(t, err)
-	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Running})
+	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)
-	a, err := s.Acquire(bg, "ex-1", "pod-a", 10*time.Second)
+	podA, _, err := master.Acquire(bg, lease("pod-a", 10*time.Second))
 	require.NoError(t, err)
 	// pod-a dies: make its Lease look unrenewed for longer than its
 	// duration, as it would after the process was gone that long.
 	leases := clientset.CoordinationV1().Leases(s.Namespace())
-	lease, err := leases.Get(bg, s.Name("ex-1"), metav1.GetOptions{})
+	l, err := leases.Get(bg, s.Name("ex-1"), metav1.GetOptions{})
 	require.NoError(t, err)
 	stale := metav1.NewMicroTime(time.Now().Add(-time.Minute))
-	lease.Spec.RenewTime = &stale
-	_, err = leases.Update(bg, lease, metav1.UpdateOptions{})
+	l.Spec.RenewTime = &stale
+	_, err = leases.Update(bg, l, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	b, err := s.Acquire(bg, "ex-1", "pod-b", 10*time.Second)
+	podB, _, err := master.Acquire(bg, lease("pod-b", 10*time.Second))
 	require.NoError(t, err)
-	defer func() { require.NoError(t, b.Release(bg)) }()
-	require.Equal(t, a.Claim.Epoch+1, b.Claim.Epoch)
+	defer func() { require.NoError(t, podB.Ownership().Release(bg)) }()
+	require.Equal(t, podA.Claim().Epoch+1, podB.Claim().Epoch)
 	select {
-	case <-a.Lost():
+	case <-podA.Ownership().Lost():
 	case <-time.After(30 * time.Second):
 		t.Fatal("pod-a never learned it lost the Lease")
 	}
-	_, err = exec.WithClaim(a.Claim).Fire(bg, state.Failed, "old holder")
+	_, err = podA.Fire(bg, state.Failed, "old holder")
 	require.ErrorIs(t, err, transition.ErrFenced)
-	_, err = exec.WithClaim(b.Claim).Fire(bg, state.Paused, "new holder")
+	_, err = podB.Fire(bg, state.Paused, "new holder")
 	require.NoError(t, err)
-	require.NoError(t, a.Release(bg), "releasing a Lease someone else holds is a no-op")
+	require.NoError(t, podA.Ownership().Release(bg), "releasing a Lease someone else holds is a no-op")
 	got, err := leases.Get(bg, s.Name("ex-1"), metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "pod-b", *got.Spec.HolderIdentity)
+}
+
+// A controller restarted after a crash waits for the dead holder's Lease
+// to expire, on its own, and takes over then.
+func TestWaitingAcquireTakesOverWhenTheLeaseExpires(t *testing.T) {
+	s := newStore(t)
+	_, err := s.Create(bg, storetest.Unowned("ex-1"))
+	require.NoError(t, err)
+	a, _, err := s.Acquire(bg, "ex-1", lease("pod-a", 2*time.Second))
+	require.NoError(t, err)
+	// pod-a's process freezes: it stops renewing, and its Lease keeps
+	// its last renewal.
+	leases := clientset.CoordinationV1().Leases(s.Namespace())
+	frozen, err := leases.Get(bg, s.Name("ex-1"), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, a.Release(bg)) // stops renewing; then pod-a's last renewal is put back
+	cur, err := leases.Get(bg, s.Name("ex-1"), metav1.GetOptions{})
+	require.NoError(t, err)
+	cur.Spec = frozen.Spec
+	_, err = leases.Update(bg, cur, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	l := lease("pod-b", 2*time.Second)
+	l.Wait = true
+	start := time.Now()
+	b, rec, err := s.Acquire(bg, "ex-1", l)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, b.Release(bg)) }()
+	t.Logf("took over %v after the last renewal", time.Since(frozen.Spec.RenewTime.Time).Round(time.Millisecond))
+	require.GreaterOrEqual(t, time.Since(frozen.Spec.RenewTime.Time), 2*time.Second, "not before the Lease expired")
+	require.Less(t, time.Since(start), 30*time.Second)
+	require.Equal(t, uint64(2), rec.Epoch)
 }
 
 func TestAcquireRefusesBadArguments(t *testing.T) {
 	s := newStore(t)
 	_, err := s.Create(bg, storetest.Sample("ex-1"))
 	require.NoError(t, err)
-	_, err = s.Acquire(bg, "ex-1", "", time.Minute)
-	require.ErrorIs(t, err, transition.ErrInvalidRecord)
-	for _, d := range []time.Duration{0, -time.Second, time.Millisecond, 2 * time.Hour} {
-		_, err = s.Acquire(bg, "ex-1", "pod", d)
-		require.ErrorContains(t, err, "lease duration", "%v", d)
+	for _, l := range []transition.Lease{lease("", time.Minute), lease("pod", 0), lease("pod", -time.Second),
+		lease("pod", time.Millisecond), lease("pod", 2*time.Hour)} {
+		_, _, err = s.Acquire(bg, "ex-1", l)
+		require.ErrorIs(t, err, transition.ErrInvalidLease, "%+v", l)
 	}
-	_, err = s.Acquire(bg, "nope", "pod", time.Minute)
+	_, _, err = s.Acquire(bg, "nope", lease("pod", time.Minute))
 	require.ErrorIs(t, err, transition.ErrNotFound)
 }

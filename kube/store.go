@@ -220,7 +220,10 @@ func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.R
 // CompareAndSwap implements [transition.Store] with an update carrying
 // the expected resourceVersion: the API server answers 409 Conflict when
 // it has moved on, and the store then reads the current record for the
-// ConflictError.
+// ConflictError. The API server compares nothing but the resourceVersion,
+// so the store reads the record first to refuse a write that would change
+// its claim: two round trips per write (a stale read costs only the
+// first).
 func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
 	if next.ID != id {
 		return transition.Record{}, fmt.Errorf("kube: CompareAndSwap %q: %w: record id is %q", id, transition.ErrInvalidRecord, next.ID)
@@ -233,6 +236,21 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 		return transition.Record{}, err
 	}
 	defer cancel()
+	cur, err := s.Get(ctx, id)
+	if err != nil {
+		return transition.Record{}, err
+	}
+	if cur.Revision != expect {
+		return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+	}
+	if stored, claim := (transition.Claim{Owner: cur.Owner, Epoch: cur.Epoch}), (transition.Claim{Owner: next.Owner, Epoch: next.Epoch}); stored != claim {
+		return transition.Record{}, transition.ClaimChanged(id, stored, claim)
+	}
+	return s.update(ctx, id, expect, next)
+}
+
+// update writes next over the ConfigMap at resourceVersion expect.
+func (s *Store) update(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: s.Name(id), Namespace: s.ns, ResourceVersion: strconv.FormatUint(expect, 10),
 	}}

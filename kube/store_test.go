@@ -11,6 +11,7 @@ import (
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/transition/storetest"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +32,10 @@ func newStoreIn(t testing.TB, ns string) *kube.Store {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) transition.Store { return newStore(t) })
+}
+
+func TestStartupOwnership(t *testing.T) {
+	recoverytest.RunOwnership(t, func(t *testing.T) transition.Store { return newStore(t) }, recoverytest.Options{})
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
