@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/kube"
+	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
-	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/transition/storetest"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
