@@ -240,6 +240,9 @@ func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status],
 		if v.Decision == Refuse {
 			return v, nil, v.Err
 		}
+		if lease.Reason == "" {
+			lease.Reason = "controller starting"
+		}
 		if owned, _, err = exec.Acquire(ctx, lease); err != nil {
 			return Verdict{}, nil, fmt.Errorf("recovery: startup of %s: %w", rec.ID, err)
 		}

@@ -1,13 +1,16 @@
-// Quickstart is the smallest tour of execfsm, entirely in memory.
+// Quickstart is the smallest tour of execfsm.
 //
 // It prints the execution lifecycle table, then walks one execution
 // through its life the way a cluster master and two execution
-// controllers would: the master schedules it, controller pod-a takes it
-// over and runs it, a user pauses it, the platform drains pod-a's node
-// (so pod-a marks it relocating instead of shutting it down), pod-b takes
-// it over and brings it back paused, as it was, and finally completes it.
-// When pod-a, still alive, tries to write, it is fenced out. Every change
-// is printed with its reason, and the audit trail at the end.
+// controllers would, each controller on the startup and SIGTERM path the
+// README shows: the master schedules it; controller pod-a starts, takes
+// ownership and runs it; pod-b, started too early, is refused while pod-a
+// lives; a user pauses the execution; the platform drains pod-a's node,
+// so pod-a marks it relocating instead of shutting it down and lets go of
+// it; pod-b starts, takes it over at the next epoch and brings it back
+// paused, as it was; pod-a, still alive, tries to write and is fenced;
+// the execution completes. Every change is printed with who made it
+// (owner@epoch), and the audit trail at the end.
 //
 //	go run ./examples/quickstart                # in memory
 //	go run ./examples/quickstart -store bolt    # a bbolt file in a temp dir
@@ -22,8 +25,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/execfsm/execfsm/examples/internal/stores"
+	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 )
@@ -37,6 +42,11 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// slicer is the execution's work; it can be picked up by a new controller.
+type slicer struct{}
+
+func (slicer) IsRestartable() bool { return true }
 
 func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	store, closeStore, err := f.Open()
@@ -54,19 +64,24 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 			who = fmt.Sprintf("%s@%d", c.Owner, c.Epoch)
 		}
 		if c.Changed() {
-			fmt.Fprintf(w, "  rev %-2d %-12s %-12s → %-12s %s\n", c.Revision, who, c.From, c.To, c.Reason)
+			fmt.Fprintf(w, "  rev %-3d %-10s %-12s → %-12s %s\n", c.Revision, who, c.From, c.To, c.Reason)
 		} else {
-			fmt.Fprintf(w, "  rev %-2d %-12s %-12s   (owner)      %s\n", c.Revision, who, c.From, c.Reason)
+			fmt.Fprintf(w, "  rev %-3d %-10s %-12s   (owner)      %s\n", c.Revision, who, c.From, c.Reason)
 		}
 	})
 	open := func(actor string) (*transition.Persisted[state.Status], error) {
 		return transition.NewPersisted(table, store, "ex-42", transition.Actor(actor), logChange)
 	}
+	// Each controller's policy: the platform restarts controllers and the
+	// work can move, so SIGTERM relocates. Its lease is how long a
+	// successor waits if it dies without letting go.
+	policy := recovery.Policy{Restarts: true, Work: slicer{}}
+	lease := func(pod string) transition.Lease { return transition.Lease{Holder: pod, TTL: 15 * time.Second} }
+
 	master, err := open("master")
 	if err != nil {
 		return err
 	}
-
 	fmt.Fprintln(w, "\nOne execution, start to finish:")
 	if _, err := master.Create(ctx, transition.Update[state.Status]{To: state.Pending, Reason: "job submitted"}); err != nil {
 		return err
@@ -78,46 +93,47 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 		return err
 	}
 
+	// pod-a starts: it takes the execution over and decides what to do.
 	podA, err := open("pod-a")
 	if err != nil {
 		return err
 	}
-	if podA, _, err = podA.Acquire(ctx, "pod-a", "controller started"); err != nil {
+	verdict, podA, err := recovery.ApplyStartup(ctx, podA, lease("pod-a"), policy)
+	if err != nil {
 		return err
 	}
-	for _, step := range []struct {
-		p      *transition.Persisted[state.Status]
-		to     state.Status
-		reason string
-	}{
-		{podA, state.Running, "slicer ready, workers connected"},
-		{master, state.Paused, "user paused the execution"},
-		{podA, state.Relocating, "SIGTERM, status not stopping: node drain, relocate"},
-	} {
-		if err := fire(ctx, step.p, step.to, step.reason); err != nil {
-			return err
-		}
+	fmt.Fprintf(w, "  pod-a startup: %s (%s)\n", verdict.Decision, verdict.Reason)
+	if err := fire(ctx, podA, state.Running, "slicer ready, workers connected"); err != nil {
+		return err
 	}
 
-	// pod-b starts elsewhere, finds relocating and takes over.
+	// pod-b is started by mistake while pod-a lives: refused, nothing written.
 	podB, err := open("pod-b")
 	if err != nil {
 		return err
 	}
-	_, rec, err := podB.Load(ctx)
+	if _, _, err = recovery.ApplyStartup(ctx, podB, lease("pod-b"), policy); !errors.Is(err, transition.ErrHeld) {
+		return fmt.Errorf("expected pod-b to be refused while pod-a lives, got %v", err)
+	}
+	fmt.Fprintf(w, "  pod-b startup refused: %v\n", err)
+
+	if err := fire(ctx, master, state.Paused, "user paused the execution"); err != nil {
+		return err
+	}
+
+	// The node is drained: SIGTERM, and the status is not stopping.
+	action, err := recovery.ApplyTerminate(ctx, podA, policy, nil)
 	if err != nil {
 		return err
 	}
-	back, err := table.Parse(rec.Previous)
+	fmt.Fprintf(w, "  pod-a SIGTERM: %s, exit %d (%s)\n", action.Kind, action.ExitCode, action.Reason)
+
+	// pod-b starts elsewhere and takes over at once: pod-a let go.
+	verdict, podB, err = recovery.ApplyStartup(ctx, podB, lease("pod-b"), policy)
 	if err != nil {
 		return err
 	}
-	if podB, _, err = podB.Acquire(ctx, "pod-b", "relocated controller took over"); err != nil {
-		return err
-	}
-	if err := fire(ctx, podB, back, "resumed where it was relocated from"); err != nil {
-		return err
-	}
+	fmt.Fprintf(w, "  pod-b startup: %s → %s (%s)\n", verdict.Decision, verdict.To, verdict.Reason)
 
 	// pod-a has not exited yet and tries to carry on: fenced.
 	_, err = podA.Fire(ctx, state.Running, "old pod still alive")
@@ -126,26 +142,20 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	}
 	fmt.Fprintf(w, "  pod-a refused: %v\n", err)
 
-	for _, step := range []struct {
-		to     state.Status
-		reason string
-	}{
-		{state.Running, "user resumed the execution"},
-		{state.Completed, "all slices processed"},
-	} {
-		p := podB
-		if step.to == state.Running {
-			p = master
-		}
-		if err := fire(ctx, p, step.to, step.reason); err != nil {
-			return err
-		}
+	if err := fire(ctx, master, state.Running, "user resumed the execution"); err != nil {
+		return err
+	}
+	if err := fire(ctx, podB, state.Completed, "all slices processed"); err != nil {
+		return err
 	}
 	if _, err := podB.Fire(ctx, state.Running, "restart?"); !errors.Is(err, transition.ErrNotAllowed) {
 		return fmt.Errorf("completed must be final, got %v", err)
 	}
+	if err := podB.Ownership().Release(ctx); err != nil {
+		return err
+	}
 
-	_, rec, err = master.Load(ctx)
+	_, rec, err := master.Load(ctx)
 	if err != nil {
 		return err
 	}
@@ -155,7 +165,11 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 		if from == "" {
 			from = "(created)"
 		}
-		fmt.Fprintf(w, "  %-12s → %-12s by %-7s %s\n", from, e.To, e.Actor, e.Reason)
+		owner := ""
+		if e.Owner != "" {
+			owner = fmt.Sprintf("%s@%d", e.Owner, e.Epoch)
+		}
+		fmt.Fprintf(w, "  %-12s → %-12s by %-7s %-9s %s\n", from, e.To, e.Actor, owner, e.Reason)
 	}
 	return nil
 }

@@ -21,11 +21,18 @@ func quickstart(t *testing.T, kind string) {
 	got := out.String()
 	for _, want := range []string{
 		"relocating   running  → initializing ←running ←recovering ←failing ←paused",
-		"paused       → relocating",
-		"relocating   → paused       resumed where it was relocated from",
+		"pod-a startup: start",
+		"pod-a@1    initializing → running",
+		"pod-b startup refused:",
+		"record is owned by a live holder: held by \"pod-a\"",
+		"pod-a@1    paused       → relocating",
+		"pod-a SIGTERM: relocate, exit 143",
+		"pod-b@2    relocating     (owner)      controller starting",
+		"pod-b startup: resume → paused",
+		"pod-b@2    relocating   → paused",
 		"pod-a refused:",
 		"writer fenced by a newer owner",
-		"→ completed    all slices processed",
+		"pod-b@2    running      → completed    all slices processed",
 		"Final record: completed, owner pod-b at epoch 2",
 	} {
 		require.Contains(t, got, want)

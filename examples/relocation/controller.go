@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
@@ -91,33 +90,14 @@ func controller(cfg controllerConfig) (int, error) {
 		return 0, err
 	}
 
-	// On etcd the controller holds the execution for the life of a lease:
-	// after a crash its successor waits for the lease to expire; after a
-	// relocation it is released at once.
-	cur, _, err := exec.Load(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var own *etcdstore.Ownership
-	if es, ok := store.(*etcdstore.Store); ok && !cur.IsTerminal() { // an execution that is over is refused below, untouched
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			own, err = es.Acquire(ctx, cfg.Execution, cfg.Name, leaseTTL)
-			if !errors.Is(err, etcdstore.ErrHeld) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			return 0, err
-		}
-		exec = exec.WithClaim(own.Claim)
-		say("lease acquired at epoch %d", own.Claim.Epoch)
-	}
-
+	// The startup path is the same on every store: take the execution
+	// over (waiting, as a restarted pod must, for a crashed predecessor's
+	// lease to expire; a live one is never taken over), then decide.
 	work := &slicer{restartable: cfg.Restartable}
 	policy := recovery.Policy{Restarts: true, Work: work, RestartBudget: cfg.Budget}
-	verdict, exec, err := recovery.ApplyStartup(ctx, exec, cfg.Name, policy)
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	verdict, exec, err := recovery.ApplyStartup(startCtx, exec, transition.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true}, policy)
 	say("verdict %s %s: %s", verdict.Decision, verdict.To, verdict.Reason)
 	switch {
 	case errors.Is(err, recovery.ErrTerminalStatus):
@@ -125,6 +105,10 @@ func controller(cfg controllerConfig) (int, error) {
 	case err != nil:
 		return 0, err
 	}
+	// Let go when this process is done with the execution, so the next
+	// controller need not wait for the lease (relocating has let go already).
+	defer func() { _ = exec.Ownership().Release(context.Background()) }()
+	say("owner %s at epoch %d", exec.Claim().Owner, exec.Claim().Epoch)
 	switch verdict.Decision {
 	case recovery.Fail:
 		return exitFailed, nil
@@ -159,7 +143,7 @@ func controller(cfg controllerConfig) (int, error) {
 	for {
 		select {
 		case <-terms:
-			return terminate(ctx, cfg, exec, own, policy, checkpoint, lateWrite)
+			return terminate(ctx, cfg, exec, policy, checkpoint, lateWrite)
 		case <-tick.C:
 		}
 		work.done++
@@ -184,7 +168,7 @@ func controller(cfg controllerConfig) (int, error) {
 	}
 }
 
-func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persisted[state.Status], own *etcdstore.Ownership,
+func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persisted[state.Status],
 	policy recovery.Policy, checkpoint func(context.Context) error, lateWrite chan os.Signal) (int, error) {
 	action, err := recovery.ApplyTerminate(ctx, exec, policy, checkpoint)
 	if err != nil {
@@ -193,11 +177,10 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 	say("terminate %s: %s", action.Kind, action.Reason)
 	switch action.Kind {
 	case recovery.Relocate:
-		if own != nil {
-			// Let the successor take over now instead of after the TTL.
-			if err := own.Release(ctx); err != nil {
-				return 0, err
-			}
+		// ApplyTerminate let go of the execution: the successor takes
+		// over at once instead of after the lease's TTL.
+		if action.ReleaseErr != nil {
+			return 0, action.ReleaseErr
 		}
 		if cfg.LateWrite {
 			say("lingering")

@@ -24,6 +24,22 @@ func TestEveryScenarioPassesOnEtcd(t *testing.T) {
 	}
 	require.Contains(t, out.String(), "late write fenced", "the overlap's old controller was fenced")
 	require.Contains(t, out.String(), "restart budget spent")
+	requireOwnershipMoves(t, out.String())
+}
+
+// requireOwnershipMoves checks the drain's timeline: each controller
+// that started took the execution over at the next epoch.
+func requireOwnershipMoves(t *testing.T, out string) {
+	t.Helper()
+	for _, want := range []string{
+		"pod-1@1  initializing   (owner)      controller starting",
+		"pod-1@1  running      → relocating",
+		"pod-2@2  relocating     (owner)      controller starting",
+		"pod-2@2  relocating   → running      relocated controller took over; back to running",
+		"final: completed, owner pod-2 at epoch 2",
+	} {
+		require.Contains(t, out, want)
+	}
 }
 
 func TestBoltRunsOnlyTheScenariosWithoutOverlapAndSaysSo(t *testing.T) {
@@ -37,6 +53,7 @@ func TestBoltRunsOnlyTheScenariosWithoutOverlapAndSaysSo(t *testing.T) {
 		require.Contains(t, out.String(), "  "+name+strings.Repeat(" ", 8-len(name))+" SKIP")
 	}
 	require.Contains(t, out.String(), "bbolt locks its file to one process")
+	requireOwnershipMoves(t, out.String())
 }
 
 func TestBadFlagsAreRefused(t *testing.T) {

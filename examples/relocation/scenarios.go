@@ -87,7 +87,7 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 	s := &supervisor{out: out, store: cfg, group: &proc.Group{Echo: out}}
 	if !o.verbose {
 		s.group.Show = func(line string) bool {
-			for _, p := range []string{"verdict ", "terminate ", "late write ", "error "} {
+			for _, p := range []string{"verdict ", "owner ", "terminate ", "late write ", "error "} {
 				if strings.HasPrefix(line, p) {
 					return true
 				}
@@ -238,15 +238,20 @@ func (s *supervisor) timeline(id string) {
 	}
 	fmt.Fprintf(s.out, "  timeline of %s:\n", id)
 	for _, e := range rec.History {
+		at := e.At.Local().Format("15:04:05.000")
+		who := e.Actor
+		if e.Owner != "" {
+			who = fmt.Sprintf("%s@%d", e.Owner, e.Epoch)
+		}
 		switch {
 		case e.From == "":
-			fmt.Fprintf(s.out, "    %s  %-8s %-12s   %-12s %s\n", e.At.Local().Format("15:04:05.000"), e.Actor, "(created)", e.To, e.Reason)
+			fmt.Fprintf(s.out, "    %s  %-8s %-12s   %-12s %s\n", at, who, "(created)", e.To, e.Reason)
 		case e.From == e.To && e.Reason == "":
 			// a progress checkpoint: no status change, nothing to tell
 		case e.From == e.To:
-			fmt.Fprintf(s.out, "    %s  %-8s %-12s   %-12s %s (epoch %d)\n", e.At.Local().Format("15:04:05.000"), e.Actor, e.From, "(owner)", e.Reason, e.Epoch)
+			fmt.Fprintf(s.out, "    %s  %-8s %-12s   %-12s %s\n", at, who, e.From, "(owner)", e.Reason)
 		default:
-			fmt.Fprintf(s.out, "    %s  %-8s %-12s → %-12s %s\n", e.At.Local().Format("15:04:05.000"), e.Actor, e.From, e.To, e.Reason)
+			fmt.Fprintf(s.out, "    %s  %-8s %-12s → %-12s %s\n", at, who, e.From, e.To, e.Reason)
 		}
 	}
 	fmt.Fprintf(s.out, "  final: %s, owner %s at epoch %d\n", rec.Status, rec.Owner, rec.Epoch)
@@ -311,7 +316,8 @@ func drain(ctx context.Context, s *supervisor, id string) error {
 	if err != nil {
 		return err
 	}
-	return expect(rec.Status == "completed", "want completed, got %s", rec.Status)
+	return expect(rec.Status == "completed" && rec.Owner == c2.Name && rec.Epoch == 2,
+		"want completed by %s at epoch 2, got %s by %s at epoch %d", c2.Name, rec.Status, rec.Owner, rec.Epoch)
 }
 
 func oom(ctx context.Context, s *supervisor, id string) error {
