@@ -38,6 +38,14 @@ func (s announcing) CompareAndSwap(ctx context.Context, id string, expect uint64
 	return rec, err
 }
 
+func (s announcing) Acquire(ctx context.Context, id string, l transition.Lease) (transition.Ownership, transition.Record, error) {
+	own, rec, err := s.Store.Acquire(ctx, id, l)
+	if err == nil {
+		fmt.Printf("cas %d %s\n", rec.Revision, rec.Status)
+	}
+	return own, rec, err
+}
+
 func crashStore(spec childSpec) (transition.Store, func(), error) {
 	if spec.BoltPath != "" {
 		db, err := boltstore.Open(spec.BoltPath, &boltstore.Options{Timeout: 10 * time.Second})
@@ -83,7 +91,11 @@ func childCrashWriter(ctx context.Context, spec childSpec) error {
 	if err != nil {
 		return err
 	}
-	v, exec, err := recovery.ApplyStartup(ctx, exec, spec.Owner, recovery.Policy{Restarts: true, Work: restartable{}, RestartBudget: recovery.MaxRestartBudget})
+	// A killed predecessor's etcd lease must expire first: wait for it.
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, exec, err := recovery.ApplyStartup(startCtx, exec, transition.Lease{Holder: spec.Owner, TTL: 2 * time.Second, Wait: true},
+		recovery.Policy{Restarts: true, Work: restartable{}, RestartBudget: recovery.MaxRestartBudget})
 	if err != nil {
 		return err
 	}
@@ -265,17 +277,16 @@ func childLeaseHolder(ctx context.Context, spec childSpec) error {
 	if err != nil {
 		return err
 	}
-	own, err := s.Acquire(ctx, spec.IDs[0], spec.Owner, ttl)
-	if err != nil {
-		return err
-	}
 	exec, err := transition.NewPersisted(state.Lifecycle(), s, spec.IDs[0])
 	if err != nil {
 		return err
 	}
-	exec = exec.WithClaim(own.Claim)
-	fmt.Printf("acquired %d\n", own.Claim.Epoch)
-	lost := own.Lost()
+	exec, _, err = exec.Acquire(ctx, transition.Lease{Holder: spec.Owner, TTL: ttl})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("acquired %d\n", exec.Claim().Epoch)
+	lost := exec.Ownership().Lost()
 	for n := 0; ; n++ {
 		select {
 		case <-lost:
@@ -285,12 +296,12 @@ func childLeaseHolder(ctx context.Context, spec childSpec) error {
 			lost = nil
 		default:
 		}
-		_, _, err := exec.Apply(ctx, func(cur state.Status, _ transition.Record) (transition.Update[state.Status], error) {
+		c, _, err := exec.Apply(ctx, func(cur state.Status, _ transition.Record) (transition.Update[state.Status], error) {
 			return transition.Update[state.Status]{To: cur, Meta: map[string]string{"n": strconv.Itoa(n)}}, nil
 		})
 		switch {
 		case err == nil:
-			fmt.Println("write ok")
+			fmt.Println("write ok", c.Revision) // the revision tells when it landed, whenever it is read
 		case errors.Is(err, transition.ErrFenced):
 			fmt.Println("write fenced")
 			return nil

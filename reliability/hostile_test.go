@@ -38,8 +38,6 @@ func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
 		"invalid UTF-8 metadata key":   {To: state.Scheduling, Meta: map[string]string{"\xff": "v"}},
 		"invalid UTF-8 metadata value": {To: state.Scheduling, Meta: map[string]string{"k": "\xfe"}},
 		"empty metadata key":           {To: state.Scheduling, Meta: map[string]string{"": "v"}},
-		"1 MB owner":                   {To: state.Scheduling, TakeOver: megabyte},
-		"invalid UTF-8 owner":          {To: state.Scheduling, TakeOver: "pod-\xff"},
 	}
 	etcd, _ := etcdStore(t)
 	for storeName, store := range map[string]transition.Store{
@@ -56,6 +54,22 @@ func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
 					return u, nil
 				})
 				require.ErrorIs(t, err, transition.ErrInvalidRecord, name)
+				require.Less(t, len(err.Error()), 1024, "%s: the error does not repeat the input", name)
+				after, err := store.Get(context.Background(), "ex-hostile")
+				require.NoError(t, err)
+				require.Equal(t, before.Revision, after.Revision, "%s: nothing written", name)
+			}
+			for name, l := range map[string]transition.Lease{
+				"1 MB holder":          {Holder: megabyte, TTL: time.Minute},
+				"invalid UTF-8 holder": {Holder: "pod-\xff", TTL: time.Minute},
+				"1 MB reason":          {Holder: "pod", TTL: time.Minute, Reason: megabyte},
+				"a TTL of 290 years":   {Holder: "pod", TTL: math.MaxInt64},
+				"a negative TTL":       {Holder: "pod", TTL: -time.Second},
+				"a TTL below a second": {Holder: "pod", TTL: time.Millisecond},
+				"no holder":            {TTL: time.Minute},
+			} {
+				_, _, err := exec.Acquire(context.Background(), l)
+				require.ErrorIs(t, err, transition.ErrInvalidLease, name)
 				require.Less(t, len(err.Error()), 1024, "%s: the error does not repeat the input", name)
 				after, err := store.Get(context.Background(), "ex-hostile")
 				require.NoError(t, err)
@@ -84,7 +98,7 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 			_, err = exec.Fire(context.Background(), state.Failed, "clean up")
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			require.Contains(t, err.Error(), `"hibernating"`)
-			_, _, err = recovery.ApplyStartup(context.Background(), exec, "pod-a", recovery.Policy{})
+			_, _, err = recovery.ApplyStartup(context.Background(), exec, transition.Lease{Holder: "pod-a", TTL: time.Minute}, recovery.Policy{})
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			_, err = recovery.Startup(after(t, store), recovery.Policy{Now: time.Now()})
 			require.ErrorIs(t, err, state.ErrUnknownStatus)
@@ -150,12 +164,6 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 	defer cl.Close()
 	_, err = etcdstore.New(cl, etcdstore.Options{Timeout: -time.Second})
 	require.ErrorContains(t, err, "negative Timeout")
-	s, _ := etcdStore(t)
-	createAll(t, s, []string{"ex-ttl"})
-	for _, ttl := range []time.Duration{0, -time.Second, time.Millisecond, math.MaxInt64, 9_000_000_001 * time.Second} {
-		_, err := s.Acquire(context.Background(), "ex-ttl", "pod", ttl)
-		require.ErrorContains(t, err, "lease TTL", "TTL %v", ttl)
-	}
 }
 
 func after(t *testing.T, store transition.Store) transition.Record {
