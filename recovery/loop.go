@@ -79,8 +79,12 @@ type Options[K comparable] struct {
 	Backoff *Backoff
 
 	// Limiter, if set, is a global rate limit on Reconcile calls (all
-	// keys together), on top of per-key backoff.
-	Limiter *rate.Limiter
+	// keys together), on top of per-key backoff; *rate.Limiter from
+	// golang.org/x/time/rate is one. A worker waits on it before every
+	// call. If Wait fails while the loop runs (the limiter cannot give a
+	// token before the context's deadline), the key is retried after its
+	// backoff and the worker carries on.
+	Limiter Limiter
 
 	// Logger receives errors, panics and recovery-pass results; nil logs
 	// nothing.
@@ -93,6 +97,13 @@ type Options[K comparable] struct {
 	// Clock is the time source for backoff, requeues and resync;
 	// nil is the system clock.
 	Clock Clock
+}
+
+// Limiter is a rate limit a worker waits on before each Reconcile call.
+type Limiter interface {
+	// Wait blocks until a call may be made, or fails when it cannot be
+	// made before ctx ends.
+	Wait(ctx context.Context) error
 }
 
 // Loop runs a [Reconciler] over the keys of the world: first a recovery
@@ -132,8 +143,16 @@ func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
 			errs = append(errs, fmt.Errorf("recovery: NewLoop: Backoff jitter %v, want 0 to 1", b.Jitter))
 		}
 	}
-	if opt.Limiter != nil && opt.Limiter.Limit() != rate.Inf && opt.Limiter.Burst() < 1 {
-		errs = append(errs, errors.New("recovery: NewLoop: Limiter has a burst below 1, so no call could ever pass"))
+	if rl, ok := opt.Limiter.(*rate.Limiter); ok && rl != nil && rl.Limit() != rate.Inf {
+		switch {
+		case rl.Burst() < 1:
+			errs = append(errs, errors.New("recovery: NewLoop: Limiter has a burst below 1, so no call could ever pass"))
+		case rl.Limit() <= 0:
+			errs = append(errs, fmt.Errorf("recovery: NewLoop: Limiter has a rate of %v, so no call could pass after its burst of %d", rl.Limit(), rl.Burst()))
+		}
+	}
+	if rl, ok := opt.Limiter.(*rate.Limiter); ok && rl == nil {
+		opt.Limiter = nil // a typed nil is no limiter, not a crash
 	}
 	l := &Loop[K]{opt: opt, backoff: b, clock: opt.Clock, log: opt.Logger, q: newQueue[K](), recovered: make(chan struct{})}
 	if l.clock == nil {
@@ -352,12 +371,17 @@ func (l *Loop[K]) work(ctx context.Context) {
 			return
 		}
 		if l.opt.Limiter != nil {
-			// Wait fails only when ctx ends, or would end before a token
-			// comes (NewLoop refused a limiter that never gives one):
-			// either way no more calls can be made in this run.
 			if err := l.opt.Limiter.Wait(ctx); err != nil {
-				l.q.done(k)
-				return
+				if ctx.Err() != nil {
+					l.q.done(k)
+					return
+				}
+				// The limiter cannot give a token now: the key waits its
+				// backoff and this worker goes on, so neither is lost.
+				retry := l.q.backoff(k, l.backoff)
+				l.log.Error("rate limiter refused a reconcile; retrying the key", "key", k, "err", err, "retry_in", retry)
+				l.q.finish(k, false, retry, l.clock.Now())
+				continue
 			}
 		}
 		l.process(ctx, k)

@@ -407,6 +407,70 @@ func TestLoopGlobalRateLimitHoldsCallsBackAndCancelReleasesThem(t *testing.T) {
 	require.EqualValues(t, 3, n.Load(), "no call got past the limiter")
 }
 
+// failingLimiter refuses its first n waits, as a limiter whose next token
+// comes after the context's deadline does.
+type failingLimiter struct{ n atomic.Int32 }
+
+func (f *failingLimiter) Wait(context.Context) error {
+	if f.n.Add(-1) >= 0 {
+		return errors.New("rate: Wait(n=1) would exceed context deadline")
+	}
+	return nil
+}
+
+// A limiter that fails while the loop runs costs the keys it refused a
+// retry, never the worker or the key.
+func TestLoopLimiterThatFailsLosesNeitherWorkersNorKeys(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[int]int{}
+	lim := &failingLimiter{}
+	lim.n.Store(20)
+	l := newLoop(t, recovery.Options[int]{
+		Workers: 2,
+		Limiter: lim,
+		Backoff: &recovery.Backoff{Base: time.Millisecond, Max: time.Millisecond},
+		Reconciler: recovery.ReconcilerFunc[int](func(_ context.Context, k int) (recovery.Result, error) {
+			mu.Lock()
+			seen[k]++
+			mu.Unlock()
+			return recovery.Result{}, nil
+		}),
+	})
+	l.Add(1, 2, 3, 4, 5, 6)
+	running(t, l)
+	idle(t, l)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[int]int{1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1}, seen, "every key reconciled once the limiter let it")
+	require.LessOrEqual(t, lim.n.Load(), int32(0), "the limiter refused 20 times")
+	require.Zero(t, l.Stats().QueueDepth)
+}
+
+// Keys Run dropped when it returned are not counted as waiting.
+func TestLoopQueueDepthIsZeroAfterRunReturns(t *testing.T) {
+	block := make(chan struct{})
+	l := newLoop(t, recovery.Options[int]{
+		Reconciler: recovery.ReconcilerFunc[int](func(ctx context.Context, k int) (recovery.Result, error) {
+			if k == 0 {
+				select {
+				case <-block:
+				case <-ctx.Done():
+				}
+				return recovery.Result{}, nil
+			}
+			return recovery.Result{RequeueAfter: time.Hour}, nil
+		}),
+	})
+	l.Add(0, 1, 2, 3)
+	stop := running(t, l)
+	require.Eventually(t, func() bool { return l.Stats().QueueDepth == 3 }, 10*time.Second, time.Millisecond)
+	stop()
+	require.Zero(t, l.Stats().QueueDepth, "Run dropped them")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, l.Idle(ctx), "and Idle agrees")
+}
+
 func TestLoopRunWaitsForInFlightPassesAndTheirContextIsCancelled(t *testing.T) {
 	entered := make(chan struct{})
 	var finished atomic.Bool
@@ -441,6 +505,8 @@ func TestLoopRunsOnceAndRefusesBadOptions(t *testing.T) {
 		"max below base":          {Reconciler: noop, Backoff: &recovery.Backoff{Base: time.Second, Max: time.Millisecond}},
 		"jitter above 1":          {Reconciler: noop, Backoff: &recovery.Backoff{Base: 1, Max: 2, Jitter: 1.5}},
 		"limiter never":           {Reconciler: noop, Limiter: rate.NewLimiter(1, 0)},
+		"limiter stops at burst":  {Reconciler: noop, Limiter: rate.NewLimiter(0, 3)},
+		"limiter negative rate":   {Reconciler: noop, Limiter: rate.NewLimiter(-1, 3)},
 		"observer of nothing":     {Reconciler: noop, Observer: struct{}{}},
 		"observer of another key": {Reconciler: noop, Observer: observer[int]{}},
 	} {

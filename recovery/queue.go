@@ -191,9 +191,19 @@ func (q *queue[K]) backoff(k K, b Backoff) time.Duration {
 	return d
 }
 
+// stop ends the queue: workers get no more keys, and the keys waiting
+// (queued or delayed) are dropped, so depth is 0 from then on. Keys being
+// processed finish; done and finish ignore them.
 func (q *queue[K]) stop() {
 	q.mu.Lock()
 	q.stopped = true
+	for _, k := range q.items[q.head:] {
+		delete(q.keys, k)
+	}
+	q.items, q.head = nil, 0
+	q.delayed = nil
+	clear(q.due)
+	clear(q.failures)
 	q.cond.Broadcast()
 	q.changedLocked()
 	q.mu.Unlock()
