@@ -39,7 +39,6 @@ import (
 
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
-	"github.com/execfsm/execfsm/transition"
 )
 
 func main() {
@@ -206,18 +205,12 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 		return false, err
 	}
 	defer closeStore()
-	// A read that fails (a fresh client still connecting) is tried
-	// again; it says nothing about the store's agreement with the world.
 	statusOf := func(uuid string) string {
-		var err error
-		for range 5 {
-			var rec transition.Record
-			if rec, err = st.Get(ctx, uuid); err == nil {
-				return rec.Status
-			}
-			time.Sleep(200 * time.Millisecond)
+		rec, err := st.Get(ctx, uuid)
+		if err != nil {
+			return "(" + err.Error() + ")"
 		}
-		return "(" + err.Error() + ")"
+		return rec.Status
 	}
 	checks := []struct {
 		ok   bool
@@ -240,6 +233,20 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 			verdict, passed = "FAIL", false
 		}
 		fmt.Fprintf(out, "%s %s\n", verdict, c.what)
+	}
+	if !passed {
+		// Who wrote what, and why: the records' audit trails.
+		for _, sim := range sims {
+			rec, err := st.Get(ctx, sim.UUID)
+			if err != nil {
+				fmt.Fprintf(out, "\n%s: %v\n", sim.Name, err)
+				continue
+			}
+			fmt.Fprintf(out, "\naudit trail of %s:\n", sim.Name)
+			for _, e := range rec.History {
+				fmt.Fprintf(out, "  %s  rev %-4d %-18s %-9s → %-9s %s\n", e.At.Format("15:04:05.000000"), e.Revision, e.Actor, e.From, e.To, e.Reason)
+			}
+		}
 	}
 	return passed, nil
 }

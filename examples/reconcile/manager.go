@@ -65,12 +65,20 @@ type managerConfig struct {
 // record per simulator it manages; the world keeps the truth.
 type manager struct {
 	cfg   managerConfig
-	world world
+	world worldView
 	table *transition.Table[SimState]
 	store transition.Store
 
 	mu   sync.Mutex
 	view map[string]simulator // by uuid
+}
+
+// worldView is what a manager reads of the world: the simulators' labels
+// and whether each is alive and in which state.
+type worldView interface {
+	labels(manager string) ([]label, error)
+	labelled(uuid string) bool
+	state(uuid string) (string, bool)
 }
 
 type simulator struct {
@@ -193,7 +201,7 @@ func (m *manager) create(ctx context.Context, l label) error {
 	if _, err := exec.Create(ctx, transition.Update[SimState]{To: Idle, Reason: "created by the manager", Meta: identityMeta(l.identity())}); err != nil {
 		return err
 	}
-	pid, err := proc.StartDetached("simulator", simulatorConfig{World: m.cfg.World, Label: l}, m.world.path(l.UUID, ".log"))
+	pid, err := proc.StartDetached("simulator", simulatorConfig{World: m.cfg.World, Label: l}, world{m.cfg.World}.path(l.UUID, ".log"))
 	if err != nil {
 		return err
 	}
@@ -267,6 +275,12 @@ func (m *manager) Reconcile(ctx context.Context, uuid string) (recovery.Result, 
 	if err != nil {
 		return recovery.Result{}, recovery.Terminal(err)
 	}
+	// Read the label before the liveness: a simulator writes its label
+	// only once it holds its lock, so a label seen first and no lock seen
+	// after means the process died. The other order races a simulator
+	// coming up between the two reads: "not alive" from before it locked,
+	// "labelled" from after, and a live simulator written off as gone.
+	labelled := m.world.labelled(uuid)
 	reported, alive := m.world.state(uuid)
 	want := Gone
 	if alive {
@@ -275,7 +289,7 @@ func (m *manager) Reconcile(ctx context.Context, uuid string) (recovery.Result, 
 		}
 	}
 	cur, rec, err := exec.Load(ctx)
-	if err == nil && !alive && !m.world.labelled(uuid) && (cur == Idle || cur == Starting) && time.Since(rec.Since) < startTimeout {
+	if err == nil && !alive && !labelled && (cur == Idle || cur == Starting) && time.Since(rec.Since) < startTimeout {
 		// Started but not up yet (a Job whose pod is pending): look
 		// again soon rather than call it gone.
 		return recovery.Result{RequeueAfter: 50 * time.Millisecond}, nil
@@ -292,7 +306,14 @@ func (m *manager) Reconcile(ctx context.Context, uuid string) (recovery.Result, 
 	} else if err != nil {
 		return recovery.Result{}, err
 	}
-	for _, step := range m.path(cur, want) {
+	steps := m.path(cur, want)
+	if cur != want && len(steps) == 0 {
+		// The record cannot follow the world (it says gone, the world
+		// has the simulator running): say so rather than pretend.
+		return recovery.Result{}, recovery.Terminal(fmt.Errorf("simulator %s: the record says %s, the world %s, and the table has no way from one to the other",
+			uuid, cur, reportedOrGone(reported, alive)))
+	}
+	for _, step := range steps {
 		if _, err := exec.Fire(ctx, step, fmt.Sprintf("the world reports %s", reportedOrGone(reported, alive))); err != nil {
 			return recovery.Result{}, err
 		}

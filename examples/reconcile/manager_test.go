@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+// comingUp plays a simulator that comes up (takes its lock, writes its
+// label and its state) right after the manager's first look at the world.
+type comingUp struct {
+	reads int
+	l     label
+}
+
+func (w *comingUp) up() bool { w.reads++; return w.reads > 1 }
+
+func (w *comingUp) labelled(string) bool { return w.up() }
+
+func (w *comingUp) state(string) (string, bool) {
+	if w.up() {
+		return "running", true
+	}
+	return "", false
+}
+
+func (w *comingUp) labels(string) ([]label, error) {
+	if w.up() {
+		return []label{w.l}, nil
+	}
+	return nil, nil
+}
+
+// A simulator that comes up while the manager reconciles its just-created
+// record is never written off as gone: its label and its liveness are read
+// in an order where a race can only delay the verdict.
+func TestReconcileNeverWritesOffASimulatorComingUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	table, err := simulatorTable()
+	require.NoError(t, err)
+	store := transition.NewMemoryStore()
+	l := label{UUID: "sim-1", Manager: "mgr-1", Name: "dpsim-grid"}
+	w := &comingUp{l: l}
+	m := &manager{cfg: managerConfig{UUID: "mgr-1-manager"}, world: w, table: table, store: store, view: map[string]simulator{}}
+	exec, err := m.exec(l.UUID)
+	require.NoError(t, err)
+	_, err = exec.Create(ctx, transition.Update[SimState]{To: Idle, Meta: identityMeta(l.identity())})
+	require.NoError(t, err)
+	_, err = exec.Fire(ctx, Starting, "process started")
+	require.NoError(t, err)
+
+	res, err := m.Reconcile(ctx, l.UUID)
+	require.NoError(t, err)
+	rec, err := store.Get(ctx, l.UUID)
+	require.NoError(t, err)
+	require.NotEqual(t, "gone", rec.Status, "a simulator coming up was written off")
+	if rec.Status == "starting" {
+		require.Positive(t, res.RequeueAfter, "not up yet: look again soon")
+	}
+}
+
+// A record the world contradicts with no legal way back (gone, while the
+// simulator runs) is an error the loop reports, not a silent success.
+func TestReconcileReportsARecordThatCannotFollowTheWorld(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	table, err := simulatorTable()
+	require.NoError(t, err)
+	store := transition.NewMemoryStore()
+	l := label{UUID: "sim-1", Manager: "mgr-1", Name: "dpsim-grid"}
+	w := &comingUp{l: l, reads: 1} // up from the start
+	m := &manager{cfg: managerConfig{UUID: "mgr-1-manager"}, world: w, table: table, store: store, view: map[string]simulator{}}
+	exec, err := m.exec(l.UUID)
+	require.NoError(t, err)
+	_, err = exec.Create(ctx, transition.Update[SimState]{To: Gone, Meta: identityMeta(l.identity())})
+	require.NoError(t, err)
+	_, err = m.Reconcile(ctx, l.UUID)
+	require.ErrorContains(t, err, "the record says gone, the world running")
+	require.Empty(t, m.view, "the view does not claim what the store cannot hold")
+}
