@@ -29,6 +29,11 @@ const (
 	// IDAnnotation holds the record's id, which a ConfigMap name may not
 	// be able to carry as it is.
 	IDAnnotation = "execfsm.io/id"
+	// ReplacesAnnotation holds the revision a write replaced. It makes
+	// every write differ from the object it replaces: the API server
+	// turns an update that changes nothing into a no-op that keeps the
+	// resourceVersion, and a store's revisions must go up on every write.
+	ReplacesAnnotation = "execfsm.io/replaces"
 	recordKey    = "record"
 )
 
@@ -257,6 +262,7 @@ func (s *Store) update(ctx context.Context, id string, expect uint64, next trans
 	if err := s.encode(next, cm); err != nil {
 		return transition.Record{}, err
 	}
+	cm.Annotations[ReplacesAnnotation] = strconv.FormatUint(expect, 10)
 	if expect == 0 {
 		// An empty resourceVersion would mean "unconditionally".
 		cm.ResourceVersion = "0"

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +14,7 @@ import (
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/reliability/history"
-	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/reliability/workload"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -45,78 +43,11 @@ func artifacts() string {
 	return filepath.Join("testdata", "artifacts")
 }
 
-// targets are the random moves: the running statuses an execution
-// spends its life in, the init statuses it starts through and, for
-// refusals, pending. No terminal status and not stopping (whose only
-// ways out are terminal): an execution that ended would leave only
-// refusals for the rest of the history.
-var targets = []state.Status{
-	state.Scheduling, state.Initializing, state.Running, state.Running, state.Paused, state.Paused,
-	state.Failing, state.Recovering, state.Relocating, state.Relocating, state.Pending,
-}
-
-func refused(err error) bool { return errors.Is(err, transition.ErrNotAllowed) }
-
-func noEffect(err error) bool {
-	return errors.Is(err, transition.ErrConflict) || errors.Is(err, transition.ErrFenced)
-}
-
-// fireOps runs ops random Fire calls as one client on ids of store and
-// hands each recorded operation to emit.
-func fireOps(ctx context.Context, store transition.Store, client int, ids []string, ops int, seed uint64, emit func(history.Op)) error {
-	rng := rand.New(rand.NewPCG(seed, uint64(client)))
-	execs := map[string]*transition.Persisted[state.Status]{}
-	for _, id := range ids {
-		p, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.Actor(fmt.Sprint("client-", client)), transition.Retries(50))
-		if err != nil {
-			return err
-		}
-		execs[id] = p
-	}
-	for range ops {
-		id := ids[rng.IntN(len(ids))]
-		to := targets[rng.IntN(len(targets))]
-		call := history.Now()
-		c, err := execs[id].Fire(ctx, to, "random move")
-		ret := history.Now()
-		outcome, from := history.Classify(c, err, refused, noEffect)
-		emit(history.Op{Client: client, ID: id, Kind: "fire", To: to.String(), Outcome: outcome, From: from.String(), Call: call, Return: ret})
-	}
-	return nil
-}
-
-// casOps runs ops random Get and CompareAndSwap calls on the raw store.
-func casOps(ctx context.Context, store transition.Store, client int, ids []string, ops int, seed uint64, emit func(history.Op)) error {
-	rng := rand.New(rand.NewPCG(seed, uint64(client)))
-	statuses := []string{"a", "b", "c", "d"}
-	for range ops {
-		id := ids[rng.IntN(len(ids))]
-		call := history.Now()
-		rec, err := store.Get(ctx, id)
-		ret := history.Now()
-		if err != nil {
-			return err
-		}
-		emit(history.Op{Client: client, ID: id, Kind: "get", Status: rec.Status, Revision: rec.Revision, Call: call, Return: ret})
-		next := rec.Clone()
-		next.Status = statuses[rng.IntN(len(statuses))]
-		call = history.Now()
-		written, err := store.CompareAndSwap(ctx, id, rec.Revision, next)
-		ret = history.Now()
-		op := history.Op{Client: client, ID: id, Kind: "cas", Expect: rec.Revision, Status: next.Status, Call: call, Return: ret}
-		var conflict *transition.ConflictError
-		switch {
-		case err == nil:
-			op.Revision = written.Revision
-		case errors.As(err, &conflict):
-			op.Conflict, op.Revision = true, conflict.Current.Revision
-		default:
-			op.Failed = true
-		}
-		emit(op)
-	}
-	return nil
-}
+var (
+	fireOps = workload.Fire
+	casOps  = workload.CAS
+	ids     = workload.IDs
+)
 
 // runChild is the body of a child process.
 func runChild(raw string) int {
@@ -182,23 +113,9 @@ func startChild(t *testing.T, spec childSpec) (*exec.Cmd, *bufio.Scanner) {
 // createAll creates every id in its initial state.
 func createAll(t *testing.T, store transition.Store, ids []string) map[string]uint64 {
 	t.Helper()
-	revs := map[string]uint64{}
-	for _, id := range ids {
-		p, err := transition.NewPersisted(state.Lifecycle(), store, id)
-		require.NoError(t, err)
-		rec, err := p.Create(context.Background(), transition.Update[state.Status]{To: state.Pending})
-		require.NoError(t, err)
-		revs[id] = rec.Revision
-	}
+	revs, err := workload.CreateAll(context.Background(), store, ids)
+	require.NoError(t, err)
 	return revs
-}
-
-func ids(prefix string, n int) []string {
-	out := make([]string, n)
-	for k := range out {
-		out[k] = fmt.Sprintf("%s-%d", prefix, k)
-	}
-	return out
 }
 
 const checkTimeout = 2 * time.Minute

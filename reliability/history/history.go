@@ -3,12 +3,15 @@
 // porcupine (github.com/anishathalye/porcupine) against a model: the way
 // etcd's robustness tests check their key-value store.
 //
-// Two models are offered. FireModel is one execution per id moving along
-// a transition table, as Persisted.Fire promises: a move happens at one
-// instant between call and return, only if the table allows it from the
-// state it happens in (return edges included), and a refusal means the
-// table did forbid it at some instant in the interval. CASModel is a
+// Three models are offered. FireModel is one execution per id moving
+// along a transition table, as Persisted.Fire promises: a move happens at
+// one instant between call and return, only if the table allows it from
+// the state it happens in (return edges included), and a refusal means
+// the table did forbid it at some instant in the interval. CASModel is a
 // compare-and-swap register per id, as transition.Store promises.
+// OwnershipModel adds owners to FireModel: an acquire succeeds only when
+// nobody holds the execution, at exactly the next epoch; a move under a
+// claim happens only while that claim holds, and is fenced otherwise.
 //
 // A history that fails the check is written as porcupine's HTML
 // visualization, so a failure can be looked at, not just reported.
@@ -42,6 +45,11 @@ const (
 	// Unknown: the call failed in a way that does not say whether the
 	// write landed (a timeout while etcd committed it, say).
 	Unknown Outcome = "unknown"
+	// Fenced: a move under a claim was refused because the claim is not
+	// the record's (any more), or its ownership has ended.
+	Fenced Outcome = "fenced"
+	// Held: an acquire was refused because a live holder owns the record.
+	Held Outcome = "held"
 )
 
 // Op is one recorded call, in a form that crosses process boundaries as
@@ -49,11 +57,15 @@ const (
 type Op struct {
 	Client int    `json:"client"`
 	ID     string `json:"id"`
-	Kind   string `json:"kind"` // "fire", "get" or "cas"
+	Kind   string `json:"kind"` // "fire", "get", "cas", "acquire" or "release"
 	// fire
 	To      string  `json:"to,omitempty"`
 	Outcome Outcome `json:"outcome,omitempty"`
 	From    string  `json:"from,omitempty"`
+	// fire under a claim, acquire and release: the claim (for an
+	// acquire, the epoch it took the record at)
+	Holder string `json:"holder,omitempty"`
+	Epoch  uint64 `json:"epoch,omitempty"`
 	// get and cas: the record's revision and status
 	Expect   uint64 `json:"expect,omitempty"`
 	Status   string `json:"status,omitempty"`
@@ -235,6 +247,119 @@ func CASModel(created map[string]uint64, initial string) porcupine.Model {
 		DescribeState: func(state any) string {
 			s := state.(casState)
 			return fmt.Sprintf("%s@%d", s.status, s.rev)
+		},
+	}
+	return nm.ToModel()
+}
+
+type ownState struct {
+	cur, prev string
+	epoch     uint64
+	holder    string // "" while nobody holds it
+}
+
+// OwnershipModel is one execution per id on table, created in its
+// initial state owned by nobody at epoch 0, moved by outside authorities
+// (no Holder) and by owners (Holder and Epoch of their claim), and taken
+// over and let go by acquires and releases.
+func OwnershipModel[S comparable](table *transition.Table[S]) porcupine.Model {
+	initial, _ := table.Name(table.Initial())
+	legal := func(s ownState, to string) bool {
+		from, err1 := table.Parse(s.cur)
+		target, err2 := table.Parse(to)
+		if err1 != nil || err2 != nil || !table.Allowed(from, target) {
+			return false
+		}
+		return !table.IsReturn(from, target) || s.prev == to
+	}
+	moved := func(s ownState, to string) ownState { s.prev, s.cur = s.cur, to; return s }
+	nm := porcupine.NondeterministicModel{
+		Partition: partition,
+		Init:      func() []any { return []any{ownState{cur: initial}} },
+		Step: func(state, input, _ any) []any {
+			s, op := state.(ownState), input.(Op)
+			switch op.Kind {
+			case "acquire":
+				taken := s
+				taken.holder, taken.epoch = op.Holder, s.epoch+1
+				switch op.Outcome {
+				case Changed:
+					if s.holder == "" && op.Epoch == s.epoch+1 {
+						return []any{taken}
+					}
+				case Held:
+					if s.holder != "" {
+						return []any{s}
+					}
+				case Unknown:
+					if s.holder == "" {
+						return []any{s, taken}
+					}
+					return []any{s}
+				}
+				return nil
+			case "release":
+				freed := s
+				if s.holder == op.Holder && s.epoch == op.Epoch {
+					freed.holder = ""
+				}
+				if op.Outcome == Unknown {
+					return []any{s, freed}
+				}
+				return []any{freed}
+			}
+			claimOK := op.Holder == "" || (s.holder == op.Holder && s.epoch == op.Epoch)
+			switch op.Outcome {
+			case Changed:
+				if claimOK && op.To != s.cur && op.From == s.cur && legal(s, op.To) {
+					return []any{moved(s, op.To)}
+				}
+			case Noop:
+				if claimOK && op.To == s.cur {
+					return []any{s}
+				}
+			case Refused:
+				if claimOK && op.To != s.cur && !legal(s, op.To) {
+					return []any{s}
+				}
+			case Fenced:
+				if !claimOK {
+					return []any{s}
+				}
+			case NoEffect:
+				return []any{s}
+			case Unknown:
+				if claimOK && op.To != s.cur && legal(s, op.To) {
+					return []any{s, moved(s, op.To)}
+				}
+				return []any{s}
+			}
+			return nil
+		},
+		Equal: func(a, b any) bool { return a.(ownState) == b.(ownState) },
+		DescribeOperation: func(input, _ any) string {
+			op := input.(Op)
+			who := fmt.Sprintf("c%d", op.Client)
+			if op.Holder != "" && op.Kind == "fire" {
+				who = fmt.Sprintf("c%d@%d", op.Client, op.Epoch)
+			}
+			switch {
+			case op.Kind == "acquire":
+				return fmt.Sprintf("%s acquire %s: %s@%d", who, op.ID, op.Outcome, op.Epoch)
+			case op.Kind == "release":
+				return fmt.Sprintf("%s release %s@%d", who, op.ID, op.Epoch)
+			case op.Outcome == Changed:
+				return fmt.Sprintf("%s fire %s: %s → %s", who, op.ID, op.From, op.To)
+			}
+			return fmt.Sprintf("%s fire %s → %s: %s", who, op.ID, op.To, op.Outcome)
+		},
+		DescribeState: func(state any) string {
+			s := state.(ownState)
+			holder := s.holder
+			if holder == "" {
+				holder = "nobody"
+			}
+			return fmt.Sprintf("%s (from %s), held by %s, epoch %d", s.cur, s.prev, holder, s.epoch)
 		},
 	}
 	return nm.ToModel()

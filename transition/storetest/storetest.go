@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) transition.Store) {
 		{"CompareAndSwapUnknownIsNotFound", casUnknownIsNotFound},
 		{"CompareAndSwapChecksTheID", casChecksTheID},
 		{"RevisionsStrictlyIncrease", revisionsStrictlyIncrease},
+		{"AnIdenticalWriteStillAdvancesTheRevision", identicalWriteAdvancesTheRevision},
 		{"InvalidRecordsAreRefusedAndNothingIsWritten", invalidRecordsAreRefused},
 		{"DoneContextWritesNothing", doneContextWritesNothing},
 		{"ReturnedRecordsAreNotAliased", returnedRecordsAreNotAliased},
@@ -235,6 +236,21 @@ func revisionsStrictlyIncrease(t *testing.T, s transition.Store) {
 
 // Hostile records: each is refused with ErrInvalidRecord and nothing is
 // written.
+// A compare-and-swap whose record equals the stored one is still a write:
+// it gets a new revision, and a writer holding the old one conflicts.
+func identicalWriteAdvancesTheRevision(t *testing.T, s transition.Store) {
+	created, err := s.Create(ctx(t), Sample("ex-1"))
+	require.NoError(t, err)
+	again, err := s.CompareAndSwap(ctx(t), "ex-1", created.Revision, created)
+	require.NoError(t, err)
+	require.Greater(t, again.Revision, created.Revision)
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, again.Revision, got.Revision)
+	_, err = s.CompareAndSwap(ctx(t), "ex-1", created.Revision, created)
+	require.ErrorIs(t, err, transition.ErrConflict)
+}
+
 func invalidRecordsAreRefused(t *testing.T, s transition.Store) {
 	created, err := s.Create(ctx(t), Sample("ex-1"))
 	require.NoError(t, err)

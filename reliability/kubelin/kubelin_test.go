@@ -1,0 +1,178 @@
+// Package kubelin runs the reliability suite's linearizability histories
+// against kube.Store on a real kube-apiserver: moves, raw
+// compare-and-swaps, and ownership through coordination/v1 Leases. It is
+// its own package because it needs a control plane the rest of the suite
+// does not.
+package kubelin_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/kube"
+	"github.com/execfsm/execfsm/reliability/history"
+	"github.com/execfsm/execfsm/reliability/workload"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+var clientset *kubernetes.Clientset
+
+// TestMain starts a real kube-apiserver and etcd with envtest, from
+// KUBEBUILDER_ASSETS or, when unset, from the kube module's
+// hack/test-assets.sh. Without them every test fails, saying why.
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		var out, errOut bytes.Buffer
+		cmd := exec.Command(filepath.Join("..", "..", "kube", "hack", "test-assets.sh"))
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "kubelin: the kube-apiserver and etcd binaries could not be had (%v):\n%s\n", err, errOut.String())
+			return 1
+		}
+		assets = strings.TrimSpace(out.String())
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStartTimeout: 2 * time.Minute, ControlPlaneStopTimeout: time.Minute}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubelin: envtest could not start kube-apiserver and etcd from %s: %v\n", assets, err)
+		return 1
+	}
+	if clientset, err = kubernetes.NewForConfig(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = env.Stop()
+		return 1
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "kubelin: stopping envtest:", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+			goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntilWithContext.func1"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+var namespaces atomic.Int64
+
+// newStore returns a kube.Store in a fresh namespace.
+func newStore(t *testing.T) *kube.Store {
+	t.Helper()
+	name := fmt.Sprintf("lin%d-%d", os.Getpid(), namespaces.Add(1))
+	_, err := clientset.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	s, err := kube.New(clientset, kube.Options{Namespace: name})
+	require.NoError(t, err)
+	return s
+}
+
+func artifacts() string {
+	if d := os.Getenv("EXECFSM_ARTIFACTS"); d != "" {
+		return d
+	}
+	return filepath.Join("testdata", "artifacts")
+}
+
+const checkTimeout = 2 * time.Minute
+
+// concurrently runs clients goroutine clients of body and records their
+// operations.
+func concurrently(t *testing.T, clients int, body func(client int, emit func(history.Op)) error) []history.Op {
+	t.Helper()
+	var rec history.Recorder
+	var wg sync.WaitGroup
+	errs := make([]error, clients)
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[c] = body(c, rec.Add)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	return rec.Ops()
+}
+
+func TestFireIsLinearizableOnKube(t *testing.T) {
+	store := newStore(t)
+	execs := workload.IDs("fire", 3)
+	_, err := workload.CreateAll(context.Background(), store, execs)
+	require.NoError(t, err)
+	ops := concurrently(t, 5, func(c int, emit func(history.Op)) error {
+		return workload.Fire(context.Background(), store, c, execs, 40, 7, emit)
+	})
+	require.NoError(t, history.Check(history.FireModel(state.Lifecycle()), ops, artifacts(), "fire-kube", checkTimeout))
+	changed := 0
+	for _, op := range ops {
+		if op.Outcome == history.Changed {
+			changed++
+		}
+	}
+	require.Greater(t, changed, len(ops)/20, "the history moved executions, not only refusals")
+}
+
+func TestStoreCompareAndSwapIsLinearizableOnKube(t *testing.T) {
+	store := newStore(t)
+	keys := workload.IDs("cas", 3)
+	revs := map[string]uint64{}
+	for _, id := range keys {
+		rec, err := store.Create(context.Background(), transition.Record{ID: id, Status: "a"})
+		require.NoError(t, err)
+		revs[id] = rec.Revision
+	}
+	ops := concurrently(t, 5, func(c int, emit func(history.Op)) error {
+		return workload.CAS(context.Background(), store, c, keys, 30, 8, emit)
+	})
+	require.NoError(t, history.Check(history.CASModel(revs, "a"), ops, artifacts(), "cas-kube", checkTimeout))
+}
+
+// Controllers take executions over through their Leases, move them and
+// let them go while others are refused or write as outside authorities.
+func TestOwnershipIsLinearizableOnKube(t *testing.T) {
+	store := newStore(t)
+	execs := workload.IDs("own", 2)
+	_, err := workload.CreateAll(context.Background(), store, execs)
+	require.NoError(t, err)
+	ops := concurrently(t, 4, func(c int, emit func(history.Op)) error {
+		return workload.Ownership(context.Background(), store, c, execs, 25, 9, emit)
+	})
+	require.NoError(t, history.Check(history.OwnershipModel(state.Lifecycle()), ops, artifacts(), "ownership-kube", checkTimeout))
+	count := map[history.Outcome]int{}
+	for _, op := range ops {
+		if op.Kind == "acquire" || op.Outcome == history.Fenced {
+			count[op.Outcome]++
+		}
+	}
+	require.Positive(t, count[history.Changed], "some acquires succeeded")
+	require.Positive(t, count[history.Held], "some were refused")
+	require.Positive(t, count[history.Fenced], "some let-go handles tried to write")
+}

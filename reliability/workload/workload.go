@@ -1,0 +1,187 @@
+// Package workload is what the reliability suite's clients do to a store:
+// random moves through Persisted, random compare-and-swaps on the raw
+// store, and controllers taking executions over and letting them go. Each
+// call is recorded as a history.Op for the checker. It takes any
+// transition.Store, so every store runs the same histories.
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/execfsm/execfsm/reliability/history"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// Targets are the random moves: the running statuses an execution
+// spends its life in, the init statuses it starts through and, for
+// refusals, pending. No terminal status and not stopping (whose only
+// ways out are terminal): an execution that ended would leave only
+// refusals for the rest of the history.
+var Targets = []state.Status{
+	state.Scheduling, state.Initializing, state.Running, state.Running, state.Paused, state.Paused,
+	state.Failing, state.Recovering, state.Relocating, state.Relocating, state.Pending,
+}
+
+func refused(err error) bool { return errors.Is(err, transition.ErrNotAllowed) }
+
+func noEffect(err error) bool {
+	return errors.Is(err, transition.ErrConflict) || errors.Is(err, transition.ErrFenced)
+}
+
+// Fire runs ops random Fire calls as one client on ids of store and
+// hands each recorded operation to emit.
+func Fire(ctx context.Context, store transition.Store, client int, ids []string, ops int, seed uint64, emit func(history.Op)) error {
+	rng := rand.New(rand.NewPCG(seed, uint64(client)))
+	execs := map[string]*transition.Persisted[state.Status]{}
+	for _, id := range ids {
+		p, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.Actor(fmt.Sprint("client-", client)), transition.Retries(50))
+		if err != nil {
+			return err
+		}
+		execs[id] = p
+	}
+	for range ops {
+		id := ids[rng.IntN(len(ids))]
+		to := Targets[rng.IntN(len(Targets))]
+		call := history.Now()
+		c, err := execs[id].Fire(ctx, to, "random move")
+		ret := history.Now()
+		outcome, from := history.Classify(c, err, refused, noEffect)
+		emit(history.Op{Client: client, ID: id, Kind: "fire", To: to.String(), Outcome: outcome, From: from.String(), Call: call, Return: ret})
+	}
+	return nil
+}
+
+// CAS runs ops random Get and CompareAndSwap calls on the raw store.
+func CAS(ctx context.Context, store transition.Store, client int, ids []string, ops int, seed uint64, emit func(history.Op)) error {
+	rng := rand.New(rand.NewPCG(seed, uint64(client)))
+	statuses := []string{"a", "b", "c", "d"}
+	for range ops {
+		id := ids[rng.IntN(len(ids))]
+		call := history.Now()
+		rec, err := store.Get(ctx, id)
+		ret := history.Now()
+		if err != nil {
+			return err
+		}
+		emit(history.Op{Client: client, ID: id, Kind: "get", Status: rec.Status, Revision: rec.Revision, Call: call, Return: ret})
+		next := rec.Clone()
+		next.Status = statuses[rng.IntN(len(statuses))]
+		call = history.Now()
+		written, err := store.CompareAndSwap(ctx, id, rec.Revision, next)
+		ret = history.Now()
+		op := history.Op{Client: client, ID: id, Kind: "cas", Expect: rec.Revision, Status: next.Status, Call: call, Return: ret}
+		var conflict *transition.ConflictError
+		switch {
+		case err == nil:
+			op.Revision = written.Revision
+		case errors.As(err, &conflict):
+			op.Conflict, op.Revision = true, conflict.Current.Revision
+		default:
+			op.Failed = true
+		}
+		emit(op)
+	}
+	return nil
+}
+
+// Ownership runs rounds of a controller's life as one client: it tries
+// to take a random execution over; if it gets it, it moves it a few times
+// under its claim, lets it go, and now and then tries once more with the
+// handle it let go of (a relocated controller still alive); if it does
+// not, it may move it as an outside authority, as a cluster master does.
+// Every acquire, release and move is recorded.
+func Ownership(ctx context.Context, store transition.Store, client int, ids []string, rounds int, seed uint64, emit func(history.Op)) error {
+	rng := rand.New(rand.NewPCG(seed, uint64(client)))
+	holder := fmt.Sprint("client-", client)
+	masters := map[string]*transition.Persisted[state.Status]{}
+	for _, id := range ids {
+		p, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.Actor(holder), transition.Retries(50))
+		if err != nil {
+			return err
+		}
+		masters[id] = p
+	}
+	fire := func(p *transition.Persisted[state.Status], id string) {
+		to := Targets[rng.IntN(len(Targets))]
+		claim := p.Claim()
+		call := history.Now()
+		c, err := p.Fire(ctx, to, "random move")
+		ret := history.Now()
+		outcome, from := history.Classify(c, err, refused, func(err error) bool { return errors.Is(err, transition.ErrConflict) })
+		if errors.Is(err, transition.ErrFenced) {
+			outcome = history.Fenced
+		}
+		emit(history.Op{Client: client, ID: id, Kind: "fire", To: to.String(), Outcome: outcome, From: from.String(),
+			Holder: claim.Owner, Epoch: claim.Epoch, Call: call, Return: ret})
+	}
+	for range rounds {
+		id := ids[rng.IntN(len(ids))]
+		call := history.Now()
+		owned, rec, err := masters[id].Acquire(ctx, transition.Lease{Holder: holder, TTL: time.Minute})
+		ret := history.Now()
+		op := history.Op{Client: client, ID: id, Kind: "acquire", Holder: holder, Call: call, Return: ret}
+		switch {
+		case err == nil:
+			op.Outcome, op.Epoch = history.Changed, rec.Epoch
+		case errors.Is(err, transition.ErrHeld):
+			op.Outcome = history.Held
+		default:
+			op.Outcome = history.Unknown
+		}
+		emit(op)
+		if err != nil {
+			if rng.IntN(2) == 0 {
+				fire(masters[id], id)
+			}
+			continue
+		}
+		for range 1 + rng.IntN(3) {
+			fire(owned, id)
+		}
+		call = history.Now()
+		err = owned.Ownership().Release(ctx)
+		ret = history.Now()
+		op = history.Op{Client: client, ID: id, Kind: "release", Holder: holder, Epoch: owned.Claim().Epoch, Outcome: history.Changed, Call: call, Return: ret}
+		if err != nil {
+			op.Outcome = history.Unknown
+		}
+		emit(op)
+		if rng.IntN(3) == 0 {
+			fire(owned, id) // the let-go handle: must never write
+		}
+	}
+	return nil
+}
+
+// CreateAll creates every id in its initial state, owned by nobody, and
+// returns the revisions it was created at.
+func CreateAll(ctx context.Context, store transition.Store, ids []string) (map[string]uint64, error) {
+	revs := map[string]uint64{}
+	for _, id := range ids {
+		p, err := transition.NewPersisted(state.Lifecycle(), store, id)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := p.Create(ctx, transition.Update[state.Status]{To: state.Pending})
+		if err != nil {
+			return nil, err
+		}
+		revs[id] = rec.Revision
+	}
+	return revs, nil
+}
+
+// IDs returns n ids with prefix.
+func IDs(prefix string, n int) []string {
+	out := make([]string, n)
+	for k := range out {
+		out[k] = fmt.Sprintf("%s-%d", prefix, k)
+	}
+	return out
+}
