@@ -34,7 +34,7 @@ const (
 	// turns an update that changes nothing into a no-op that keeps the
 	// resourceVersion, and a store's revisions must go up on every write.
 	ReplacesAnnotation = "execfsm.io/replaces"
-	recordKey    = "record"
+	recordKey          = "record"
 )
 
 // Defaults for zero Options.
