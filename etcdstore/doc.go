@@ -12,11 +12,16 @@
 // compacted the revisions it needs or the watch is cancelled, re-lists
 // and re-watches so no change is ever silently missed.
 //
-// Ownership ([Store.Acquire]) binds a controller's claim on an execution
-// to an etcd lease it keeps alive: while the lease lives nobody else can
-// take the execution over; when the owner dies and the lease expires, the
+// Ownership ([Store.Acquire], the store's side of the contract in
+// [transition.Store]) binds a controller's claim on an execution to an
+// etcd lease it keeps alive: the key prefix+"owners/"+id exists, bound to
+// the lease, while the lease lives, and nobody else can take the execution
+// over. When the owner dies and the lease expires (or it releases it), the
 // next controller can, bumping the epoch in the same transaction, and the
-// dead owner's writes (should it come back) are fenced.
+// dead owner's writes (should it come back) are fenced. A waiting Acquire
+// watches the ownership key. The record's claim (epoch/owner) is also
+// kept in prefix+"claims/"+id, which CompareAndSwap compares so that no
+// write changes it, in the same round trip.
 //
 // Every call honours its context; a context without a deadline gets
 // Options.Timeout, so an unreachable cluster yields an error, not a hang.

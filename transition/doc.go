@@ -31,10 +31,22 @@
 //
 // # Ownership
 //
-// A controller that takes an execution over ([Persisted.Acquire]) bumps
-// the record's epoch. From then on the previous owner's writes fail with
-// [ErrFenced], so during a relocation, when the old process may still be
-// alive, only the new one drives the execution.
+// A controller drives an execution only while it owns it. Ownership is
+// one contract every [Store] provides: Acquire takes a record over for a
+// [Lease]'s holder only if no live holder owns it (otherwise [ErrHeld]),
+// bumping the record's epoch in the same atomic step, and returns an
+// [Ownership] that lasts until it is released or lost (each store keeps
+// it alive its own way: the process for MemoryStore and boltstore, an etcd
+// lease, a Kubernetes Lease). [Persisted.Acquire] returns a handle that
+// writes under the new [Claim]; from then on the previous owner's writes
+// fail with [ErrFenced], and so do this handle's once its Ownership's Lost
+// channel has closed. During a relocation, when the old process may still
+// be alive, only the new one drives the execution.
+//
+// Nothing else changes ownership: CompareAndSwap refuses a record whose
+// owner or epoch differ from the stored one. A handle from
+// [NewPersisted] owns nothing and writes as an outside authority (a
+// cluster master asking for a stop), never fenced.
 //
 // # Return edges
 //
