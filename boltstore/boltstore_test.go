@@ -334,3 +334,29 @@ func TestWatchEndsWhenTheDBCloses(t *testing.T) {
 		t.Fatal("watch not closed with the DB")
 	}
 }
+
+// Ownership lives in the process that holds the file: closing the DB ends
+// every ownership (Lost closes, writes under it are fenced), a closed DB
+// grants none, and the next process to open the file finds nothing held.
+func TestCloseEndsOwnershipAndTheNextOpenFindsNothingHeld(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, s := openStore(t, path, nil)
+	_, err := s.Create(context.Background(), storetest.Unowned("ex-1"))
+	require.NoError(t, err)
+	own, _, err := s.Acquire(context.Background(), "ex-1", storetest.Lease("pod-a"))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	select {
+	case <-own.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost was not closed when the DB closed")
+	}
+	_, _, err = s.Acquire(context.Background(), "ex-1", storetest.Lease("pod-b"))
+	require.ErrorIs(t, err, boltstore.ErrClosed)
+
+	_, s2 := openStore(t, path, nil)
+	own2, rec, err := s2.Acquire(context.Background(), "ex-1", storetest.Lease("pod-b"))
+	require.NoError(t, err, "the process that held pod-a's ownership is gone")
+	require.NoError(t, own2.Release(context.Background()))
+	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, transition.Claim{Owner: rec.Owner, Epoch: rec.Epoch})
+}
