@@ -1,23 +1,19 @@
 package kube_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/execfsm/execfsm/kube/kubetest"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 var (
@@ -38,46 +34,25 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		var out, errOut bytes.Buffer
-		cmd := exec.Command("hack/test-assets.sh")
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "kube tests: the kube-apiserver and etcd binaries could not be had (%v); hack/test-assets.sh said:\n%s\n", err, errOut.String())
-			return 1
-		}
-		assets = strings.TrimSpace(out.String())
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStartTimeout: 2 * time.Minute, ControlPlaneStopTimeout: time.Minute}
 	// Compact etcd every second (the default is five minutes) and serve
 	// watches from etcd rather than the watch cache, so the tests meet
 	// 410 Gone, which production watches meet after a while, within
 	// seconds.
-	apiserver := env.ControlPlane.GetAPIServer().Configure()
-	apiserver.Set("etcd-compaction-interval", "1s")
-	apiserver.Set("watch-cache", "false")
-	var err error
-	if cfg, err = env.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "kube tests: envtest could not start kube-apiserver and etcd from %s: %v\n", assets, err)
+	cp, err := kubetest.Start(kubetest.Options{APIServerFlags: map[string]string{
+		"etcd-compaction-interval": "1s", "watch-cache": "false",
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kube tests:", err)
 		return 1
 	}
-	if clientset, err = kubernetes.NewForConfig(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = env.Stop()
-		return 1
-	}
+	cfg, clientset = cp.Config, cp.Clientset
 	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "kube tests: stopping envtest:", err)
+	if err := cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "kube tests:", err)
 		code = 1
 	}
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-			goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntilWithContext.func1"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run")); err != nil {
+		if err := goleak.Find(kubetest.LingeringGoroutines()...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

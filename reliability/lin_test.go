@@ -14,6 +14,7 @@ import (
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/reliability/history"
+	"github.com/execfsm/execfsm/reliability/workload"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
@@ -73,19 +74,11 @@ func boltStore(t testing.TB) *boltstore.Store {
 // operations.
 func concurrently(t *testing.T, clients int, body func(client int, emit func(history.Op)) error) *history.Recorder {
 	t.Helper()
+	ops, err := workload.Concurrently(clients, body)
+	require.NoError(t, err)
 	var rec history.Recorder
-	var wg sync.WaitGroup
-	errs := make([]error, clients)
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[c] = body(c, rec.Add)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
+	for _, op := range ops {
+		rec.Add(op)
 	}
 	return &rec
 }

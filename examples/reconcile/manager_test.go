@@ -34,24 +34,29 @@ func (w *comingUp) labels(string) ([]label, error) {
 	return nil, nil
 }
 
+// newTestManager returns a manager of world whose store holds simulator
+// l's record, created in state at.
+func newTestManager(t *testing.T, ctx context.Context, w worldView, l label, at SimState) (*manager, *transition.MemoryStore) {
+	t.Helper()
+	table, err := simulatorTable()
+	require.NoError(t, err)
+	store := transition.NewMemoryStore()
+	m := &manager{cfg: managerConfig{UUID: "mgr-1-manager"}, world: w, table: table, store: store, view: map[string]simulator{}}
+	exec, err := m.exec(l.UUID)
+	require.NoError(t, err)
+	_, err = exec.Create(ctx, transition.Update[SimState]{To: at, Meta: identityMeta(l.identity())})
+	require.NoError(t, err)
+	return m, store
+}
+
 // A simulator that comes up while the manager reconciles its just-created
 // record is never written off as gone: its label and its liveness are read
 // in an order where a race can only delay the verdict.
 func TestReconcileNeverWritesOffASimulatorComingUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	table, err := simulatorTable()
-	require.NoError(t, err)
-	store := transition.NewMemoryStore()
 	l := label{UUID: "sim-1", Manager: "mgr-1", Name: "dpsim-grid"}
-	w := &comingUp{l: l}
-	m := &manager{cfg: managerConfig{UUID: "mgr-1-manager"}, world: w, table: table, store: store, view: map[string]simulator{}}
-	exec, err := m.exec(l.UUID)
-	require.NoError(t, err)
-	_, err = exec.Create(ctx, transition.Update[SimState]{To: Idle, Meta: identityMeta(l.identity())})
-	require.NoError(t, err)
-	_, err = exec.Fire(ctx, Starting, "process started")
-	require.NoError(t, err)
+	m, store := newTestManager(t, ctx, &comingUp{l: l}, l, Starting)
 
 	res, err := m.Reconcile(ctx, l.UUID)
 	require.NoError(t, err)
@@ -68,17 +73,9 @@ func TestReconcileNeverWritesOffASimulatorComingUp(t *testing.T) {
 func TestReconcileReportsARecordThatCannotFollowTheWorld(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	table, err := simulatorTable()
-	require.NoError(t, err)
-	store := transition.NewMemoryStore()
 	l := label{UUID: "sim-1", Manager: "mgr-1", Name: "dpsim-grid"}
-	w := &comingUp{l: l, reads: 1} // up from the start
-	m := &manager{cfg: managerConfig{UUID: "mgr-1-manager"}, world: w, table: table, store: store, view: map[string]simulator{}}
-	exec, err := m.exec(l.UUID)
-	require.NoError(t, err)
-	_, err = exec.Create(ctx, transition.Update[SimState]{To: Gone, Meta: identityMeta(l.identity())})
-	require.NoError(t, err)
-	_, err = m.Reconcile(ctx, l.UUID)
+	m, _ := newTestManager(t, ctx, &comingUp{l: l, reads: 1}, l, Gone) // up from the start
+	_, err := m.Reconcile(ctx, l.UUID)
 	require.ErrorContains(t, err, "the record says gone, the world running")
 	require.Empty(t, m.view, "the view does not claim what the store cannot hold")
 }

@@ -6,19 +6,16 @@
 package kubelin_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/execfsm/execfsm/kube"
+	"github.com/execfsm/execfsm/kube/kubetest"
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/reliability/workload"
 	"github.com/execfsm/execfsm/state"
@@ -28,50 +25,28 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 var clientset *kubernetes.Clientset
 
-// TestMain starts a real kube-apiserver and etcd with envtest, from
-// KUBEBUILDER_ASSETS or, when unset, from the kube module's
-// hack/test-assets.sh. Without them every test fails, saying why.
+// TestMain starts a real kube-apiserver and etcd (see kube/kubetest).
+// Without them every test fails, saying why.
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		var out, errOut bytes.Buffer
-		cmd := exec.Command(filepath.Join("..", "..", "kube", "hack", "test-assets.sh"))
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "kubelin: the kube-apiserver and etcd binaries could not be had (%v):\n%s\n", err, errOut.String())
-			return 1
-		}
-		assets = strings.TrimSpace(out.String())
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStartTimeout: 2 * time.Minute, ControlPlaneStopTimeout: time.Minute}
-	cfg, err := env.Start()
+	cp, err := kubetest.Start(kubetest.Options{})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kubelin: envtest could not start kube-apiserver and etcd from %s: %v\n", assets, err)
+		fmt.Fprintln(os.Stderr, "kubelin:", err)
 		return 1
 	}
-	if clientset, err = kubernetes.NewForConfig(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = env.Stop()
-		return 1
-	}
+	clientset = cp.Clientset
 	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "kubelin: stopping envtest:", err)
+	if err := cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "kubelin:", err)
 		code = 1
 	}
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-			goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntilWithContext.func1"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run")); err != nil {
+		if err := goleak.Find(kubetest.LingeringGoroutines()...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
@@ -101,25 +76,11 @@ func artifacts() string {
 
 const checkTimeout = 2 * time.Minute
 
-// concurrently runs clients goroutine clients of body and records their
-// operations.
 func concurrently(t *testing.T, clients int, body func(client int, emit func(history.Op)) error) []history.Op {
 	t.Helper()
-	var rec history.Recorder
-	var wg sync.WaitGroup
-	errs := make([]error, clients)
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[c] = body(c, rec.Add)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
-	return rec.Ops()
+	ops, err := workload.Concurrently(clients, body)
+	require.NoError(t, err)
+	return ops
 }
 
 func TestFireIsLinearizableOnKube(t *testing.T) {
@@ -166,13 +127,5 @@ func TestOwnershipIsLinearizableOnKube(t *testing.T) {
 		return workload.Ownership(context.Background(), store, c, execs, 25, 9, emit)
 	})
 	require.NoError(t, history.Check(history.OwnershipModel(state.Lifecycle()), ops, artifacts(), "ownership-kube", checkTimeout))
-	count := map[history.Outcome]int{}
-	for _, op := range ops {
-		if op.Kind == "acquire" || op.Outcome == history.Fenced {
-			count[op.Outcome]++
-		}
-	}
-	require.Positive(t, count[history.Changed], "some acquires succeeded")
-	require.Positive(t, count[history.Held], "some were refused")
-	require.Positive(t, count[history.Fenced], "some let-go handles tried to write")
+	require.NoError(t, workload.OwnershipExercised(ops))
 }

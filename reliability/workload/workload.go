@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/execfsm/execfsm/reliability/history"
@@ -120,8 +121,7 @@ func Ownership(ctx context.Context, store transition.Store, client int, ids []st
 		emit(history.Op{Client: client, ID: id, Kind: "fire", To: to.String(), Outcome: outcome, From: from.String(),
 			Holder: claim.Owner, Epoch: claim.Epoch, Call: call, Return: ret})
 	}
-	for range rounds {
-		id := ids[rng.IntN(len(ids))]
+	acquire := func(id string) (*transition.Persisted[state.Status], error) {
 		call := history.Now()
 		owned, rec, err := masters[id].Acquire(ctx, transition.Lease{Holder: holder, TTL: time.Minute})
 		ret := history.Now()
@@ -135,28 +135,77 @@ func Ownership(ctx context.Context, store transition.Store, client int, ids []st
 			op.Outcome = history.Unknown
 		}
 		emit(op)
+		return owned, err
+	}
+	staleWrites := 0
+	for range rounds {
+		id := ids[rng.IntN(len(ids))]
+		owned, err := acquire(id)
 		if err != nil {
 			if rng.IntN(2) == 0 {
 				fire(masters[id], id)
 			}
 			continue
 		}
+		// A second process under the same holder name (a pod restarted in
+		// place while the first still runs) is refused like any other:
+		// every round has a refusal, however the clients interleave.
+		if other, err := acquire(id); err == nil {
+			_ = other.Ownership().Release(ctx) // recorded as a violation already
+		}
 		for range 1 + rng.IntN(3) {
 			fire(owned, id)
 		}
-		call = history.Now()
+		call := history.Now()
 		err = owned.Ownership().Release(ctx)
-		ret = history.Now()
-		op = history.Op{Client: client, ID: id, Kind: "release", Holder: holder, Epoch: owned.Claim().Epoch, Outcome: history.Changed, Call: call, Return: ret}
+		ret := history.Now()
+		op := history.Op{Client: client, ID: id, Kind: "release", Holder: holder, Epoch: owned.Claim().Epoch, Outcome: history.Changed, Call: call, Return: ret}
 		if err != nil {
 			op.Outcome = history.Unknown
 		}
 		emit(op)
-		if rng.IntN(3) == 0 {
+		if staleWrites == 0 || rng.IntN(3) == 0 {
+			staleWrites++
 			fire(owned, id) // the let-go handle: must never write
 		}
 	}
 	return nil
+}
+
+// Concurrently runs clients goroutines of body, each with its client
+// number, and returns every operation they recorded, or the first error.
+func Concurrently(clients int, body func(client int, emit func(history.Op)) error) ([]history.Op, error) {
+	var rec history.Recorder
+	var wg sync.WaitGroup
+	errs := make([]error, clients)
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[c] = body(c, rec.Add)
+		}()
+	}
+	wg.Wait()
+	return rec.Ops(), errors.Join(errs...)
+}
+
+// OwnershipExercised says what an ownership history lacks to be worth
+// checking: successful acquires, refused ones, and let-go handles that
+// tried to write. Nil when it has all three.
+func OwnershipExercised(ops []history.Op) error {
+	count := map[history.Outcome]int{}
+	for _, op := range ops {
+		if op.Kind == "acquire" || op.Outcome == history.Fenced {
+			count[op.Outcome]++
+		}
+	}
+	var missing []error
+	for _, o := range []history.Outcome{history.Changed, history.Held, history.Fenced} {
+		if count[o] == 0 {
+			missing = append(missing, fmt.Errorf("the history has no %s operation", o))
+		}
+	}
+	return errors.Join(missing...)
 }
 
 // CreateAll creates every id in its initial state, owned by nobody, and
