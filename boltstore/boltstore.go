@@ -22,6 +22,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -112,14 +113,59 @@ func Open(path string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(metaBucket)
-		return err
+		meta, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err != nil {
+			return err
+		}
+		return checkCounter(tx, meta)
 	})
 	if err != nil {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
 	return &DB{bolt: b, path: path, logSize: o.LogSize, stores: map[string]*Store{}}, nil
+}
+
+// checkCounter makes sure the revision counter is above every revision
+// the file holds. A missing counter (a foreign tool, a damaged file) would
+// restart revisions at 1, and a stale compare-and-swap whose revision came
+// round again would succeed; it is rebuilt from the highest revision
+// present. A counter of the wrong length is refused.
+func checkCounter(tx *bolt.Tx, meta *bolt.Bucket) error {
+	raw := meta.Get(revisionKey)
+	if raw != nil && len(raw) != 8 {
+		return fmt.Errorf("%w: the revision counter is %d bytes, want 8", transition.ErrCorrupt, len(raw))
+	}
+	counter := getUint(raw)
+	highest := counter
+	err := tx.ForEach(func(name []byte, ns *bolt.Bucket) error {
+		if !bytes.HasPrefix(name, []byte("ns/")) {
+			return nil
+		}
+		highest = max(highest, getUint(ns.Get(droppedKey)))
+		if log := ns.Bucket(logKey); log != nil {
+			if k, _ := log.Cursor().Last(); k != nil {
+				highest = max(highest, getUint(k))
+			}
+		}
+		if raw != nil {
+			return nil // the log is the latest writes: enough unless the counter went
+		}
+		if records := ns.Bucket(recordsKey); records != nil {
+			return records.ForEach(func(_, v []byte) error {
+				var rec transition.Record
+				if rec.UnmarshalBinary(v) == nil {
+					highest = max(highest, rec.Revision)
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil || highest == counter {
+		return err
+	}
+	return meta.Put(revisionKey, putUint(highest))
 }
 
 // Close ends every watch and releases the file and its lock.
@@ -278,6 +324,7 @@ func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.R
 		if records.Get([]byte(rec.ID)) != nil {
 			return transition.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(rec.ID), transition.ErrExists)
 		}
+		rec.Revision = 0 // a new record: no floor
 		return rec, nil
 	})
 }
@@ -304,6 +351,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 		if stored, claim := (transition.Claim{Owner: cur.Owner, Epoch: cur.Epoch}), (transition.Claim{Owner: next.Owner, Epoch: next.Epoch}); stored != claim {
 			return transition.Record{}, transition.ClaimChanged(id, stored, claim)
 		}
+		next.Revision = cur.Revision
 		return next, nil
 	})
 }
@@ -362,6 +410,10 @@ func (o ownership) Release(context.Context) error { o.h.Release(); return nil }
 
 // write stores the record build returns at the next revision, in one
 // transaction with build's checks, and logs the write for watchers.
+//
+// The new revision is above the counter and above the revision of the
+// record being replaced, which a damaged counter could be below: a
+// record's revisions never go down.
 func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (transition.Record, error)) (transition.Record, error) {
 	var rec transition.Record
 	err := s.db.bolt.Update(func(tx *bolt.Tx) error {
@@ -375,6 +427,7 @@ func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (tra
 		if rec, err = build(records); err != nil {
 			return err
 		}
+		floor := rec.Revision // build returns the replaced record's revision, or 0
 		meta := tx.Bucket(metaBucket)
 		raw := meta.Get(revisionKey)
 		if raw != nil && len(raw) != 8 {
@@ -382,7 +435,7 @@ func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (tra
 			// compare-and-swap succeed.
 			return fmt.Errorf("boltstore: %s: %w: the revision counter is %d bytes, want 8", s.db.path, transition.ErrCorrupt, len(raw))
 		}
-		rev := getUint(raw) + 1
+		rev := max(getUint(raw), floor) + 1
 		if err := meta.Put(revisionKey, putUint(rev)); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
@@ -74,4 +75,37 @@ func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) 
 	cur, _, err := exec.Load(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, state.Failed, cur)
+}
+
+// A reaped record keeps the audit trail its creator asked for.
+func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	store := transition.NewMemoryStore()
+	then := clock.Now().Add(-time.Hour)
+	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.History(100),
+		transition.Clock(func() time.Time { return then }))
+	require.NoError(t, err)
+	_, err = exec.Create(ctx, transition.Update[state.Status]{To: state.Running})
+	require.NoError(t, err)
+	for k := range 34 {
+		to := state.Paused
+		if k%2 == 1 {
+			to = state.Running
+		}
+		_, err := exec.Fire(ctx, to, "progress")
+		require.NoError(t, err)
+	}
+	_, err = exec.Fire(ctx, state.Relocating, "SIGTERM")
+	require.NoError(t, err)
+	_, rec, err := exec.Load(ctx)
+	require.NoError(t, err)
+	require.Len(t, rec.History, 36)
+
+	_, err = (&recovery.Reaper{Store: store, Clock: clock}).Reconcile(ctx, "ex-1")
+	require.NoError(t, err)
+	cur, rec, err := exec.Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, state.Failed, cur)
+	require.Len(t, rec.History, 37, "the reaper kept every entry")
 }

@@ -108,12 +108,14 @@ func ID(id string) Option {
 	return optionFunc{"ID", forMachine, func(s *settings) { s.id = id }}
 }
 
-// History sets how many recent changes a record's audit trail keeps
-// (default 16, at most [MaxHistory]; 0 keeps none).
+// History sets how many recent changes the audit trail of a record this
+// Persisted creates keeps (default [DefaultHistoryLimit], 1 to
+// [MaxHistory]). The length is the record's ([Record.HistoryLimit]): every
+// writer keeps it, whatever its own option says.
 func History(n int) Option {
 	return optionFunc{"History", forPersisted, func(s *settings) {
-		if n < 0 || n > MaxHistory {
-			s.errs = append(s.errs, fmt.Errorf("transition: History(%d): want 0 to %d", n, MaxHistory))
+		if n < 1 || n > MaxHistory {
+			s.errs = append(s.errs, fmt.Errorf("transition: History(%d): want 1 to %d", n, MaxHistory))
 			return
 		}
 		s.history = n
@@ -133,7 +135,7 @@ func Retries(n int) Option {
 }
 
 func newSettings(target int, opts []Option) *settings {
-	s := &settings{target: target, clock: time.Now, history: 16, retries: 8}
+	s := &settings{target: target, clock: time.Now, history: DefaultHistoryLimit, retries: 8}
 	for _, o := range opts {
 		if o == nil {
 			s.errs = append(s.errs, fmt.Errorf("transition: nil Option"))

@@ -63,9 +63,8 @@ func (l Lease) Validate() error {
 
 // TakeOver returns a copy of rec owned by the lease's holder at epoch,
 // with an audit entry for the take-over at the given time. Stores call it
-// to build the record their Acquire writes. The audit trail keeps at most
-// [MaxHistory] entries, dropping the oldest; a [Persisted] trims it to its
-// own length on its next write.
+// to build the record their Acquire writes. The audit trail keeps the
+// record's own [Record.HistoryKept] entries, dropping the oldest.
 func (l Lease) TakeOver(rec Record, epoch uint64, at time.Time) Record {
 	next := rec.Clone()
 	at = at.UTC().Round(0)
@@ -76,8 +75,8 @@ func (l Lease) TakeOver(rec Record, epoch uint64, at time.Time) Record {
 	next.Owner, next.Epoch, next.UpdatedAt = l.Holder, epoch, at
 	next.History = append(next.History, Entry{From: rec.Status, To: rec.Status, Reason: reason,
 		Actor: l.Holder, Owner: l.Holder, Epoch: epoch, At: at, Revision: rec.Revision})
-	if len(next.History) > MaxHistory {
-		next.History = append([]Entry(nil), next.History[len(next.History)-MaxHistory:]...)
+	if keep := rec.HistoryKept(); len(next.History) > keep {
+		next.History = append([]Entry(nil), next.History[len(next.History)-keep:]...)
 	}
 	return next
 }

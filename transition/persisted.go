@@ -185,11 +185,9 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (Record, error) 
 		return Record{}, &Error{ID: p.id, To: quoteLimited(name), Reason: "not a state of the table", Err: ErrUnknownState, kind: ErrNotAllowed}
 	}
 	at := p.now()
-	rec := Record{ID: p.id, Status: name, UpdatedAt: at, Since: at, Reason: u.Reason}
+	rec := Record{ID: p.id, Status: name, UpdatedAt: at, Since: at, Reason: u.Reason, HistoryLimit: p.history,
+		History: []Entry{{To: name, Reason: u.Reason, Actor: p.actor, At: at}}}
 	rec.Meta, _ = mergeMeta(nil, u.Meta, u.Unset)
-	if p.history > 0 {
-		rec.History = []Entry{{To: name, Reason: u.Reason, Actor: p.actor, At: at}}
-	}
 	return p.store.Create(ctx, rec)
 }
 
@@ -420,17 +418,15 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec Record, u Update[S])
 	}
 	next.UpdatedAt = c.At
 	next.Meta = meta
-	next.History = nil
-	if p.history > 0 {
-		keep := rec.History
-		if len(keep) >= p.history {
-			keep = keep[len(keep)-p.history+1:]
-		}
-		next.History = append(append(make([]Entry, 0, len(keep)+1), keep...), Entry{
-			From: t.names[i], To: t.names[j], Reason: u.Reason, Actor: p.actor,
-			Owner: p.claim.Owner, Epoch: p.claim.Epoch, At: c.At, Revision: rec.Revision,
-		})
+	// The trail keeps the record's own length, whoever writes.
+	keep := rec.History
+	if n := rec.HistoryKept(); len(keep) >= n {
+		keep = keep[len(keep)-n+1:]
 	}
+	next.History = append(append(make([]Entry, 0, len(keep)+1), keep...), Entry{
+		From: t.names[i], To: t.names[j], Reason: u.Reason, Actor: p.actor,
+		Owner: p.claim.Owner, Epoch: p.claim.Epoch, At: c.At, Revision: rec.Revision,
+	})
 	if err := next.Validate(); err != nil {
 		return Record{}, Change[S]{}, false, err
 	}

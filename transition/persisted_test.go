@@ -188,10 +188,33 @@ func TestPersistedAuditTrailIsBounded(t *testing.T) {
 		require.Greater(t, rec.History[k].Revision, rec.History[k-1].Revision)
 	}
 
-	none, store := created(t, transition.History(0))
-	_, err := none.Fire(bg, Work, "")
+	_, err := transition.NewPersisted(jobTable(t), store, "ex-1", transition.History(0))
+	require.Error(t, err, "a record keeps at least its last change")
+}
+
+// The trail's length is the record's: a writer with another History
+// option, the store's take-over and the deadline reaper all keep it.
+func TestEveryWriterKeepsTheRecordsOwnTrailLength(t *testing.T) {
+	creator, store := created(t, transition.History(200))
+	for k := range 40 {
+		to := Work
+		if k%2 == 1 {
+			to = Hold
+		}
+		_, err := creator.Fire(bg, to, "progress")
+		require.NoError(t, err)
+	}
+	rec := mustGet(t, store)
+	require.Equal(t, 200, rec.HistoryLimit)
+	require.Len(t, rec.History, 41)
+
+	other := newJob(t, store, transition.History(3)) // its own option applies to records it creates
+	owned, _, err := other.Acquire(bg, lease("pod-a"))
 	require.NoError(t, err)
-	require.Empty(t, mustGet(t, store).History)
+	require.Len(t, mustGet(t, store).History, 42, "the take-over kept the trail")
+	_, err = owned.Fire(bg, Moving, "SIGTERM")
+	require.NoError(t, err)
+	require.Len(t, mustGet(t, store).History, 43, "and so did a writer whose own option is 3")
 }
 
 func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {

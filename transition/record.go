@@ -21,6 +21,10 @@ const (
 	MaxMetaKeyLen   = 128
 	MaxMetaValueLen = 4096
 	MaxHistory      = 256
+
+	// DefaultHistoryLimit is how many audit entries a record keeps when
+	// its HistoryLimit is 0.
+	DefaultHistoryLimit = 16
 )
 
 // Record is an execution as a [Store] keeps it. It is status-agnostic:
@@ -47,8 +51,15 @@ type Record struct {
 	Since  time.Time `json:"since"`
 	Reason string    `json:"reason,omitempty"` // of the last change
 	// History is the audit trail of the most recent changes, oldest
-	// first, written in the same atomic write as the change itself.
+	// first, written in the same atomic write as the change itself, each
+	// entry at a higher revision than the one before.
 	History []Entry `json:"history,omitempty"`
+	// HistoryLimit is how many entries History keeps: every writer (a
+	// Persisted, a store's Acquire) drops the oldest beyond it. 0 means
+	// DefaultHistoryLimit; at most MaxHistory. It is the record's, set
+	// when the record is created (see the History option), so every
+	// writer keeps the trail its creator asked for.
+	HistoryLimit int `json:"history_limit,omitempty"`
 	// Meta is a small string map for the user and for this module's
 	// packages (restart counts, failure reasons).
 	Meta map[string]string `json:"meta,omitempty"`
@@ -66,6 +77,15 @@ type Entry struct {
 	// Revision is the revision the change was applied at: the record's
 	// revision just before it.
 	Revision uint64 `json:"revision"`
+}
+
+// HistoryKept returns how many audit entries writers keep: HistoryLimit,
+// or DefaultHistoryLimit when it is 0.
+func (r Record) HistoryKept() int {
+	if r.HistoryLimit == 0 {
+		return DefaultHistoryLimit
+	}
+	return r.HistoryLimit
 }
 
 // Clone returns a deep copy of r, sharing nothing with it.
@@ -102,8 +122,11 @@ func (r *Record) Validate() error {
 			return bad("%v", err)
 		}
 	}
-	if len(r.History) > MaxHistory {
-		return bad("history has %d entries, at most %d", len(r.History), MaxHistory)
+	if r.HistoryLimit < 0 || r.HistoryLimit > MaxHistory {
+		return bad("history limit %d, want 0 (the default) to %d", r.HistoryLimit, MaxHistory)
+	}
+	if len(r.History) > r.HistoryKept() {
+		return bad("history has %d entries, at most %d", len(r.History), r.HistoryKept())
 	}
 	for k, e := range r.History {
 		for _, f := range []struct {
@@ -118,6 +141,9 @@ func (r *Record) Validate() error {
 			}
 		}
 	}
+	if err := checkTrail(r.History); err != nil {
+		return bad("%v", err)
+	}
 	if len(r.Meta) > MaxMetaEntries {
 		return bad("meta has %d entries, at most %d", len(r.Meta), MaxMetaEntries)
 	}
@@ -127,6 +153,22 @@ func (r *Record) Validate() error {
 		}
 		if err := checkText("meta["+quoteLimited(k)+"]", v, MaxMetaValueLen, true); err != nil {
 			return bad("%v", err)
+		}
+	}
+	return nil
+}
+
+// checkTrail checks that an audit trail is in the order it was written:
+// each entry at a higher revision than the one before (the first may be
+// the creation, at 0). It does not require the trail to be one unbroken
+// path ending in the status: a writer that records nothing (a raw
+// CompareAndSwap, an operator's tool) may move the record between two
+// entries, and refusing every later write of such a record would lose
+// more than the gap in its trail.
+func checkTrail(trail []Entry) error {
+	for k := 1; k < len(trail); k++ {
+		if prev, e := trail[k-1], trail[k]; e.Revision <= prev.Revision {
+			return fmt.Errorf("history[%d] is at revision %d, not after history[%d] at %d", k, e.Revision, k-1, prev.Revision)
 		}
 	}
 	return nil

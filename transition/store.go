@@ -193,7 +193,11 @@ func (s *MemoryStore) Acquire(ctx context.Context, id string, lease Lease) (Owne
 		if !ok {
 			return "", 0, fmt.Errorf("transition: %s: %w", quoteLimited(id), ErrNotFound)
 		}
-		written = s.put(lease.TakeOver(cur, cur.Epoch+1, time.Now()))
+		next := lease.TakeOver(cur, cur.Epoch+1, time.Now())
+		if err := next.Validate(); err != nil {
+			return "", 0, err
+		}
+		written = s.put(next)
 		return written.Owner, written.Epoch, nil
 	})
 	if err != nil {

@@ -1,6 +1,5 @@
 // Package storecall holds what the network-backed stores (etcdstore,
-// kube) do the same way: preparing a call's context and writing a
-// take-over into a record.
+// kube) do the same way: preparing a call's context.
 package storecall
 
 import (
@@ -25,22 +24,4 @@ func Context(ctx context.Context, pkg, op string, timeout time.Duration) (contex
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	return ctx, cancel, nil
-}
-
-// HistoryKept bounds the audit trail a take-over writes, like Persisted's
-// default.
-const HistoryKept = 16
-
-// TakeOver returns a copy of rec owned by holder at epoch, with an audit
-// entry saying why, its trail bounded to HistoryKept entries.
-func TakeOver(rec transition.Record, holder string, epoch uint64, reason string, now time.Time) transition.Record {
-	next := rec.Clone()
-	now = now.UTC().Round(0)
-	next.Owner, next.Epoch, next.UpdatedAt = holder, epoch, now
-	next.History = append(next.History, transition.Entry{From: rec.Status, To: rec.Status, Reason: reason,
-		Actor: holder, Owner: holder, Epoch: epoch, At: now, Revision: rec.Revision})
-	if len(next.History) > HistoryKept {
-		next.History = next.History[len(next.History)-HistoryKept:]
-	}
-	return next
 }

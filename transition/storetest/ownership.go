@@ -27,6 +27,7 @@ var ownershipTests = []struct {
 	{"AcquireWithADoneContextWritesNothing", acquireWithADoneContextWritesNothing},
 	{"CompareAndSwapCannotChangeTheClaim", casCannotChangeTheClaim},
 	{"ConcurrentAcquirersHaveExactlyOneWinner", concurrentAcquirersHaveOneWinner},
+	{"AcquireKeepsTheRecordsOwnTrailLength", acquireKeepsTheTrailLength},
 }
 
 // Lease returns a valid lease for holder with the given wait, for tests.
@@ -298,4 +299,28 @@ func concurrentAcquirersHaveOneWinner(t *testing.T, s transition.Store) {
 		require.Equal(t, winners[0].Claim(), transition.Claim{Owner: got.Owner, Epoch: got.Epoch})
 		require.Equal(t, created.Epoch+1, got.Epoch, "taken over exactly once")
 	}
+}
+
+// A record whose creator asked for a long audit trail keeps it through a
+// take-over, whatever the store's own habits.
+func acquireKeepsTheTrailLength(t *testing.T, s transition.Store) {
+	rec := Unowned("ex-1")
+	rec.HistoryLimit, rec.History = 64, nil
+	rec, err := s.Create(ctx(t), rec)
+	require.NoError(t, err)
+	for k := range 40 { // writes that record themselves, as a Persisted's do
+		next := rec.Clone()
+		next.History = append(next.History, transition.Entry{From: rec.Status, To: rec.Status, Reason: fmt.Sprint("write ", k), Revision: rec.Revision})
+		rec, err = s.CompareAndSwap(ctx(t), "ex-1", rec.Revision, next)
+		require.NoError(t, err)
+	}
+	own, taken, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
+	require.NoError(t, err)
+	release(t, own)
+	require.Len(t, taken.History, 41)
+	require.Equal(t, "write 0", taken.History[0].Reason, "nothing was dropped")
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Len(t, got.History, 41)
+	require.Equal(t, 64, got.HistoryLimit)
 }

@@ -81,12 +81,30 @@ func Sample(id string) transition.Record {
 	return transition.Record{
 		ID: id, Status: "running", Previous: "initializing", Owner: "pod-a", Epoch: 3,
 		UpdatedAt: at, Since: at.Add(-time.Second), Reason: "slicer ready ✓",
+		// One entry, at revision 0: a store assigns the record's revision
+		// on Create, and a trail must stay below the revisions that later
+		// writes append at.
 		History: []transition.Entry{
-			{From: "", To: "pending", Reason: "submitted", Actor: "master", At: at.Add(-time.Minute)},
-			{From: "initializing", To: "running", Reason: "slicer ready ✓", Actor: "pod-a", Owner: "pod-a", Epoch: 3, At: at, Revision: 7},
+			{From: "initializing", To: "running", Reason: "slicer ready ✓", Actor: "pod-a", Owner: "pod-a", Epoch: 3, At: at},
 		},
-		Meta: map[string]string{"restarts": "1", "realm": "lab-β"},
+		HistoryLimit: 32,
+		Meta:         map[string]string{"restarts": "1", "realm": "lab-β"},
 	}
+}
+
+// Trail returns an audit trail of n entries that ends in running: one
+// path moving between running and paused, at revisions 1 to n.
+func Trail(n int) []transition.Entry {
+	at := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
+	trail := make([]transition.Entry, n)
+	for k := range trail {
+		from, to := "paused", "running"
+		if (n-k)%2 == 0 {
+			from, to = to, from
+		}
+		trail[k] = transition.Entry{From: from, To: to, Reason: fmt.Sprint("move ", k), Actor: "pod-a", At: at.Add(time.Duration(k) * time.Second), Revision: uint64(k + 1)}
+	}
+	return trail
 }
 
 // requireSameRecord compares two records field by field, with times
@@ -268,8 +286,12 @@ func invalidRecordsAreRefused(t *testing.T, s transition.Store) {
 		"too many meta keys":  func(r *transition.Record) { r.Meta = manyKeys(transition.MaxMetaEntries + 1) },
 		"1 MB history reason": func(r *transition.Record) { r.History[0].Reason = huge },
 		"history too long": func(r *transition.Record) {
-			r.History = make([]transition.Entry, transition.MaxHistory+1)
+			r.HistoryLimit, r.History = transition.MaxHistory, Trail(transition.MaxHistory+1)
 		},
+		"history beyond its limit": func(r *transition.Record) { r.HistoryLimit, r.History = 4, Trail(5) },
+		"history limit too high":   func(r *transition.Record) { r.HistoryLimit = transition.MaxHistory + 1 },
+		"negative history limit":   func(r *transition.Record) { r.HistoryLimit = -1 },
+		"history out of order":     func(r *transition.Record) { r.History = Trail(3); r.History[2].Revision = 1 },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -398,9 +420,9 @@ func concurrentWritersHaveOneWinner(t *testing.T, s transition.Store) {
 func largestValidRecordRoundTrips(t *testing.T, s transition.Store) {
 	rec := Sample("ex-" + strings.Repeat("é", (transition.MaxIDLen-3)/2))
 	rec.Reason = strings.Repeat("r", transition.MaxReasonLen)
-	rec.History = make([]transition.Entry, 16)
+	rec.History = Trail(16)
 	for k := range rec.History {
-		rec.History[k] = transition.Entry{From: "running", To: "failing", Reason: strings.Repeat("h", 1024), Revision: uint64(k)}
+		rec.History[k].Reason = strings.Repeat("h", 1024)
 	}
 	rec.Meta = manyKeys(transition.MaxMetaEntries)
 	rec.Meta["k0"] = strings.Repeat("v", transition.MaxMetaValueLen)
