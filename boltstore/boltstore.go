@@ -483,25 +483,30 @@ func (s *Store) logWrite(ns, log *bolt.Bucket, rev uint64, id string) error {
 	return ns.Put(logCountKey, putUint(count))
 }
 
-// List implements [transition.Lister]. A record that does not decode
-// fails the whole list, naming it.
-func (s *Store) List(ctx context.Context) ([]transition.Record, error) {
+// List implements [transition.Lister]. A record that does not decode is
+// listed apart, naming it, and the others are listed as usual.
+func (s *Store) List(ctx context.Context) ([]transition.Record, []transition.Unreadable, error) {
 	if err := s.check(ctx, "List"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []transition.Record
+	var bad []transition.Unreadable
 	err := s.db.bolt.View(func(tx *bolt.Tx) error {
 		_, records, _ := s.buckets(tx)
 		return records.ForEach(func(k, v []byte) error {
 			rec, err := s.decode(string(k), v)
 			if err != nil {
-				return err
+				bad = append(bad, transition.Unreadable{ID: string(k), Err: err})
+				return nil
 			}
 			out = append(out, rec)
 			return nil
 		})
 	})
-	return out, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, bad, nil
 }
 
 // Watch implements [transition.Watcher]. Watches end when the DB closes.

@@ -233,32 +233,38 @@ func checkID(op, id string) error {
 	return nil
 }
 
-// List implements [transition.Lister].
-func (s *Store) List(ctx context.Context) ([]transition.Record, error) {
-	recs, _, err := s.list(ctx)
-	return recs, err
+// List implements [transition.Lister]. A value that does not decode is
+// listed apart, with its revision (a repair may name it), and the others
+// are listed as usual.
+func (s *Store) List(ctx context.Context) ([]transition.Record, []transition.Unreadable, error) {
+	recs, bad, _, err := s.list(ctx)
+	return recs, bad, err
 }
 
-// list returns every record and the revision the list was read at.
-func (s *Store) list(ctx context.Context) ([]transition.Record, int64, error) {
+// list returns every record, the unreadable ones apart, and the revision
+// the list was read at.
+func (s *Store) list(ctx context.Context) ([]transition.Record, []transition.Unreadable, int64, error) {
 	ctx, cancel, err := s.call(ctx, "List")
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer cancel()
 	resp, err := s.client.Get(ctx, s.records, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
-		return nil, 0, wrap("List", s.records, err)
+		return nil, nil, 0, wrap("List", s.records, err)
 	}
 	out := make([]transition.Record, 0, len(resp.Kvs))
+	var bad []transition.Unreadable
 	for _, kv := range resp.Kvs {
-		rec, err := s.decode(strings.TrimPrefix(string(kv.Key), s.records), kv.Value, kv.ModRevision)
+		id := strings.TrimPrefix(string(kv.Key), s.records)
+		rec, err := s.decode(id, kv.Value, kv.ModRevision)
 		if err != nil {
-			return nil, 0, err
+			bad = append(bad, transition.Unreadable{ID: id, Revision: uint64(kv.ModRevision), Err: err})
+			continue
 		}
 		out = append(out, rec)
 	}
-	return out, resp.Header.Revision, nil
+	return out, bad, resp.Header.Revision, nil
 }
 
 // Prefix returns the key prefix the store writes under.

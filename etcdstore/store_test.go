@@ -113,8 +113,15 @@ func TestCorruptValueIsReportedAndNeverOverwritten(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.CompareAndSwap(bg, "ex-1", rec.Revision, rec)
 	require.ErrorIs(t, err, transition.ErrCorrupt, "a stale writer learns the value is corrupt; nothing is written")
-	_, err = s.List(bg)
-	require.ErrorIs(t, err, transition.ErrCorrupt)
+	_, err = s.Create(bg, storetest.Sample("ex-2"))
+	require.NoError(t, err)
+	recs, bad, err := s.List(bg)
+	require.NoError(t, err, "one unreadable record does not fail the list")
+	require.Len(t, recs, 1)
+	require.Equal(t, "ex-2", recs[0].ID)
+	require.Len(t, bad, 1)
+	require.Equal(t, "ex-1", bad[0].ID)
+	require.ErrorIs(t, bad[0].Err, transition.ErrCorrupt)
 }
 
 // A watch from a revision etcd has compacted away re-lists every record

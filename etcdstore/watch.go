@@ -42,7 +42,7 @@ func (s *Store) follow(ctx context.Context, rev int64, ch chan<- transition.Watc
 			return
 		}
 		// The watch broke: re-list, then watch from after the list.
-		recs, listRev, err := s.list(ctx)
+		recs, bad, listRev, err := s.list(ctx)
 		if err != nil {
 			select {
 			case <-time.After(retry):
@@ -55,6 +55,11 @@ func (s *Store) follow(ctx context.Context, rev int64, ch chan<- transition.Watc
 		retry = 100 * time.Millisecond
 		for _, rec := range recs {
 			if !send(transition.WatchEvent{ID: rec.ID, Revision: rec.Revision}) {
+				return
+			}
+		}
+		for _, u := range bad { // announced too: their reader gets the error
+			if !send(transition.WatchEvent{ID: u.ID, Revision: u.Revision}) {
 				return
 			}
 		}

@@ -283,31 +283,38 @@ func (s *Store) update(ctx context.Context, id string, expect uint64, next trans
 	return transition.Record{}, wrap("CompareAndSwap", id, err)
 }
 
-// List implements [transition.Lister].
-func (s *Store) List(ctx context.Context) ([]transition.Record, error) {
-	recs, _, err := s.list(ctx)
-	return recs, err
+// List implements [transition.Lister]. A ConfigMap whose record does not
+// decode is listed apart, and the others are listed as usual.
+func (s *Store) List(ctx context.Context) ([]transition.Record, []transition.Unreadable, error) {
+	recs, bad, _, err := s.list(ctx)
+	return recs, bad, err
 }
 
-func (s *Store) list(ctx context.Context) ([]transition.Record, string, error) {
+func (s *Store) list(ctx context.Context) ([]transition.Record, []transition.Unreadable, string, error) {
 	ctx, cancel, err := s.call(ctx, "List")
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	defer cancel()
 	list, err := s.client.CoreV1().ConfigMaps(s.ns).List(ctx, metav1.ListOptions{LabelSelector: ManagedLabel + "=" + s.label()})
 	if err != nil {
-		return nil, "", wrap("List", s.ns, err)
+		return nil, nil, "", wrap("List", s.ns, err)
 	}
 	out := make([]transition.Record, 0, len(list.Items))
+	var bad []transition.Unreadable
 	for k := range list.Items {
 		cm := &list.Items[k]
-		rec, err := s.decode(cm.Annotations[IDAnnotation], cm)
+		id := cm.Annotations[IDAnnotation]
+		rec, err := s.decode(id, cm)
 		if err != nil {
-			return nil, "", err
+			u := transition.Unreadable{ID: id, Err: err}
+			u.Revision, _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
+			bad = append(bad, u)
+			continue
 		}
 		out = append(out, rec)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, list.ResourceVersion, nil
+	sort.Slice(bad, func(i, j int) bool { return bad[i].ID < bad[j].ID })
+	return out, bad, list.ResourceVersion, nil
 }

@@ -155,3 +155,32 @@ func TestWatchFromAnExpiredVersionReListsAndMissesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A ConfigMap whose record does not decode (edited by hand, written by a
+// newer version) is listed apart; the other records are listed as usual,
+// and it is never overwritten by a stale write.
+func TestAnUnreadableRecordIsListedApartAndLeftAlone(t *testing.T) {
+	s := newStore(t)
+	for _, id := range []string{"ex-1", "ex-2", "ex-3"} {
+		_, err := s.Create(bg, storetest.Sample(id))
+		require.NoError(t, err)
+	}
+	stale, err := s.Get(bg, "ex-2")
+	require.NoError(t, err)
+	cms := clientset.CoreV1().ConfigMaps(s.Namespace())
+	cm, err := cms.Get(bg, s.Name("ex-2"), metav1.GetOptions{})
+	require.NoError(t, err)
+	cm.BinaryData["record"] = []byte("\x07a format from a newer version")
+	_, err = cms.Update(bg, cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	recs, bad, err := s.List(bg)
+	require.NoError(t, err, "one unreadable record does not fail the list")
+	require.Len(t, recs, 2)
+	require.Equal(t, []string{"ex-1", "ex-3"}, []string{recs[0].ID, recs[1].ID})
+	require.Len(t, bad, 1)
+	require.Equal(t, "ex-2", bad[0].ID)
+	require.ErrorIs(t, bad[0].Err, transition.ErrCorrupt)
+	_, err = s.CompareAndSwap(bg, "ex-2", stale.Revision, stale)
+	require.ErrorIs(t, err, transition.ErrCorrupt)
+}

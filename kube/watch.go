@@ -56,7 +56,7 @@ func (s *Store) follow(ctx context.Context, from uint64, ch chan<- transition.Wa
 	}
 	for ctx.Err() == nil {
 		if relist {
-			recs, listRV, err := s.list(ctx)
+			recs, bad, listRV, err := s.list(ctx)
 			if err != nil {
 				if !pause() {
 					return
@@ -65,6 +65,11 @@ func (s *Store) follow(ctx context.Context, from uint64, ch chan<- transition.Wa
 			}
 			for _, rec := range recs {
 				if !send(transition.WatchEvent{ID: rec.ID, Revision: rec.Revision}) {
+					return
+				}
+			}
+			for _, u := range bad { // announced too: their reader gets the error
+				if !send(transition.WatchEvent{ID: u.ID, Revision: u.Revision}) {
 					return
 				}
 			}

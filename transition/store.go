@@ -55,8 +55,22 @@ type Store interface {
 // Lister is implemented by stores that can list their records, for a
 // recovery pass or a deadline reaper that must visit every execution.
 type Lister interface {
-	// List returns every record, ordered by id.
-	List(ctx context.Context) ([]Record, error)
+	// List returns every record the store can read, ordered by id, and,
+	// apart, every one it cannot (see [Unreadable]): one unreadable
+	// record never hides the others. The error is for the listing itself
+	// (the store unreachable, ctx done); then both lists are nil.
+	List(ctx context.Context) ([]Record, []Unreadable, error)
+}
+
+// Unreadable is a stored record a store cannot read: its bytes do not
+// decode (damage, a foreign writer) or are in a format this build does
+// not know (a newer version writing during a rolling upgrade). Stores list
+// it apart from the records they can read and never overwrite it with a
+// stale write. Report it and leave it alone: Get returns the same error.
+type Unreadable struct {
+	ID       string
+	Revision uint64 // the store's revision of the unreadable value, if it has one
+	Err      error  // matches ErrCorrupt
 }
 
 // WatchEvent says that the record ID was written (created or changed) at
@@ -241,10 +255,10 @@ func (s *MemoryStore) put(rec Record) Record {
 	return rec.Clone()
 }
 
-// List implements [Lister].
-func (s *MemoryStore) List(ctx context.Context) ([]Record, error) {
+// List implements [Lister]. A MemoryStore holds no unreadable record.
+func (s *MemoryStore) List(ctx context.Context) ([]Record, []Unreadable, error) {
 	if err := checkCall(ctx, "List"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -252,7 +266,7 @@ func (s *MemoryStore) List(ctx context.Context) ([]Record, error) {
 	for _, id := range slices.Sorted(maps.Keys(s.records)) {
 		out = append(out, s.records[id].Clone())
 	}
-	return out, nil
+	return out, nil, nil
 }
 
 // Watch implements [Watcher].

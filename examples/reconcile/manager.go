@@ -231,9 +231,13 @@ func (m *manager) known(ctx context.Context) ([]string, error) {
 	if !ok {
 		return nil, errors.New("the store cannot list")
 	}
-	recs, err := lister.List(ctx)
+	recs, unreadable, err := lister.List(ctx)
 	if err != nil {
 		return nil, err
+	}
+	for _, u := range unreadable {
+		// Left alone, and said so; every other simulator is recovered.
+		fmt.Printf("unreadable %s: %v\n", u.ID, u.Err)
 	}
 	var ids []string
 	for _, r := range recs {

@@ -440,15 +440,17 @@ func listReturnsEveryRecord(t *testing.T, s transition.Store) {
 	if !ok {
 		t.Skipf("%T does not implement transition.Lister", s)
 	}
-	recs, err := l.List(ctx(t))
+	recs, bad, err := l.List(ctx(t))
 	require.NoError(t, err)
 	require.Empty(t, recs)
+	require.Empty(t, bad)
 	for _, id := range []string{"ex-b", "ex-a", "ex-c"} {
 		_, err := s.Create(ctx(t), Sample(id))
 		require.NoError(t, err)
 	}
-	recs, err = l.List(ctx(t))
+	recs, bad, err = l.List(ctx(t))
 	require.NoError(t, err)
+	require.Empty(t, bad)
 	require.Len(t, recs, 3)
 	for k, id := range []string{"ex-a", "ex-b", "ex-c"} {
 		got, err := s.Get(ctx(t), id)
