@@ -3,7 +3,9 @@
 // the loss of any one of them.
 //
 // Records live under a key prefix ("/execfsm/" by default) as
-// prefix+"records/"+id, encoded as [transition.Record.MarshalBinary]
+// prefix+"records/"+id (with "%" and "/" in the id escaped as %25 and %2F,
+// so a store whose prefix lies under another's keys never mixes with it),
+// encoded as [transition.Record.MarshalBinary]
 // writes them. A record's revision is etcd's ModRevision of its key.
 // Create is one transaction comparing CreateRevision to 0;
 // CompareAndSwap is one transaction comparing ModRevision to the expected

@@ -115,7 +115,7 @@ func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) 
 // the revision at which a live holder was found (the error is then nil
 // only if lease.Wait asks to wait for it).
 func (s *Store) takeOver(ctx context.Context, id string, lease transition.Lease, granted clientv3.LeaseID) (*Ownership, transition.Record, int64, error) {
-	key, ownerKey, claimKey := s.records+id, s.owners+id, s.claims+id
+	key, ownerKey, claimKey := s.recordKey(id), s.ownerKey(id), s.claimKey(id)
 	for attempt := 0; attempt < 16; attempt++ {
 		rec, err := s.Get(ctx, id)
 		if err != nil {
@@ -180,7 +180,7 @@ func (o *Ownership) keepAlive() error {
 func (s *Store) waitReleased(ctx context.Context, id string, heldAt int64) error {
 	watchCtx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	events := s.client.Watch(watchCtx, s.owners+id, clientv3.WithRev(heldAt+1), clientv3.WithFilterPut())
+	events := s.client.Watch(watchCtx, s.ownerKey(id), clientv3.WithRev(heldAt+1), clientv3.WithFilterPut())
 	for {
 		select {
 		case resp, ok := <-events:

@@ -21,7 +21,10 @@ const (
 // Options configure a [Store].
 type Options struct {
 	// Prefix is the key prefix of everything the store writes (default
-	// DefaultPrefix). Two stores with different prefixes share nothing.
+	// DefaultPrefix). Two stores with different prefixes share nothing,
+	// even when one prefix lies under the other's keys: a record id's "/"
+	// and "%" are escaped in its key, so a key with a "/" after
+	// prefix+"records/" is never this store's and is ignored.
 	Prefix string
 	// Timeout applies to calls whose context has no deadline (default
 	// DefaultTimeout), so an unreachable cluster yields an error.
@@ -77,10 +80,30 @@ func wrap(op, id string, err error) error {
 	return fmt.Errorf("etcdstore: %s %q: %w", op, id, err)
 }
 
+var (
+	escapeID   = strings.NewReplacer("%", "%25", "/", "%2F")
+	unescapeID = strings.NewReplacer("%2F", "/", "%25", "%")
+)
+
+// keyPart is id as it appears in keys: with "%" and "/" escaped, so that
+// no key of this store has a "/" after its kind ("records/").
+func keyPart(id string) string { return escapeID.Replace(id) }
+
+// idOf is the id a key part stands for; false for a key part this store
+// cannot have written (a nested store's key, a foreign one).
+func idOf(part string) (string, bool) {
+	id := unescapeID.Replace(part)
+	return id, !strings.Contains(part, "/") && keyPart(id) == part
+}
+
+func (s *Store) recordKey(id string) string { return s.records + keyPart(id) }
+func (s *Store) claimKey(id string) string  { return s.claims + keyPart(id) }
+func (s *Store) ownerKey(id string) string  { return s.owners + keyPart(id) }
+
 func (s *Store) decode(id string, value []byte, modRevision int64) (transition.Record, error) {
 	var rec transition.Record
 	if err := rec.UnmarshalBinary(value); err != nil {
-		return transition.Record{}, fmt.Errorf("etcdstore: record %q at %s: %w", id, s.records+id, err)
+		return transition.Record{}, fmt.Errorf("etcdstore: record %q at %s: %w", id, s.recordKey(id), err)
 	}
 	if rec.ID != id {
 		return transition.Record{}, fmt.Errorf("etcdstore: record %q: %w: it names itself %q", id, transition.ErrCorrupt, rec.ID)
@@ -102,7 +125,7 @@ func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
 		return transition.Record{}, err
 	}
 	defer cancel()
-	resp, err := s.client.Get(ctx, s.records+id)
+	resp, err := s.client.Get(ctx, s.recordKey(id))
 	if err != nil {
 		return transition.Record{}, wrap("Get", id, err)
 	}
@@ -127,10 +150,10 @@ func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.R
 	if err != nil {
 		return transition.Record{}, err
 	}
-	key := s.records + rec.ID
+	key := s.recordKey(rec.ID)
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, value), clientv3.OpPut(s.claims+rec.ID, encodeClaim(rec.Owner, rec.Epoch))).
+		Then(clientv3.OpPut(key, value), clientv3.OpPut(s.claimKey(rec.ID), encodeClaim(rec.Owner, rec.Epoch))).
 		Commit()
 	if err != nil {
 		return transition.Record{}, wrap("Create", rec.ID, err)
@@ -159,7 +182,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 	if err != nil {
 		return transition.Record{}, err
 	}
-	key, claimKey := s.records+id, s.claims+id
+	key, claimKey := s.recordKey(id), s.claimKey(id)
 	claim := encodeClaim(next.Owner, next.Epoch)
 	resp, err := s.client.Txn(ctx).
 		// CreateRevision > 0: a compare-and-swap never creates, even at
@@ -207,7 +230,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 // casRestoringClaim is CompareAndSwap for a record whose claim key is
 // missing and whose claim the write keeps.
 func (s *Store) casRestoringClaim(ctx context.Context, id string, expect uint64, next transition.Record, value, claim string) (transition.Record, error) {
-	key, claimKey := s.records+id, s.claims+id
+	key, claimKey := s.recordKey(id), s.claimKey(id)
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect)),
 			clientv3.Compare(clientv3.CreateRevision(claimKey), "=", 0)).
@@ -256,7 +279,10 @@ func (s *Store) list(ctx context.Context) ([]transition.Record, []transition.Unr
 	out := make([]transition.Record, 0, len(resp.Kvs))
 	var bad []transition.Unreadable
 	for _, kv := range resp.Kvs {
-		id := strings.TrimPrefix(string(kv.Key), s.records)
+		id, ours := idOf(strings.TrimPrefix(string(kv.Key), s.records))
+		if !ours {
+			continue // a nested store's key: not a record of this one
+		}
 		rec, err := s.decode(id, kv.Value, kv.ModRevision)
 		if err != nil {
 			bad = append(bad, transition.Unreadable{ID: id, Revision: uint64(kv.ModRevision), Err: err})

@@ -431,3 +431,43 @@ func ignoreEtcd() []goleak.Option {
 	}
 	return opts
 }
+
+// The reproduction: a store with prefix /teraslice/records/tenant-b/
+// writes ex-9; a store with prefix /teraslice/ then listed its key as a
+// record of its own (and failed on it). Two stores with different
+// prefixes share nothing, however the prefixes nest.
+func TestNestedPrefixesShareNothing(t *testing.T) {
+	base := fmt.Sprintf("/nest-%d/", prefixes.Add(1))
+	outer, err := etcdstore.New(client(t, shared), etcdstore.Options{Prefix: base})
+	require.NoError(t, err)
+	inner, err := etcdstore.New(client(t, shared), etcdstore.Options{Prefix: base + "records/tenant-b/"})
+	require.NoError(t, err)
+	watchCtx, cancel := context.WithCancel(bg)
+	defer cancel()
+	events, err := outer.Watch(watchCtx, 0)
+	require.NoError(t, err)
+
+	_, err = inner.Create(bg, storetest.Sample("ex-9"))
+	require.NoError(t, err)
+	own, _, err := inner.Acquire(bg, "ex-9", storetest.Lease("pod-b"))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, own.Release(bg)) }()
+	// An outer id that looks like the inner store's key.
+	_, err = outer.Create(bg, storetest.Sample("tenant-b/records/ex-9"))
+	require.NoError(t, err)
+
+	recs, bad, err := outer.List(bg)
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	require.Len(t, recs, 1)
+	require.Equal(t, "tenant-b/records/ex-9", recs[0].ID, "an id with slashes is the outer store's own, and comes back as it went in")
+	ev := recv(t, events)
+	require.Equal(t, "tenant-b/records/ex-9", ev.ID, "the inner store's writes are no events of the outer one")
+	innerRecs, innerBad, err := inner.List(bg)
+	require.NoError(t, err)
+	require.Empty(t, innerBad)
+	require.Len(t, innerRecs, 1)
+	require.Equal(t, "ex-9", innerRecs[0].ID)
+	_, err = outer.Get(bg, "ex-9")
+	require.ErrorIs(t, err, transition.ErrNotFound)
+}

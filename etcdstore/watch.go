@@ -79,11 +79,14 @@ func (s *Store) watchFrom(ctx context.Context, rev *int64, send func(transition.
 			return ctx.Err() == nil
 		}
 		for _, ev := range resp.Events {
-			id := strings.TrimPrefix(string(ev.Kv.Key), s.records)
+			*rev = ev.Kv.ModRevision
+			id, ours := idOf(strings.TrimPrefix(string(ev.Kv.Key), s.records))
+			if !ours {
+				continue // a nested store's key
+			}
 			if !send(transition.WatchEvent{ID: id, Revision: uint64(ev.Kv.ModRevision)}) {
 				return false
 			}
-			*rev = ev.Kv.ModRevision
 		}
 	}
 	return ctx.Err() == nil
