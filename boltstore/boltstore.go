@@ -532,6 +532,9 @@ func (l boltLog) Since(rev uint64, limit int) ([]watchlog.Entry, bool, error) {
 		}
 		c := log.Cursor()
 		for k, v := c.Seek(putUint(rev + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+			if len(k) != 8 {
+				continue // not a log entry (tampered): no event for a record that was never written
+			}
 			out = append(out, watchlog.Entry{ID: string(v), Revision: getUint(k)})
 		}
 		return nil

@@ -14,8 +14,9 @@ import (
 
 // Defaults for zero Options.
 const (
-	DefaultPrefix  = "/execfsm/"
-	DefaultTimeout = 10 * time.Second
+	DefaultPrefix       = "/execfsm/"
+	DefaultTimeout      = 10 * time.Second
+	DefaultWatchBacklog = 1024
 )
 
 // Options configure a [Store].
@@ -29,6 +30,10 @@ type Options struct {
 	// Timeout applies to calls whose context has no deadline (default
 	// DefaultTimeout), so an unreachable cluster yields an error.
 	Timeout time.Duration
+	// WatchBacklog is how many events a watch holds for a consumer that
+	// is not reading before it drops them for a re-list (default
+	// DefaultWatchBacklog).
+	WatchBacklog int
 }
 
 // Store is a [transition.Store], [transition.Lister] and
@@ -41,6 +46,7 @@ type Store struct {
 	owners  string // prefix + "owners/": the holder, bound to its lease
 	claims  string // prefix + "claims/": epoch/owner of each record
 	timeout time.Duration
+	backlog int
 }
 
 var (
@@ -66,8 +72,14 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.WatchBacklog < 0 {
+		return nil, fmt.Errorf("etcdstore: negative WatchBacklog %d", opts.WatchBacklog)
+	}
+	if opts.WatchBacklog == 0 {
+		opts.WatchBacklog = DefaultWatchBacklog
+	}
 	return &Store{client: client, prefix: opts.Prefix, records: opts.Prefix + "records/",
-		owners: opts.Prefix + "owners/", claims: opts.Prefix + "claims/", timeout: opts.Timeout}, nil
+		owners: opts.Prefix + "owners/", claims: opts.Prefix + "claims/", timeout: opts.Timeout, backlog: opts.WatchBacklog}, nil
 }
 
 func (s *Store) call(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {

@@ -471,3 +471,69 @@ func TestNestedPrefixesShareNothing(t *testing.T) {
 	_, err = outer.Get(bg, "ex-9")
 	require.ErrorIs(t, err, transition.ErrNotFound)
 }
+
+// A watch ends when its client is closed, instead of re-listing on a
+// closed client until its context ends.
+func TestWatchEndsWhenItsClientCloses(t *testing.T) {
+	cl, err := shared.Client()
+	require.NoError(t, err)
+	s, err := etcdstore.New(cl, etcdstore.Options{Prefix: fmt.Sprintf("/close-%d/", prefixes.Add(1))})
+	require.NoError(t, err)
+	ch, err := s.Watch(bg, 0)
+	require.NoError(t, err)
+	require.NoError(t, cl.Close())
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the watch was still open after its client closed")
+		}
+	}
+}
+
+// A consumer that stops reading while writes pour in is not buffered
+// every write: past the backlog it gets a re-list when it reads again.
+// The reproduction grew the heap by ~3 KB a write, held in the etcd
+// client's watch stream.
+func TestAStalledWatchConsumerGetsAReListNotEveryWrite(t *testing.T) {
+	s := newStore(t, etcdstore.Options{WatchBacklog: 16})
+	recs := map[string]transition.Record{}
+	for k := range 5 {
+		rec, err := s.Create(bg, transition.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
+		require.NoError(t, err)
+		recs[rec.ID] = rec
+	}
+	watchCtx, cancel := context.WithCancel(bg)
+	defer cancel()
+	var from uint64
+	for _, r := range recs {
+		from = max(from, r.Revision)
+	}
+	events, err := s.Watch(watchCtx, from)
+	require.NoError(t, err)
+	const writes = 400
+	for k := range writes { // nobody reads meanwhile
+		id := fmt.Sprint("ex-", k%5)
+		next := recs[id]
+		next.Reason = fmt.Sprint("write ", k)
+		written, err := s.CompareAndSwap(bg, id, next.Revision, next)
+		require.NoError(t, err)
+		recs[id] = written
+	}
+	marker, err := s.Create(bg, transition.Record{ID: "ex-marker", Status: "running"})
+	require.NoError(t, err)
+	received := 0
+	for {
+		ev := recv(t, events)
+		received++
+		if ev.ID == "ex-marker" {
+			require.Equal(t, marker.Revision, ev.Revision)
+			break
+		}
+	}
+	require.Less(t, received, 16+5+2+1, "%d events for %d writes: the stalled consumer was buffered every write", received, writes)
+}

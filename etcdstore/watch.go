@@ -14,12 +14,21 @@ import (
 // ends for any reason but ctx (the member lost its leader, the connection
 // broke), it lists every record, delivers an event for each, and watches
 // again from the revision of that list: events may repeat, none is lost.
+//
+// A consumer that stops reading costs a bounded amount of memory: once
+// Options.WatchBacklog events wait for it, the etcd watch (and whatever
+// the etcd client buffered for it) is dropped, one event is held until the
+// consumer reads again, and then it gets a re-list instead of every write
+// it missed. The watch ends when ctx is done or the client is closed.
 func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan transition.WatchEvent, error) {
 	if ctx == nil {
 		return nil, wrap("Watch", "", transition.ErrNilContext)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if err := s.client.Ctx().Err(); err != nil {
+		return nil, wrap("Watch", "", err)
 	}
 	ch := make(chan transition.WatchEvent)
 	go s.follow(ctx, int64(fromRevision), ch)
@@ -28,6 +37,12 @@ func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan transiti
 
 func (s *Store) follow(ctx context.Context, rev int64, ch chan<- transition.WatchEvent) {
 	defer close(ch)
+	// The watch ends with the client too: a closed client cannot watch,
+	// and re-listing on it would only fail until ctx ends.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.client.Ctx(), cancel)
+	defer stop()
 	send := func(ev transition.WatchEvent) bool {
 		select {
 		case ch <- ev:
@@ -38,10 +53,11 @@ func (s *Store) follow(ctx context.Context, rev int64, ch chan<- transition.Watc
 	}
 	retry := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		if !s.watchFrom(ctx, &rev, send) {
+		if !s.watchFrom(ctx, &rev, ch) {
 			return
 		}
-		// The watch broke: re-list, then watch from after the list.
+		// The watch broke, or its consumer fell behind: re-list, then
+		// watch from after the list.
 		recs, bad, listRev, err := s.list(ctx)
 		if err != nil {
 			select {
@@ -67,27 +83,50 @@ func (s *Store) follow(ctx context.Context, rev int64, ch chan<- transition.Watc
 	}
 }
 
-// watchFrom delivers events after *rev until the watch breaks (true) or
-// ctx ends or the consumer goes (false).
-func (s *Store) watchFrom(ctx context.Context, rev *int64, send func(transition.WatchEvent) bool) bool {
+// watchFrom delivers events after *rev until the watch breaks or its
+// consumer falls more than the backlog behind (true: re-list), or ctx
+// ends (false).
+func (s *Store) watchFrom(ctx context.Context, rev *int64, ch chan<- transition.WatchEvent) bool {
 	// WithRequireLeader ends the watch when its member is cut off from
 	// the leader, instead of waiting on a member that hears nothing.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range s.client.Watch(wctx, s.records, clientv3.WithPrefix(), clientv3.WithRev(*rev+1)) {
-		if resp.CompactRevision != 0 || resp.Canceled || resp.Err() != nil {
-			return ctx.Err() == nil
+	events := s.client.Watch(wctx, s.records, clientv3.WithPrefix(), clientv3.WithRev(*rev+1))
+	var pending []transition.WatchEvent
+	for {
+		var out chan<- transition.WatchEvent
+		var next transition.WatchEvent
+		if len(pending) > 0 {
+			out, next = ch, pending[0]
 		}
-		for _, ev := range resp.Events {
-			*rev = ev.Kv.ModRevision
-			id, ours := idOf(strings.TrimPrefix(string(ev.Kv.Key), s.records))
-			if !ours {
-				continue // a nested store's key
+		select {
+		case out <- next:
+			pending[0] = transition.WatchEvent{}
+			pending = pending[1:]
+		case resp, ok := <-events:
+			if !ok || resp.CompactRevision != 0 || resp.Canceled || resp.Err() != nil {
+				return ctx.Err() == nil
 			}
-			if !send(transition.WatchEvent{ID: id, Revision: uint64(ev.Kv.ModRevision)}) {
-				return false
+			for _, ev := range resp.Events {
+				*rev = ev.Kv.ModRevision
+				if id, ours := idOf(strings.TrimPrefix(string(ev.Kv.Key), s.records)); ours {
+					pending = append(pending, transition.WatchEvent{ID: id, Revision: uint64(ev.Kv.ModRevision)})
+				}
 			}
+			if len(pending) > s.backlog {
+				// The consumer is not keeping up: drop the etcd watch and
+				// what its client buffered, hold one event until the
+				// consumer reads again, then re-list.
+				cancel()
+				select {
+				case ch <- pending[0]:
+					return true
+				case <-ctx.Done():
+					return false
+				}
+			}
+		case <-ctx.Done():
+			return false
 		}
 	}
-	return ctx.Err() == nil
 }

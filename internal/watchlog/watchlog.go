@@ -11,8 +11,14 @@ package watchlog
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
+
+// ErrInconsistent is returned by Follow when the source contradicts
+// itself: it says the log was compacted past a snapshot it just took. A
+// watch on it would re-send the snapshot forever.
+var ErrInconsistent = errors.New("watchlog: the log says it was compacted past the store's own revision")
 
 // Entry says that the record ID was written at Revision.
 type Entry struct {
@@ -36,6 +42,21 @@ type Hub struct {
 	mu      sync.Mutex
 	changed chan struct{}
 	closed  bool
+	done    chan struct{} // closed by Close
+}
+
+// Done is closed when the hub is closed: a watcher blocked on its
+// consumer stops then.
+func (h *Hub) Done() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done == nil {
+		h.done = make(chan struct{})
+		if h.closed {
+			close(h.done)
+		}
+	}
+	return h.done
 }
 
 // Notify wakes every watcher; writers call it after each commit.
@@ -51,6 +72,9 @@ func (h *Hub) Notify() {
 // Close ends every watch.
 func (h *Hub) Close() {
 	h.mu.Lock()
+	if !h.closed && h.done != nil {
+		close(h.done)
+	}
 	h.closed = true
 	if h.changed != nil {
 		close(h.changed)
@@ -95,6 +119,14 @@ func (h *Hub) Follow(ctx context.Context, src Source, from uint64, emit func(Ent
 			if err != nil {
 				return err
 			}
+			// A log compacted past the snapshot's own revision contradicts
+			// it (tampered metadata): following it would re-send the
+			// snapshot in a busy loop.
+			if _, again, err := src.Since(cursor, 1); err != nil {
+				return err
+			} else if again {
+				return ErrInconsistent
+			}
 			for _, e := range entries {
 				if !emit(e) {
 					return nil
@@ -120,16 +152,26 @@ func (h *Hub) Follow(ctx context.Context, src Source, from uint64, emit func(Ent
 }
 
 // Channel runs Follow in a goroutine and delivers each entry, converted,
-// on the returned channel, which is closed when the watch ends.
+// on the returned channel, which is closed when the watch ends: ctx done,
+// the hub closed (even while the consumer is not reading), or the source
+// failed. Nothing is delivered once the hub is closed.
 func Channel[T any](ctx context.Context, h *Hub, src Source, from uint64, convert func(Entry) T) <-chan T {
 	ch := make(chan T)
+	done := h.Done()
 	go func() {
 		defer close(ch)
 		_ = h.Follow(ctx, src, from, func(e Entry) bool {
 			select {
+			case <-done:
+				return false // closed: deliver nothing more, even if the consumer is ready
+			default:
+			}
+			select {
 			case ch <- convert(e):
 				return true
 			case <-ctx.Done():
+				return false
+			case <-done:
 				return false
 			}
 		})
