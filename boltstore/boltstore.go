@@ -28,8 +28,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/execfsm/execfsm/internal/locallease"
 	"github.com/execfsm/execfsm/internal/watchlog"
@@ -73,6 +75,11 @@ type DB struct {
 	mu     sync.Mutex
 	stores map[string]*Store
 	closed bool
+
+	// writer admits one write transaction at a time. bbolt's own writer
+	// lock is taken without looking at any context; waiting here instead
+	// lets a call give up at its deadline rather than long after it.
+	writer chan struct{}
 }
 
 var (
@@ -105,12 +112,18 @@ func Open(path string, opts *Options) (*DB, error) {
 	if o.Mode == 0 {
 		o.Mode = 0o600
 	}
+	// bbolt makes a fresh database of an empty file. An empty file where
+	// a database should be is a database that lost its contents (or was
+	// never written): refuse it rather than start from nothing.
+	if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
+		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is empty (remove it to start a new database)", path, transition.ErrCorrupt)
+	}
 	b, err := bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.Timeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("boltstore: Open %s: %w (waited %v)", path, ErrLocked, o.Timeout)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
+		return nil, fmt.Errorf("boltstore: Open %s: %w", path, openError(err))
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(metaBucket)
@@ -123,7 +136,20 @@ func Open(path string, opts *Options) (*DB, error) {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
-	return &DB{bolt: b, path: path, logSize: o.LogSize, stores: map[string]*Store{}}, nil
+	return &DB{bolt: b, path: path, logSize: o.LogSize, stores: map[string]*Store{}, writer: make(chan struct{}, 1)}, nil
+}
+
+// openError makes the errors bbolt gives for a damaged file match
+// transition.ErrCorrupt; others (permissions, a missing directory) stay
+// as they are.
+func openError(err error) error {
+	switch {
+	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrVersionMismatch),
+		errors.Is(err, bolterrors.ErrChecksum), errors.Is(err, bolterrors.ErrInvalidMapping),
+		strings.HasPrefix(err.Error(), "file size too small"):
+		return fmt.Errorf("%w: %v", transition.ErrCorrupt, err)
+	}
+	return err
 }
 
 // checkCounter makes sure the revision counter is above every revision
@@ -204,8 +230,8 @@ func (db *DB) Path() string { return db.path }
 // Namespaces keep unrelated lifecycles (executions, simulators) apart in
 // one file; a namespace is 1 to 128 bytes of UTF-8.
 func (db *DB) Store(namespace string) (*Store, error) {
-	if namespace == "" || len(namespace) > 128 {
-		return nil, fmt.Errorf("boltstore: namespace %q: want 1 to 128 bytes", namespace)
+	if namespace == "" || len(namespace) > 128 || !utf8.ValidString(namespace) {
+		return nil, fmt.Errorf("boltstore: namespace %q: want 1 to 128 bytes of UTF-8", namespace)
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -301,12 +327,8 @@ func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
 	var rec transition.Record
 	err := s.db.bolt.View(func(tx *bolt.Tx) error {
 		_, records, _ := s.buckets(tx)
-		data := records.Get([]byte(id))
-		if data == nil {
-			return fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), transition.ErrNotFound)
-		}
 		var err error
-		rec, err = s.decode(id, data)
+		rec, err = s.current(records, id)
 		return err
 	})
 	return rec, err
@@ -321,7 +343,9 @@ func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.R
 		return transition.Record{}, err
 	}
 	return s.write(ctx, func(records *bolt.Bucket) (transition.Record, error) {
-		if records.Get([]byte(rec.ID)) != nil {
+		if data, err := s.lookup(records, rec.ID); err != nil {
+			return transition.Record{}, err
+		} else if data != nil {
 			return transition.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(rec.ID), transition.ErrExists)
 		}
 		rec.Revision = 0 // a new record: no floor
@@ -359,11 +383,24 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 // current reads record id in a write transaction. A record that does not
 // decode is an error: it is never overwritten.
 func (s *Store) current(records *bolt.Bucket, id string) (transition.Record, error) {
-	data := records.Get([]byte(id))
+	data, err := s.lookup(records, id)
+	if err != nil {
+		return transition.Record{}, err
+	}
 	if data == nil {
 		return transition.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), transition.ErrNotFound)
 	}
 	return s.decode(id, data)
+}
+
+// lookup returns the bytes stored for id, nil if there are none. A bucket
+// where a record belongs (a foreign writer) is ErrCorrupt, not "no
+// record": it is not overwritten either.
+func (s *Store) lookup(records *bolt.Bucket, id string) ([]byte, error) {
+	if records.Bucket([]byte(id)) != nil {
+		return nil, fmt.Errorf("boltstore: namespace %q, record %q: %w: a bucket, not a record", s.namespace, quoted(id), transition.ErrCorrupt)
+	}
+	return records.Get([]byte(id)), nil
 }
 
 // Acquire implements [transition.Store]. The ownership lives in this
@@ -409,16 +446,23 @@ func (o ownership) Lost() <-chan struct{}         { return o.h.Lost() }
 func (o ownership) Release(context.Context) error { o.h.Release(); return nil }
 
 // write stores the record build returns at the next revision, in one
-// transaction with build's checks, and logs the write for watchers.
+// transaction with build's checks, and logs the write for watchers. It
+// waits for its turn among writers only while ctx allows; once its
+// transaction has begun it finishes (one fsync), whatever ctx says.
 //
 // The new revision is above the counter and above the revision of the
 // record being replaced, which a damaged counter could be below: a
 // record's revisions never go down.
 func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (transition.Record, error)) (transition.Record, error) {
 	var rec transition.Record
+	select {
+	case s.db.writer <- struct{}{}:
+	case <-ctx.Done():
+		return transition.Record{}, ctx.Err()
+	}
+	defer func() { <-s.db.writer }()
 	err := s.db.bolt.Update(func(tx *bolt.Tx) error {
-		// The writer lock may have been waited for; a caller who gave up
-		// meanwhile gets nothing written.
+		// A caller who gave up while its turn came gets nothing written.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -494,6 +538,11 @@ func (s *Store) List(ctx context.Context) ([]transition.Record, []transition.Unr
 	err := s.db.bolt.View(func(tx *bolt.Tx) error {
 		_, records, _ := s.buckets(tx)
 		return records.ForEach(func(k, v []byte) error {
+			if v == nil { // a nested bucket where a record belongs
+				_, err := s.lookup(records, string(k))
+				bad = append(bad, transition.Unreadable{ID: string(k), Err: err})
+				return nil
+			}
 			rec, err := s.decode(string(k), v)
 			if err != nil {
 				bad = append(bad, transition.Unreadable{ID: string(k), Err: err})

@@ -1,0 +1,81 @@
+package boltstore_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/transition/storetest"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+)
+
+// A file that is not a sound database is refused with an error matching
+// ErrCorrupt and naming the file: an empty file (bbolt would quietly make
+// a new database of it), a truncated one, one that is not a database.
+func TestDamagedFilesAreRefusedWithErrCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	db, s := openStore(t, good, nil)
+	_, err := s.Create(bg, storetest.Sample("ex-1"))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	data, err := os.ReadFile(good)
+	require.NoError(t, err)
+
+	for name, content := range map[string][]byte{
+		"empty":            {},
+		"truncated":        data[:100],
+		"not a database":   []byte("this is a text file, not a bbolt database, and it is long enough to be looked at....."),
+		"both meta pages zeroed": append(make([]byte, 2*os.Getpagesize()), data[2*os.Getpagesize():]...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, name)
+			require.NoError(t, os.WriteFile(path, content, 0o600))
+			db, err := boltstore.Open(path, nil)
+			if err == nil {
+				_ = db.Close()
+			}
+			require.ErrorIs(t, err, transition.ErrCorrupt)
+			require.ErrorContains(t, err, path)
+		})
+	}
+}
+
+// A bucket where a record belongs (a foreign writer) is corrupt on every
+// path, not "no such record", and is never overwritten.
+func TestABucketWhereARecordBelongsIsCorruptEverywhere(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, s := openStore(t, path, nil)
+	_, err := s.Create(bg, storetest.Sample("ex-ok"))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	tamper(t, path, func(tx *bolt.Tx) error {
+		_, err := tx.Bucket([]byte("ns/executions")).Bucket([]byte("records")).CreateBucket([]byte("ex-1"))
+		return err
+	})
+	_, s = openStore(t, path, nil)
+	_, err = s.Get(bg, "ex-1")
+	require.ErrorIs(t, err, transition.ErrCorrupt)
+	_, err = s.Create(bg, storetest.Sample("ex-1"))
+	require.ErrorIs(t, err, transition.ErrCorrupt)
+	_, err = s.CompareAndSwap(bg, "ex-1", 1, storetest.Sample("ex-1"))
+	require.ErrorIs(t, err, transition.ErrCorrupt)
+	_, _, err = s.Acquire(bg, "ex-1", storetest.Lease("pod-a"))
+	require.ErrorIs(t, err, transition.ErrCorrupt)
+	recs, bad, err := s.List(bg)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Len(t, bad, 1)
+	require.Equal(t, "ex-1", bad[0].ID)
+	require.ErrorIs(t, bad[0].Err, transition.ErrCorrupt)
+	require.ErrorContains(t, bad[0].Err, "a bucket, not a record")
+}
+
+func TestANamespaceMustBeUTF8(t *testing.T) {
+	db, _ := openStore(t, filepath.Join(t.TempDir(), "db"), nil)
+	_, err := db.Store("exec\xffutions")
+	require.ErrorContains(t, err, "UTF-8")
+}
