@@ -26,9 +26,9 @@ func TestDamagedFilesAreRefusedWithErrCorrupt(t *testing.T) {
 	require.NoError(t, err)
 
 	for name, content := range map[string][]byte{
-		"empty":            {},
-		"truncated":        data[:100],
-		"not a database":   []byte("this is a text file, not a bbolt database, and it is long enough to be looked at....."),
+		"empty":                  {},
+		"truncated":              data[:100],
+		"not a database":         []byte("this is a text file, not a bbolt database, and it is long enough to be looked at....."),
 		"both meta pages zeroed": append(make([]byte, 2*os.Getpagesize()), data[2*os.Getpagesize():]...),
 	} {
 		t.Run(name, func(t *testing.T) {
