@@ -118,19 +118,29 @@ func Open(path string, opts *Options) (*DB, error) {
 	if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
 		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is empty (remove it to start a new database)", path, transition.ErrCorrupt)
 	}
-	b, err := bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.Timeout})
+	if err := validateFile(path); err != nil {
+		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
+	}
+	var b *bolt.DB
+	err := guard(path, "Open", func() error {
+		var err error
+		b, err = bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.Timeout})
+		return err
+	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("boltstore: Open %s: %w (waited %v)", path, ErrLocked, o.Timeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, openError(err))
 	}
-	err = b.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(metaBucket)
-		if err != nil {
-			return err
-		}
-		return checkCounter(tx, meta)
+	err = guard(path, "Open", func() error {
+		return b.Update(func(tx *bolt.Tx) error {
+			meta, err := tx.CreateBucketIfNotExists(metaBucket)
+			if err != nil {
+				return err
+			}
+			return checkCounter(tx, meta)
+		})
 	})
 	if err != nil {
 		_ = b.Close()
@@ -210,17 +220,69 @@ func (db *DB) Close() error {
 	return db.bolt.Close()
 }
 
-// Check runs bbolt's consistency check over the whole file and returns
-// every problem it finds, joined; nil means the file is sound.
+// Check reads the whole file, every bucket and every key and value of it,
+// and decodes every record, returning every problem it finds, joined
+// (each matching transition.ErrCorrupt); nil means everything reads. It
+// is not bbolt's Tx.Check, which runs in a goroutine of its own where a
+// damaged page's panic cannot be recovered and kills the process.
 func (db *DB) Check() error {
 	var errs []error
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		for err := range tx.Check() {
+	err := db.view("Check", func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return checkBucket(b, name, &errs)
+		})
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	db.mu.Lock()
+	stores := make([]*Store, 0, len(db.stores))
+	for _, s := range db.stores {
+		stores = append(stores, s)
+	}
+	db.mu.Unlock()
+	for _, s := range stores {
+		if _, bad, err := s.List(context.Background()); err != nil {
 			errs = append(errs, err)
+		} else {
+			for _, u := range bad {
+				errs = append(errs, u.Err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkBucket reads every key and value under b.
+func checkBucket(b *bolt.Bucket, path []byte, errs *[]error) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			child := b.Bucket(k)
+			if child == nil {
+				*errs = append(*errs, fmt.Errorf("%w: %s/%s: neither a value nor a bucket", transition.ErrCorrupt, path, k))
+				return nil
+			}
+			return checkBucket(child, append(append(append([]byte(nil), path...), '/'), k...), errs)
 		}
 		return nil
 	})
-	return errors.Join(append(errs, err)...)
+}
+
+// view and update run a bbolt transaction guarded against damaged pages
+// (see guard), and say ErrClosed for a closed database.
+func (db *DB) view(op string, fn func(*bolt.Tx) error) error {
+	return db.closedError(guard(db.path, op, func() error { return db.bolt.View(fn) }))
+}
+
+func (db *DB) update(op string, fn func(*bolt.Tx) error) error {
+	return db.closedError(guard(db.path, op, func() error { return db.bolt.Update(fn) }))
+}
+
+func (db *DB) closedError(err error) error {
+	if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
+		return fmt.Errorf("boltstore: %w", ErrClosed)
+	}
+	return err
 }
 
 // Path returns the file's path.
@@ -242,7 +304,7 @@ func (db *DB) Store(namespace string) (*Store, error) {
 		return s, nil
 	}
 	name := []byte("ns/" + namespace)
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update("Store", func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(name)
 		if err != nil {
 			return err
@@ -325,7 +387,7 @@ func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
 		return transition.Record{}, err
 	}
 	var rec transition.Record
-	err := s.db.bolt.View(func(tx *bolt.Tx) error {
+	err := s.db.view("read", func(tx *bolt.Tx) error {
 		_, records, _ := s.buckets(tx)
 		var err error
 		rec, err = s.current(records, id)
@@ -461,7 +523,7 @@ func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (tra
 		return transition.Record{}, ctx.Err()
 	}
 	defer func() { <-s.db.writer }()
-	err := s.db.bolt.Update(func(tx *bolt.Tx) error {
+	err := s.db.update("write", func(tx *bolt.Tx) error {
 		// A caller who gave up while its turn came gets nothing written.
 		if err := ctx.Err(); err != nil {
 			return err
@@ -535,7 +597,7 @@ func (s *Store) List(ctx context.Context) ([]transition.Record, []transition.Unr
 	}
 	var out []transition.Record
 	var bad []transition.Unreadable
-	err := s.db.bolt.View(func(tx *bolt.Tx) error {
+	err := s.db.view("read", func(tx *bolt.Tx) error {
 		_, records, _ := s.buckets(tx)
 		return records.ForEach(func(k, v []byte) error {
 			if v == nil { // a nested bucket where a record belongs
@@ -573,7 +635,7 @@ type boltLog struct{ s *Store }
 func (l boltLog) Since(rev uint64, limit int) ([]watchlog.Entry, bool, error) {
 	var out []watchlog.Entry
 	compacted := false
-	err := l.s.db.bolt.View(func(tx *bolt.Tx) error {
+	err := l.s.db.view("watch", func(tx *bolt.Tx) error {
 		ns, _, log := l.s.buckets(tx)
 		if rev < getUint(ns.Get(droppedKey)) {
 			compacted = true
@@ -594,7 +656,7 @@ func (l boltLog) Since(rev uint64, limit int) ([]watchlog.Entry, bool, error) {
 func (l boltLog) Snapshot() ([]watchlog.Entry, uint64, error) {
 	var out []watchlog.Entry
 	var rev uint64
-	err := l.s.db.bolt.View(func(tx *bolt.Tx) error {
+	err := l.s.db.view("watch", func(tx *bolt.Tx) error {
 		_, records, _ := l.s.buckets(tx)
 		rev = getUint(tx.Bucket(metaBucket).Get(revisionKey))
 		return records.ForEach(func(k, v []byte) error {

@@ -31,6 +31,8 @@ func TestMain(m *testing.M) {
 		os.Exit(childWriter(os.Getenv("BOLTSTORE_PATH")))
 	case "hold":
 		os.Exit(childHold(os.Getenv("BOLTSTORE_PATH")))
+	case "read-damaged":
+		os.Exit(childReadDamaged(os.Getenv("BOLTSTORE_PATH")))
 	}
 	goleak.VerifyTestMain(m)
 }
