@@ -9,7 +9,6 @@ import (
 
 	"github.com/execfsm/execfsm/kube/kubetest"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -38,26 +37,8 @@ func run(m *testing.M) int {
 	// watches from etcd rather than the watch cache, so the tests meet
 	// 410 Gone, which production watches meet after a while, within
 	// seconds.
-	cp, err := kubetest.Start(kubetest.Options{APIServerFlags: map[string]string{
-		"etcd-compaction-interval": "1s", "watch-cache": "false",
-	}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kube tests:", err)
-		return 1
-	}
-	cfg, clientset = cp.Config, cp.Clientset
-	code := m.Run()
-	if err := cp.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "kube tests:", err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(kubetest.LingeringGoroutines()...); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	return code
+	opts := kubetest.Options{APIServerFlags: map[string]string{"etcd-compaction-interval": "1s", "watch-cache": "false"}}
+	return kubetest.Main(m, opts, func(cp *kubetest.ControlPlane) { cfg, clientset = cp.Config, cp.Clientset })
 }
 
 var namespaces atomic.Int64

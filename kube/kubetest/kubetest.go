@@ -3,17 +3,12 @@
 // binaries from KUBEBUILDER_ASSETS or, when that is unset, from the kube
 // module's hack/test-assets.sh, which builds them once and caches them.
 //
+//	var clientset *kubernetes.Clientset
+//
 //	func TestMain(m *testing.M) {
-//		cp, err := kubetest.Start(kubetest.Options{})
-//		if err != nil {
-//			fmt.Fprintln(os.Stderr, err)
-//			os.Exit(1) // never skip: a test that cannot run fails
-//		}
-//		code := m.Run()
-//		if err := cp.Stop(); err != nil && code == 0 {
-//			code = 1
-//		}
-//		os.Exit(code)
+//		os.Exit(kubetest.Main(m, kubetest.Options{}, func(cp *kubetest.ControlPlane) {
+//			clientset = cp.Clientset
+//		}))
 //	}
 package kubetest
 
@@ -24,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"testing"
 	"time"
 
 	"go.uber.org/goleak"
@@ -111,4 +107,29 @@ func LingeringGoroutines() []goleak.Option {
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run"),
 	}
+}
+
+// Main starts a control plane, hands it to started, runs the tests, stops
+// it and checks for leaked goroutines; it returns the exit code for
+// os.Exit. If the control plane cannot start, every test fails (exit code
+// 1, saying why on stderr): they are never skipped.
+func Main(m *testing.M, opts Options, started func(*ControlPlane)) int {
+	cp, err := Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	started(cp)
+	code := m.Run()
+	if err := cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(LingeringGoroutines()...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	return code
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -31,27 +30,8 @@ var clientset *kubernetes.Clientset
 
 // TestMain starts a real kube-apiserver and etcd (see kube/kubetest).
 // Without them every test fails, saying why.
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	cp, err := kubetest.Start(kubetest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kubelin:", err)
-		return 1
-	}
-	clientset = cp.Clientset
-	code := m.Run()
-	if err := cp.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "kubelin:", err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(kubetest.LingeringGoroutines()...); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	return code
+func TestMain(m *testing.M) {
+	os.Exit(kubetest.Main(m, kubetest.Options{}, func(cp *kubetest.ControlPlane) { clientset = cp.Clientset }))
 }
 
 var namespaces atomic.Int64
