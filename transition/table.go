@@ -3,6 +3,7 @@ package transition
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -450,6 +451,53 @@ func (t *Table[S]) Next(from S) []S {
 		}
 	}
 	return next
+}
+
+// Path returns a shortest sequence of moves the table allows from from to
+// to: the states to move to, in order, ending with to. It is nil when
+// from is to, when either is unknown, or when to cannot be reached. A
+// return edge is taken only back to the state the path came from; the
+// path does not know where from was entered from, so it takes none out of
+// from itself. A controller walking a record along the path (reconciling
+// it with the world) fires each state in turn.
+func (t *Table[S]) Path(from, to S) []S {
+	i, ok1 := t.lookup(from)
+	j, ok2 := t.lookup(to)
+	if !ok1 || !ok2 || i == j {
+		return nil
+	}
+	// Breadth-first over (state, state before it): a return edge's
+	// legality depends on the second.
+	type node struct{ at, prev int }
+	const none = -1
+	start := node{i, none}
+	parent := map[node]node{start: start}
+	queue := []node{start}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for k := range t.n {
+			flags := t.edges[cur.at*t.n+k]
+			if flags == 0 || (flags&edgeReturn != 0 && k != cur.prev) {
+				continue
+			}
+			next := node{k, cur.at}
+			if _, seen := parent[next]; seen {
+				continue
+			}
+			parent[next] = cur
+			if k == j {
+				var path []S
+				for n := next; n != start; n = parent[n] {
+					path = append(path, t.states[n.at])
+				}
+				slices.Reverse(path)
+				return path
+			}
+			queue = append(queue, next)
+		}
+	}
+	return nil
 }
 
 // Name returns the text form of s as records store it. For a state the

@@ -344,3 +344,32 @@ func ExampleNew() {
 	// true
 	// state off is a trap: no terminal state can be reached from it
 }
+
+func TestPathIsAShortestLegalWalk(t *testing.T) {
+	table := jobTable(t)
+	require.Equal(t, []Job{Work, Done}, table.Path(Queued, Done))
+	require.Equal(t, []Job{Broken}, table.Path(Hold, Broken))
+	require.Nil(t, table.Path(Work, Work), "already there")
+	require.Nil(t, table.Path(Done, Work), "nothing leaves a terminal state")
+	require.Nil(t, table.Path(Work, "nowhere"))
+	// moving returns only where it came from: Hold → Moving → Hold is a
+	// walk, Work → Moving → Hold is not.
+	require.Equal(t, []Job{Hold}, table.Path(Work, Hold))
+	require.Equal(t, []Job{Work, Moving}, table.Path(Queued, Moving))
+
+	// m returns only where it came from: entered from b it goes back to
+	// b, so c is out of reach from b through it.
+	rt, err := transition.New("a").Allow("a", "b", "c").Allow("b", "m", "z").Allow("c", "m", "z").
+		Return("m", "b", "c").Allow("m", "z").Terminal("z").Build()
+	require.NoError(t, err)
+	require.Nil(t, rt.Path("b", "c"), "b → m → c would return to where m was not entered from")
+	require.Equal(t, []string{"b", "m"}, rt.Path("a", "m"))
+	for _, p := range [][]Job{table.Path(Queued, Hold), table.Path(Queued, Done), table.Path(Queued, Broken)} {
+		m, err := transition.NewMachine(table)
+		require.NoError(t, err)
+		for _, s := range p {
+			_, err := m.Fire(context.Background(), s, "")
+			require.NoError(t, err, "every step of %v is legal", p)
+		}
+	}
+}

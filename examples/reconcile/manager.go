@@ -310,7 +310,7 @@ func (m *manager) Reconcile(ctx context.Context, uuid string) (recovery.Result, 
 	} else if err != nil {
 		return recovery.Result{}, err
 	}
-	steps := m.path(cur, want)
+	steps := m.table.Path(cur, want)
 	if cur != want && len(steps) == 0 {
 		// The record cannot follow the world (it says gone, the world
 		// has the simulator running): say so rather than pretend.
@@ -361,36 +361,6 @@ func reportedOrGone(reported string, alive bool) string {
 func identityFromMeta(meta map[string]string) recovery.Identity {
 	return recovery.Identity{UUID: meta["uuid"], Manager: meta["manager"], Name: meta["name"],
 		Location: meta["location"], Realm: meta["realm"], Owner: meta["owner"]}
-}
-
-// path returns the states to fire, in order, to get from one state to
-// another along the table's edges (a shortest path); empty if they are
-// the same or no path exists.
-func (m *manager) path(from, to SimState) []SimState {
-	if from == to {
-		return nil
-	}
-	prev := map[SimState]SimState{from: from}
-	queue := []SimState{from}
-	for len(queue) > 0 {
-		s := queue[0]
-		queue = queue[1:]
-		for _, n := range m.table.Next(s) {
-			if _, seen := prev[n]; seen {
-				continue
-			}
-			prev[n] = s
-			if n == to {
-				var steps []SimState
-				for at := to; at != from; at = prev[at] {
-					steps = append([]SimState{at}, steps...)
-				}
-				return steps
-			}
-			queue = append(queue, n)
-		}
-	}
-	return nil
 }
 
 // ensure the manager satisfies the interfaces it is given as.
