@@ -318,14 +318,14 @@ func TestWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
 	require.NoError(t, err)
 	seen := map[string]uint64{}
 	for range 10 {
-		ev := <-ch
+		ev := nextEvent(t, ch)
 		seen[ev.ID] = ev.Revision
 	}
 	require.Len(t, seen, 10)
 	require.Equal(t, last.Revision, seen[last.ID])
 	rec, err := s.Create(bg, storetest.Sample("ex-new"))
 	require.NoError(t, err)
-	require.Equal(t, transition.WatchEvent{ID: "ex-new", Revision: rec.Revision}, <-ch)
+	require.Equal(t, transition.WatchEvent{ID: "ex-new", Revision: rec.Revision}, nextEvent(t, ch))
 }
 
 func TestWatchEndsWhenTheDBCloses(t *testing.T) {

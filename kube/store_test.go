@@ -124,7 +124,7 @@ func TestWatchFromAnExpiredVersionReListsAndMissesNothing(t *testing.T) {
 			return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 		}
 		defer w.Stop()
-		ev := <-w.ResultChan()
+		ev := recv(t, w.ResultChan(), "the watch's first event")
 		status, ok := ev.Object.(*metav1.Status)
 		return ev.Type == watch.Error && ok && status.Code == http.StatusGone
 	}
@@ -183,4 +183,21 @@ func TestAnUnreadableRecordIsListedApartAndLeftAlone(t *testing.T) {
 	require.ErrorIs(t, bad[0].Err, transition.ErrCorrupt)
 	_, err = s.CompareAndSwap(bg, "ex-2", stale.Revision, stale)
 	require.ErrorIs(t, err, transition.ErrCorrupt)
+}
+
+// recv receives one value from ch, or fails the test naming what it
+// waited for: a regression is a named failure, not a hung test binary.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			t.Fatalf("%s: the channel was closed", what)
+		}
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: nothing came within 20s", what)
+	}
+	var zero T
+	return zero
 }

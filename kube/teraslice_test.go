@@ -68,7 +68,7 @@ func TestTerasliceControllerRelocatesAndSurvivesOOMWithinItsBudgetOnKubernetes(t
 
 	// The platform restarts it once more: refused at once, nothing written.
 	again, out := pod(t, ns, "ex-42", "controller-6")
-	line := <-out
+	line := recv(t, out, "the refused controller's first line")
 	require.True(t, strings.HasPrefix(line, "refused ") && strings.Contains(line, "invalid state: terminal"), "%q", line)
 	requireExit(t, again, 3)
 	_, after, err := exec0.Load(bg)
