@@ -386,6 +386,9 @@ func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
 	if err := s.check(ctx, "Get"); err != nil {
 		return transition.Record{}, err
 	}
+	if err := transition.ValidateID(id); err != nil {
+		return transition.Record{}, err
+	}
 	var rec transition.Record
 	err := s.db.view("read", func(tx *bolt.Tx) error {
 		_, records, _ := s.buckets(tx)

@@ -130,8 +130,12 @@ func encode(rec transition.Record) (string, error) {
 	return string(data), err
 }
 
-// Get implements [transition.Store].
+// Get implements [transition.Store]. An id no record can have (empty,
+// too long, not UTF-8) is refused before any request.
 func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
+	if err := checkID("Get", id); err != nil {
+		return transition.Record{}, err
+	}
 	ctx, cancel, err := s.call(ctx, "Get")
 	if err != nil {
 		return transition.Record{}, err
@@ -261,8 +265,7 @@ func (s *Store) casRestoringClaim(ctx context.Context, id string, expect uint64,
 
 // checkID refuses an id no record can have, before any request.
 func checkID(op, id string) error {
-	probe := transition.Record{ID: id, Status: "x"}
-	if err := probe.Validate(); err != nil {
+	if err := transition.ValidateID(id); err != nil {
 		return fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
 	return nil

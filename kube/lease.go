@@ -306,8 +306,7 @@ func (o *Ownership) renew(ctx context.Context, duration time.Duration) {
 
 // checkID refuses an id no record can have, before any request.
 func checkID(op, id string) error {
-	probe := transition.Record{ID: id, Status: "x"}
-	if err := probe.Validate(); err != nil {
+	if err := transition.ValidateID(id); err != nil {
 		return fmt.Errorf("kube: %s: %w", op, err)
 	}
 	return nil

@@ -181,8 +181,12 @@ func (s *Store) decode(id string, cm *corev1.ConfigMap) (transition.Record, erro
 
 func wrap(op, id string, err error) error { return fmt.Errorf("kube: %s %q: %w", op, id, err) }
 
-// Get implements [transition.Store].
+// Get implements [transition.Store]. An id no record can have (empty,
+// too long, not UTF-8) is refused before any request.
 func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
+	if err := checkID("Get", id); err != nil {
+		return transition.Record{}, err
+	}
 	ctx, cancel, err := s.call(ctx, "Get")
 	if err != nil {
 		return transition.Record{}, err

@@ -174,6 +174,16 @@ func checkTrail(trail []Entry) error {
 	return nil
 }
 
+// ValidateID checks that id is one a record can have: 1 to MaxIDLen bytes
+// of UTF-8. Stores call it before any lookup, so a hostile id is a clear
+// error, never a request. The error matches [ErrInvalidRecord].
+func ValidateID(id string) error {
+	if err := checkText("id", id, MaxIDLen, false); err != nil {
+		return fmt.Errorf("transition: id %s: %w: %v", quoteLimited(id), ErrInvalidRecord, err)
+	}
+	return nil
+}
+
 func checkText(name, value string, maxLen int, emptyOK bool) error {
 	switch {
 	case value == "" && !emptyOK:

@@ -136,6 +136,9 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (Record, error) {
 	if err := checkCall(ctx, "Get"); err != nil {
 		return Record{}, err
 	}
+	if err := ValidateID(id); err != nil {
+		return Record{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.records[id]

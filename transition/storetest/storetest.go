@@ -135,6 +135,11 @@ func requireSameRecord(t *testing.T, want, got transition.Record) {
 func getUnknownIsNotFound(t *testing.T, s transition.Store) {
 	_, err := s.Get(ctx(t), "nope")
 	require.ErrorIs(t, err, transition.ErrNotFound)
+	// An id no record can have is refused as such, on every store.
+	for _, id := range []string{"", strings.Repeat("i", transition.MaxIDLen+1), "ex-\xff"} {
+		_, err := s.Get(ctx(t), id)
+		require.ErrorIs(t, err, transition.ErrInvalidRecord, "%q", id)
+	}
 }
 
 func createThenGetRoundTrips(t *testing.T, s transition.Store) {
