@@ -437,8 +437,8 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 		if cur.Revision != expect {
 			return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
 		}
-		if stored, claim := (transition.Claim{Owner: cur.Owner, Epoch: cur.Epoch}), (transition.Claim{Owner: next.Owner, Epoch: next.Epoch}); stored != claim {
-			return transition.Record{}, transition.ClaimChanged(id, stored, claim)
+		if err := transition.KeepsClaim(id, cur, next); err != nil {
+			return transition.Record{}, err
 		}
 		next.Revision = cur.Revision
 		return next, nil

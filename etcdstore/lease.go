@@ -138,7 +138,7 @@ func (s *Store) takeOver(ctx context.Context, id string, lease transition.Lease,
 		}
 		if resp.Succeeded {
 			next.Revision = uint64(resp.Header.Revision)
-			o := &Ownership{claim: transition.Claim{Owner: next.Owner, Epoch: next.Epoch}, id: id, store: s,
+			o := &Ownership{claim: next.Claim(), id: id, store: s,
 				lease: granted, lost: make(chan struct{})}
 			if err := o.keepAlive(); err != nil {
 				return nil, transition.Record{}, 0, wrap("Acquire", id, err)

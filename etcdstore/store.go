@@ -230,17 +230,17 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 	if cur.Revision != expect {
 		return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
 	}
-	stored := transition.Claim{Owner: cur.Owner, Epoch: cur.Epoch}
+	stored := cur.Claim()
 	if claimKvs := resp.Responses[1].GetResponseRange().Kvs; len(claimKvs) > 0 {
 		if c, ok := decodeClaim(string(claimKvs[0].Value)); ok {
 			stored = c
 		}
-	} else if stored == (transition.Claim{Owner: next.Owner, Epoch: next.Epoch}) {
+	} else if stored == next.Claim() {
 		// The claim key is missing (deleted by hand): the record's own
 		// claim stands, and the write restores the key.
 		return s.casRestoringClaim(ctx, id, expect, next, value, claim)
 	}
-	return transition.Record{}, transition.ClaimChanged(id, stored, transition.Claim{Owner: next.Owner, Epoch: next.Epoch})
+	return transition.Record{}, transition.ClaimChanged(id, stored, next.Claim())
 }
 
 // casRestoringClaim is CompareAndSwap for a record whose claim key is

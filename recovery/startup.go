@@ -280,5 +280,5 @@ func owns(exec *transition.Persisted[state.Status], rec transition.Record) bool 
 	default:
 	}
 	c := exec.Claim()
-	return c.Owner != "" && c == transition.Claim{Owner: rec.Owner, Epoch: rec.Epoch}
+	return c.Owner != "" && c == rec.Claim()
 }

@@ -137,6 +137,18 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 // Unwrap returns the context's error, if Acquire waited.
 func (e *HeldError) Unwrap() error { return e.Waited }
 
+// Claim returns the record's ownership claim: its owner and epoch.
+func (r Record) Claim() Claim { return Claim{Owner: r.Owner, Epoch: r.Epoch} }
+
+// KeepsClaim returns nil if next has the stored record's owner and epoch,
+// and otherwise the [ClaimChanged] error a store's CompareAndSwap returns.
+func KeepsClaim(id string, stored, next Record) error {
+	if stored.Claim() != next.Claim() {
+		return ClaimChanged(id, stored.Claim(), next.Claim())
+	}
+	return nil
+}
+
 // ClaimChanged returns the error a store's CompareAndSwap returns when
 // next has another Owner or Epoch than the stored record: only Acquire
 // changes ownership. It matches [ErrInvalidRecord].

@@ -364,7 +364,7 @@ func (p *Persisted[S]) fenced(rec Record) error {
 	if err := p.lost(); err != nil {
 		return err
 	}
-	if rec.Owner != p.claim.Owner || rec.Epoch != p.claim.Epoch {
+	if rec.Claim() != p.claim {
 		return &FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch,
 			CurrentOwner: rec.Owner, CurrentEpoch: rec.Epoch}
 	}

@@ -31,7 +31,7 @@ import (
 //     and next is validated like Create's record.
 //   - CompareAndSwap never changes ownership: a next record whose Owner or
 //     Epoch differ from the stored record's is refused with
-//     ErrInvalidRecord (see [ClaimChanged]). Only Acquire takes over.
+//     ErrInvalidRecord (see [KeepsClaim]). Only Acquire takes over.
 //   - Acquire takes a record over for [Lease].Holder: if no live holder
 //     owns it, in one atomic step it makes the holder the record's Owner
 //     at the next Epoch (above every epoch the record or its lease had),
@@ -187,8 +187,8 @@ func (s *MemoryStore) CompareAndSwap(ctx context.Context, id string, expect uint
 	if cur.Revision != expect {
 		return Record{}, &ConflictError{ID: id, Expected: expect, Current: cur.Clone()}
 	}
-	if stored, claim := (Claim{cur.Owner, cur.Epoch}), (Claim{next.Owner, next.Epoch}); stored != claim {
-		return Record{}, ClaimChanged(id, stored, claim)
+	if err := KeepsClaim(id, cur, next); err != nil {
+		return Record{}, err
 	}
 	return s.put(next), nil
 }
