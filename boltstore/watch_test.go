@@ -7,22 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/testwait"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
 
-// nextEvent reads one event or fails after a bound.
+// nextEvent reads one watch event or fails after a bound.
 func nextEvent(t *testing.T, ch <-chan transition.WatchEvent) transition.WatchEvent {
 	t.Helper()
-	select {
-	case ev, ok := <-ch:
-		require.True(t, ok, "the watch ended")
-		return ev
-	case <-time.After(10 * time.Second):
-		t.Fatal("no watch event")
-		return transition.WatchEvent{}
-	}
+	return testwait.Recv(t, ch, "a watch event")
 }
 
 // drainUntilClosed reads ch until it is closed, failing after a bound,

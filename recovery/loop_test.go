@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/testwait"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -111,7 +112,7 @@ func TestLoopNeverRunsAKeyTwiceAtOnceAndRerunsWhatChangedDuringAPass(t *testing.
 	})})
 	running(t, l)
 	l.Add("x")
-	recv(t, entered, "the reconcile to start")
+	testwait.Recv(t, entered, "the reconcile to start")
 	for range 100 {
 		l.Add("x") // all folded into one more pass
 	}
@@ -149,10 +150,10 @@ func TestLoopBackoffDoublesFromBaseToMaxWithoutSleeping(t *testing.T) {
 	l.Add("k")
 	running(t, l)
 	var gaps []time.Duration
-	prev := recv(t, at, "the first reconcile")
+	prev := testwait.Recv(t, at, "the first reconcile")
 	for range 8 {
 		clock.AdvanceToEarliest(t)
-		next := recv(t, at, "the next retry")
+		next := testwait.Recv(t, at, "the next retry")
 		gaps = append(gaps, next.Sub(prev))
 		prev = next
 	}
@@ -181,7 +182,7 @@ func TestLoopJitterOnlyShortensTheDelay(t *testing.T) {
 	}
 	running(t, l)
 	for range 50 {
-		recv(t, failed, "a failed reconcile")
+		testwait.Recv(t, failed, "a failed reconcile")
 	}
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 50 }, 10*time.Second, time.Millisecond)
 	distinct := map[time.Duration]bool{}
@@ -216,10 +217,10 @@ func TestLoopRequeueAfterResetsTheBackoff(t *testing.T) {
 	l.Add("k")
 	running(t, l)
 	var gaps []time.Duration
-	prev := recv(t, at, "the first reconcile")
+	prev := testwait.Recv(t, at, "the first reconcile")
 	for range 5 {
 		clock.AdvanceToEarliest(t)
-		next := recv(t, at, "the next retry")
+		next := testwait.Recv(t, at, "the next retry")
 		gaps = append(gaps, next.Sub(prev))
 		prev = next
 	}
@@ -483,7 +484,7 @@ func TestLoopRunWaitsForInFlightPassesAndTheirContextIsCancelled(t *testing.T) {
 	})})
 	l.Add("k")
 	stop := running(t, l)
-	waitClosed(t, entered, "the reconcile to start")
+	testwait.Closed(t, entered, "the reconcile to start")
 	stop()
 	require.True(t, finished.Load(), "Run returned only after the in-flight pass")
 }
@@ -555,31 +556,4 @@ func TestLoopObserverSeesEveryOutcome(t *testing.T) {
 	}
 	sort.Strings(keys)
 	require.Equal(t, []string{"errored", "panicked", "requeued", "succeeded", "terminal"}, keys)
-}
-
-// recv receives one value from ch, or fails the test naming what it
-// waited for: a regression is a named failure, not a hung test binary.
-func recv[T any](t testing.TB, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v, ok := <-ch:
-		if !ok {
-			t.Fatalf("%s: the channel was closed", what)
-		}
-		return v
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: nothing came within 20s", what)
-	}
-	var zero T
-	return zero
-}
-
-// waitClosed waits for ch to be closed, or fails the test naming it.
-func waitClosed(t testing.TB, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: not within 20s", what)
-	}
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
+	"github.com/execfsm/execfsm/internal/testwait"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/execfsm/execfsm/transition/storetest"
 	"github.com/stretchr/testify/require"
@@ -113,7 +113,7 @@ func TestMemoryStoreWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T)
 	require.NoError(t, err)
 	seen := map[string]uint64{}
 	for range 20 {
-		ev := recv(t, ch, "a snapshot event")
+		ev := testwait.Recv(t, ch, "a snapshot event")
 		seen[ev.ID] = ev.Revision
 	}
 	require.Len(t, seen, 20)
@@ -122,28 +122,11 @@ func TestMemoryStoreWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T)
 	next.Reason = "after the snapshot"
 	written, err := s.CompareAndSwap(bg, last.ID, last.Revision, next)
 	require.NoError(t, err)
-	require.Equal(t, transition.WatchEvent{ID: "ex-19", Revision: written.Revision}, recv(t, ch, "the write after the snapshot"))
+	require.Equal(t, transition.WatchEvent{ID: "ex-19", Revision: written.Revision}, testwait.Recv(t, ch, "the write after the snapshot"))
 
 	// A watch from a retained revision replays only the log.
 	ch2, err := s.Watch(ctx, written.Revision-3)
 	require.NoError(t, err)
-	require.Equal(t, "ex-18", recv(t, ch2, "the replay of ex-18").ID)
-	require.Equal(t, "ex-19", recv(t, ch2, "the replay of ex-19").ID)
-}
-
-// recv receives one value from ch, or fails the test naming what it
-// waited for: a regression is a named failure, not a hung test binary.
-func recv[T any](t testing.TB, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v, ok := <-ch:
-		if !ok {
-			t.Fatalf("%s: the channel was closed", what)
-		}
-		return v
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: nothing came within 20s", what)
-	}
-	var zero T
-	return zero
+	require.Equal(t, "ex-18", testwait.Recv(t, ch2, "the replay of ex-18").ID)
+	require.Equal(t, "ex-19", testwait.Recv(t, ch2, "the replay of ex-19").ID)
 }

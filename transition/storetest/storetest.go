@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/testwait"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -476,14 +477,7 @@ func watcherOf(t *testing.T, s transition.Store) transition.Watcher {
 // next reads one event or fails after a generous wait.
 func next(t *testing.T, ch <-chan transition.WatchEvent) transition.WatchEvent {
 	t.Helper()
-	select {
-	case ev, ok := <-ch:
-		require.True(t, ok, "watch channel closed early")
-		return ev
-	case <-time.After(20 * time.Second):
-		t.Fatal("no watch event")
-		return transition.WatchEvent{}
-	}
+	return testwait.Recv(t, ch, "a watch event")
 }
 
 func watchSeesEveryWrite(t *testing.T, s transition.Store) {
