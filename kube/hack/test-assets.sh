@@ -64,5 +64,8 @@ GO
 fi
 
 "$dir/kube-apiserver" --version >&2
-"$dir/etcd" --version 2>&1 | head -1 >&2
+# Not "| head -1": under pipefail, etcd writing its remaining lines
+# after head has exited is a SIGPIPE (exit 141) that fails the script.
+etcd_version=$("$dir/etcd" --version 2>&1)
+echo "${etcd_version%%$'\n'*}" >&2
 echo "$dir"
