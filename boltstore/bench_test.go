@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 	bolt "go.etcd.io/bbolt"
@@ -49,7 +51,7 @@ func rawCAS(b *testing.B, path string) time.Duration {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	value, _ := transition.Record{ID: "ex-1", Status: "running", Revision: 1, History: make([]transition.Entry, 16)}.MarshalBinary()
+	value, _ := storage.Record{ID: "ex-1", Status: "running", Revision: 1, History: make([]storage.Entry, 16)}.MarshalBinary()
 	err = db.Update(func(tx *bolt.Tx) error {
 		bk, err := tx.CreateBucketIfNotExists([]byte("records"))
 		if err != nil {

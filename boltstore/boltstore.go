@@ -1,4 +1,4 @@
-// Package boltstore is a durable [transition.Store] in one file on local
+// Package boltstore is a durable [storage.Store] in one file on local
 // disk, on go.etcd.io/bbolt: the default for a controller that runs on a
 // single machine. Every write is one bbolt transaction, fsynced before it
 // returns, so a record acknowledged by CompareAndSwap survives a SIGKILL
@@ -14,10 +14,10 @@
 // One bucket per namespace (see [DB.Store]), holding the records by id
 // and a log of recent writes for [Store.Watch]. Revisions come from one
 // counter per file, so they increase across namespaces. A record is
-// stored as [transition.Record.MarshalBinary] writes it: a format byte
+// stored as [storage.Record.MarshalBinary] writes it: a format byte
 // (1: JSON) and the JSON document. A record that does not decode (a
 // foreign writer, a future format, bit rot) is reported with its
-// namespace and id, matching [transition.ErrCorrupt], and is never
+// namespace and id, matching [storage.ErrCorrupt], and is never
 // overwritten: CompareAndSwap on it fails too.
 package boltstore
 
@@ -33,9 +33,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/internal/locallease"
+	"github.com/execfsm/execfsm/internal/storecall"
 	"github.com/execfsm/execfsm/internal/watchlog"
-	"github.com/execfsm/execfsm/transition"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
@@ -116,7 +118,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	// a database should be is a database that lost its contents (or was
 	// never written): refuse it rather than start from nothing.
 	if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
-		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is empty (remove it to start a new database)", path, transition.ErrCorrupt)
+		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is empty (remove it to start a new database)", path, storage.ErrCorrupt)
 	}
 	if err := validateFile(path); err != nil {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
@@ -150,14 +152,14 @@ func Open(path string, opts *Options) (*DB, error) {
 }
 
 // openError makes the errors bbolt gives for a damaged file match
-// transition.ErrCorrupt; others (permissions, a missing directory) stay
+// storage.ErrCorrupt; others (permissions, a missing directory) stay
 // as they are.
 func openError(err error) error {
 	switch {
 	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrVersionMismatch),
 		errors.Is(err, bolterrors.ErrChecksum), errors.Is(err, bolterrors.ErrInvalidMapping),
 		strings.HasPrefix(err.Error(), "file size too small"):
-		return fmt.Errorf("%w: %v", transition.ErrCorrupt, err)
+		return fmt.Errorf("%w: %v", storage.ErrCorrupt, err)
 	}
 	return err
 }
@@ -170,7 +172,7 @@ func openError(err error) error {
 func checkCounter(tx *bolt.Tx, meta *bolt.Bucket) error {
 	raw := meta.Get(revisionKey)
 	if raw != nil && len(raw) != 8 {
-		return fmt.Errorf("%w: the revision counter is %d bytes, want 8", transition.ErrCorrupt, len(raw))
+		return fmt.Errorf("%w: the revision counter is %d bytes, want 8", storage.ErrCorrupt, len(raw))
 	}
 	counter := getUint(raw)
 	highest := counter
@@ -189,7 +191,7 @@ func checkCounter(tx *bolt.Tx, meta *bolt.Bucket) error {
 		}
 		if records := ns.Bucket(recordsKey); records != nil {
 			return records.ForEach(func(_, v []byte) error {
-				var rec transition.Record
+				var rec storage.Record
 				if rec.UnmarshalBinary(v) == nil {
 					highest = max(highest, rec.Revision)
 				}
@@ -222,7 +224,7 @@ func (db *DB) Close() error {
 
 // Check reads the whole file, every bucket and every key and value of it,
 // and decodes every record, returning every problem it finds, joined
-// (each matching transition.ErrCorrupt); nil means everything reads. It
+// (each matching storage.ErrCorrupt); nil means everything reads. It
 // is not bbolt's Tx.Check, which runs in a goroutine of its own where a
 // damaged page's panic cannot be recovered and kills the process.
 func (db *DB) Check() error {
@@ -259,7 +261,7 @@ func checkBucket(b *bolt.Bucket, path []byte, errs *[]error) error {
 		if v == nil {
 			child := b.Bucket(k)
 			if child == nil {
-				*errs = append(*errs, fmt.Errorf("%w: %s/%s: neither a value nor a bucket", transition.ErrCorrupt, path, k))
+				*errs = append(*errs, fmt.Errorf("%w: %s/%s: neither a value nor a bucket", storage.ErrCorrupt, path, k))
 				return nil
 			}
 			return checkBucket(child, append(append(append([]byte(nil), path...), '/'), k...), errs)
@@ -323,8 +325,8 @@ func (db *DB) Store(namespace string) (*Store, error) {
 	return s, nil
 }
 
-// Store is one namespace of a [DB]. It implements [transition.Store],
-// [transition.Lister] and [transition.Watcher], and is safe for
+// Store is one namespace of a [DB]. It implements [storage.Store],
+// [storage.Lister] and [storage.Watcher], and is safe for
 // concurrent use.
 type Store struct {
 	db        *DB
@@ -335,16 +337,13 @@ type Store struct {
 }
 
 var (
-	_ transition.Store   = (*Store)(nil)
-	_ transition.Lister  = (*Store)(nil)
-	_ transition.Watcher = (*Store)(nil)
+	_ storage.Store   = (*Store)(nil)
+	_ storage.Lister  = (*Store)(nil)
+	_ storage.Watcher = (*Store)(nil)
 )
 
 func (s *Store) check(ctx context.Context, op string) error {
-	if ctx == nil {
-		return fmt.Errorf("boltstore: %s: %w", op, transition.ErrNilContext)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := storecall.Check(ctx, "boltstore", op); err != nil {
 		return err
 	}
 	s.db.mu.Lock()
@@ -362,14 +361,14 @@ func (s *Store) buckets(tx *bolt.Tx) (ns, records, log *bolt.Bucket) {
 }
 
 // decode reads the record stored under id.
-func (s *Store) decode(id string, data []byte) (transition.Record, error) {
-	var rec transition.Record
+func (s *Store) decode(id string, data []byte) (storage.Record, error) {
+	var rec storage.Record
 	if err := rec.UnmarshalBinary(data); err != nil {
-		return transition.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), err)
+		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), err)
 	}
 	if rec.ID != id {
-		return transition.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w: it names itself %q",
-			s.namespace, quoted(id), transition.ErrCorrupt, quoted(rec.ID))
+		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w: it names itself %q",
+			s.namespace, quoted(id), storage.ErrCorrupt, quoted(rec.ID))
 	}
 	return rec, nil
 }
@@ -381,15 +380,15 @@ func quoted(s string) string {
 	return s
 }
 
-// Get implements [transition.Store].
-func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
+// Get implements [storage.Store].
+func (s *Store) Get(ctx context.Context, id string) (storage.Record, error) {
 	if err := s.check(ctx, "Get"); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
-	if err := transition.ValidateID(id); err != nil {
-		return transition.Record{}, err
+	if err := storage.ValidateID(id); err != nil {
+		return storage.Record{}, err
 	}
-	var rec transition.Record
+	var rec storage.Record
 	err := s.db.view("read", func(tx *bolt.Tx) error {
 		_, records, _ := s.buckets(tx)
 		var err error
@@ -399,46 +398,46 @@ func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
 	return rec, err
 }
 
-// Create implements [transition.Store].
-func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.Record, error) {
+// Create implements [storage.Store].
+func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record, error) {
 	if err := s.check(ctx, "Create"); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	if err := rec.Validate(); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
-	return s.write(ctx, func(records *bolt.Bucket) (transition.Record, error) {
+	return s.write(ctx, func(records *bolt.Bucket) (storage.Record, error) {
 		if data, err := s.lookup(records, rec.ID); err != nil {
-			return transition.Record{}, err
+			return storage.Record{}, err
 		} else if data != nil {
-			return transition.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(rec.ID), transition.ErrExists)
+			return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(rec.ID), storage.ErrExists)
 		}
 		rec.Revision = 0 // a new record: no floor
 		return rec, nil
 	})
 }
 
-// CompareAndSwap implements [transition.Store].
-func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+// CompareAndSwap implements [storage.Store].
+func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
 	if err := s.check(ctx, "CompareAndSwap"); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	if next.ID != id {
-		return transition.Record{}, fmt.Errorf("boltstore: CompareAndSwap %q: %w: record id is %q", quoted(id), transition.ErrInvalidRecord, quoted(next.ID))
+		return storage.Record{}, fmt.Errorf("boltstore: CompareAndSwap %q: %w: record id is %q", quoted(id), storage.ErrInvalidRecord, quoted(next.ID))
 	}
 	if err := next.Validate(); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
-	return s.write(ctx, func(records *bolt.Bucket) (transition.Record, error) {
+	return s.write(ctx, func(records *bolt.Bucket) (storage.Record, error) {
 		cur, err := s.current(records, id)
 		if err != nil {
-			return transition.Record{}, err
+			return storage.Record{}, err
 		}
 		if cur.Revision != expect {
-			return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+			return storage.Record{}, &storage.ConflictError{ID: id, Expected: expect, Current: cur}
 		}
-		if err := transition.KeepsClaim(id, cur, next); err != nil {
-			return transition.Record{}, err
+		if err := storage.KeepsClaim(id, cur, next); err != nil {
+			return storage.Record{}, err
 		}
 		next.Revision = cur.Revision
 		return next, nil
@@ -447,13 +446,13 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 
 // current reads record id in a write transaction. A record that does not
 // decode is an error: it is never overwritten.
-func (s *Store) current(records *bolt.Bucket, id string) (transition.Record, error) {
+func (s *Store) current(records *bolt.Bucket, id string) (storage.Record, error) {
 	data, err := s.lookup(records, id)
 	if err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	if data == nil {
-		return transition.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), transition.ErrNotFound)
+		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), storage.ErrNotFound)
 	}
 	return s.decode(id, data)
 }
@@ -463,29 +462,29 @@ func (s *Store) current(records *bolt.Bucket, id string) (transition.Record, err
 // record": it is not overwritten either.
 func (s *Store) lookup(records *bolt.Bucket, id string) ([]byte, error) {
 	if records.Bucket([]byte(id)) != nil {
-		return nil, fmt.Errorf("boltstore: namespace %q, record %q: %w: a bucket, not a record", s.namespace, quoted(id), transition.ErrCorrupt)
+		return nil, fmt.Errorf("boltstore: namespace %q, record %q: %w: a bucket, not a record", s.namespace, quoted(id), storage.ErrCorrupt)
 	}
 	return records.Get([]byte(id)), nil
 }
 
-// Acquire implements [transition.Store]. The ownership lives in this
+// Acquire implements [storage.Store]. The ownership lives in this
 // process, which holds the file's lock: it lasts until released or until
-// the DB is closed (see [transition.Ownership]). A process that opens the
+// the DB is closed (see [storage.Ownership]). A process that opens the
 // file after another one died finds nothing held.
-func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) (transition.Ownership, transition.Record, error) {
+func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (storage.Ownership, storage.Record, error) {
 	if err := s.check(ctx, "Acquire"); err != nil {
-		return nil, transition.Record{}, err
+		return nil, storage.Record{}, err
 	}
 	if err := lease.Validate(); err != nil {
-		return nil, transition.Record{}, err
+		return nil, storage.Record{}, err
 	}
-	var written transition.Record
+	var written storage.Record
 	h, err := s.owners.Acquire(ctx, id, lease.Wait, func() (string, uint64, error) {
 		var err error
-		written, err = s.write(ctx, func(records *bolt.Bucket) (transition.Record, error) {
+		written, err = s.write(ctx, func(records *bolt.Bucket) (storage.Record, error) {
 			cur, err := s.current(records, id)
 			if err != nil {
-				return transition.Record{}, err
+				return storage.Record{}, err
 			}
 			return lease.TakeOver(cur, cur.Epoch+1, time.Now()), nil
 		})
@@ -494,9 +493,9 @@ func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) 
 	if err != nil {
 		var busy *locallease.BusyError
 		if errors.As(err, &busy) {
-			return nil, transition.Record{}, &transition.HeldError{ID: id, Holder: busy.Holder, Waited: busy.Waited}
+			return nil, storage.Record{}, &storage.HeldError{ID: id, Holder: busy.Holder, Waited: busy.Waited}
 		}
-		return nil, transition.Record{}, err
+		return nil, storage.Record{}, err
 	}
 	return ownership{h}, written, nil
 }
@@ -504,8 +503,8 @@ func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) 
 // ownership is an ownership held in this process.
 type ownership struct{ h *locallease.Held }
 
-func (o ownership) Claim() transition.Claim {
-	return transition.Claim{Owner: o.h.Owner, Epoch: o.h.Epoch}
+func (o ownership) Claim() storage.Claim {
+	return storage.Claim{Owner: o.h.Owner, Epoch: o.h.Epoch}
 }
 func (o ownership) Lost() <-chan struct{}         { return o.h.Lost() }
 func (o ownership) Release(context.Context) error { o.h.Release(); return nil }
@@ -518,12 +517,12 @@ func (o ownership) Release(context.Context) error { o.h.Release(); return nil }
 // The new revision is above the counter and above the revision of the
 // record being replaced, which a damaged counter could be below: a
 // record's revisions never go down.
-func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (transition.Record, error)) (transition.Record, error) {
-	var rec transition.Record
+func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (storage.Record, error)) (storage.Record, error) {
+	var rec storage.Record
 	select {
 	case s.db.writer <- struct{}{}:
 	case <-ctx.Done():
-		return transition.Record{}, ctx.Err()
+		return storage.Record{}, ctx.Err()
 	}
 	defer func() { <-s.db.writer }()
 	err := s.db.update("write", func(tx *bolt.Tx) error {
@@ -542,7 +541,7 @@ func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (tra
 		if raw != nil && len(raw) != 8 {
 			// Restarting the counter would reuse revisions and let a stale
 			// compare-and-swap succeed.
-			return fmt.Errorf("boltstore: %s: %w: the revision counter is %d bytes, want 8", s.db.path, transition.ErrCorrupt, len(raw))
+			return fmt.Errorf("boltstore: %s: %w: the revision counter is %d bytes, want 8", s.db.path, storage.ErrCorrupt, len(raw))
 		}
 		rev := max(getUint(raw), floor) + 1
 		if err := meta.Put(revisionKey, putUint(rev)); err != nil {
@@ -560,9 +559,9 @@ func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (tra
 	})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
-			return transition.Record{}, fmt.Errorf("boltstore: %w", ErrClosed)
+			return storage.Record{}, fmt.Errorf("boltstore: %w", ErrClosed)
 		}
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	s.hub.Notify()
 	return rec, nil
@@ -592,25 +591,25 @@ func (s *Store) logWrite(ns, log *bolt.Bucket, rev uint64, id string) error {
 	return ns.Put(logCountKey, putUint(count))
 }
 
-// List implements [transition.Lister]. A record that does not decode is
+// List implements [storage.Lister]. A record that does not decode is
 // listed apart, naming it, and the others are listed as usual.
-func (s *Store) List(ctx context.Context) ([]transition.Record, []transition.Unreadable, error) {
+func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadable, error) {
 	if err := s.check(ctx, "List"); err != nil {
 		return nil, nil, err
 	}
-	var out []transition.Record
-	var bad []transition.Unreadable
+	var out []storage.Record
+	var bad []storage.Unreadable
 	err := s.db.view("read", func(tx *bolt.Tx) error {
 		_, records, _ := s.buckets(tx)
 		return records.ForEach(func(k, v []byte) error {
 			if v == nil { // a nested bucket where a record belongs
 				_, err := s.lookup(records, string(k))
-				bad = append(bad, transition.Unreadable{ID: string(k), Err: err})
+				bad = append(bad, storage.Unreadable{ID: string(k), Err: err})
 				return nil
 			}
 			rec, err := s.decode(string(k), v)
 			if err != nil {
-				bad = append(bad, transition.Unreadable{ID: string(k), Err: err})
+				bad = append(bad, storage.Unreadable{ID: string(k), Err: err})
 				return nil
 			}
 			out = append(out, rec)
@@ -623,13 +622,13 @@ func (s *Store) List(ctx context.Context) ([]transition.Record, []transition.Unr
 	return out, bad, nil
 }
 
-// Watch implements [transition.Watcher]. Watches end when the DB closes.
-func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan transition.WatchEvent, error) {
+// Watch implements [storage.Watcher]. Watches end when the DB closes.
+func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.WatchEvent, error) {
 	if err := s.check(ctx, "Watch"); err != nil {
 		return nil, err
 	}
-	return watchlog.Channel(ctx, &s.hub, boltLog{s}, fromRevision, func(e watchlog.Entry) transition.WatchEvent {
-		return transition.WatchEvent{ID: e.ID, Revision: e.Revision}
+	return watchlog.Channel(ctx, &s.hub, boltLog{s}, fromRevision, func(e watchlog.Entry) storage.WatchEvent {
+		return storage.WatchEvent{ID: e.ID, Revision: e.Revision}
 	}), nil
 }
 

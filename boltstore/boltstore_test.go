@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/transition"
-	"github.com/execfsm/execfsm/transition/storetest"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
@@ -50,7 +52,7 @@ func openStore(t testing.TB, path string, opts *boltstore.Options) (*boltstore.D
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) transition.Store {
+	storagetest.Run(t, func(t *testing.T) storage.Store {
 		_, s := openStore(t, filepath.Join(t.TempDir(), "db"), nil)
 		return s
 	})
@@ -88,9 +90,9 @@ func TestRevisionsIncreaseAcrossNamespacesAndReopens(t *testing.T) {
 	require.NoError(t, err)
 	b, err := db.Store("b")
 	require.NoError(t, err)
-	r1, err := a.Create(bg, storetest.Sample("x"))
+	r1, err := a.Create(bg, storagetest.Sample("x"))
 	require.NoError(t, err)
-	r2, err := b.Create(bg, storetest.Sample("x"))
+	r2, err := b.Create(bg, storagetest.Sample("x"))
 	require.NoError(t, err)
 	require.Greater(t, r2.Revision, r1.Revision)
 	_, err = a.Get(bg, "x")
@@ -104,7 +106,7 @@ func TestRevisionsIncreaseAcrossNamespacesAndReopens(t *testing.T) {
 	defer db.Close()
 	a, err = db.Store("a")
 	require.NoError(t, err)
-	r3, err := a.Create(bg, storetest.Sample("y"))
+	r3, err := a.Create(bg, storagetest.Sample("y"))
 	require.NoError(t, err)
 	require.Greater(t, r3.Revision, r2.Revision)
 	_, err = db.Store("")
@@ -177,7 +179,7 @@ func childWriter(path string) int {
 	}
 	counter, err := s.Get(bg, "counter")
 	if err != nil {
-		counter, err = s.Create(bg, transition.Record{ID: "counter", Status: "running", Meta: map[string]string{"n": "0"}})
+		counter, err = s.Create(bg, storage.Record{ID: "counter", Status: "running", Meta: map[string]string{"n": "0"}})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -186,7 +188,7 @@ func childWriter(path string) int {
 	n, _ := strconv.Atoi(counter.Meta["n"])
 	for {
 		n++
-		if _, err := s.Create(bg, transition.Record{ID: fmt.Sprintf("ex-%d", n), Status: "pending"}); err != nil {
+		if _, err := s.Create(bg, storage.Record{ID: fmt.Sprintf("ex-%d", n), Status: "pending"}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -263,10 +265,10 @@ func corrupt(t *testing.T, path, id string, data []byte) {
 }
 
 func TestCorruptOrForeignRecordsAreReportedByIDAndNeverOverwritten(t *testing.T) {
-	future, err := storetest.Sample("ex-future").MarshalBinary()
+	future, err := storagetest.Sample("ex-future").MarshalBinary()
 	require.NoError(t, err)
 	future[0] = 9
-	other, err := storetest.Sample("ex-other").MarshalBinary()
+	other, err := storagetest.Sample("ex-other").MarshalBinary()
 	require.NoError(t, err)
 	for name, tc := range map[string]struct {
 		id   string
@@ -281,34 +283,34 @@ func TestCorruptOrForeignRecordsAreReportedByIDAndNeverOverwritten(t *testing.T)
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "db")
 			db, s := openStore(t, path, nil)
-			good, err := s.Create(bg, storetest.Sample(tc.id))
+			good, err := s.Create(bg, storagetest.Sample(tc.id))
 			require.NoError(t, err)
 			require.NoError(t, db.Close())
 			corrupt(t, path, tc.id, tc.data)
 
 			_, s = openStore(t, path, nil)
 			_, err = s.Get(bg, tc.id)
-			require.ErrorIs(t, err, transition.ErrCorrupt)
+			require.ErrorIs(t, err, storage.ErrCorrupt)
 			require.Contains(t, err.Error(), tc.id)
 			recs, bad, err := s.List(bg)
 			require.NoError(t, err, "one unreadable record does not fail the list")
 			require.Empty(t, recs)
 			require.Len(t, bad, 1)
 			require.Equal(t, tc.id, bad[0].ID)
-			require.ErrorIs(t, bad[0].Err, transition.ErrCorrupt)
-			_, err = s.CompareAndSwap(bg, tc.id, good.Revision, storetest.Sample(tc.id))
-			require.ErrorIs(t, err, transition.ErrCorrupt, "a record that cannot be read is not overwritten")
-			_, err = s.Create(bg, storetest.Sample(tc.id))
-			require.ErrorIs(t, err, transition.ErrExists)
+			require.ErrorIs(t, bad[0].Err, storage.ErrCorrupt)
+			_, err = s.CompareAndSwap(bg, tc.id, good.Revision, storagetest.Sample(tc.id))
+			require.ErrorIs(t, err, storage.ErrCorrupt, "a record that cannot be read is not overwritten")
+			_, err = s.Create(bg, storagetest.Sample(tc.id))
+			require.ErrorIs(t, err, storage.ErrExists)
 		})
 	}
 }
 
 func TestWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
 	_, s := openStore(t, filepath.Join(t.TempDir(), "db"), &boltstore.Options{LogSize: 3})
-	var last transition.Record
+	var last storage.Record
 	for k := range 10 {
-		rec, err := s.Create(bg, storetest.Sample(fmt.Sprintf("ex-%d", k)))
+		rec, err := s.Create(bg, storagetest.Sample(fmt.Sprintf("ex-%d", k)))
 		require.NoError(t, err)
 		last = rec
 	}
@@ -323,9 +325,9 @@ func TestWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
 	}
 	require.Len(t, seen, 10)
 	require.Equal(t, last.Revision, seen[last.ID])
-	rec, err := s.Create(bg, storetest.Sample("ex-new"))
+	rec, err := s.Create(bg, storagetest.Sample("ex-new"))
 	require.NoError(t, err)
-	require.Equal(t, transition.WatchEvent{ID: "ex-new", Revision: rec.Revision}, nextEvent(t, ch))
+	require.Equal(t, storage.WatchEvent{ID: "ex-new", Revision: rec.Revision}, nextEvent(t, ch))
 }
 
 func TestWatchEndsWhenTheDBCloses(t *testing.T) {
@@ -347,9 +349,9 @@ func TestWatchEndsWhenTheDBCloses(t *testing.T) {
 func TestCloseEndsOwnershipAndTheNextOpenFindsNothingHeld(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
 	db, s := openStore(t, path, nil)
-	_, err := s.Create(context.Background(), storetest.Unowned("ex-1"))
+	_, err := s.Create(context.Background(), storagetest.Unowned("ex-1"))
 	require.NoError(t, err)
-	own, _, err := s.Acquire(context.Background(), "ex-1", storetest.Lease("pod-a"))
+	own, _, err := s.Acquire(context.Background(), "ex-1", storagetest.Lease("pod-a"))
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 	select {
@@ -357,12 +359,12 @@ func TestCloseEndsOwnershipAndTheNextOpenFindsNothingHeld(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Lost was not closed when the DB closed")
 	}
-	_, _, err = s.Acquire(context.Background(), "ex-1", storetest.Lease("pod-b"))
+	_, _, err = s.Acquire(context.Background(), "ex-1", storagetest.Lease("pod-b"))
 	require.ErrorIs(t, err, boltstore.ErrClosed)
 
 	_, s2 := openStore(t, path, nil)
-	own2, rec, err := s2.Acquire(context.Background(), "ex-1", storetest.Lease("pod-b"))
+	own2, rec, err := s2.Acquire(context.Background(), "ex-1", storagetest.Lease("pod-b"))
 	require.NoError(t, err, "the process that held pod-a's ownership is gone")
 	require.NoError(t, own2.Release(context.Background()))
-	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, transition.Claim{Owner: rec.Owner, Epoch: rec.Epoch})
+	require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, storage.Claim{Owner: rec.Owner, Epoch: rec.Epoch})
 }

@@ -5,8 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/boltstore"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -29,7 +30,7 @@ func TestAMissingRevisionCounterIsRebuiltAndAStaleWriteStillConflicts(t *testing
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "db")
 	db, s := openStore(t, path, nil)
-	rec, err := s.Create(ctx, transition.Record{ID: "ex-001", Status: "running"})
+	rec, err := s.Create(ctx, storage.Record{ID: "ex-001", Status: "running"})
 	require.NoError(t, err)
 	stale := rec // a controller read this and will write later
 	for range 7 {
@@ -43,7 +44,7 @@ func TestAMissingRevisionCounterIsRebuiltAndAStaleWriteStillConflicts(t *testing
 
 	db, s = openStore(t, path, nil)
 	defer db.Close()
-	other, err := s.Create(ctx, transition.Record{ID: "ex-002", Status: "pending"})
+	other, err := s.Create(ctx, storage.Record{ID: "ex-002", Status: "pending"})
 	require.NoError(t, err)
 	require.Greater(t, other.Revision, rec.Revision, "revisions go on from the highest one in the file")
 	for k := range 8 { // climb past the stale writer's revision, as the reproduction did
@@ -58,7 +59,7 @@ func TestAMissingRevisionCounterIsRebuiltAndAStaleWriteStillConflicts(t *testing
 	require.NoError(t, err)
 	stale.Status = "completed"
 	_, err = s.CompareAndSwap(ctx, "ex-001", stale.Revision, stale)
-	require.ErrorIs(t, err, transition.ErrConflict, "a stale compare-and-swap never succeeds")
+	require.ErrorIs(t, err, storage.ErrConflict, "a stale compare-and-swap never succeeds")
 	got, err := s.Get(ctx, "ex-001")
 	require.NoError(t, err)
 	require.Equal(t, "stopping", got.Status)
@@ -70,11 +71,11 @@ func TestARecordAboveTheCounterKeepsItsRevisionsGoingUp(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "db")
 	db, s := openStore(t, path, nil)
-	_, err := s.Create(ctx, transition.Record{ID: "ex-1", Status: "running"})
+	_, err := s.Create(ctx, storage.Record{ID: "ex-1", Status: "running"})
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 	tamper(t, path, func(tx *bolt.Tx) error {
-		high := transition.Record{ID: "ex-1", Status: "running", Revision: 1000}
+		high := storage.Record{ID: "ex-1", Status: "running", Revision: 1000}
 		data, err := high.MarshalBinary()
 		if err != nil {
 			return err
@@ -99,6 +100,6 @@ func TestACounterOfTheWrongLengthIsRefusedAtOpen(t *testing.T) {
 	require.NoError(t, db.Close())
 	tamper(t, path, func(tx *bolt.Tx) error { return tx.Bucket([]byte("execfsm")).Put([]byte("revision"), []byte{1, 2, 3}) })
 	_, err := boltstore.Open(path, nil)
-	require.ErrorIs(t, err, transition.ErrCorrupt)
+	require.ErrorIs(t, err, storage.ErrCorrupt)
 	require.ErrorContains(t, err, path)
 }

@@ -5,9 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/boltstore"
-	"github.com/execfsm/execfsm/transition"
-	"github.com/execfsm/execfsm/transition/storetest"
+	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -19,7 +20,7 @@ func TestDamagedFilesAreRefusedWithErrCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
 	db, s := openStore(t, good, nil)
-	_, err := s.Create(bg, storetest.Sample("ex-1"))
+	_, err := s.Create(bg, storagetest.Sample("ex-1"))
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 	data, err := os.ReadFile(good)
@@ -38,7 +39,7 @@ func TestDamagedFilesAreRefusedWithErrCorrupt(t *testing.T) {
 			if err == nil {
 				_ = db.Close()
 			}
-			require.ErrorIs(t, err, transition.ErrCorrupt)
+			require.ErrorIs(t, err, storage.ErrCorrupt)
 			require.ErrorContains(t, err, path)
 		})
 	}
@@ -49,7 +50,7 @@ func TestDamagedFilesAreRefusedWithErrCorrupt(t *testing.T) {
 func TestABucketWhereARecordBelongsIsCorruptEverywhere(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
 	db, s := openStore(t, path, nil)
-	_, err := s.Create(bg, storetest.Sample("ex-ok"))
+	_, err := s.Create(bg, storagetest.Sample("ex-ok"))
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 	tamper(t, path, func(tx *bolt.Tx) error {
@@ -58,19 +59,19 @@ func TestABucketWhereARecordBelongsIsCorruptEverywhere(t *testing.T) {
 	})
 	_, s = openStore(t, path, nil)
 	_, err = s.Get(bg, "ex-1")
-	require.ErrorIs(t, err, transition.ErrCorrupt)
-	_, err = s.Create(bg, storetest.Sample("ex-1"))
-	require.ErrorIs(t, err, transition.ErrCorrupt)
-	_, err = s.CompareAndSwap(bg, "ex-1", 1, storetest.Sample("ex-1"))
-	require.ErrorIs(t, err, transition.ErrCorrupt)
-	_, _, err = s.Acquire(bg, "ex-1", storetest.Lease("pod-a"))
-	require.ErrorIs(t, err, transition.ErrCorrupt)
+	require.ErrorIs(t, err, storage.ErrCorrupt)
+	_, err = s.Create(bg, storagetest.Sample("ex-1"))
+	require.ErrorIs(t, err, storage.ErrCorrupt)
+	_, err = s.CompareAndSwap(bg, "ex-1", 1, storagetest.Sample("ex-1"))
+	require.ErrorIs(t, err, storage.ErrCorrupt)
+	_, _, err = s.Acquire(bg, "ex-1", storagetest.Lease("pod-a"))
+	require.ErrorIs(t, err, storage.ErrCorrupt)
 	recs, bad, err := s.List(bg)
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Len(t, bad, 1)
 	require.Equal(t, "ex-1", bad[0].ID)
-	require.ErrorIs(t, bad[0].Err, transition.ErrCorrupt)
+	require.ErrorIs(t, bad[0].Err, storage.ErrCorrupt)
 	require.ErrorContains(t, bad[0].Err, "a bucket, not a record")
 }
 

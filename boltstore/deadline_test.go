@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/transition"
-	"github.com/execfsm/execfsm/transition/storetest"
+	"github.com/execfsm/execfsm/storage"
+
+	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,7 +19,7 @@ import (
 // is still held, so it cannot have waited for it.
 func TestAWriteWaitingForItsTurnGivesUpAtItsDeadline(t *testing.T) {
 	db, s := openStore(t, filepath.Join(t.TempDir(), "db"), nil)
-	rec, err := s.Create(bg, storetest.Unowned("ex-1"))
+	rec, err := s.Create(bg, storagetest.Unowned("ex-1"))
 	require.NoError(t, err)
 	release := db.HoldWriter()
 	defer release()
@@ -30,11 +31,11 @@ func TestAWriteWaitingForItsTurnGivesUpAtItsDeadline(t *testing.T) {
 			return err
 		},
 		"Create": func(ctx context.Context) error {
-			_, err := s.Create(ctx, storetest.Unowned("ex-2"))
+			_, err := s.Create(ctx, storagetest.Unowned("ex-2"))
 			return err
 		},
 		"Acquire": func(ctx context.Context) error {
-			_, _, err := s.Acquire(ctx, "ex-1", storetest.Lease("pod-a"))
+			_, _, err := s.Acquire(ctx, "ex-1", storagetest.Lease("pod-a"))
 			return err
 		},
 	} {
@@ -48,8 +49,8 @@ func TestAWriteWaitingForItsTurnGivesUpAtItsDeadline(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rec.Revision, got.Revision, "nothing was written")
 	_, err = s.Get(bg, "ex-2")
-	require.ErrorIs(t, err, transition.ErrNotFound)
-	own, _, err := s.Acquire(bg, "ex-1", storetest.Lease("pod-b"))
+	require.ErrorIs(t, err, storage.ErrNotFound)
+	own, _, err := s.Acquire(bg, "ex-1", storagetest.Lease("pod-b"))
 	require.NoError(t, err, "the refused Acquire holds nothing")
 	require.NoError(t, own.Release(bg))
 }

@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/storage"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -15,7 +16,7 @@ import (
 // id, never a panic; a compare-and-swap over it must leave the bytes as
 // they were unless they decoded.
 func FuzzStoredRecord(f *testing.F) {
-	good, _ := transition.Record{ID: "ex-1", Status: "running", Revision: 3}.MarshalBinary()
+	good, _ := storage.Record{ID: "ex-1", Status: "running", Revision: 3}.MarshalBinary()
 	f.Add(good)
 	f.Add([]byte{})
 	f.Add([]byte{1, '{', '}'})
@@ -44,11 +45,11 @@ func FuzzStoredRecord(f *testing.F) {
 		}
 		rec, err := s.Get(ctx, "ex-1")
 		if err != nil {
-			if !errors.Is(err, transition.ErrCorrupt) {
+			if !errors.Is(err, storage.ErrCorrupt) {
 				t.Fatalf("error %v does not match ErrCorrupt", err)
 			}
-			_, casErr := s.CompareAndSwap(ctx, "ex-1", 0, transition.Record{ID: "ex-1", Status: "failed"})
-			if !errors.Is(casErr, transition.ErrCorrupt) {
+			_, casErr := s.CompareAndSwap(ctx, "ex-1", 0, storage.Record{ID: "ex-1", Status: "failed"})
+			if !errors.Is(casErr, storage.ErrCorrupt) {
 				t.Fatalf("CompareAndSwap over a corrupt record: %v", casErr)
 			}
 			var after []byte

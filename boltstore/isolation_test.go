@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/recovery"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,7 +25,7 @@ func TestOneCorruptRecordDoesNotStopTheOthersFromBeingReconciled(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
 	db, s := openStore(t, path, nil)
 	for k := range 5 {
-		_, err := s.Create(ctx, transition.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
+		_, err := s.Create(ctx, storage.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
 		require.NoError(t, err)
 	}
 	require.NoError(t, db.Close())
@@ -33,7 +34,7 @@ func TestOneCorruptRecordDoesNotStopTheOthersFromBeingReconciled(t *testing.T) {
 
 	var mu sync.Mutex
 	var reconciled []string
-	var reported []transition.Unreadable
+	var reported []storage.Unreadable
 	list := func(ctx context.Context) ([]recovery.Item[string], error) {
 		recs, bad, err := s.List(ctx)
 		if err != nil {
@@ -73,6 +74,6 @@ func TestOneCorruptRecordDoesNotStopTheOthersFromBeingReconciled(t *testing.T) {
 	require.ElementsMatch(t, []string{"ex-0", "ex-1", "ex-3", "ex-4"}, reconciled)
 	require.Len(t, reported, 1)
 	require.Equal(t, "ex-2", reported[0].ID)
-	require.ErrorIs(t, reported[0].Err, transition.ErrCorrupt)
+	require.ErrorIs(t, reported[0].Err, storage.ErrCorrupt)
 	require.Equal(t, uint64(4), loop.Stats().Reconciles)
 }

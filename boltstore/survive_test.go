@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/boltstore"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,7 +27,7 @@ func childReadDamaged(path string) int {
 		verdict := "ok"
 		if err != nil {
 			verdict = "error"
-			if errors.Is(err, transition.ErrCorrupt) {
+			if errors.Is(err, storage.ErrCorrupt) {
 				verdict = "corrupt"
 			}
 		}
@@ -47,7 +48,7 @@ func childReadDamaged(path string) int {
 			}
 			_, _, err = s.List(ctx)
 			say("list", err)
-			_, err = s.Create(ctx, transition.Record{ID: "ex-new", Status: "running"})
+			_, err = s.Create(ctx, storage.Record{ID: "ex-new", Status: "running"})
 			say("create", err)
 			if ch, err := s.Watch(ctx, 0); err == nil {
 				n := 0
@@ -107,7 +108,7 @@ func goodFile(t *testing.T) []byte {
 	path := filepath.Join(t.TempDir(), "good")
 	db, s := openStore(t, path, nil)
 	for k := range 40 {
-		rec := transition.Record{ID: fmt.Sprint("ex-", k), Status: "running", Reason: strings.Repeat("r", 300)}
+		rec := storage.Record{ID: fmt.Sprint("ex-", k), Status: "running", Reason: strings.Repeat("r", 300)}
 		_, err := s.Create(bg, rec)
 		require.NoError(t, err)
 	}

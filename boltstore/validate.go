@@ -9,7 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 
-	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/storage"
 )
 
 // The parts of bbolt's file format that validateFile reads (bbolt's
@@ -53,7 +53,7 @@ func readMeta(f *os.File, off int64) (metaPage, bool) {
 // the pages its meta page names straight from memory, and a file cut short
 // (or a meta page naming pages the file does not have) makes it fault or
 // panic inside Open, where nothing can recover. A missing or empty file is
-// left to Open. The error matches transition.ErrCorrupt.
+// left to Open. The error matches storage.ErrCorrupt.
 func validateFile(path string) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -69,7 +69,7 @@ func validateFile(path string) error {
 	}
 	size := info.Size()
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", transition.ErrCorrupt, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s", storage.ErrCorrupt, fmt.Sprintf(format, args...))
 	}
 	// bbolt picks the valid meta page with the higher transaction id.
 	m0, ok0 := readMeta(f, 0)
@@ -119,14 +119,14 @@ func validateFile(path string) error {
 }
 
 // guard runs fn, turning a panic or a memory fault inside bbolt (which
-// trusts the pages it reads) into an error matching transition.ErrCorrupt
+// trusts the pages it reads) into an error matching storage.ErrCorrupt
 // that names the file. bbolt runs a transaction's function on the
 // calling goroutine, so guarding the call guards the transaction.
 func guard(path, op string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("boltstore: %s %s: %w: bbolt failed on a damaged page: %v", op, path, transition.ErrCorrupt, r)
+			err = fmt.Errorf("boltstore: %s %s: %w: bbolt failed on a damaged page: %v", op, path, storage.ErrCorrupt, r)
 		}
 	}()
 	return fn()

@@ -7,23 +7,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/internal/testwait"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
 
 // nextEvent reads one watch event or fails after a bound.
-func nextEvent(t *testing.T, ch <-chan transition.WatchEvent) transition.WatchEvent {
+func nextEvent(t *testing.T, ch <-chan storage.WatchEvent) storage.WatchEvent {
 	t.Helper()
 	return testwait.Recv(t, ch, "a watch event")
 }
 
 // drainUntilClosed reads ch until it is closed, failing after a bound,
 // and returns what it read.
-func drainUntilClosed(t *testing.T, ch <-chan transition.WatchEvent) []transition.WatchEvent {
+func drainUntilClosed(t *testing.T, ch <-chan storage.WatchEvent) []storage.WatchEvent {
 	t.Helper()
-	var got []transition.WatchEvent
+	var got []storage.WatchEvent
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
@@ -44,7 +45,7 @@ func drainUntilClosed(t *testing.T, ch <-chan transition.WatchEvent) []transitio
 func TestAStalledWatchEndsAtCloseAndDeliversNothingAfter(t *testing.T) {
 	db, s := openStore(t, filepath.Join(t.TempDir(), "db"), nil)
 	for k := range 20 {
-		_, err := s.Create(bg, transition.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
+		_, err := s.Create(bg, storage.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
 		require.NoError(t, err)
 	}
 	ch, err := s.Watch(bg, 0)
@@ -63,7 +64,7 @@ func TestTamperedWatchMetadataDoesNotLoopOrInventEvents(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
 	db, s := openStore(t, path, nil)
 	for k := range 6 {
-		_, err := s.Create(bg, transition.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
+		_, err := s.Create(bg, storage.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
 		require.NoError(t, err)
 	}
 	require.NoError(t, db.Close())
@@ -87,9 +88,9 @@ func TestTamperedWatchMetadataDoesNotLoopOrInventEvents(t *testing.T) {
 		require.NotEqual(t, "ex-ghost", ev.ID)
 		seen[ev.ID] = true
 	}
-	rec, err := s.Create(bg, transition.Record{ID: "ex-new", Status: "running"})
+	rec, err := s.Create(bg, storage.Record{ID: "ex-new", Status: "running"})
 	require.NoError(t, err)
-	require.Equal(t, transition.WatchEvent{ID: "ex-new", Revision: rec.Revision}, nextEvent(t, ch), "the next event is the next write")
+	require.Equal(t, storage.WatchEvent{ID: "ex-new", Revision: rec.Revision}, nextEvent(t, ch), "the next event is the next write")
 	cancel()
 	drainUntilClosed(t, ch)
 }

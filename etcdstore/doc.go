@@ -1,11 +1,11 @@
-// Package etcdstore is a [transition.Store] on etcd v3, for controllers
+// Package etcdstore is a [storage.Store] on etcd v3, for controllers
 // that share execution state across processes and machines, and survive
 // the loss of any one of them.
 //
 // Records live under a key prefix ("/execfsm/" by default) as
 // prefix+"records/"+id (with "%" and "/" in the id escaped as %25 and %2F,
 // so a store whose prefix lies under another's keys never mixes with it),
-// encoded as [transition.Record.MarshalBinary]
+// encoded as [storage.Record.MarshalBinary]
 // writes them. A record's revision is etcd's ModRevision of its key.
 // Create is one transaction comparing CreateRevision to 0;
 // CompareAndSwap is one transaction comparing ModRevision to the expected
@@ -15,7 +15,7 @@
 // and re-watches so no change is ever silently missed.
 //
 // Ownership ([Store.Acquire], the store's side of the contract in
-// [transition.Store]) binds a controller's claim on an execution to an
+// [storage.Store]) binds a controller's claim on an execution to an
 // etcd lease it keeps alive: the key prefix+"owners/"+id exists, bound to
 // the lease, while the lease lives, and nobody else can take the execution
 // over. When the owner dies and the lease expires (or it releases it), the

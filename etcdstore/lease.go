@@ -9,16 +9,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/storage"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Ownership is a controller's hold on an execution for the life of an etcd
 // lease that it keeps alive in the background. It implements
-// [transition.Ownership].
+// [storage.Ownership].
 type Ownership struct {
-	claim transition.Claim
+	claim storage.Claim
 	id    string
 	store *Store
 	lease clientv3.LeaseID
@@ -27,12 +28,12 @@ type Ownership struct {
 	once  sync.Once
 }
 
-var _ transition.Ownership = (*Ownership)(nil)
+var _ storage.Ownership = (*Ownership)(nil)
 
-// Claim implements [transition.Ownership].
-func (o *Ownership) Claim() transition.Claim { return o.claim }
+// Claim implements [storage.Ownership].
+func (o *Ownership) Claim() storage.Claim { return o.claim }
 
-// Lost implements [transition.Ownership]: it is closed when the lease can
+// Lost implements [storage.Ownership]: it is closed when the lease can
 // no longer be kept alive (it expired, was revoked, or the cluster stayed
 // unreachable past its TTL) or was released.
 func (o *Ownership) Lost() <-chan struct{} { return o.lost }
@@ -42,7 +43,7 @@ func (o *Ownership) Lease() clientv3.LeaseID { return o.lease }
 
 func (o *Ownership) end() { o.once.Do(func() { close(o.lost) }) }
 
-// Release implements [transition.Ownership]: it revokes the lease, which
+// Release implements [storage.Ownership]: it revokes the lease, which
 // deletes the ownership key, so the next controller need not wait for it
 // to expire. Releasing twice, or after the lease expired, is no error.
 func (o *Ownership) Release(ctx context.Context) error {
@@ -59,7 +60,7 @@ func (o *Ownership) Release(ctx context.Context) error {
 	return nil
 }
 
-// Acquire implements [transition.Store] with an etcd lease of lease.TTL
+// Acquire implements [storage.Store] with an etcd lease of lease.TTL
 // (rounded up to whole seconds). In one transaction it creates the
 // ownership key bound to the lease and writes the record with the holder
 // and the next epoch (and an audit entry), so no other controller can
@@ -70,16 +71,16 @@ func (o *Ownership) Release(ctx context.Context) error {
 // The lease is kept alive until Release, or until it cannot be: then
 // Lost closes, and once the lease has expired the next controller may
 // take over.
-func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) (transition.Ownership, transition.Record, error) {
+func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (storage.Ownership, storage.Record, error) {
 	if err := lease.Validate(); err != nil {
-		return nil, transition.Record{}, err
+		return nil, storage.Record{}, err
 	}
 	if err := checkID("Acquire", id); err != nil {
-		return nil, transition.Record{}, err
+		return nil, storage.Record{}, err
 	}
 	ctx, cancel, err := s.call(ctx, "Acquire")
 	if err != nil {
-		return nil, transition.Record{}, err
+		return nil, storage.Record{}, err
 	}
 	defer cancel()
 	secs := int64(lease.TTL / time.Second)
@@ -89,7 +90,7 @@ func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) 
 	for {
 		granted, err := s.client.Grant(ctx, secs)
 		if err != nil {
-			return nil, transition.Record{}, wrap("Acquire", id, err)
+			return nil, storage.Record{}, wrap("Acquire", id, err)
 		}
 		o, rec, heldAt, err := s.takeOver(ctx, id, lease, granted.ID)
 		if err != nil || heldAt > 0 {
@@ -100,13 +101,13 @@ func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) 
 			cancelRevoke()
 		}
 		if err != nil {
-			return nil, transition.Record{}, err
+			return nil, storage.Record{}, err
 		}
 		if heldAt == 0 {
 			return o, rec, nil
 		}
 		if err := s.waitReleased(ctx, id, heldAt); err != nil {
-			return nil, transition.Record{}, err
+			return nil, storage.Record{}, err
 		}
 	}
 }
@@ -114,17 +115,17 @@ func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) 
 // takeOver tries once to take id over with the granted lease. heldAt is
 // the revision at which a live holder was found (the error is then nil
 // only if lease.Wait asks to wait for it).
-func (s *Store) takeOver(ctx context.Context, id string, lease transition.Lease, granted clientv3.LeaseID) (*Ownership, transition.Record, int64, error) {
+func (s *Store) takeOver(ctx context.Context, id string, lease storage.Lease, granted clientv3.LeaseID) (*Ownership, storage.Record, int64, error) {
 	key, ownerKey, claimKey := s.recordKey(id), s.ownerKey(id), s.claimKey(id)
 	for attempt := 0; attempt < 16; attempt++ {
 		rec, err := s.Get(ctx, id)
 		if err != nil {
-			return nil, transition.Record{}, 0, err
+			return nil, storage.Record{}, 0, err
 		}
 		next := lease.TakeOver(rec, rec.Epoch+1, time.Now())
 		value, err := encode(next)
 		if err != nil {
-			return nil, transition.Record{}, 0, err
+			return nil, storage.Record{}, 0, err
 		}
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", 0),
@@ -134,26 +135,26 @@ func (s *Store) takeOver(ctx context.Context, id string, lease transition.Lease,
 			Else(clientv3.OpGet(ownerKey)).
 			Commit()
 		if err != nil {
-			return nil, transition.Record{}, 0, wrap("Acquire", id, err)
+			return nil, storage.Record{}, 0, wrap("Acquire", id, err)
 		}
 		if resp.Succeeded {
 			next.Revision = uint64(resp.Header.Revision)
 			o := &Ownership{claim: next.Claim(), id: id, store: s,
 				lease: granted, lost: make(chan struct{})}
 			if err := o.keepAlive(); err != nil {
-				return nil, transition.Record{}, 0, wrap("Acquire", id, err)
+				return nil, storage.Record{}, 0, wrap("Acquire", id, err)
 			}
 			return o, next, 0, nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 			if !lease.Wait {
-				return nil, transition.Record{}, 0, &transition.HeldError{ID: id, Holder: string(kvs[0].Value)}
+				return nil, storage.Record{}, 0, &storage.HeldError{ID: id, Holder: string(kvs[0].Value)}
 			}
-			return nil, transition.Record{}, resp.Header.Revision, nil
+			return nil, storage.Record{}, resp.Header.Revision, nil
 		}
 		// The record changed under us: read it again.
 	}
-	return nil, transition.Record{}, 0, fmt.Errorf("etcdstore: Acquire %q: %w: the record kept changing", id, transition.ErrConflict)
+	return nil, storage.Record{}, 0, fmt.Errorf("etcdstore: Acquire %q: %w: the record kept changing", id, storage.ErrConflict)
 }
 
 // keepAlive keeps the lease alive in the background until Release; when
@@ -189,7 +190,7 @@ func (s *Store) waitReleased(ctx context.Context, id string, heldAt int64) error
 				return nil
 			}
 		case <-ctx.Done():
-			return &transition.HeldError{ID: id, Waited: context.Cause(ctx)}
+			return &storage.HeldError{ID: id, Waited: context.Cause(ctx)}
 		}
 	}
 }
@@ -201,8 +202,8 @@ func encodeClaim(owner string, epoch uint64) string {
 	return strconv.FormatUint(epoch, 10) + "/" + owner
 }
 
-func decodeClaim(v string) (transition.Claim, bool) {
+func decodeClaim(v string) (storage.Claim, bool) {
 	e, owner, ok := strings.Cut(v, "/")
 	epoch, err := strconv.ParseUint(e, 10, 64)
-	return transition.Claim{Owner: owner, Epoch: epoch}, ok && err == nil
+	return storage.Claim{Owner: owner, Epoch: epoch}, ok && err == nil
 }

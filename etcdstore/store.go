@@ -7,8 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/internal/storecall"
-	"github.com/execfsm/execfsm/transition"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -36,8 +37,8 @@ type Options struct {
 	WatchBacklog int
 }
 
-// Store is a [transition.Store], [transition.Lister] and
-// [transition.Watcher] on etcd. It is safe for concurrent use and does
+// Store is a [storage.Store], [storage.Lister] and
+// [storage.Watcher] on etcd. It is safe for concurrent use and does
 // not own the client.
 type Store struct {
 	client  *clientv3.Client
@@ -50,9 +51,9 @@ type Store struct {
 }
 
 var (
-	_ transition.Store   = (*Store)(nil)
-	_ transition.Lister  = (*Store)(nil)
-	_ transition.Watcher = (*Store)(nil)
+	_ storage.Store   = (*Store)(nil)
+	_ storage.Lister  = (*Store)(nil)
+	_ storage.Watcher = (*Store)(nil)
 )
 
 // New returns a store using client.
@@ -112,59 +113,59 @@ func (s *Store) recordKey(id string) string { return s.records + keyPart(id) }
 func (s *Store) claimKey(id string) string  { return s.claims + keyPart(id) }
 func (s *Store) ownerKey(id string) string  { return s.owners + keyPart(id) }
 
-func (s *Store) decode(id string, value []byte, modRevision int64) (transition.Record, error) {
-	var rec transition.Record
+func (s *Store) decode(id string, value []byte, modRevision int64) (storage.Record, error) {
+	var rec storage.Record
 	if err := rec.UnmarshalBinary(value); err != nil {
-		return transition.Record{}, fmt.Errorf("etcdstore: record %q at %s: %w", id, s.recordKey(id), err)
+		return storage.Record{}, fmt.Errorf("etcdstore: record %q at %s: %w", id, s.recordKey(id), err)
 	}
 	if rec.ID != id {
-		return transition.Record{}, fmt.Errorf("etcdstore: record %q: %w: it names itself %q", id, transition.ErrCorrupt, rec.ID)
+		return storage.Record{}, fmt.Errorf("etcdstore: record %q: %w: it names itself %q", id, storage.ErrCorrupt, rec.ID)
 	}
 	rec.Revision = uint64(modRevision)
 	return rec, nil
 }
 
-func encode(rec transition.Record) (string, error) {
+func encode(rec storage.Record) (string, error) {
 	rec.Revision = 0 // etcd's ModRevision is the revision; do not store a stale copy
 	data, err := rec.MarshalBinary()
 	return string(data), err
 }
 
-// Get implements [transition.Store]. An id no record can have (empty,
+// Get implements [storage.Store]. An id no record can have (empty,
 // too long, not UTF-8) is refused before any request.
-func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
+func (s *Store) Get(ctx context.Context, id string) (storage.Record, error) {
 	if err := checkID("Get", id); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	ctx, cancel, err := s.call(ctx, "Get")
 	if err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	defer cancel()
 	resp, err := s.client.Get(ctx, s.recordKey(id))
 	if err != nil {
-		return transition.Record{}, wrap("Get", id, err)
+		return storage.Record{}, wrap("Get", id, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return transition.Record{}, fmt.Errorf("etcdstore: record %q: %w", id, transition.ErrNotFound)
+		return storage.Record{}, fmt.Errorf("etcdstore: record %q: %w", id, storage.ErrNotFound)
 	}
 	kv := resp.Kvs[0]
 	return s.decode(id, kv.Value, kv.ModRevision)
 }
 
-// Create implements [transition.Store].
-func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.Record, error) {
+// Create implements [storage.Store].
+func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record, error) {
 	if err := rec.Validate(); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	ctx, cancel, err := s.call(ctx, "Create")
 	if err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	defer cancel()
 	value, err := encode(rec)
 	if err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	key := s.recordKey(rec.ID)
 	resp, err := s.client.Txn(ctx).
@@ -172,31 +173,31 @@ func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.R
 		Then(clientv3.OpPut(key, value), clientv3.OpPut(s.claimKey(rec.ID), encodeClaim(rec.Owner, rec.Epoch))).
 		Commit()
 	if err != nil {
-		return transition.Record{}, wrap("Create", rec.ID, err)
+		return storage.Record{}, wrap("Create", rec.ID, err)
 	}
 	if !resp.Succeeded {
-		return transition.Record{}, fmt.Errorf("etcdstore: record %q: %w", rec.ID, transition.ErrExists)
+		return storage.Record{}, fmt.Errorf("etcdstore: record %q: %w", rec.ID, storage.ErrExists)
 	}
 	rec.Revision = uint64(resp.Header.Revision)
 	return rec.Clone(), nil
 }
 
-// CompareAndSwap implements [transition.Store].
-func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+// CompareAndSwap implements [storage.Store].
+func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
 	if next.ID != id {
-		return transition.Record{}, fmt.Errorf("etcdstore: CompareAndSwap %q: %w: record id is %q", id, transition.ErrInvalidRecord, next.ID)
+		return storage.Record{}, fmt.Errorf("etcdstore: CompareAndSwap %q: %w: record id is %q", id, storage.ErrInvalidRecord, next.ID)
 	}
 	if err := next.Validate(); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	ctx, cancel, err := s.call(ctx, "CompareAndSwap")
 	if err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	defer cancel()
 	value, err := encode(next)
 	if err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	key, claimKey := s.recordKey(id), s.claimKey(id)
 	claim := encodeClaim(next.Owner, next.Epoch)
@@ -212,7 +213,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 		Else(clientv3.OpGet(key), clientv3.OpGet(claimKey)).
 		Commit()
 	if err != nil {
-		return transition.Record{}, wrap("CompareAndSwap", id, err)
+		return storage.Record{}, wrap("CompareAndSwap", id, err)
 	}
 	if resp.Succeeded {
 		next = next.Clone()
@@ -221,14 +222,14 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
-		return transition.Record{}, fmt.Errorf("etcdstore: record %q: %w", id, transition.ErrNotFound)
+		return storage.Record{}, fmt.Errorf("etcdstore: record %q: %w", id, storage.ErrNotFound)
 	}
 	cur, err := s.decode(id, kvs[0].Value, kvs[0].ModRevision)
 	if err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	if cur.Revision != expect {
-		return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+		return storage.Record{}, &storage.ConflictError{ID: id, Expected: expect, Current: cur}
 	}
 	stored := cur.Claim()
 	if claimKvs := resp.Responses[1].GetResponseRange().Kvs; len(claimKvs) > 0 {
@@ -240,12 +241,12 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 		// claim stands, and the write restores the key.
 		return s.casRestoringClaim(ctx, id, expect, next, value, claim)
 	}
-	return transition.Record{}, transition.ClaimChanged(id, stored, next.Claim())
+	return storage.Record{}, storage.ClaimChanged(id, stored, next.Claim())
 }
 
 // casRestoringClaim is CompareAndSwap for a record whose claim key is
 // missing and whose claim the write keeps.
-func (s *Store) casRestoringClaim(ctx context.Context, id string, expect uint64, next transition.Record, value, claim string) (transition.Record, error) {
+func (s *Store) casRestoringClaim(ctx context.Context, id string, expect uint64, next storage.Record, value, claim string) (storage.Record, error) {
 	key, claimKey := s.recordKey(id), s.claimKey(id)
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect)),
@@ -253,7 +254,7 @@ func (s *Store) casRestoringClaim(ctx context.Context, id string, expect uint64,
 		Then(clientv3.OpPut(key, value), clientv3.OpPut(claimKey, claim)).
 		Commit()
 	if err != nil {
-		return transition.Record{}, wrap("CompareAndSwap", id, err)
+		return storage.Record{}, wrap("CompareAndSwap", id, err)
 	}
 	if !resp.Succeeded {
 		return s.CompareAndSwap(ctx, id, expect, next) // something moved: decide again
@@ -265,23 +266,23 @@ func (s *Store) casRestoringClaim(ctx context.Context, id string, expect uint64,
 
 // checkID refuses an id no record can have, before any request.
 func checkID(op, id string) error {
-	if err := transition.ValidateID(id); err != nil {
+	if err := storage.ValidateID(id); err != nil {
 		return fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
 	return nil
 }
 
-// List implements [transition.Lister]. A value that does not decode is
+// List implements [storage.Lister]. A value that does not decode is
 // listed apart, with its revision (a repair may name it), and the others
 // are listed as usual.
-func (s *Store) List(ctx context.Context) ([]transition.Record, []transition.Unreadable, error) {
+func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadable, error) {
 	recs, bad, _, err := s.list(ctx)
 	return recs, bad, err
 }
 
 // list returns every record, the unreadable ones apart, and the revision
 // the list was read at.
-func (s *Store) list(ctx context.Context) ([]transition.Record, []transition.Unreadable, int64, error) {
+func (s *Store) list(ctx context.Context) ([]storage.Record, []storage.Unreadable, int64, error) {
 	ctx, cancel, err := s.call(ctx, "List")
 	if err != nil {
 		return nil, nil, 0, err
@@ -291,8 +292,8 @@ func (s *Store) list(ctx context.Context) ([]transition.Record, []transition.Unr
 	if err != nil {
 		return nil, nil, 0, wrap("List", s.records, err)
 	}
-	out := make([]transition.Record, 0, len(resp.Kvs))
-	var bad []transition.Unreadable
+	out := make([]storage.Record, 0, len(resp.Kvs))
+	var bad []storage.Unreadable
 	for _, kv := range resp.Kvs {
 		id, ours := idOf(strings.TrimPrefix(string(kv.Key), s.records))
 		if !ours {
@@ -300,7 +301,7 @@ func (s *Store) list(ctx context.Context) ([]transition.Record, []transition.Unr
 		}
 		rec, err := s.decode(id, kv.Value, kv.ModRevision)
 		if err != nil {
-			bad = append(bad, transition.Unreadable{ID: id, Revision: uint64(kv.ModRevision), Err: err})
+			bad = append(bad, storage.Unreadable{ID: id, Revision: uint64(kv.ModRevision), Err: err})
 			continue
 		}
 		out = append(out, rec)

@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/transition"
-	"github.com/execfsm/execfsm/transition/storetest"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -71,7 +73,7 @@ func newStore(t testing.TB, opts etcdstore.Options) *etcdstore.Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) transition.Store { return newStore(t, etcdstore.Options{}) })
+	storagetest.Run(t, func(t *testing.T) storage.Store { return newStore(t, etcdstore.Options{}) })
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
@@ -99,21 +101,21 @@ func TestPersistedLifecycleOnEtcdUsesModRevision(t *testing.T) {
 
 func TestCorruptValueIsReportedAndNeverOverwritten(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
-	rec, err := s.Create(bg, storetest.Sample("ex-1"))
+	rec, err := s.Create(bg, storagetest.Sample("ex-1"))
 	require.NoError(t, err)
 	cl := client(t, shared)
 	put, err := cl.Put(bg, s.Prefix()+"records/ex-1", "\x09future format")
 	require.NoError(t, err)
 	_, err = s.Get(bg, "ex-1")
-	require.ErrorIs(t, err, transition.ErrCorrupt)
+	require.ErrorIs(t, err, storage.ErrCorrupt)
 	require.Contains(t, err.Error(), "ex-1")
 	_, err = s.CompareAndSwap(bg, "ex-1", uint64(put.Header.Revision), rec)
 	require.NoError(t, err, "only a writer naming the corrupt value's own revision (a repair) replaces it")
 	_, err = cl.Put(bg, s.Prefix()+"records/ex-1", "garbage")
 	require.NoError(t, err)
 	_, err = s.CompareAndSwap(bg, "ex-1", rec.Revision, rec)
-	require.ErrorIs(t, err, transition.ErrCorrupt, "a stale writer learns the value is corrupt; nothing is written")
-	_, err = s.Create(bg, storetest.Sample("ex-2"))
+	require.ErrorIs(t, err, storage.ErrCorrupt, "a stale writer learns the value is corrupt; nothing is written")
+	_, err = s.Create(bg, storagetest.Sample("ex-2"))
 	require.NoError(t, err)
 	recs, bad, err := s.List(bg)
 	require.NoError(t, err, "one unreadable record does not fail the list")
@@ -121,7 +123,7 @@ func TestCorruptValueIsReportedAndNeverOverwritten(t *testing.T) {
 	require.Equal(t, "ex-2", recs[0].ID)
 	require.Len(t, bad, 1)
 	require.Equal(t, "ex-1", bad[0].ID)
-	require.ErrorIs(t, bad[0].Err, transition.ErrCorrupt)
+	require.ErrorIs(t, bad[0].Err, storage.ErrCorrupt)
 }
 
 // A watch from a revision etcd has compacted away re-lists every record
@@ -133,9 +135,9 @@ func TestWatchReListsAfterCompactionAndRestart(t *testing.T) {
 	cl := client(t, c)
 	s, err := etcdstore.New(cl, etcdstore.Options{Timeout: 5 * time.Second})
 	require.NoError(t, err)
-	var first transition.Record
+	var first storage.Record
 	for k := range 10 {
-		rec, err := s.Create(bg, storetest.Sample(fmt.Sprintf("ex-%d", k)))
+		rec, err := s.Create(bg, storagetest.Sample(fmt.Sprintf("ex-%d", k)))
 		require.NoError(t, err)
 		if k == 0 {
 			first = rec
@@ -154,22 +156,22 @@ func TestWatchReListsAfterCompactionAndRestart(t *testing.T) {
 	for len(seen) < 10 {
 		seen[recv(t, ch).ID] = true
 	}
-	rec, err := s.Create(bg, storetest.Sample("ex-new"))
+	rec, err := s.Create(bg, storagetest.Sample("ex-new"))
 	require.NoError(t, err)
-	require.Equal(t, transition.WatchEvent{ID: "ex-new", Revision: rec.Revision}, recvID(t, ch, "ex-new"))
+	require.Equal(t, storage.WatchEvent{ID: "ex-new", Revision: rec.Revision}, recvID(t, ch, "ex-new"))
 
 	// The server goes away under the watch and comes back.
 	c.Stop(0)
 	require.NoError(t, c.Restart(0))
-	var after transition.Record
+	var after storage.Record
 	require.Eventually(t, func() bool {
-		after, err = s.Create(bg, storetest.Sample("ex-after-restart"))
+		after, err = s.Create(bg, storagetest.Sample("ex-after-restart"))
 		return err == nil
 	}, 30*time.Second, 100*time.Millisecond)
-	require.Equal(t, transition.WatchEvent{ID: "ex-after-restart", Revision: after.Revision}, recvID(t, ch, "ex-after-restart"))
+	require.Equal(t, storage.WatchEvent{ID: "ex-after-restart", Revision: after.Revision}, recvID(t, ch, "ex-after-restart"))
 }
 
-func recv(t *testing.T, ch <-chan transition.WatchEvent) transition.WatchEvent {
+func recv(t *testing.T, ch <-chan storage.WatchEvent) storage.WatchEvent {
 	t.Helper()
 	select {
 	case ev, ok := <-ch:
@@ -178,11 +180,11 @@ func recv(t *testing.T, ch <-chan transition.WatchEvent) transition.WatchEvent {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no watch event")
 	}
-	return transition.WatchEvent{}
+	return storage.WatchEvent{}
 }
 
 // recvID reads events (re-listed duplicates included) until one for id.
-func recvID(t *testing.T, ch <-chan transition.WatchEvent, id string) transition.WatchEvent {
+func recvID(t *testing.T, ch <-chan storage.WatchEvent, id string) storage.WatchEvent {
 	t.Helper()
 	for {
 		if ev := recv(t, ch); ev.ID == id {
@@ -192,7 +194,7 @@ func recvID(t *testing.T, ch <-chan transition.WatchEvent, id string) transition
 }
 
 func TestStartupOwnership(t *testing.T) {
-	recoverytest.RunOwnership(t, func(t *testing.T) transition.Store { return newStore(t, etcdstore.Options{}) }, recoverytest.Options{})
+	recoverytest.RunOwnership(t, func(t *testing.T) storage.Store { return newStore(t, etcdstore.Options{}) }, recoverytest.Options{})
 }
 
 func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T) {
@@ -209,13 +211,13 @@ func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T
 	require.NoError(t, err)
 	podA, err := transition.NewPersisted(state.Lifecycle(), sA, "ex-1")
 	require.NoError(t, err)
-	podA, _, err = podA.Acquire(bg, transition.Lease{Holder: "pod-a", TTL: 2 * time.Second})
+	podA, _, err = podA.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: 2 * time.Second})
 	require.NoError(t, err)
-	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim())
+	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim())
 	require.IsType(t, &etcdstore.Ownership{}, podA.Ownership())
 
-	_, _, err = s.Acquire(bg, "ex-1", transition.Lease{Holder: "pod-b", TTL: 2 * time.Second})
-	require.ErrorIs(t, err, transition.ErrHeld)
+	_, _, err = s.Acquire(bg, "ex-1", storage.Lease{Holder: "pod-b", TTL: 2 * time.Second})
+	require.ErrorIs(t, err, storage.ErrHeld)
 	require.Contains(t, err.Error(), "pod-a")
 
 	require.NoError(t, clA.Close()) // pod-a dies; its lease is no longer kept alive
@@ -229,16 +231,16 @@ func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T
 	waitCtx, cancel := context.WithTimeout(bg, 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	podB, rec, err := master.Acquire(waitCtx, transition.Lease{Holder: "pod-b", TTL: 2 * time.Second, Wait: true})
+	podB, rec, err := master.Acquire(waitCtx, storage.Lease{Holder: "pod-b", TTL: 2 * time.Second, Wait: true})
 	require.NoError(t, err, "after the lease expires the next controller takes over")
 	t.Logf("took over %v after pod-a died", time.Since(start).Round(time.Millisecond))
 	defer func() { require.NoError(t, podB.Ownership().Release(bg)) }()
-	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, podB.Claim())
+	require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, podB.Claim())
 	require.Equal(t, uint64(2), rec.Epoch)
 
 	// pod-a comes back from a long pause: fenced.
 	_, err = podA.Fire(bg, state.Failed, "old pod")
-	require.ErrorIs(t, err, transition.ErrFenced)
+	require.ErrorIs(t, err, storage.ErrFenced)
 	_, err = podB.Fire(bg, state.Paused, "new pod")
 	require.NoError(t, err)
 }
@@ -247,9 +249,9 @@ func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T
 // revoke) closes Lost: the holder learns it no longer owns the execution.
 func TestRevokedLeaseClosesLost(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
-	_, err := s.Create(bg, transition.Record{ID: "ex-1", Status: "running"})
+	_, err := s.Create(bg, storage.Record{ID: "ex-1", Status: "running"})
 	require.NoError(t, err)
-	own, _, err := s.Acquire(bg, "ex-1", transition.Lease{Holder: "pod-a", TTL: 30 * time.Second})
+	own, _, err := s.Acquire(bg, "ex-1", storage.Lease{Holder: "pod-a", TTL: 30 * time.Second})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, own.Release(bg)) }()
 	_, err = client(t, shared).Revoke(bg, own.(*etcdstore.Ownership).Lease())
@@ -259,7 +261,7 @@ func TestRevokedLeaseClosesLost(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Lost was not closed after the lease was revoked")
 	}
-	next, _, err := s.Acquire(bg, "ex-1", transition.Lease{Holder: "pod-b", TTL: 30 * time.Second})
+	next, _, err := s.Acquire(bg, "ex-1", storage.Lease{Holder: "pod-b", TTL: 30 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, next.Release(bg))
 }
@@ -275,7 +277,7 @@ func TestClusterKeepsEveryAcknowledgedWriteWhenTheLeaderStops(t *testing.T) {
 	require.NoError(t, err)
 	const writers = 4
 	for w := range writers {
-		_, err := s.Create(bg, transition.Record{ID: fmt.Sprintf("ex-%d", w), Status: "running", Meta: map[string]string{"n": "0"}})
+		_, err := s.Create(bg, storage.Record{ID: fmt.Sprintf("ex-%d", w), Status: "running", Meta: map[string]string{"n": "0"}})
 		require.NoError(t, err)
 	}
 	var acked, failed [writers]atomic.Int64
@@ -297,7 +299,7 @@ func TestClusterKeepsEveryAcknowledgedWriteWhenTheLeaderStops(t *testing.T) {
 				default:
 				}
 				to := []state.Status{state.Paused, state.Running}[k%2]
-				_, _, err := exec.Apply(bg, func(cur state.Status, rec transition.Record) (transition.Update[state.Status], error) {
+				_, _, err := exec.Apply(bg, func(cur state.Status, rec storage.Record) (transition.Update[state.Status], error) {
 					n, _ := strconv.Atoi(rec.Meta["n"])
 					return transition.Update[state.Status]{To: to, Reason: "toggle", Meta: map[string]string{"n": strconv.Itoa(n + 1)}}, nil
 				})
@@ -356,7 +358,7 @@ func TestUnreachableClusterGivesAnErrorWithinTheDeadline(t *testing.T) {
 	defer cl.Close()
 	s, err := etcdstore.New(cl, etcdstore.Options{Timeout: 1500 * time.Millisecond})
 	require.NoError(t, err)
-	_, err = s.Create(bg, storetest.Sample("ex-1"))
+	_, err = s.Create(bg, storagetest.Sample("ex-1"))
 	require.NoError(t, err)
 	c.Close()
 
@@ -368,7 +370,7 @@ func TestUnreachableClusterGivesAnErrorWithinTheDeadline(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second)
 
 	start = time.Now()
-	_, err = s.CompareAndSwap(bg, "ex-1", 1, storetest.Sample("ex-1")) // no deadline: the store's Timeout applies
+	_, err = s.CompareAndSwap(bg, "ex-1", 1, storagetest.Sample("ex-1")) // no deadline: the store's Timeout applies
 	require.Error(t, err)
 	require.True(t, errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 5*time.Second, "%v", err)
 	require.Less(t, time.Since(start), 5*time.Second)
@@ -393,7 +395,7 @@ func TestWatchSurvivesCompactionWhileItsMemberIsDown(t *testing.T) {
 	writing, err := etcdstore.New(writeClient, etcdstore.Options{Timeout: 5 * time.Second})
 	require.NoError(t, err)
 
-	first, err := writing.Create(bg, storetest.Sample("ex-before"))
+	first, err := writing.Create(bg, storagetest.Sample("ex-before"))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
@@ -402,13 +404,13 @@ func TestWatchSurvivesCompactionWhileItsMemberIsDown(t *testing.T) {
 	require.Equal(t, "ex-before", recv(t, ch).ID)
 
 	c.Stop(0)
-	var last transition.Record
+	var last storage.Record
 	require.Eventually(t, func() bool {
-		last, err = writing.Create(bg, storetest.Sample("ex-during-0"))
+		last, err = writing.Create(bg, storagetest.Sample("ex-during-0"))
 		return err == nil
 	}, 30*time.Second, 100*time.Millisecond)
 	for k := 1; k < 5; k++ {
-		last, err = writing.Create(bg, storetest.Sample(fmt.Sprintf("ex-during-%d", k)))
+		last, err = writing.Create(bg, storagetest.Sample(fmt.Sprintf("ex-during-%d", k)))
 		require.NoError(t, err)
 	}
 	_, err = writeClient.Compact(bg, int64(last.Revision))
@@ -447,13 +449,13 @@ func TestNestedPrefixesShareNothing(t *testing.T) {
 	events, err := outer.Watch(watchCtx, 0)
 	require.NoError(t, err)
 
-	_, err = inner.Create(bg, storetest.Sample("ex-9"))
+	_, err = inner.Create(bg, storagetest.Sample("ex-9"))
 	require.NoError(t, err)
-	own, _, err := inner.Acquire(bg, "ex-9", storetest.Lease("pod-b"))
+	own, _, err := inner.Acquire(bg, "ex-9", storagetest.Lease("pod-b"))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, own.Release(bg)) }()
 	// An outer id that looks like the inner store's key.
-	_, err = outer.Create(bg, storetest.Sample("tenant-b/records/ex-9"))
+	_, err = outer.Create(bg, storagetest.Sample("tenant-b/records/ex-9"))
 	require.NoError(t, err)
 
 	recs, bad, err := outer.List(bg)
@@ -469,7 +471,7 @@ func TestNestedPrefixesShareNothing(t *testing.T) {
 	require.Len(t, innerRecs, 1)
 	require.Equal(t, "ex-9", innerRecs[0].ID)
 	_, err = outer.Get(bg, "ex-9")
-	require.ErrorIs(t, err, transition.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 }
 
 // A watch ends when its client is closed, instead of re-listing on a
@@ -501,9 +503,9 @@ func TestWatchEndsWhenItsClientCloses(t *testing.T) {
 // client's watch stream.
 func TestAStalledWatchConsumerGetsAReListNotEveryWrite(t *testing.T) {
 	s := newStore(t, etcdstore.Options{WatchBacklog: 16})
-	recs := map[string]transition.Record{}
+	recs := map[string]storage.Record{}
 	for k := range 5 {
-		rec, err := s.Create(bg, transition.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
+		rec, err := s.Create(bg, storage.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
 		require.NoError(t, err)
 		recs[rec.ID] = rec
 	}
@@ -524,7 +526,7 @@ func TestAStalledWatchConsumerGetsAReListNotEveryWrite(t *testing.T) {
 		require.NoError(t, err)
 		recs[id] = written
 	}
-	marker, err := s.Create(bg, transition.Record{ID: "ex-marker", Status: "running"})
+	marker, err := s.Create(bg, storage.Record{ID: "ex-marker", Status: "running"})
 	require.NoError(t, err)
 	received := 0
 	for {

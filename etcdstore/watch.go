@@ -5,11 +5,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/internal/storecall"
+	"github.com/execfsm/execfsm/storage"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Watch implements [transition.Watcher] on etcd's watch. When etcd
+// Watch implements [storage.Watcher] on etcd's watch. When etcd
 // reports that the revisions the watch needs were compacted, or the watch
 // ends for any reason but ctx (the member lost its leader, the connection
 // broke), it lists every record, delivers an event for each, and watches
@@ -20,22 +22,19 @@ import (
 // the etcd client buffered for it) is dropped, one event is held until the
 // consumer reads again, and then it gets a re-list instead of every write
 // it missed. The watch ends when ctx is done or the client is closed.
-func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan transition.WatchEvent, error) {
-	if ctx == nil {
-		return nil, wrap("Watch", "", transition.ErrNilContext)
-	}
-	if err := ctx.Err(); err != nil {
+func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.WatchEvent, error) {
+	if err := storecall.Check(ctx, "etcdstore", "Watch"); err != nil {
 		return nil, err
 	}
 	if err := s.client.Ctx().Err(); err != nil {
 		return nil, wrap("Watch", "", err)
 	}
-	ch := make(chan transition.WatchEvent)
+	ch := make(chan storage.WatchEvent)
 	go s.follow(ctx, int64(fromRevision), ch)
 	return ch, nil
 }
 
-func (s *Store) follow(ctx context.Context, rev int64, ch chan<- transition.WatchEvent) {
+func (s *Store) follow(ctx context.Context, rev int64, ch chan<- storage.WatchEvent) {
 	defer close(ch)
 	// The watch ends with the client too: a closed client cannot watch,
 	// and re-listing on it would only fail until ctx ends.
@@ -43,7 +42,7 @@ func (s *Store) follow(ctx context.Context, rev int64, ch chan<- transition.Watc
 	defer cancel()
 	stop := context.AfterFunc(s.client.Ctx(), cancel)
 	defer stop()
-	send := func(ev transition.WatchEvent) bool {
+	send := func(ev storage.WatchEvent) bool {
 		select {
 		case ch <- ev:
 			return true
@@ -70,12 +69,12 @@ func (s *Store) follow(ctx context.Context, rev int64, ch chan<- transition.Watc
 		}
 		retry = 100 * time.Millisecond
 		for _, rec := range recs {
-			if !send(transition.WatchEvent{ID: rec.ID, Revision: rec.Revision}) {
+			if !send(storage.WatchEvent{ID: rec.ID, Revision: rec.Revision}) {
 				return
 			}
 		}
 		for _, u := range bad { // announced too: their reader gets the error
-			if !send(transition.WatchEvent{ID: u.ID, Revision: u.Revision}) {
+			if !send(storage.WatchEvent{ID: u.ID, Revision: u.Revision}) {
 				return
 			}
 		}
@@ -86,22 +85,22 @@ func (s *Store) follow(ctx context.Context, rev int64, ch chan<- transition.Watc
 // watchFrom delivers events after *rev until the watch breaks or its
 // consumer falls more than the backlog behind (true: re-list), or ctx
 // ends (false).
-func (s *Store) watchFrom(ctx context.Context, rev *int64, ch chan<- transition.WatchEvent) bool {
+func (s *Store) watchFrom(ctx context.Context, rev *int64, ch chan<- storage.WatchEvent) bool {
 	// WithRequireLeader ends the watch when its member is cut off from
 	// the leader, instead of waiting on a member that hears nothing.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	events := s.client.Watch(wctx, s.records, clientv3.WithPrefix(), clientv3.WithRev(*rev+1))
-	var pending []transition.WatchEvent
+	var pending []storage.WatchEvent
 	for {
-		var out chan<- transition.WatchEvent
-		var next transition.WatchEvent
+		var out chan<- storage.WatchEvent
+		var next storage.WatchEvent
 		if len(pending) > 0 {
 			out, next = ch, pending[0]
 		}
 		select {
 		case out <- next:
-			pending[0] = transition.WatchEvent{}
+			pending[0] = storage.WatchEvent{}
 			pending = pending[1:]
 		case resp, ok := <-events:
 			if !ok || resp.CompactRevision != 0 || resp.Canceled || resp.Err() != nil {
@@ -110,7 +109,7 @@ func (s *Store) watchFrom(ctx context.Context, rev *int64, ch chan<- transition.
 			for _, ev := range resp.Events {
 				*rev = ev.Kv.ModRevision
 				if id, ours := idOf(strings.TrimPrefix(string(ev.Kv.Key), s.records)); ours {
-					pending = append(pending, transition.WatchEvent{ID: id, Revision: uint64(ev.Kv.ModRevision)})
+					pending = append(pending, storage.WatchEvent{ID: id, Revision: uint64(ev.Kv.ModRevision)})
 				}
 			}
 			if len(pending) > s.backlog {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
@@ -80,7 +82,7 @@ func controller(spec controllerSpec) (int, error) {
 	policy := recovery.Policy{Restarts: true, Work: restartable{}, RestartBudget: spec.Budget}
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, exec, err := recovery.ApplyStartup(waitCtx, exec, transition.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true}, policy)
+	v, exec, err := recovery.ApplyStartup(waitCtx, exec, storage.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true}, policy)
 	if errors.Is(err, recovery.ErrTerminalStatus) {
 		fmt.Println("refused", err)
 		return 3, nil

@@ -1,4 +1,4 @@
-// Package kube makes execfsm native on Kubernetes: a [transition.Store]
+// Package kube makes execfsm native on Kubernetes: a [storage.Store]
 // on the API server (one ConfigMap per execution, compare-and-swap on
 // resourceVersion, a watch that re-lists on 410 Gone), ownership through
 // coordination.k8s.io/v1 Leases, adoption of batch/v1 Jobs by the

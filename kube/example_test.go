@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
@@ -25,10 +27,10 @@ func Example() {
 
 	store, _ := kube.New(client, kube.Options{Namespace: "teraslice"})
 	exec, _ := transition.NewPersisted(state.Lifecycle(), store, "ex-42")
-	lease := transition.Lease{Holder: "ex-42-controller-7d9f", TTL: 15 * time.Second} // held in a Lease
+	lease := storage.Lease{Holder: "ex-42-controller-7d9f", TTL: 15 * time.Second} // held in a Lease
 	verdict, exec, err := recovery.ApplyStartup(ctx, exec, lease, recovery.Policy{Restarts: true})
 	if err != nil {
-		return // transition.ErrHeld: a live controller has it
+		return // storage.ErrHeld: a live controller has it
 	}
 	defer exec.Ownership().Release(ctx)
 	_ = verdict

@@ -7,7 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/storage"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,9 +17,9 @@ import (
 
 // Ownership is a controller's hold on an execution through a
 // coordination.k8s.io/v1 Lease it keeps renewing. It implements
-// [transition.Ownership].
+// [storage.Ownership].
 type Ownership struct {
-	claim transition.Claim
+	claim storage.Claim
 	id    string
 	store *Store
 	name  string
@@ -28,20 +29,20 @@ type Ownership struct {
 	once  sync.Once
 }
 
-var _ transition.Ownership = (*Ownership)(nil)
+var _ storage.Ownership = (*Ownership)(nil)
 
-// Claim implements [transition.Ownership]: the holder and the epoch (the
+// Claim implements [storage.Ownership]: the holder and the epoch (the
 // Lease's leaseTransitions, and the record's Epoch).
-func (o *Ownership) Claim() transition.Claim { return o.claim }
+func (o *Ownership) Claim() storage.Claim { return o.claim }
 
-// Lost implements [transition.Ownership]: it is closed when the Lease
+// Lost implements [storage.Ownership]: it is closed when the Lease
 // could not be renewed within its duration, has another holder, or was
 // released.
 func (o *Ownership) Lost() <-chan struct{} { return o.lost }
 
 func (o *Ownership) end() { o.once.Do(func() { close(o.lost) }) }
 
-// Release implements [transition.Ownership]: it stops renewing and clears
+// Release implements [storage.Ownership]: it stops renewing and clears
 // the Lease's holder, so the next controller need not wait for it to
 // expire. Releasing twice, or a Lease someone else holds by now, is no
 // error.
@@ -49,21 +50,27 @@ func (o *Ownership) Release(ctx context.Context) error {
 	o.stop()
 	<-o.done
 	o.end()
-	ctx, cancel, err := o.store.call(ctx, "Release")
+	return o.store.dropLease(ctx, "Release", o.id, o.name, o.claim)
+}
+
+// dropLease clears the Lease's holder if it is still held under claim,
+// so the next controller need not wait for it to expire.
+func (s *Store) dropLease(ctx context.Context, op, id, name string, claim storage.Claim) error {
+	ctx, cancel, err := s.call(ctx, op)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	leases := o.store.client.CoordinationV1().Leases(o.store.ns)
+	leases := s.client.CoordinationV1().Leases(s.ns)
 	for {
-		lease, err := leases.Get(ctx, o.name, metav1.GetOptions{})
+		lease, err := leases.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		if err != nil {
-			return wrap("Release", o.id, err)
+			return wrap(op, id, err)
 		}
-		if !holds(lease, o.claim) {
+		if !holds(lease, claim) {
 			return nil // released already, or someone else has it
 		}
 		lease.Spec.HolderIdentity, lease.Spec.RenewTime = nil, nil
@@ -72,19 +79,19 @@ func (o *Ownership) Release(ctx context.Context) error {
 			continue
 		}
 		if err != nil {
-			return wrap("Release", o.id, err)
+			return wrap(op, id, err)
 		}
 		return nil
 	}
 }
 
 // holds reports whether lease is held under claim.
-func holds(l *coordinationv1.Lease, c transition.Claim) bool {
+func holds(l *coordinationv1.Lease, c storage.Claim) bool {
 	return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == c.Owner &&
 		l.Spec.LeaseTransitions != nil && uint64(*l.Spec.LeaseTransitions) == c.Epoch
 }
 
-// Acquire implements [transition.Store] with the execution's Lease (named
+// Acquire implements [storage.Store] with the execution's Lease (named
 // like its ConfigMap), held while the holder keeps renewing it (every
 // third of its duration, in the background). If a live holder has it
 // (renewed within its duration) the record is held; with lease.Wait,
@@ -98,16 +105,16 @@ func holds(l *coordinationv1.Lease, c transition.Claim) bool {
 // Lease first, so nobody else can take over meanwhile, then the record's
 // owner and epoch; an old holder that is still alive stopped renewing a
 // whole lease duration ago and learned it from Lost.
-func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) (transition.Ownership, transition.Record, error) {
+func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (storage.Ownership, storage.Record, error) {
 	if err := lease.Validate(); err != nil {
-		return nil, transition.Record{}, err
+		return nil, storage.Record{}, err
 	}
 	if err := checkID("Acquire", id); err != nil {
-		return nil, transition.Record{}, err
+		return nil, storage.Record{}, err
 	}
 	ctx, cancel, err := s.call(ctx, "Acquire")
 	if err != nil {
-		return nil, transition.Record{}, err
+		return nil, storage.Record{}, err
 	}
 	defer cancel()
 	name := s.Name(id)
@@ -118,32 +125,40 @@ func (s *Store) Acquire(ctx context.Context, id string, lease transition.Lease) 
 	for attempt := 0; ; attempt++ {
 		rec, err := s.Get(ctx, id)
 		if err != nil {
-			return nil, transition.Record{}, err
+			return nil, storage.Record{}, err
 		}
 		epoch, held, err := s.takeLease(ctx, name, id, lease.Holder, duration, rec.Epoch)
 		switch {
-		case errors.Is(err, transition.ErrConflict) && attempt < 16:
+		case errors.Is(err, storage.ErrConflict) && attempt < 16:
 			continue
 		case err != nil:
-			return nil, transition.Record{}, err
+			return nil, storage.Record{}, err
 		case held != nil && !lease.Wait:
-			return nil, transition.Record{}, &transition.HeldError{ID: id, Holder: *held.Spec.HolderIdentity}
+			return nil, storage.Record{}, &storage.HeldError{ID: id, Holder: *held.Spec.HolderIdentity}
 		case held != nil:
 			if err := s.waitFree(ctx, id, held); err != nil {
-				return nil, transition.Record{}, err
+				return nil, storage.Record{}, err
 			}
 			attempt = 0
 			continue
 		}
 		written, err := s.ownRecord(ctx, id, lease, epoch)
-		if errors.Is(err, transition.ErrConflict) && attempt < 16 {
-			continue // the record moved on; take the Lease again over it
-		}
 		if err != nil {
-			return nil, transition.Record{}, err
+			// Never leave the Lease taken with nobody renewing it: until
+			// it expired every acquirer, this one's next attempt
+			// included, would be refused as held by a holder that does
+			// not exist.
+			claim := storage.Claim{Owner: lease.Holder, Epoch: epoch}
+			if dropErr := s.dropLease(context.WithoutCancel(ctx), "Acquire", id, name, claim); dropErr != nil {
+				return nil, storage.Record{}, errors.Join(err, dropErr)
+			}
+			if errors.Is(err, storage.ErrConflict) && attempt < 16 {
+				continue // the record moved on; take the Lease again over it
+			}
+			return nil, storage.Record{}, err
 		}
 		renewCtx, stop := context.WithCancel(context.Background())
-		o := &Ownership{claim: transition.Claim{Owner: lease.Holder, Epoch: epoch}, id: id, store: s, name: name,
+		o := &Ownership{claim: storage.Claim{Owner: lease.Holder, Epoch: epoch}, id: id, store: s, name: name,
 			stop: stop, done: make(chan struct{}), lost: make(chan struct{})}
 		go o.renew(renewCtx, duration)
 		return o, written, nil
@@ -169,7 +184,7 @@ func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration
 		}
 		_, err := leases.Create(ctx, lease, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return 0, nil, transition.ErrConflict
+			return 0, nil, storage.ErrConflict
 		}
 		if err != nil {
 			return 0, nil, wrap("Acquire", id, err)
@@ -191,7 +206,7 @@ func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration
 	lease.Spec = coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
 		AcquireTime: &now, RenewTime: &now, LeaseTransitions: &t}
 	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); apierrors.IsConflict(err) {
-		return 0, nil, transition.ErrConflict
+		return 0, nil, storage.ErrConflict
 	} else if err != nil {
 		return 0, nil, wrap("Acquire", id, err)
 	}
@@ -215,7 +230,7 @@ func expiry(l *coordinationv1.Lease) time.Time {
 // or would expire, whichever is first, or until ctx ends: then the error
 // matches ErrHeld and ctx's error. The caller looks again either way.
 func (s *Store) waitFree(ctx context.Context, id string, held *coordinationv1.Lease) error {
-	heldErr := &transition.HeldError{ID: id, Holder: *held.Spec.HolderIdentity}
+	heldErr := &storage.HeldError{ID: id, Holder: *held.Spec.HolderIdentity}
 	watchCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := s.client.CoordinationV1().Leases(s.ns).Watch(watchCtx, metav1.ListOptions{
@@ -249,21 +264,34 @@ func (s *Store) waitFree(ctx context.Context, id string, held *coordinationv1.Le
 }
 
 // ownRecord writes holder and epoch into the record, with an audit entry.
-func (s *Store) ownRecord(ctx context.Context, id string, lease transition.Lease, epoch uint64) (transition.Record, error) {
-	rec, err := s.Get(ctx, id)
-	if err != nil {
-		return transition.Record{}, err
+func (s *Store) ownRecord(ctx context.Context, id string, lease storage.Lease, epoch uint64) (storage.Record, error) {
+	for attempt := 0; ; attempt++ {
+		rec, err := s.Get(ctx, id)
+		if err != nil {
+			return storage.Record{}, err
+		}
+		if rec.Epoch >= epoch {
+			// The record is ahead of the Lease (the Lease was deleted and
+			// made again): the caller takes the Lease again, above it.
+			return storage.Record{}, storage.ErrConflict
+		}
+		if s.beforeTakeOverWrite != nil {
+			s.beforeTakeOverWrite()
+		}
+		written, err := s.update(ctx, id, rec.Revision, lease.TakeOver(rec, epoch, time.Now()))
+		var conflict *storage.ConflictError
+		if errors.As(err, &conflict) && attempt < 16 {
+			// An outside authority wrote meanwhile. Holding the Lease,
+			// this holder is the only one that can take the record over:
+			// write the take-over again over the fresh record, at the
+			// same epoch.
+			continue
+		}
+		if errors.As(err, &conflict) {
+			return storage.Record{}, storage.ErrConflict
+		}
+		return written, err
 	}
-	if rec.Epoch >= epoch {
-		return transition.Record{}, transition.ErrConflict
-	}
-	next := lease.TakeOver(rec, epoch, time.Now())
-	written, err := s.update(ctx, id, rec.Revision, next)
-	var conflict *transition.ConflictError
-	if errors.As(err, &conflict) {
-		return transition.Record{}, transition.ErrConflict
-	}
-	return written, err
 }
 
 // renew renews the Lease every duration/3 until stopped; when it cannot
@@ -306,7 +334,7 @@ func (o *Ownership) renew(ctx context.Context, duration time.Duration) {
 
 // checkID refuses an id no record can have, before any request.
 func checkID(op, id string) error {
-	if err := transition.ValidateID(id); err != nil {
+	if err := storage.ValidateID(id); err != nil {
 		return fmt.Errorf("kube: %s: %w", op, err)
 	}
 	return nil

@@ -4,31 +4,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/kube"
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/transition"
-	"github.com/execfsm/execfsm/transition/storetest"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func lease(holder string, ttl time.Duration) transition.Lease {
-	return transition.Lease{Holder: holder, TTL: ttl}
+func lease(holder string, ttl time.Duration) storage.Lease {
+	return storage.Lease{Holder: holder, TTL: ttl}
 }
 
 func TestLeaseHeldByALiveControllerCannotBeTaken(t *testing.T) {
 	s := newStore(t)
-	_, err := s.Create(bg, storetest.Sample("ex-1"))
+	_, err := s.Create(bg, storagetest.Sample("ex-1"))
 	require.NoError(t, err)
 	a, _, err := s.Acquire(bg, "ex-1", lease("pod-a", 10*time.Second))
 	require.NoError(t, err)
-	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 4}, a.Claim(), "the epoch continues from the record's (3)")
+	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 4}, a.Claim(), "the epoch continues from the record's (3)")
 	l, err := clientset.CoordinationV1().Leases(s.Namespace()).Get(bg, s.Name("ex-1"), metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "pod-a", *l.Spec.HolderIdentity)
 	require.Equal(t, int32(4), *l.Spec.LeaseTransitions, "the epoch is leaseTransitions")
 
 	_, _, err = s.Acquire(bg, "ex-1", lease("pod-b", 10*time.Second))
-	require.ErrorIs(t, err, transition.ErrHeld)
+	require.ErrorIs(t, err, storage.ErrHeld)
 	require.Contains(t, err.Error(), "pod-a")
 
 	require.NoError(t, a.Release(bg))
@@ -68,7 +71,7 @@ func TestExpiredLeaseIsTakenOverAndTheOldHolderFenced(t *testing.T) {
 		t.Fatal("pod-a never learned it lost the Lease")
 	}
 	_, err = podA.Fire(bg, state.Failed, "old holder")
-	require.ErrorIs(t, err, transition.ErrFenced)
+	require.ErrorIs(t, err, storage.ErrFenced)
 	_, err = podB.Fire(bg, state.Paused, "new holder")
 	require.NoError(t, err)
 	require.NoError(t, podA.Ownership().Release(bg), "releasing a Lease someone else holds is a no-op")
@@ -81,7 +84,7 @@ func TestExpiredLeaseIsTakenOverAndTheOldHolderFenced(t *testing.T) {
 // to expire, on its own, and takes over then.
 func TestWaitingAcquireTakesOverWhenTheLeaseExpires(t *testing.T) {
 	s := newStore(t)
-	_, err := s.Create(bg, storetest.Unowned("ex-1"))
+	_, err := s.Create(bg, storagetest.Unowned("ex-1"))
 	require.NoError(t, err)
 	a, _, err := s.Acquire(bg, "ex-1", lease("pod-a", 2*time.Second))
 	require.NoError(t, err)
@@ -111,13 +114,52 @@ func TestWaitingAcquireTakesOverWhenTheLeaseExpires(t *testing.T) {
 
 func TestAcquireRefusesBadArguments(t *testing.T) {
 	s := newStore(t)
-	_, err := s.Create(bg, storetest.Sample("ex-1"))
+	_, err := s.Create(bg, storagetest.Sample("ex-1"))
 	require.NoError(t, err)
-	for _, l := range []transition.Lease{lease("", time.Minute), lease("pod", 0), lease("pod", -time.Second),
+	for _, l := range []storage.Lease{lease("", time.Minute), lease("pod", 0), lease("pod", -time.Second),
 		lease("pod", time.Millisecond), lease("pod", 2*time.Hour)} {
 		_, _, err = s.Acquire(bg, "ex-1", l)
-		require.ErrorIs(t, err, transition.ErrInvalidLease, "%+v", l)
+		require.ErrorIs(t, err, storage.ErrInvalidLease, "%+v", l)
 	}
 	_, _, err = s.Acquire(bg, "nope", lease("pod", time.Minute))
-	require.ErrorIs(t, err, transition.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
+}
+
+// An outside authority writes the record between Acquire taking the
+// Lease and writing its take-over: the record write conflicts. Acquire
+// must take the record over all the same, and never leave the Lease taken
+// with nobody renewing it (which refused every acquirer, the same holder's
+// next attempt included, as "held", until the Lease expired).
+func TestAcquireWhoseRecordWriteConflictsStillTakesOver(t *testing.T) {
+	s := newStore(t)
+	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.Actor("master"))
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Pending})
+	require.NoError(t, err)
+	writes := 0
+	kube.SetBeforeTakeOverWrite(s, func() {
+		if writes < 3 { // more than once: every retry meets a conflict too
+			writes++
+			next := []state.Status{state.Scheduling, state.Initializing, state.Running}[writes-1]
+			_, err := master.Fire(bg, next, "the cluster master moves it meanwhile")
+			require.NoError(t, err)
+		}
+	})
+	a, rec, err := s.Acquire(bg, "ex-1", lease("pod-a", 10*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 3, writes)
+	require.Equal(t, "pod-a", rec.Owner)
+	require.Equal(t, a.Claim(), rec.Claim())
+	require.Equal(t, state.Running.String(), rec.Status, "the take-over is written over the master's moves")
+	kube.SetBeforeTakeOverWrite(s, nil)
+
+	_, _, err = s.Acquire(bg, "ex-1", lease("pod-b", 10*time.Second))
+	var held *storage.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Equal(t, "pod-a", held.Holder)
+	require.NoError(t, a.Release(bg))
+	b, _, err := s.Acquire(bg, "ex-1", lease("pod-b", 10*time.Second))
+	require.NoError(t, err, "the released Lease is free: nothing was left behind by the conflicting attempts")
+	require.Greater(t, b.Claim().Epoch, a.Claim().Epoch)
+	require.NoError(t, b.Release(bg))
 }

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/internal/storecall"
-	"github.com/execfsm/execfsm/transition"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,15 +55,15 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Store is a [transition.Store], [transition.Lister] and
-// [transition.Watcher] on the Kubernetes API: one ConfigMap per
+// Store is a [storage.Store], [storage.Lister] and
+// [storage.Watcher] on the Kubernetes API: one ConfigMap per
 // execution, written with optimistic concurrency on its resourceVersion.
 //
 // Why ConfigMaps and not a custom resource: a ConfigMap needs nothing
 // installed in the cluster (no CRD, no conversion webhook, no cluster
 // admin to apply either), every cluster's RBAC already knows it, and the
 // record is opaque to Kubernetes anyway: it is stored as binary data
-// (transition.Record.MarshalBinary), its status mirrored into a label so
+// (storage.Record.MarshalBinary), its status mirrored into a label so
 // `kubectl get cm -l execfsm.io/status=relocating` finds executions by
 // status. A CRD would add schema validation and a status subresource the
 // store does not need, since every write already goes through the
@@ -76,12 +77,17 @@ type Store struct {
 	ns      string
 	prefix  string
 	timeout time.Duration
+
+	// beforeTakeOverWrite, when set (by tests only), runs in Acquire
+	// after the Lease is taken and the record read, just before the
+	// take-over is written: a write there makes that write conflict.
+	beforeTakeOverWrite func()
 }
 
 var (
-	_ transition.Store   = (*Store)(nil)
-	_ transition.Lister  = (*Store)(nil)
-	_ transition.Watcher = (*Store)(nil)
+	_ storage.Store   = (*Store)(nil)
+	_ storage.Lister  = (*Store)(nil)
+	_ storage.Watcher = (*Store)(nil)
 )
 
 // New returns a store using client.
@@ -134,7 +140,7 @@ func statusLabel(status string) (string, bool) {
 	return status, len(validation.IsValidLabelValue(status)) == 0
 }
 
-func (s *Store) encode(rec transition.Record, cm *corev1.ConfigMap) error {
+func (s *Store) encode(rec storage.Record, cm *corev1.ConfigMap) error {
 	rec.Revision = 0 // the resourceVersion is the revision
 	data, err := rec.MarshalBinary()
 	if err != nil {
@@ -160,20 +166,20 @@ func (s *Store) encode(rec transition.Record, cm *corev1.ConfigMap) error {
 // StatusLabel mirrors the record's status on its ConfigMap.
 const StatusLabel = "execfsm.io/status"
 
-func (s *Store) decode(id string, cm *corev1.ConfigMap) (transition.Record, error) {
-	var rec transition.Record
+func (s *Store) decode(id string, cm *corev1.ConfigMap) (storage.Record, error) {
+	var rec storage.Record
 	if got := cm.Annotations[IDAnnotation]; got != id {
-		return transition.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: it holds record %q, not %q", s.ns, cm.Name, transition.ErrCorrupt, got, id)
+		return storage.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: it holds record %q, not %q", s.ns, cm.Name, storage.ErrCorrupt, got, id)
 	}
 	if err := rec.UnmarshalBinary(cm.BinaryData[recordKey]); err != nil {
-		return transition.Record{}, fmt.Errorf("kube: ConfigMap %s/%s (record %q): %w", s.ns, cm.Name, id, err)
+		return storage.Record{}, fmt.Errorf("kube: ConfigMap %s/%s (record %q): %w", s.ns, cm.Name, id, err)
 	}
 	if rec.ID != id {
-		return transition.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: record names itself %q", s.ns, cm.Name, transition.ErrCorrupt, rec.ID)
+		return storage.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: record names itself %q", s.ns, cm.Name, storage.ErrCorrupt, rec.ID)
 	}
 	rev, err := strconv.ParseUint(cm.ResourceVersion, 10, 64)
 	if err != nil || rev == 0 {
-		return transition.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: resourceVersion %q is not a positive integer", s.ns, cm.Name, transition.ErrCorrupt, cm.ResourceVersion)
+		return storage.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: resourceVersion %q is not a positive integer", s.ns, cm.Name, storage.ErrCorrupt, cm.ResourceVersion)
 	}
 	rec.Revision = rev
 	return rec, nil
@@ -181,90 +187,90 @@ func (s *Store) decode(id string, cm *corev1.ConfigMap) (transition.Record, erro
 
 func wrap(op, id string, err error) error { return fmt.Errorf("kube: %s %q: %w", op, id, err) }
 
-// Get implements [transition.Store]. An id no record can have (empty,
+// Get implements [storage.Store]. An id no record can have (empty,
 // too long, not UTF-8) is refused before any request.
-func (s *Store) Get(ctx context.Context, id string) (transition.Record, error) {
+func (s *Store) Get(ctx context.Context, id string) (storage.Record, error) {
 	if err := checkID("Get", id); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	ctx, cancel, err := s.call(ctx, "Get")
 	if err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	defer cancel()
 	cm, err := s.client.CoreV1().ConfigMaps(s.ns).Get(ctx, s.Name(id), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return transition.Record{}, fmt.Errorf("kube: record %q: %w", id, transition.ErrNotFound)
+		return storage.Record{}, fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
 	case err != nil:
-		return transition.Record{}, wrap("Get", id, err)
+		return storage.Record{}, wrap("Get", id, err)
 	}
 	return s.decode(id, cm)
 }
 
-// Create implements [transition.Store].
-func (s *Store) Create(ctx context.Context, rec transition.Record) (transition.Record, error) {
+// Create implements [storage.Store].
+func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record, error) {
 	if err := rec.Validate(); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	ctx, cancel, err := s.call(ctx, "Create")
 	if err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	defer cancel()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: s.Name(rec.ID), Namespace: s.ns}}
 	if err := s.encode(rec, cm); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	created, err := s.client.CoreV1().ConfigMaps(s.ns).Create(ctx, cm, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):
-		return transition.Record{}, fmt.Errorf("kube: record %q: %w", rec.ID, transition.ErrExists)
+		return storage.Record{}, fmt.Errorf("kube: record %q: %w", rec.ID, storage.ErrExists)
 	case err != nil:
-		return transition.Record{}, wrap("Create", rec.ID, err)
+		return storage.Record{}, wrap("Create", rec.ID, err)
 	}
 	return s.decode(rec.ID, created)
 }
 
-// CompareAndSwap implements [transition.Store] with an update carrying
+// CompareAndSwap implements [storage.Store] with an update carrying
 // the expected resourceVersion: the API server answers 409 Conflict when
 // it has moved on, and the store then reads the current record for the
 // ConflictError. The API server compares nothing but the resourceVersion,
 // so the store reads the record first to refuse a write that would change
 // its claim: two round trips per write (a stale read costs only the
 // first).
-func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
 	if next.ID != id {
-		return transition.Record{}, fmt.Errorf("kube: CompareAndSwap %q: %w: record id is %q", id, transition.ErrInvalidRecord, next.ID)
+		return storage.Record{}, fmt.Errorf("kube: CompareAndSwap %q: %w: record id is %q", id, storage.ErrInvalidRecord, next.ID)
 	}
 	if err := next.Validate(); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	ctx, cancel, err := s.call(ctx, "CompareAndSwap")
 	if err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	defer cancel()
 	cur, err := s.Get(ctx, id)
 	if err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	if cur.Revision != expect {
-		return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+		return storage.Record{}, &storage.ConflictError{ID: id, Expected: expect, Current: cur}
 	}
-	if err := transition.KeepsClaim(id, cur, next); err != nil {
-		return transition.Record{}, err
+	if err := storage.KeepsClaim(id, cur, next); err != nil {
+		return storage.Record{}, err
 	}
 	return s.update(ctx, id, expect, next)
 }
 
 // update writes next over the ConfigMap at resourceVersion expect.
-func (s *Store) update(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+func (s *Store) update(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: s.Name(id), Namespace: s.ns, ResourceVersion: strconv.FormatUint(expect, 10),
 	}}
 	if err := s.encode(next, cm); err != nil {
-		return transition.Record{}, err
+		return storage.Record{}, err
 	}
 	cm.Annotations[ReplacesAnnotation] = strconv.FormatUint(expect, 10)
 	if expect == 0 {
@@ -276,25 +282,25 @@ func (s *Store) update(ctx context.Context, id string, expect uint64, next trans
 	case err == nil:
 		return s.decode(id, updated)
 	case apierrors.IsNotFound(err):
-		return transition.Record{}, fmt.Errorf("kube: record %q: %w", id, transition.ErrNotFound)
+		return storage.Record{}, fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
 	case apierrors.IsConflict(err), apierrors.IsInvalid(err) && expect == 0:
 		cur, gerr := s.Get(ctx, id)
 		if gerr != nil {
-			return transition.Record{}, gerr
+			return storage.Record{}, gerr
 		}
-		return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+		return storage.Record{}, &storage.ConflictError{ID: id, Expected: expect, Current: cur}
 	}
-	return transition.Record{}, wrap("CompareAndSwap", id, err)
+	return storage.Record{}, wrap("CompareAndSwap", id, err)
 }
 
-// List implements [transition.Lister]. A ConfigMap whose record does not
+// List implements [storage.Lister]. A ConfigMap whose record does not
 // decode is listed apart, and the others are listed as usual.
-func (s *Store) List(ctx context.Context) ([]transition.Record, []transition.Unreadable, error) {
+func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadable, error) {
 	recs, bad, _, err := s.list(ctx)
 	return recs, bad, err
 }
 
-func (s *Store) list(ctx context.Context) ([]transition.Record, []transition.Unreadable, string, error) {
+func (s *Store) list(ctx context.Context) ([]storage.Record, []storage.Unreadable, string, error) {
 	ctx, cancel, err := s.call(ctx, "List")
 	if err != nil {
 		return nil, nil, "", err
@@ -304,14 +310,14 @@ func (s *Store) list(ctx context.Context) ([]transition.Record, []transition.Unr
 	if err != nil {
 		return nil, nil, "", wrap("List", s.ns, err)
 	}
-	out := make([]transition.Record, 0, len(list.Items))
-	var bad []transition.Unreadable
+	out := make([]storage.Record, 0, len(list.Items))
+	var bad []storage.Unreadable
 	for k := range list.Items {
 		cm := &list.Items[k]
 		id := cm.Annotations[IDAnnotation]
 		rec, err := s.decode(id, cm)
 		if err != nil {
-			u := transition.Unreadable{ID: id, Err: err}
+			u := storage.Unreadable{ID: id, Err: err}
 			u.Revision, _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
 			bad = append(bad, u)
 			continue

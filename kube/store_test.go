@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/transition"
-	"github.com/execfsm/execfsm/transition/storetest"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,11 +33,11 @@ func newStoreIn(t testing.TB, ns string) *kube.Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) transition.Store { return newStore(t) })
+	storagetest.Run(t, func(t *testing.T) storage.Store { return newStore(t) })
 }
 
 func TestStartupOwnership(t *testing.T) {
-	recoverytest.RunOwnership(t, func(t *testing.T) transition.Store { return newStore(t) }, recoverytest.Options{})
+	recoverytest.RunOwnership(t, func(t *testing.T) storage.Store { return newStore(t) }, recoverytest.Options{})
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
@@ -58,7 +60,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 func TestAnyIDFitsAConfigMapAndStatusIsALabel(t *testing.T) {
 	s := newStore(t)
 	for _, id := range []string{"ex-1", "Teraslice/Ex_ID 42", strings.Repeat("long", 60), "é"} {
-		rec, err := s.Create(bg, storetest.Sample(id))
+		rec, err := s.Create(bg, storagetest.Sample(id))
 		require.NoError(t, err, "%q", id)
 		got, err := s.Get(bg, id)
 		require.NoError(t, err)
@@ -76,14 +78,14 @@ func TestAnyIDFitsAConfigMapAndStatusIsALabel(t *testing.T) {
 // turns into a ConflictError carrying the current record.
 func TestStaleResourceVersionIsAConflictWithTheCurrentRecord(t *testing.T) {
 	s := newStore(t)
-	rec, err := s.Create(bg, storetest.Sample("ex-1"))
+	rec, err := s.Create(bg, storagetest.Sample("ex-1"))
 	require.NoError(t, err)
 	next := rec.Clone()
 	next.Status = "paused"
 	written, err := s.CompareAndSwap(bg, "ex-1", rec.Revision, next)
 	require.NoError(t, err)
 	_, err = s.CompareAndSwap(bg, "ex-1", rec.Revision, next)
-	var conflict *transition.ConflictError
+	var conflict *storage.ConflictError
 	require.ErrorAs(t, err, &conflict)
 	require.Equal(t, written.Revision, conflict.Current.Revision)
 	require.Equal(t, "paused", conflict.Current.Status)
@@ -107,10 +109,10 @@ func TestPersistedLifecycleOnKubernetes(t *testing.T) {
 // 410 Gone; the store re-lists and goes on, so the writes are all seen.
 func TestWatchFromAnExpiredVersionReListsAndMissesNothing(t *testing.T) {
 	s := newStore(t)
-	first, err := s.Create(bg, storetest.Sample("ex-0"))
+	first, err := s.Create(bg, storagetest.Sample("ex-0"))
 	require.NoError(t, err)
 	for k := 1; k < 5; k++ {
-		_, err := s.Create(bg, storetest.Sample(fmt.Sprintf("ex-%d", k)))
+		_, err := s.Create(bg, storagetest.Sample(fmt.Sprintf("ex-%d", k)))
 		require.NoError(t, err)
 	}
 	ctx, cancel := context.WithCancel(bg)
@@ -140,7 +142,7 @@ func TestWatchFromAnExpiredVersionReListsAndMissesNothing(t *testing.T) {
 			t.Fatalf("saw %v after the expired watch", seen)
 		}
 	}
-	rec, err := s.Create(bg, storetest.Sample("ex-new"))
+	rec, err := s.Create(bg, storagetest.Sample("ex-new"))
 	require.NoError(t, err)
 	for {
 		select {
@@ -162,7 +164,7 @@ func TestWatchFromAnExpiredVersionReListsAndMissesNothing(t *testing.T) {
 func TestAnUnreadableRecordIsListedApartAndLeftAlone(t *testing.T) {
 	s := newStore(t)
 	for _, id := range []string{"ex-1", "ex-2", "ex-3"} {
-		_, err := s.Create(bg, storetest.Sample(id))
+		_, err := s.Create(bg, storagetest.Sample(id))
 		require.NoError(t, err)
 	}
 	stale, err := s.Get(bg, "ex-2")
@@ -180,9 +182,9 @@ func TestAnUnreadableRecordIsListedApartAndLeftAlone(t *testing.T) {
 	require.Equal(t, []string{"ex-1", "ex-3"}, []string{recs[0].ID, recs[1].ID})
 	require.Len(t, bad, 1)
 	require.Equal(t, "ex-2", bad[0].ID)
-	require.ErrorIs(t, bad[0].Err, transition.ErrCorrupt)
+	require.ErrorIs(t, bad[0].Err, storage.ErrCorrupt)
 	_, err = s.CompareAndSwap(bg, "ex-2", stale.Revision, stale)
-	require.ErrorIs(t, err, transition.ErrCorrupt)
+	require.ErrorIs(t, err, storage.ErrCorrupt)
 }
 
 // recv receives one value from ch, or fails the test naming what it

@@ -6,35 +6,34 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/internal/storecall"
+	"github.com/execfsm/execfsm/storage"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// Watch implements [transition.Watcher] with a Kubernetes watch on the
+// Watch implements [storage.Watcher] with a Kubernetes watch on the
 // store's ConfigMaps. A watch from revision 0 starts with every record. A
 // watch the API server ends is resumed from the last resourceVersion it
 // delivered; when the server says that version is too old (410 Gone:
 // etcd compacted it, or the watch cache moved past it) the store lists
 // every record, delivers each, and watches from the list: nothing is
 // missed, some events repeat.
-func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan transition.WatchEvent, error) {
-	if ctx == nil {
-		return nil, wrap("Watch", "", transition.ErrNilContext)
-	}
-	if err := ctx.Err(); err != nil {
+func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.WatchEvent, error) {
+	if err := storecall.Check(ctx, "kube", "Watch"); err != nil {
 		return nil, err
 	}
-	ch := make(chan transition.WatchEvent)
+	ch := make(chan storage.WatchEvent)
 	go s.follow(ctx, fromRevision, ch)
 	return ch, nil
 }
 
-func (s *Store) follow(ctx context.Context, from uint64, ch chan<- transition.WatchEvent) {
+func (s *Store) follow(ctx context.Context, from uint64, ch chan<- storage.WatchEvent) {
 	defer close(ch)
-	send := func(ev transition.WatchEvent) bool {
+	send := func(ev storage.WatchEvent) bool {
 		select {
 		case ch <- ev:
 			return true
@@ -64,12 +63,12 @@ func (s *Store) follow(ctx context.Context, from uint64, ch chan<- transition.Wa
 				continue
 			}
 			for _, rec := range recs {
-				if !send(transition.WatchEvent{ID: rec.ID, Revision: rec.Revision}) {
+				if !send(storage.WatchEvent{ID: rec.ID, Revision: rec.Revision}) {
 					return
 				}
 			}
 			for _, u := range bad { // announced too: their reader gets the error
-				if !send(transition.WatchEvent{ID: u.ID, Revision: u.Revision}) {
+				if !send(storage.WatchEvent{ID: u.ID, Revision: u.Revision}) {
 					return
 				}
 			}
@@ -100,7 +99,7 @@ func (s *Store) follow(ctx context.Context, from uint64, ch chan<- transition.Wa
 // drain delivers a watch's events until it ends. It returns the last
 // resourceVersion seen, whether a relist is needed (410), and false when
 // ctx ended or the consumer went away.
-func (s *Store) drain(ctx context.Context, w watch.Interface, rv string, send func(transition.WatchEvent) bool) (string, bool, bool) {
+func (s *Store) drain(ctx context.Context, w watch.Interface, rv string, send func(storage.WatchEvent) bool) (string, bool, bool) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -128,7 +127,7 @@ func (s *Store) drain(ctx context.Context, w watch.Interface, rv string, send fu
 					continue
 				}
 				rv = cm.ResourceVersion
-				if !send(transition.WatchEvent{ID: cm.Annotations[IDAnnotation], Revision: rev}) {
+				if !send(storage.WatchEvent{ID: cm.Annotations[IDAnnotation], Revision: rev}) {
 					return rv, false, false
 				}
 			}

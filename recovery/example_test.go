@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
@@ -14,7 +16,7 @@ import (
 // Within the restart budget it resumes; the restart after that fails the
 // execution instead of crash-looping.
 func ExampleStartup() {
-	rec := transition.Record{ID: "ex-1", Status: "running"}
+	rec := storage.Record{ID: "ex-1", Status: "running"}
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	for range 3 {
 		v, _ := recovery.Startup(rec, recovery.Policy{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: 2})
@@ -24,7 +26,7 @@ func ExampleStartup() {
 		now = now.Add(time.Minute)
 	}
 
-	rec = transition.Record{ID: "ex-2", Status: "relocating", Previous: "paused", Since: now}
+	rec = storage.Record{ID: "ex-2", Status: "relocating", Previous: "paused", Since: now}
 	v, _ := recovery.Startup(rec, recovery.Policy{Now: now})
 	fmt.Println(v.Decision, "→", v.To)
 	// Output:
@@ -40,7 +42,7 @@ func ExampleStartup() {
 func ExampleTerminate() {
 	p := recovery.Policy{Now: time.Now(), Restarts: true, Work: slicer{true}}
 	for _, status := range []string{"stopping", "running"} {
-		a, _ := recovery.Terminate(transition.Record{ID: "ex-1", Status: status}, transition.Claim{}, p)
+		a, _ := recovery.Terminate(storage.Record{ID: "ex-1", Status: status}, storage.Claim{}, p)
 		fmt.Println(status, "→", a.Kind, a.ExitCode)
 	}
 	// Output:
@@ -84,7 +86,7 @@ func ExampleLoop() {
 
 // The deadline reaper runs in a loop over the executions' ids.
 func ExampleReaper() {
-	store := transition.NewMemoryStore()
+	store := storage.NewMemory()
 	exec, _ := transition.NewPersisted(state.Lifecycle(), store, "ex-1",
 		transition.Clock(func() time.Time { return time.Now().Add(-time.Hour) }))
 	_, _ = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Relocating})

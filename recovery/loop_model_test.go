@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
@@ -44,7 +46,7 @@ func (w *world) get(k string) (string, bool) {
 // it, and a durable store of the items it created.
 type controller struct {
 	table *transition.Table[string]
-	store transition.Store
+	store storage.Store
 	world *world
 	mu    sync.Mutex
 	view  map[string]string
@@ -72,7 +74,7 @@ func (c *controller) known(ctx context.Context) ([]string, error) {
 	// The store has no list; the manager's known set is the world it
 	// last saw, kept in one record of metadata.
 	rec, err := c.store.Get(ctx, "manager")
-	if errors.Is(err, transition.ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -88,7 +90,7 @@ func (c *controller) Reconcile(ctx context.Context, k string) (recovery.Result, 
 	}
 	want, exists := c.world.get(k)
 	if !exists {
-		if _, err := exec.Fire(ctx, "gone", "no longer in the world"); err != nil && !errors.Is(err, transition.ErrNotFound) {
+		if _, err := exec.Fire(ctx, "gone", "no longer in the world"); err != nil && !errors.Is(err, storage.ErrNotFound) {
 			return recovery.Result{}, err
 		}
 		c.mu.Lock()
@@ -96,7 +98,7 @@ func (c *controller) Reconcile(ctx context.Context, k string) (recovery.Result, 
 		c.mu.Unlock()
 		return recovery.Result{}, c.remember(ctx, k, false)
 	}
-	if _, err := exec.Create(ctx, transition.Update[string]{To: want, Reason: "adopted"}); err != nil && !errors.Is(err, transition.ErrExists) {
+	if _, err := exec.Create(ctx, transition.Update[string]{To: want, Reason: "adopted"}); err != nil && !errors.Is(err, storage.ErrExists) {
 		return recovery.Result{}, err
 	}
 	if _, err := exec.Fire(ctx, want, "world says so"); err != nil {
@@ -114,10 +116,10 @@ func (c *controller) remember(ctx context.Context, k string, known bool) error {
 	if err != nil {
 		return err
 	}
-	if _, err := mgr.Create(ctx, transition.Update[string]{To: "running"}); err != nil && !errors.Is(err, transition.ErrExists) {
+	if _, err := mgr.Create(ctx, transition.Update[string]{To: "running"}); err != nil && !errors.Is(err, storage.ErrExists) {
 		return err
 	}
-	_, _, err = mgr.Apply(ctx, func(cur string, _ transition.Record) (transition.Update[string], error) {
+	_, _, err = mgr.Apply(ctx, func(cur string, _ storage.Record) (transition.Update[string], error) {
 		u := transition.Update[string]{To: cur}
 		if known {
 			u.Meta = map[string]string{k: "1"}
@@ -139,7 +141,7 @@ func TestLoopConvergesOnTheWorldAcrossControllerCrashes(t *testing.T) {
 	table := simulatorTable(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		w := &world{items: map[string]string{}}
-		store := transition.NewMemoryStore()
+		store := storage.NewMemory()
 		everSeen := map[string]bool{}
 		var (
 			loop   *recovery.Loop[string]

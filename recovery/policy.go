@@ -44,7 +44,7 @@ func DefaultDeadlines() Deadlines {
 }
 
 // Deadline says that a status must not last longer than After, counted
-// from when the record entered it ([transition.Record.Since]), and which
+// from when the record entered it ([storage.Record.Since]), and which
 // terminal status to move it to then.
 type Deadline struct {
 	After time.Duration

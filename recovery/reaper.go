@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 )
@@ -17,7 +19,7 @@ import (
 // authority (no ownership claim) and asks to be called again when the
 // next deadline falls due, so deadlines hold between resyncs.
 type Reaper struct {
-	Store     transition.Store
+	Store     storage.Store
 	Deadlines Deadlines // nil: DefaultDeadlines
 	Clock     Clock     // nil: the system clock
 	Actor     string    // recorded as the writer; default "deadline-reaper"
@@ -48,7 +50,7 @@ func (r *Reaper) Reconcile(ctx context.Context, id string) (Result, error) {
 		return Result{}, Terminal(err)
 	}
 	var wait time.Duration
-	_, _, err = exec.Apply(ctx, func(cur state.Status, rec transition.Record) (transition.Update[state.Status], error) {
+	_, _, err = exec.Apply(ctx, func(cur state.Status, rec storage.Record) (transition.Update[state.Status], error) {
 		now := clock.Now()
 		dl, left, ok := deadline(rec, cur, deadlines, now)
 		wait = 0
@@ -59,7 +61,7 @@ func (r *Reaper) Reconcile(ctx context.Context, id string) (Result, error) {
 		return deadlineUpdate(rec, cur, dl, now), nil
 	})
 	switch {
-	case errors.Is(err, transition.ErrNotFound):
+	case errors.Is(err, storage.ErrNotFound):
 		return Result{}, nil // nothing to reap
 	case err != nil:
 		return Result{}, err

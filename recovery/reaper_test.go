@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
@@ -81,7 +83,7 @@ func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) 
 func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
-	store := transition.NewMemoryStore()
+	store := storage.NewMemory()
 	then := clock.Now().Add(-time.Hour)
 	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.History(100),
 		transition.Clock(func() time.Time { return then }))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 )
@@ -86,7 +88,7 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 //
 // The error is for input no decision can be made on: an invalid policy
 // ([ErrInvalidPolicy]) or a status the lifecycle does not know.
-func Startup(rec transition.Record, p Policy) (Verdict, error) {
+func Startup(rec storage.Record, p Policy) (Verdict, error) {
 	p, err := p.withDefaults()
 	if err != nil {
 		return Verdict{}, err
@@ -137,7 +139,7 @@ func Startup(rec transition.Record, p Policy) (Verdict, error) {
 }
 
 // unexpectedRestart decides on a running status found on startup.
-func unexpectedRestart(rec transition.Record, cur state.Status, p Policy, v Verdict) Verdict {
+func unexpectedRestart(rec storage.Record, cur state.Status, p Policy, v Verdict) Verdict {
 	fail := func(reason string) Verdict {
 		v.Decision, v.To = Fail, state.Failed
 		v.Reason = fmt.Sprintf("controller restarted unexpectedly in %s status (OOM kill or node loss?): %s", cur, reason)
@@ -169,7 +171,7 @@ func unexpectedRestart(rec transition.Record, cur state.Status, p Policy, v Verd
 	return v
 }
 
-func since(rec transition.Record) time.Time {
+func since(rec storage.Record) time.Time {
 	if rec.Since.IsZero() {
 		return rec.UpdatedAt
 	}
@@ -178,13 +180,13 @@ func since(rec transition.Record) time.Time {
 
 // deadline returns the deadline of cur, if it has one, and how much of it
 // is left (zero or less: overdue).
-func deadline(rec transition.Record, cur state.Status, d Deadlines, now time.Time) (Deadline, time.Duration, bool) {
+func deadline(rec storage.Record, cur state.Status, d Deadlines, now time.Time) (Deadline, time.Duration, bool) {
 	dl, ok := d[cur]
 	return dl, dl.After - now.Sub(since(rec)), ok
 }
 
 // deadlineUpdate is the write that ends an overdue status.
-func deadlineUpdate(rec transition.Record, cur state.Status, dl Deadline, now time.Time) transition.Update[state.Status] {
+func deadlineUpdate(rec storage.Record, cur state.Status, dl Deadline, now time.Time) transition.Update[state.Status] {
 	reason := fmt.Sprintf("%s for %v, past its deadline of %v", cur, now.Sub(since(rec)).Round(time.Second), dl.After)
 	u := transition.Update[state.Status]{To: dl.Then, Reason: reason}
 	if dl.Then != state.Stopped {
@@ -199,11 +201,11 @@ func deadlineUpdate(rec transition.Record, cur state.Status, dl Deadline, now ti
 //
 //  1. It reads the record. A terminal status is refused ([Refuse],
 //     ErrTerminalStatus): nothing is written, nothing is owned.
-//  2. It acquires the execution through the store ([transition.Lease]):
+//  2. It acquires the execution through the store ([storage.Lease]):
 //     the holder becomes the owner at the next epoch, which fences every
 //     earlier controller, relocated or not. A live holder (another
 //     controller that is running, or that has just started) is never
-//     taken over: the error matches [transition.ErrHeld] and nothing is
+//     taken over: the error matches [storage.ErrHeld] and nothing is
 //     written. With lease.Wait it waits, while ctx allows, for that
 //     holder's lease to end (a crashed predecessor's expires).
 //  3. It decides with [Startup] on the record as the take-over left it and
@@ -217,7 +219,7 @@ func deadlineUpdate(rec transition.Record, cur state.Status, dl Deadline, now ti
 // failed), the ownership is released again. The returned handle writes
 // under the new claim; watch its Ownership().Lost() and stop driving the
 // execution when it closes.
-func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status], lease transition.Lease, p Policy) (Verdict, *transition.Persisted[state.Status], error) {
+func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status], lease storage.Lease, p Policy) (Verdict, *transition.Persisted[state.Status], error) {
 	if exec == nil {
 		return Verdict{}, nil, errors.New("recovery: ApplyStartup: nil execution")
 	}
@@ -248,7 +250,7 @@ func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status],
 		}
 	}
 	var verdict Verdict
-	_, _, err = owned.Apply(ctx, func(_ state.Status, rec transition.Record) (transition.Update[state.Status], error) {
+	_, _, err = owned.Apply(ctx, func(_ state.Status, rec storage.Record) (transition.Update[state.Status], error) {
 		v, err := Startup(rec, p)
 		if err != nil {
 			return transition.Update[state.Status]{}, err
@@ -269,7 +271,7 @@ func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status],
 }
 
 // owns reports whether exec holds a live ownership of rec.
-func owns(exec *transition.Persisted[state.Status], rec transition.Record) bool {
+func owns(exec *transition.Persisted[state.Status], rec storage.Record) bool {
 	own := exec.Ownership()
 	if own == nil {
 		return false

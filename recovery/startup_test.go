@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/recovery/recoverytest"
@@ -30,11 +32,11 @@ func policy() recovery.Policy {
 	return recovery.Policy{Now: t0, Restarts: true, Work: slicer{true}}
 }
 
-func record(status state.Status) transition.Record {
-	return transition.Record{ID: "ex-1", Status: status.String(), Owner: "pod-a", Epoch: 1, UpdatedAt: t0.Add(-time.Minute), Since: t0.Add(-time.Minute)}
+func record(status state.Status) storage.Record {
+	return storage.Record{ID: "ex-1", Status: status.String(), Owner: "pod-a", Epoch: 1, UpdatedAt: t0.Add(-time.Minute), Since: t0.Add(-time.Minute)}
 }
 
-func startup(t *testing.T, rec transition.Record, p recovery.Policy) recovery.Verdict {
+func startup(t *testing.T, rec storage.Record, p recovery.Policy) recovery.Verdict {
 	t.Helper()
 	v, err := recovery.Startup(rec, p)
 	require.NoError(t, err)
@@ -168,7 +170,7 @@ func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {
 	} {
 		_, err := recovery.Startup(record(state.Running), p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
-		_, err = recovery.Terminate(record(state.Running), transition.Claim{}, p)
+		_, err = recovery.Terminate(record(state.Running), storage.Claim{}, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 	}
 	rec := record(state.Running)
@@ -179,9 +181,9 @@ func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {
 
 // newExecution creates ex-1 in status s in a fresh store and returns an
 // unclaimed handle on it.
-func newExecution(t *testing.T, s state.Status, clock func() time.Time) (*transition.Persisted[state.Status], *transition.MemoryStore) {
+func newExecution(t *testing.T, s state.Status, clock func() time.Time) (*transition.Persisted[state.Status], *storage.Memory) {
 	t.Helper()
-	store := transition.NewMemoryStore()
+	store := storage.NewMemory()
 	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.Clock(clock))
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: s, Reason: "test"})
@@ -206,7 +208,7 @@ func crashed(t *testing.T, exec *transition.Persisted[state.Status], pod string)
 	return owned
 }
 
-func lease(pod string) transition.Lease { return transition.Lease{Holder: pod, TTL: time.Minute} }
+func lease(pod string) storage.Lease { return storage.Lease{Holder: pod, TTL: time.Minute} }
 
 // A crash loop is impossible by construction: 100 consecutive unexpected
 // restarts resume exactly the budget, then fail, then refuse.
@@ -257,9 +259,9 @@ func TestApplyStartupFencesThePreviousOwner(t *testing.T) {
 	v, owned, err := recovery.ApplyStartup(context.Background(), exec, lease("pod-1"), recovery.Policy{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.Resume, v.Decision)
-	require.Equal(t, transition.Claim{Owner: "pod-1", Epoch: 2}, owned.Claim())
+	require.Equal(t, storage.Claim{Owner: "pod-1", Epoch: 2}, owned.Claim())
 	_, err = old.Fire(context.Background(), state.Failed, "old pod")
-	require.ErrorIs(t, err, transition.ErrFenced)
+	require.ErrorIs(t, err, storage.ErrFenced)
 	rec, err := store.Get(context.Background(), "ex-1")
 	require.NoError(t, err)
 	require.Equal(t, "initializing", rec.Status, "no memory of what it left: re-initialize")
@@ -283,18 +285,18 @@ func TestApplyStartupRefusalWritesNothing(t *testing.T) {
 // An execution that became terminal between the read and the take-over is
 // refused on the fresh record, and the ownership taken for it is let go.
 func TestApplyStartupReleasesWhenTheExecutionEndedMeanwhile(t *testing.T) {
-	store := &stoppingOnAcquire{MemoryStore: transition.NewMemoryStore()}
+	store := &stoppingOnAcquire{Memory: storage.NewMemory()}
 	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1")
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Stopping})
 	require.NoError(t, err)
-	store.master, err = transition.NewPersisted(state.Lifecycle(), store.MemoryStore, "ex-1", transition.Actor("master"))
+	store.master, err = transition.NewPersisted(state.Lifecycle(), store.Memory, "ex-1", transition.Actor("master"))
 	require.NoError(t, err)
 	v, owned, err := recovery.ApplyStartup(context.Background(), exec, lease("pod-1"), recovery.Policy{})
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.Refuse, v.Decision)
 	require.Nil(t, owned)
-	own, _, err := store.MemoryStore.Acquire(context.Background(), "ex-1", lease("operator"))
+	own, _, err := store.Memory.Acquire(context.Background(), "ex-1", lease("operator"))
 	require.NoError(t, err, "the ownership taken for the refused start was released")
 	require.NoError(t, own.Release(context.Background()))
 }
@@ -302,23 +304,23 @@ func TestApplyStartupReleasesWhenTheExecutionEndedMeanwhile(t *testing.T) {
 // stoppingOnAcquire plays a master that finishes a stop just before a
 // controller's take-over lands.
 type stoppingOnAcquire struct {
-	*transition.MemoryStore
+	*storage.Memory
 	master *transition.Persisted[state.Status]
 }
 
-func (s *stoppingOnAcquire) Acquire(ctx context.Context, id string, l transition.Lease) (transition.Ownership, transition.Record, error) {
+func (s *stoppingOnAcquire) Acquire(ctx context.Context, id string, l storage.Lease) (storage.Ownership, storage.Record, error) {
 	if _, err := s.master.Fire(ctx, state.Stopped, "stop finished"); err != nil {
-		return nil, transition.Record{}, err
+		return nil, storage.Record{}, err
 	}
-	return s.MemoryStore.Acquire(ctx, id, l)
+	return s.Memory.Acquire(ctx, id, l)
 }
 
 func TestStartupOwnershipOnMemory(t *testing.T) {
-	recoverytest.RunOwnership(t, func(*testing.T) transition.Store { return transition.NewMemoryStore() }, recoverytest.Options{})
+	recoverytest.RunOwnership(t, func(*testing.T) storage.Store { return storage.NewMemory() }, recoverytest.Options{})
 }
 
 func TestStartupOwnershipOnBolt(t *testing.T) {
-	recoverytest.RunOwnership(t, func(t *testing.T) transition.Store {
+	recoverytest.RunOwnership(t, func(t *testing.T) storage.Store {
 		db, err := boltstore.Open(filepath.Join(t.TempDir(), "executions.db"), nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = db.Close() })

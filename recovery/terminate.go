@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 )
@@ -83,7 +85,7 @@ type Action struct {
 //   - An init or terminal status: Shutdown.
 //   - The record is owned by another controller, or by this owner at
 //     another epoch: Leave.
-func Terminate(rec transition.Record, claim transition.Claim, p Policy) (Action, error) {
+func Terminate(rec storage.Record, claim storage.Claim, p Policy) (Action, error) {
 	p, err := p.withDefaults()
 	if err != nil {
 		return Action{}, err
@@ -149,7 +151,7 @@ func ApplyTerminate(ctx context.Context, exec *transition.Persisted[state.Status
 		checkpointErr = checkpoint(ctx)
 	}
 	var final Action
-	_, _, err = exec.Apply(ctx, func(cur state.Status, rec transition.Record) (transition.Update[state.Status], error) {
+	_, _, err = exec.Apply(ctx, func(cur state.Status, rec storage.Record) (transition.Update[state.Status], error) {
 		a, err := Terminate(rec, exec.Claim(), p)
 		if err != nil {
 			return transition.Update[state.Status]{}, err
@@ -160,7 +162,7 @@ func ApplyTerminate(ctx context.Context, exec *transition.Persisted[state.Status
 		}
 		return transition.Update[state.Status]{To: cur}, nil // decided otherwise on the fresh record: write nothing
 	})
-	var fenced *transition.FencedError
+	var fenced *storage.FencedError
 	if errors.As(err, &fenced) {
 		if fenced.Lost {
 			return Action{Kind: Leave, Reason: "this controller's ownership of the execution has ended"}, nil

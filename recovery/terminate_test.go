@@ -10,13 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
-var podA = transition.Claim{Owner: "pod-a", Epoch: 1}
+var podA = storage.Claim{Owner: "pod-a", Epoch: 1}
 
 func terminate(t *testing.T, s state.Status, p recovery.Policy) recovery.Action {
 	t.Helper()
@@ -91,7 +93,7 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 		t.Fatal("the relocating controller still owns the execution")
 	}
 	_, err = owned.Fire(context.Background(), state.Failed, "late write")
-	require.ErrorIs(t, err, transition.ErrFenced, "a relocated controller writes nothing more")
+	require.ErrorIs(t, err, storage.ErrFenced, "a relocated controller writes nothing more")
 
 	// The successor takes over at once and brings it back paused.
 	v, _, err := recovery.ApplyStartup(context.Background(), exec, lease("pod-1"), recovery.Policy{})
@@ -225,7 +227,7 @@ func TestDecisionTableInPackageDocIsTrue(t *testing.T) {
 	}
 }
 
-func tableRecord(s state.Status) transition.Record {
+func tableRecord(s state.Status) storage.Record {
 	rec := record(s)
 	if s == state.Relocating {
 		rec.Previous = "paused"

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/reliability/workload"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
@@ -111,7 +112,7 @@ func startChild(t *testing.T, spec childSpec) (*exec.Cmd, *bufio.Scanner) {
 }
 
 // createAll creates every id in its initial state.
-func createAll(t *testing.T, store transition.Store, ids []string) map[string]uint64 {
+func createAll(t *testing.T, store storage.Store, ids []string) map[string]uint64 {
 	t.Helper()
 	revs, err := workload.CreateAll(context.Background(), store, ids)
 	require.NoError(t, err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
@@ -28,9 +30,9 @@ func (restartable) IsRestartable() bool { return true }
 // announcing tells the parent, on stdout, of every write the store has
 // made durable, before Persisted has returned or called its observers:
 // a kill right after this line lands between the write and the hook.
-type announcing struct{ transition.Store }
+type announcing struct{ storage.Store }
 
-func (s announcing) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+func (s announcing) CompareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
 	rec, err := s.Store.CompareAndSwap(ctx, id, expect, next)
 	if err == nil {
 		fmt.Printf("cas %d %s\n", rec.Revision, rec.Status)
@@ -38,7 +40,7 @@ func (s announcing) CompareAndSwap(ctx context.Context, id string, expect uint64
 	return rec, err
 }
 
-func (s announcing) Acquire(ctx context.Context, id string, l transition.Lease) (transition.Ownership, transition.Record, error) {
+func (s announcing) Acquire(ctx context.Context, id string, l storage.Lease) (storage.Ownership, storage.Record, error) {
 	own, rec, err := s.Store.Acquire(ctx, id, l)
 	if err == nil {
 		fmt.Printf("cas %d %s\n", rec.Revision, rec.Status)
@@ -46,7 +48,7 @@ func (s announcing) Acquire(ctx context.Context, id string, l transition.Lease) 
 	return own, rec, err
 }
 
-func crashStore(spec childSpec) (transition.Store, func(), error) {
+func crashStore(spec childSpec) (storage.Store, func(), error) {
 	if spec.BoltPath != "" {
 		db, err := boltstore.Open(spec.BoltPath, &boltstore.Options{Timeout: 10 * time.Second})
 		if err != nil {
@@ -86,7 +88,7 @@ func childCrashWriter(ctx context.Context, spec childSpec) error {
 	}
 	defer closeStore()
 	exec, err := transition.NewPersisted(state.Lifecycle(), announcing{store}, spec.IDs[0],
-		transition.History(transition.MaxHistory),
+		transition.History(storage.MaxHistory),
 		transition.OnChange(func(c transition.Change[state.Status]) { fmt.Printf("hook %d %s\n", c.Revision, c.To) }))
 	if err != nil {
 		return err
@@ -94,7 +96,7 @@ func childCrashWriter(ctx context.Context, spec childSpec) error {
 	// A killed predecessor's etcd lease must expire first: wait for it.
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, exec, err := recovery.ApplyStartup(startCtx, exec, transition.Lease{Holder: spec.Owner, TTL: 2 * time.Second, Wait: true},
+	v, exec, err := recovery.ApplyStartup(startCtx, exec, storage.Lease{Holder: spec.Owner, TTL: 2 * time.Second, Wait: true},
 		recovery.Policy{Restarts: true, Work: restartable{}, RestartBudget: recovery.MaxRestartBudget})
 	if err != nil {
 		return err
@@ -151,7 +153,7 @@ func TestSIGKILLAtRandomPointsLosesNothingAndDecisionsAgree(t *testing.T) {
 	for _, backend := range []string{"bolt", "etcd"} {
 		t.Run(backend, func(t *testing.T) {
 			spec := childSpec{Role: "crash-writer", IDs: []string{"ex-crash"}}
-			var store transition.Store
+			var store storage.Store
 			var closeStore func()
 			if backend == "bolt" {
 				spec.BoltPath = filepath.Join(t.TempDir(), "db")
@@ -159,7 +161,7 @@ func TestSIGKILLAtRandomPointsLosesNothingAndDecisionsAgree(t *testing.T) {
 				_, spec.Prefix = etcdStore(t)
 				spec.Etcd = shared.Endpoints()
 			}
-			open := func() (transition.Store, func()) {
+			open := func() (storage.Store, func()) {
 				s, c, err := crashStore(spec)
 				require.NoError(t, err)
 				return s, c
@@ -233,7 +235,7 @@ func TestSIGKILLAtRandomPointsLosesNothingAndDecisionsAgree(t *testing.T) {
 	}
 }
 
-func restartsIn(rec transition.Record) string {
+func restartsIn(rec storage.Record) string {
 	v := rec.Meta[recovery.MetaRestarts]
 	if v == "" {
 		return "0"
@@ -243,7 +245,7 @@ func restartsIn(rec transition.Record) string {
 
 // requireLegalTrail checks that the audit trail is one connected path of
 // moves the lifecycle allows, ending where the record is.
-func requireLegalTrail(t testing.TB, rec transition.Record) {
+func requireLegalTrail(t testing.TB, rec storage.Record) {
 	t.Helper()
 	table := state.Lifecycle()
 	for k := 1; k < len(rec.History); k++ {
@@ -281,7 +283,7 @@ func childLeaseHolder(ctx context.Context, spec childSpec) error {
 	if err != nil {
 		return err
 	}
-	exec, _, err = exec.Acquire(ctx, transition.Lease{Holder: spec.Owner, TTL: ttl})
+	exec, _, err = exec.Acquire(ctx, storage.Lease{Holder: spec.Owner, TTL: ttl})
 	if err != nil {
 		return err
 	}
@@ -296,13 +298,13 @@ func childLeaseHolder(ctx context.Context, spec childSpec) error {
 			lost = nil
 		default:
 		}
-		c, _, err := exec.Apply(ctx, func(cur state.Status, _ transition.Record) (transition.Update[state.Status], error) {
+		c, _, err := exec.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
 			return transition.Update[state.Status]{To: cur, Meta: map[string]string{"n": strconv.Itoa(n)}}, nil
 		})
 		switch {
 		case err == nil:
 			fmt.Println("write ok", c.Revision) // the revision tells when it landed, whenever it is read
-		case errors.Is(err, transition.ErrFenced):
+		case errors.Is(err, storage.ErrFenced):
 			fmt.Println("write fenced")
 			return nil
 		default:

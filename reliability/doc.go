@@ -4,7 +4,7 @@
 // faults and hostile input. It has no API; see its tests.
 //
 //   - Linearizability: histories of concurrent Fire and CompareAndSwap
-//     calls from goroutines and from several processes, on MemoryStore,
+//     calls from goroutines and from several processes, on storage.Memory,
 //     boltstore and etcdstore, checked with porcupine (package history).
 //     A failing history is written as porcupine's HTML visualization to
 //     $EXECFSM_ARTIFACTS (default: testdata/artifacts, not committed).

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/recovery"
@@ -54,7 +56,7 @@ func TestLeaseOwnerStoppedPastItsTTLIsFencedWhenItResumes(t *testing.T) {
 	// pod-b waits for the stopped owner's lease to expire, then takes over.
 	waitCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, took, err := store.Acquire(waitCtx, execs[0], transition.Lease{Holder: "pod-b", TTL: 2 * time.Second, Wait: true})
+	b, took, err := store.Acquire(waitCtx, execs[0], storage.Lease{Holder: "pod-b", TTL: 2 * time.Second, Wait: true})
 	require.NoError(t, err, "the stopped owner's lease expires and pod-b takes over")
 	defer func() { require.NoError(t, b.Release(context.Background())) }()
 	require.Equal(t, uint64(2), b.Claim().Epoch)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/recovery"
@@ -31,17 +33,17 @@ func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
 	megabyte := strings.Repeat("x", 1<<20)
 	updates := map[string]transition.Update[state.Status]{
 		"1 MB reason":                  {To: state.Scheduling, Reason: megabyte},
-		"reason one byte too long":     {To: state.Scheduling, Reason: strings.Repeat("r", transition.MaxReasonLen+1)},
+		"reason one byte too long":     {To: state.Scheduling, Reason: strings.Repeat("r", storage.MaxReasonLen+1)},
 		"invalid UTF-8 reason":         {To: state.Scheduling, Reason: "ok \xc3\x28 not"},
 		"huge metadata value":          {To: state.Scheduling, Meta: map[string]string{"k": megabyte}},
-		"too many metadata entries":    {To: state.Scheduling, Meta: manyMeta(transition.MaxMetaEntries+1, 1)},
+		"too many metadata entries":    {To: state.Scheduling, Meta: manyMeta(storage.MaxMetaEntries+1, 1)},
 		"invalid UTF-8 metadata key":   {To: state.Scheduling, Meta: map[string]string{"\xff": "v"}},
 		"invalid UTF-8 metadata value": {To: state.Scheduling, Meta: map[string]string{"k": "\xfe"}},
 		"empty metadata key":           {To: state.Scheduling, Meta: map[string]string{"": "v"}},
 	}
 	etcd, _ := etcdStore(t)
-	for storeName, store := range map[string]transition.Store{
-		"memory": transition.NewMemoryStore(), "bolt": boltStore(t), "etcd": etcd,
+	for storeName, store := range map[string]storage.Store{
+		"memory": storage.NewMemory(), "bolt": boltStore(t), "etcd": etcd,
 	} {
 		t.Run(storeName, func(t *testing.T) {
 			createAll(t, store, []string{"ex-hostile"})
@@ -50,16 +52,16 @@ func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
 			before, err := store.Get(context.Background(), "ex-hostile")
 			require.NoError(t, err)
 			for name, u := range updates {
-				_, _, err := exec.Apply(context.Background(), func(state.Status, transition.Record) (transition.Update[state.Status], error) {
+				_, _, err := exec.Apply(context.Background(), func(state.Status, storage.Record) (transition.Update[state.Status], error) {
 					return u, nil
 				})
-				require.ErrorIs(t, err, transition.ErrInvalidRecord, name)
+				require.ErrorIs(t, err, storage.ErrInvalidRecord, name)
 				require.Less(t, len(err.Error()), 1024, "%s: the error does not repeat the input", name)
 				after, err := store.Get(context.Background(), "ex-hostile")
 				require.NoError(t, err)
 				require.Equal(t, before.Revision, after.Revision, "%s: nothing written", name)
 			}
-			for name, l := range map[string]transition.Lease{
+			for name, l := range map[string]storage.Lease{
 				"1 MB holder":          {Holder: megabyte, TTL: time.Minute},
 				"invalid UTF-8 holder": {Holder: "pod-\xff", TTL: time.Minute},
 				"1 MB reason":          {Holder: "pod", TTL: time.Minute, Reason: megabyte},
@@ -69,7 +71,7 @@ func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
 				"no holder":            {TTL: time.Minute},
 			} {
 				_, _, err := exec.Acquire(context.Background(), l)
-				require.ErrorIs(t, err, transition.ErrInvalidLease, name)
+				require.ErrorIs(t, err, storage.ErrInvalidLease, name)
 				require.Less(t, len(err.Error()), 1024, "%s: the error does not repeat the input", name)
 				after, err := store.Get(context.Background(), "ex-hostile")
 				require.NoError(t, err)
@@ -87,18 +89,18 @@ func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
 // error naming the status, and is not overwritten.
 func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 	etcd, _ := etcdStore(t)
-	for storeName, store := range map[string]transition.Store{
-		"memory": transition.NewMemoryStore(), "bolt": boltStore(t), "etcd": etcd,
+	for storeName, store := range map[string]storage.Store{
+		"memory": storage.NewMemory(), "bolt": boltStore(t), "etcd": etcd,
 	} {
 		t.Run(storeName, func(t *testing.T) {
-			stored, err := store.Create(context.Background(), transition.Record{ID: "ex-future", Status: "hibernating"})
+			stored, err := store.Create(context.Background(), storage.Record{ID: "ex-future", Status: "hibernating"})
 			require.NoError(t, err)
 			exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-future")
 			require.NoError(t, err)
 			_, err = exec.Fire(context.Background(), state.Failed, "clean up")
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			require.Contains(t, err.Error(), `"hibernating"`)
-			_, _, err = recovery.ApplyStartup(context.Background(), exec, transition.Lease{Holder: "pod-a", TTL: time.Minute}, recovery.Policy{})
+			_, _, err = recovery.ApplyStartup(context.Background(), exec, storage.Lease{Holder: "pod-a", TTL: time.Minute}, recovery.Policy{})
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			_, err = recovery.Startup(after(t, store), recovery.Policy{Now: time.Now()})
 			require.ErrorIs(t, err, state.ErrUnknownStatus)
@@ -117,7 +119,7 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 // Negative and overflowing budgets, durations and sizes: each refused
 // where it is given, with an error saying what is wrong.
 func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
-	rec := transition.Record{ID: "ex-1", Status: "running"}
+	rec := storage.Record{ID: "ex-1", Status: "running"}
 	now := time.Now()
 	for name, p := range map[string]recovery.Policy{
 		"negative restart budget":    {Now: now, RestartBudget: -1},
@@ -130,7 +132,7 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 	} {
 		_, err := recovery.Startup(rec, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
-		_, err = recovery.Terminate(rec, transition.Claim{}, p)
+		_, err = recovery.Terminate(rec, storage.Claim{}, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 	}
 	noop := recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) { return recovery.Result{}, nil })
@@ -152,7 +154,7 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 		"overflowing retries": transition.Retries(1 << 40),
 		"1 MB actor":          transition.Actor(strings.Repeat("a", 1<<20)),
 	} {
-		_, err := transition.NewPersisted(state.Lifecycle(), transition.NewMemoryStore(), "ex-1", opt)
+		_, err := transition.NewPersisted(state.Lifecycle(), storage.NewMemory(), "ex-1", opt)
 		require.Error(t, err, name)
 	}
 	_, err := boltstore.Open(filepath.Join(t.TempDir(), "db"), &boltstore.Options{Timeout: -time.Second})
@@ -166,7 +168,7 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 	require.ErrorContains(t, err, "negative Timeout")
 }
 
-func after(t *testing.T, store transition.Store) transition.Record {
+func after(t *testing.T, store storage.Store) storage.Record {
 	t.Helper()
 	rec, err := store.Get(context.Background(), "ex-future")
 	require.NoError(t, err)

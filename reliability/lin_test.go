@@ -10,13 +10,14 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/reliability/workload"
 	"github.com/execfsm/execfsm/state"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -96,7 +97,7 @@ func checkFire(t *testing.T, ops []history.Op, name string) {
 }
 
 func TestFireIsLinearizableOnMemoryStore(t *testing.T) {
-	store := transition.NewMemoryStore()
+	store := storage.NewMemory()
 	execs := ids("mem", 4)
 	createAll(t, store, execs)
 	rec := concurrently(t, 8, func(c int, emit func(history.Op)) error {
@@ -157,14 +158,14 @@ func TestFireIsLinearizableOnEtcdAcrossProcesses(t *testing.T) {
 
 func TestStoreCompareAndSwapIsLinearizable(t *testing.T) {
 	etcd, _ := etcdStore(t)
-	for name, store := range map[string]transition.Store{
-		"memory": transition.NewMemoryStore(), "bolt": boltStore(t), "etcd": etcd,
+	for name, store := range map[string]storage.Store{
+		"memory": storage.NewMemory(), "bolt": boltStore(t), "etcd": etcd,
 	} {
 		t.Run(name, func(t *testing.T) {
 			keys := ids("cas", 3)
 			revs := map[string]uint64{}
 			for _, id := range keys {
-				rec, err := store.Create(context.Background(), transition.Record{ID: id, Status: "a"})
+				rec, err := store.Create(context.Background(), storage.Record{ID: id, Status: "a"})
 				require.NoError(t, err)
 				revs[id] = rec.Revision
 			}
@@ -180,7 +181,7 @@ func TestStoreCompareAndSwapIsLinearizable(t *testing.T) {
 // acknowledges a compare-and-swap and then loses it, and a history with a
 // move applied twice, must both be caught, with a visualization written.
 func TestTheCheckerCatchesLostAndDoubledWrites(t *testing.T) {
-	lossy := &losingStore{MemoryStore: transition.NewMemoryStore()}
+	lossy := &losingStore{Memory: storage.NewMemory()}
 	execs := ids("lossy", 2)
 	createAll(t, lossy, execs)
 	rec := concurrently(t, 4, func(c int, emit func(history.Op)) error {
@@ -205,23 +206,23 @@ func TestTheCheckerCatchesLostAndDoubledWrites(t *testing.T) {
 
 // losingStore acknowledges every fifth compare-and-swap without keeping it.
 type losingStore struct {
-	*transition.MemoryStore
+	*storage.Memory
 	n atomic.Int64
 }
 
-func (s *losingStore) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+func (s *losingStore) CompareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
 	if s.n.Add(1)%5 == 0 {
 		cur, err := s.Get(ctx, id)
 		if err != nil {
-			return transition.Record{}, err
+			return storage.Record{}, err
 		}
 		if cur.Revision != expect {
-			return transition.Record{}, &transition.ConflictError{ID: id, Expected: expect, Current: cur}
+			return storage.Record{}, &storage.ConflictError{ID: id, Expected: expect, Current: cur}
 		}
 		next.Revision = expect + 1_000_000 // acknowledged, never stored
 		return next, nil
 	}
-	return s.MemoryStore.CompareAndSwap(ctx, id, expect, next)
+	return s.Memory.CompareAndSwap(ctx, id, expect, next)
 }
 
 // ignoreEtcd ignores the goroutines an embedded etcd leaves idling.

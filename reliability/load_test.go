@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
@@ -38,7 +40,7 @@ func (r loadResult) p(q float64) time.Duration {
 // every reconcile of an execution moves it one step (running ⇄ paused,
 // counting in its metadata) and asks to be called again until it has
 // taken all its steps.
-func runLoad(t testing.TB, store transition.Store, prefix string, executions, steps, workers int) loadResult {
+func runLoad(t testing.TB, store storage.Store, prefix string, executions, steps, workers int) loadResult {
 	t.Helper()
 	keys := make([]string, executions)
 	for k := range keys {
@@ -64,7 +66,7 @@ func runLoad(t testing.TB, store transition.Store, prefix string, executions, st
 		}
 		done := false
 		start := time.Now()
-		_, _, err := p.Apply(ctx, func(cur state.Status, rec transition.Record) (transition.Update[state.Status], error) {
+		_, _, err := p.Apply(ctx, func(cur state.Status, rec storage.Record) (transition.Update[state.Status], error) {
 			n, _ := strconv.Atoi(rec.Meta[metaStep])
 			if n >= steps {
 				done = true
@@ -127,7 +129,7 @@ func runLoad(t testing.TB, store transition.Store, prefix string, executions, st
 // size CI affords; BenchmarkLoad is the full one.
 func TestLoadThroughTheLoopTakesEveryStepExactlyOnce(t *testing.T) {
 	etcd, _ := etcdStore(t)
-	for name, store := range map[string]transition.Store{"bolt": boltStore(t), "etcd": etcd} {
+	for name, store := range map[string]storage.Store{"bolt": boltStore(t), "etcd": etcd} {
 		t.Run(name, func(t *testing.T) {
 			r := runLoad(t, store, "load-"+name, 100, 20, 16)
 			t.Logf("%d transitions in %v: %.0f/s, p99 %v", r.transitions, r.elapsed, float64(r.transitions)/r.elapsed.Seconds(), r.p(0.99))
@@ -150,7 +152,7 @@ func BenchmarkLoad(b *testing.B) {
 	for _, backend := range []string{"bolt", "etcd"} {
 		b.Run(fmt.Sprintf("%s/%dx%d", backend, executions, steps), func(b *testing.B) {
 			for i := range b.N {
-				var store transition.Store
+				var store storage.Store
 				if backend == "bolt" {
 					store = boltStore(b)
 				} else {

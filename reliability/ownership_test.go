@@ -4,10 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/reliability/workload"
 	"github.com/execfsm/execfsm/state"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,8 +19,8 @@ import (
 // while another claim held.
 func TestOwnershipIsLinearizableOnEveryStore(t *testing.T) {
 	etcd, _ := etcdStore(t)
-	for name, store := range map[string]transition.Store{
-		"memory": transition.NewMemoryStore(), "bolt": boltStore(t), "etcd": etcd,
+	for name, store := range map[string]storage.Store{
+		"memory": storage.NewMemory(), "bolt": boltStore(t), "etcd": etcd,
 	} {
 		t.Run(name, func(t *testing.T) {
 			execs := ids("own-"+name, 2)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 )
@@ -46,13 +48,13 @@ func ExampleSet() {
 func Example_relocation() {
 	ctx := context.Background()
 	table := state.Lifecycle()
-	store := transition.NewMemoryStore()
+	store := storage.NewMemory()
 	master, _ := transition.NewPersisted(table, store, "ex-42", transition.Actor("master"))
 	_, _ = master.Create(ctx, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
 	_, _ = master.Fire(ctx, state.Scheduling, "allocator dequeued it")
 	_, _ = master.Fire(ctx, state.Initializing, "controller placed")
 
-	lease := func(pod string) transition.Lease { return transition.Lease{Holder: pod, TTL: 15 * time.Second} }
+	lease := func(pod string) storage.Lease { return storage.Lease{Holder: pod, TTL: 15 * time.Second} }
 	podA, _, _ := master.Acquire(ctx, lease("pod-a")) // epoch 1
 	_, _ = podA.Fire(ctx, state.Running, "slicer ready")
 	_, _ = podA.Fire(ctx, state.Relocating, "SIGTERM from the platform: relocate")
@@ -63,7 +65,7 @@ func Example_relocation() {
 	_, _ = podB.Fire(ctx, back, "resumed")
 
 	_, err := podA.Fire(ctx, state.Failed, "old pod still alive")
-	fmt.Println(errors.Is(err, transition.ErrFenced))
+	fmt.Println(errors.Is(err, storage.ErrFenced))
 	_, err = podB.Fire(ctx, state.Pending, "rewind")
 	fmt.Println(errors.Is(err, transition.ErrNotAllowed))
 	cur, _, _ := master.Load(ctx)

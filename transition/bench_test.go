@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 )
@@ -154,7 +156,7 @@ func BenchmarkMermaid(b *testing.B) {
 }
 
 func BenchmarkPersistedFireMemoryStore(b *testing.B) {
-	store := transition.NewMemoryStore()
+	store := storage.NewMemory()
 	p, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1")
 	if err != nil {
 		b.Fatal(err)

@@ -42,7 +42,7 @@ func runGuards[S comparable](ctx context.Context, t *Table[S], i, j int, c Chang
 	for _, list := range [2][]Guard[S]{all, edge} {
 		for _, g := range list {
 			if err := g(ctx, c); err != nil {
-				return &Error{ID: c.ID, From: t.names[i], To: t.names[j], Err: err, kind: ErrGuard}
+				return &Error{ID: c.ID, From: t.names[i], To: t.names[j], Guard: err}
 			}
 		}
 	}

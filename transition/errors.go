@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Match them with errors.Is; the typed errors below carry
-// the details a caller needs to act.
+// Sentinel errors. Match them with errors.Is; [*Error] carries the
+// details of a refused move.
 var (
 	// ErrNotAllowed: the table has no such move (or a return edge leads
 	// somewhere other than back).
@@ -15,51 +15,19 @@ var (
 	// ErrGuard: a guard vetoed the move. The error also unwraps to the
 	// guard's own error.
 	ErrGuard = errors.New("transition vetoed by guard")
-
-	// ErrNotFound: the store has no record with that id.
-	ErrNotFound = errors.New("record not found")
-
-	// ErrExists: Create found a record with that id already.
-	ErrExists = errors.New("record already exists")
-
-	// ErrConflict: the record changed since it was read; see
-	// [ConflictError] for the current record.
-	ErrConflict = errors.New("record changed concurrently")
-
-	// ErrFenced: the writer's ownership claim is stale, because another
-	// owner took over with a newer epoch, or because the writer's own
-	// ownership ended (released, expired); see [FencedError].
-	ErrFenced = errors.New("writer fenced by a newer owner")
-
-	// ErrHeld: a live holder owns the record, so it cannot be acquired;
-	// see [HeldError]. Every store's Acquire refuses with it.
-	ErrHeld = errors.New("record is owned by a live holder")
-
-	// ErrInvalidLease: a [Lease] breaks a limit; nothing was acquired.
-	ErrInvalidLease = errors.New("invalid lease")
-
-	// ErrInvalidRecord: a record breaks a limit or a rule of [Record];
-	// nothing was written.
-	ErrInvalidRecord = errors.New("invalid record")
-
-	// ErrCorrupt: stored bytes do not decode into a valid record.
-	ErrCorrupt = errors.New("corrupt record")
-
-	// ErrNilContext: a nil context.Context was passed.
-	ErrNilContext = errors.New("nil context")
 )
 
 // Error is a move the table or a guard refused. errors.Is matches it
-// against [ErrNotAllowed] or [ErrGuard], whichever refused, and
-// errors.As can reach the guard's own error through it.
+// against [ErrGuard] when a guard refused (Guard is set) and against
+// [ErrNotAllowed] when the table did; errors.As reaches the guard's own
+// error through it. Every field is exported, so a test can build the
+// error it expects and compare.
 type Error struct {
 	ID     string // the execution's id, when known
 	From   string // text form of the state the move started from
 	To     string // text form of the state it tried to reach
-	Reason string // why it was refused, for people
-	Err    error  // the guard's error, nil for ErrNotAllowed
-
-	kind error
+	Reason string // why the table refused it, for people
+	Guard  error  // the vetoing guard's error; nil when the table refused
 }
 
 func (e *Error) Error() string {
@@ -67,66 +35,32 @@ func (e *Error) Error() string {
 	if e.ID != "" {
 		where = e.ID + ": "
 	}
-	msg := fmt.Sprintf("transition: %s%s → %s: %v", where, e.From, e.To, e.kind)
+	kind := ErrNotAllowed
+	if e.Guard != nil {
+		kind = ErrGuard
+	}
+	msg := fmt.Sprintf("transition: %s%s → %s: %v", where, e.From, e.To, kind)
 	if e.Reason != "" {
 		msg += ": " + e.Reason
 	}
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
+	if e.Guard != nil {
+		msg += ": " + e.Guard.Error()
 	}
 	return msg
 }
 
-// Is reports whether target is the sentinel this error matches.
-func (e *Error) Is(target error) bool { return target == e.kind }
+// Is makes errors.Is(err, ErrGuard) hold for a guard's veto and
+// errors.Is(err, ErrNotAllowed) for the table's refusal.
+func (e *Error) Is(target error) bool {
+	if e.Guard != nil {
+		return target == ErrGuard
+	}
+	return target == ErrNotAllowed
+}
 
 // Unwrap returns the guard's error.
-func (e *Error) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Guard }
 
 func notAllowed(id, from, to, reason string) *Error {
-	return &Error{ID: id, From: from, To: to, Reason: reason, kind: ErrNotAllowed}
+	return &Error{ID: id, From: from, To: to, Reason: reason}
 }
-
-// ConflictError is returned by [Store.CompareAndSwap] when the record's
-// revision is not the expected one. It carries the record as it is now so
-// the caller can re-decide without another read.
-type ConflictError struct {
-	ID       string
-	Expected uint64 // the revision the writer expected
-	Current  Record // the record as the store holds it now
-}
-
-func (e *ConflictError) Error() string {
-	return fmt.Sprintf("transition: %s: %v: expected revision %d, found %d (status %q)",
-		e.ID, ErrConflict, e.Expected, e.Current.Revision, e.Current.Status)
-}
-
-// Is makes errors.Is(err, ErrConflict) hold.
-func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
-
-// FencedError is returned when a writer holding an ownership claim finds
-// the record owned by someone else, or by itself at another epoch (it was
-// relocated and a newer controller took over), or when the writer's own
-// [Ownership] has ended. Nothing was written.
-type FencedError struct {
-	ID           string
-	Owner        string // the writer's claimed owner
-	Epoch        uint64 // the writer's claimed epoch
-	CurrentOwner string // the record's owner, when the store was read
-	CurrentEpoch uint64
-	// Lost: the writer's ownership ended (released, expired, the store
-	// closed); the record was not read.
-	Lost bool
-}
-
-func (e *FencedError) Error() string {
-	if e.Lost {
-		return fmt.Sprintf("transition: %s: %v: claim %q@%d: the ownership has ended",
-			e.ID, ErrFenced, e.Owner, e.Epoch)
-	}
-	return fmt.Sprintf("transition: %s: %v: claim %q@%d, record owned by %q@%d",
-		e.ID, ErrFenced, e.Owner, e.Epoch, e.CurrentOwner, e.CurrentEpoch)
-}
-
-// Is makes errors.Is(err, ErrFenced) hold.
-func (e *FencedError) Is(target error) bool { return target == ErrFenced }

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/internal/storecall"
 )
 
 // Machine is the state of one execution in memory, moved by [Machine.Fire]
@@ -64,7 +67,7 @@ func NewMachine[S comparable](table *Table[S], opts ...Option) (*Machine[S], err
 		if !ok {
 			s.errs = append(s.errs, fmt.Errorf("transition: StartIn(%T) for a machine of %T", s.start, table.states[0]))
 		} else if i, known := table.lookup(v); !known {
-			s.errs = append(s.errs, fmt.Errorf("transition: StartIn: %w %s", ErrUnknownState, quoteLimited(nameOf(v))))
+			s.errs = append(s.errs, fmt.Errorf("transition: StartIn: %w %s", ErrUnknownState, quote.Limited(nameOf(v))))
 		} else {
 			start = i
 		}
@@ -104,18 +107,15 @@ func (m *Machine[S]) Table() *Table[S] { return m.table }
 // one matching [ErrGuard]. A done ctx returns its error before anything
 // changes, and again after the guards ran.
 func (m *Machine[S]) Fire(ctx context.Context, to S, reason string) (Change[S], error) {
-	if ctx == nil {
-		return Change[S]{}, fmt.Errorf("transition: Fire: %w", ErrNilContext)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := storecall.Check(ctx, "transition", "Fire"); err != nil {
 		return Change[S]{}, err
 	}
 	t := m.table
 	j, ok := t.lookup(to)
 	if !ok {
 		cur, _, _ := unpack(m.word.Load())
-		return Change[S]{}, &Error{ID: m.id, From: t.names[cur], To: quoteLimited(nameOf(to)),
-			Reason: "not a state of the table", Err: ErrUnknownState, kind: ErrNotAllowed}
+		return Change[S]{}, &Error{ID: m.id, From: t.names[cur], To: quote.Limited(nameOf(to)),
+			Reason: "not a state of the table"}
 	}
 	if m.notify != nil || t.guarded {
 		return m.fireSlow(ctx, j, to, reason)

@@ -3,6 +3,8 @@ package transition
 import (
 	"fmt"
 	"time"
+
+	"github.com/execfsm/execfsm/storage"
 )
 
 // Option configures a [Machine] or a [Persisted]. Options that only make
@@ -94,8 +96,8 @@ func Clock(now func() time.Time) Option {
 // recorded in every Change and audit entry.
 func Actor(name string) Option {
 	return optionFunc{"Actor", forMachine | forPersisted, func(s *settings) {
-		if len(name) > MaxOwnerLen {
-			s.errs = append(s.errs, fmt.Errorf("transition: Actor: %d bytes, at most %d", len(name), MaxOwnerLen))
+		if len(name) > storage.MaxOwnerLen {
+			s.errs = append(s.errs, fmt.Errorf("transition: Actor: %d bytes, at most %d", len(name), storage.MaxOwnerLen))
 			return
 		}
 		s.actor = name
@@ -109,13 +111,13 @@ func ID(id string) Option {
 }
 
 // History sets how many recent changes the audit trail of a record this
-// Persisted creates keeps (default [DefaultHistoryLimit], 1 to
-// [MaxHistory]). The length is the record's ([Record.HistoryLimit]): every
+// Persisted creates keeps (default [storage.DefaultHistoryLimit], 1 to
+// [storage.MaxHistory]). The length is the record's ([storage.Record.HistoryLimit]): every
 // writer keeps it, whatever its own option says.
 func History(n int) Option {
 	return optionFunc{"History", forPersisted, func(s *settings) {
-		if n < 1 || n > MaxHistory {
-			s.errs = append(s.errs, fmt.Errorf("transition: History(%d): want 1 to %d", n, MaxHistory))
+		if n < 1 || n > storage.MaxHistory {
+			s.errs = append(s.errs, fmt.Errorf("transition: History(%d): want 1 to %d", n, storage.MaxHistory))
 			return
 		}
 		s.history = n
@@ -123,7 +125,7 @@ func History(n int) Option {
 }
 
 // Retries sets how many times a write that lost a race re-reads the record
-// and decides again before giving up with [ErrConflict] (default 8).
+// and decides again before giving up with [storage.ErrConflict] (default 8).
 func Retries(n int) Option {
 	return optionFunc{"Retries", forPersisted, func(s *settings) {
 		if n < 0 || n > 1000 {
@@ -135,7 +137,7 @@ func Retries(n int) Option {
 }
 
 func newSettings(target int, opts []Option) *settings {
-	s := &settings{target: target, clock: time.Now, history: DefaultHistoryLimit, retries: 8}
+	s := &settings{target: target, clock: time.Now, history: storage.DefaultHistoryLimit, retries: 8}
 	for _, o := range opts {
 		if o == nil {
 			s.errs = append(s.errs, fmt.Errorf("transition: nil Option"))

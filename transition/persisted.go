@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"time"
+
+	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/internal/storecall"
+	"github.com/execfsm/execfsm/storage"
 )
 
 // Update is what one atomic write does to a record. The zero value is not
@@ -20,7 +24,7 @@ type Update[S comparable] struct {
 	Unset []string
 }
 
-// Persisted is one execution whose state lives in a [Store]: its table,
+// Persisted is one execution whose state lives in a [storage.Store]: its table,
 // the store and the record's id. Every write reads the record, checks the
 // move against the table and its guards, and writes with compare-and-swap
 // at the revision it read. When another writer got there first it re-reads
@@ -30,8 +34,8 @@ type Update[S comparable] struct {
 // A Persisted from [NewPersisted] writes as an outside authority (a
 // cluster master asking an execution to stop, an operator): it never
 // owns the record and is never fenced. [Persisted.Acquire] takes the
-// record over through the store's [Ownership] and returns a handle that
-// writes under the new [Claim]: its writes fail with [ErrFenced] once its
+// record over through the store's [storage.Ownership] and returns a handle that
+// writes under the new [storage.Claim]: its writes fail with [storage.ErrFenced] once its
 // ownership has ended or the record is owned by anyone else, so a
 // relocated controller that is still alive cannot drive the execution its
 // successor has taken over.
@@ -42,14 +46,14 @@ type Update[S comparable] struct {
 // the store) and observers see them one at a time, in write order.
 type Persisted[S comparable] struct {
 	table   *Table[S]
-	store   Store
+	store   storage.Store
 	id      string
 	actor   string
 	history int
 	retries int
 	clock   func() time.Time
-	claim   Claim
-	own     Ownership // nil: an outside authority
+	claim   storage.Claim
+	own     storage.Ownership // nil: an outside authority
 	shared  *handles[S]
 }
 
@@ -58,15 +62,15 @@ type Persisted[S comparable] struct {
 type handles[S comparable] struct {
 	observers []func(Change[S])
 	notify    *notifier[S]
-	sem       chan struct{} // one write at a time; a channel so waiting honours ctx
-	cache     Record        // the record as last read or written; guarded by sem
+	sem       chan struct{}  // one write at a time; a channel so waiting honours ctx
+	cache     storage.Record // the record as last read or written; guarded by sem
 }
 
 // NewPersisted returns the execution id of store, under table, written as
 // an outside authority (see [Persisted.Acquire] to own it). It does not
 // touch the store. It accepts [OnChange], [Clock], [Actor], [History] and
 // [Retries].
-func NewPersisted[S comparable](table *Table[S], store Store, id string, opts ...Option) (*Persisted[S], error) {
+func NewPersisted[S comparable](table *Table[S], store storage.Store, id string, opts ...Option) (*Persisted[S], error) {
 	s := newSettings(forPersisted, opts)
 	if table == nil {
 		s.errs = append(s.errs, errors.New("transition: NewPersisted: nil table"))
@@ -74,8 +78,8 @@ func NewPersisted[S comparable](table *Table[S], store Store, id string, opts ..
 	if store == nil {
 		s.errs = append(s.errs, errors.New("transition: NewPersisted: nil store"))
 	}
-	if err := checkText("id", id, MaxIDLen, false); err != nil {
-		s.errs = append(s.errs, fmt.Errorf("transition: NewPersisted: %w: %v", ErrInvalidRecord, err))
+	if err := storage.ValidateID(id); err != nil {
+		s.errs = append(s.errs, fmt.Errorf("transition: NewPersisted: %w", err))
 	}
 	observers, err := observersFor[S](s)
 	if err != nil {
@@ -98,32 +102,32 @@ func (p *Persisted[S]) Table() *Table[S] { return p.table }
 
 // Claim returns the ownership claim this handle writes under; the zero
 // Claim for an outside authority.
-func (p *Persisted[S]) Claim() Claim { return p.claim }
+func (p *Persisted[S]) Claim() storage.Claim { return p.claim }
 
 // Ownership returns the ownership this handle writes under, or nil for an
 // outside authority. Watch its Lost channel to learn that the execution
 // must no longer be driven; Release it when handing the execution over.
-func (p *Persisted[S]) Ownership() Ownership { return p.own }
+func (p *Persisted[S]) Ownership() storage.Ownership { return p.own }
 
 // Acquire takes the record over through the store's ownership (see
-// [Store] and [Lease]): if no live holder owns it, lease.Holder becomes
+// [storage.Store] and [storage.Lease]): if no live holder owns it, lease.Holder becomes
 // its owner at the next epoch, which fences every earlier claim. It
 // returns a handle writing under the new claim and the record as the
 // take-over wrote it. Observers see the take-over as a change that keeps
 // the state (a write of a handle sharing the queue that lands while the
 // take-over is returning may be delivered before it: the store is not
 // held while it waits). If a live holder owns the record the error
-// matches [ErrHeld] (with lease.Wait, once ctx has ended).
-func (p *Persisted[S]) Acquire(ctx context.Context, lease Lease) (*Persisted[S], Record, error) {
-	if err := checkCall(ctx, "Acquire"); err != nil {
-		return nil, Record{}, err
+// matches [storage.ErrHeld] (with lease.Wait, once ctx has ended).
+func (p *Persisted[S]) Acquire(ctx context.Context, lease storage.Lease) (*Persisted[S], storage.Record, error) {
+	if err := storecall.Check(ctx, "transition", "Acquire"); err != nil {
+		return nil, storage.Record{}, err
 	}
 	// The store may wait for a live holder (lease.Wait): not under the
 	// write lock, which would hold up every write of the handles that
 	// share it meanwhile.
 	own, rec, err := p.store.Acquire(ctx, p.id, lease)
 	if err != nil {
-		return nil, Record{}, err
+		return nil, storage.Record{}, err
 	}
 	cur, err := p.stateOf(rec)
 	if err == nil {
@@ -134,7 +138,7 @@ func (p *Persisted[S]) Acquire(ctx context.Context, lease Lease) (*Persisted[S],
 		// caller that gave up hold it: let the next holder have it rather
 		// than block it for a TTL.
 		_ = own.Release(context.WithoutCancel(ctx))
-		return nil, Record{}, err
+		return nil, storage.Record{}, err
 	}
 	if rec.Revision > p.shared.cache.Revision {
 		p.shared.cache = rec
@@ -175,59 +179,59 @@ func (p *Persisted[S]) deliver(c Change[S]) {
 
 // Create writes a new record in the state u.To (usually the table's
 // initial state) with u's reason and metadata, owned by nobody. A record
-// with that id already present is [ErrExists].
-func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (Record, error) {
-	if err := checkCall(ctx, "Create"); err != nil {
-		return Record{}, err
+// with that id already present is [storage.ErrExists].
+func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record, error) {
+	if err := storecall.Check(ctx, "transition", "Create"); err != nil {
+		return storage.Record{}, err
 	}
 	name, ok := p.table.Name(u.To)
 	if !ok {
-		return Record{}, &Error{ID: p.id, To: quoteLimited(name), Reason: "not a state of the table", Err: ErrUnknownState, kind: ErrNotAllowed}
+		return storage.Record{}, &Error{ID: p.id, To: quote.Limited(name), Reason: "not a state of the table"}
 	}
 	at := p.now()
-	rec := Record{ID: p.id, Status: name, UpdatedAt: at, Since: at, Reason: u.Reason, HistoryLimit: p.history,
-		History: []Entry{{To: name, Reason: u.Reason, Actor: p.actor, At: at}}}
+	rec := storage.Record{ID: p.id, Status: name, UpdatedAt: at, Since: at, Reason: u.Reason, HistoryLimit: p.history,
+		History: []storage.Entry{{To: name, Reason: u.Reason, Actor: p.actor, At: at}}}
 	rec.Meta, _ = mergeMeta(nil, u.Meta, u.Unset)
 	return p.store.Create(ctx, rec)
 }
 
 // Load reads the record from the store and returns it with its state.
-func (p *Persisted[S]) Load(ctx context.Context) (S, Record, error) {
+func (p *Persisted[S]) Load(ctx context.Context) (S, storage.Record, error) {
 	var zero S
-	if err := checkCall(ctx, "Load"); err != nil {
-		return zero, Record{}, err
+	if err := storecall.Check(ctx, "transition", "Load"); err != nil {
+		return zero, storage.Record{}, err
 	}
 	if err := lock(ctx, p.shared.sem); err != nil {
-		return zero, Record{}, err
+		return zero, storage.Record{}, err
 	}
 	rec, err := p.read(ctx)
 	<-p.shared.sem
 	if err != nil {
-		return zero, Record{}, err
+		return zero, storage.Record{}, err
 	}
 	cur, err := p.stateOf(rec)
 	if err != nil {
-		return zero, Record{}, err
+		return zero, storage.Record{}, err
 	}
 	return cur, rec, nil
 }
 
 // read gets the record from the store and remembers it; the write lock is
 // held.
-func (p *Persisted[S]) read(ctx context.Context) (Record, error) {
+func (p *Persisted[S]) read(ctx context.Context) (storage.Record, error) {
 	rec, err := p.store.Get(ctx, p.id)
 	if err != nil {
-		p.shared.cache = Record{}
-		return Record{}, err
+		p.shared.cache = storage.Record{}
+		return storage.Record{}, err
 	}
 	p.shared.cache = rec
 	return rec, nil
 }
 
-func (p *Persisted[S]) stateOf(rec Record) (S, error) {
+func (p *Persisted[S]) stateOf(rec storage.Record) (S, error) {
 	cur, err := p.table.Parse(rec.Status)
 	if err != nil {
-		return cur, fmt.Errorf("transition: record %s has a status its table does not know: %w", quoteLimited(p.id), err)
+		return cur, fmt.Errorf("transition: record %s has a status its table does not know: %w", quote.Limited(p.id), err)
 	}
 	return cur, nil
 }
@@ -236,7 +240,7 @@ func (p *Persisted[S]) stateOf(rec Record) (S, error) {
 // current state succeeds and writes nothing. The change returned carries
 // the revision written.
 func (p *Persisted[S]) Fire(ctx context.Context, to S, reason string) (Change[S], error) {
-	c, _, err := p.Apply(ctx, func(S, Record) (Update[S], error) {
+	c, _, err := p.Apply(ctx, func(S, storage.Record) (Update[S], error) {
 		return Update[S]{To: to, Reason: reason}, nil
 	})
 	return c, err
@@ -253,15 +257,15 @@ func (p *Persisted[S]) Fire(ctx context.Context, to S, reason string) (Change[S]
 //
 // It returns the change, with the revision written, and the record as
 // stored.
-func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec Record) (Update[S], error)) (Change[S], Record, error) {
-	if err := checkCall(ctx, "Apply"); err != nil {
-		return Change[S]{}, Record{}, err
+func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec storage.Record) (Update[S], error)) (Change[S], storage.Record, error) {
+	if err := storecall.Check(ctx, "transition", "Apply"); err != nil {
+		return Change[S]{}, storage.Record{}, err
 	}
 	if decide == nil {
-		return Change[S]{}, Record{}, errors.New("transition: Apply: nil decide function")
+		return Change[S]{}, storage.Record{}, errors.New("transition: Apply: nil decide function")
 	}
 	if err := lock(ctx, p.shared.sem); err != nil {
-		return Change[S]{}, Record{}, err
+		return Change[S]{}, storage.Record{}, err
 	}
 	c, rec, written, err := p.applyLocked(ctx, decide)
 	if !written {
@@ -281,14 +285,14 @@ func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec Record)
 // the cached record leads to other than a write (a refusal, a decision
 // to write nothing, a fence) is never trusted: the record may have moved
 // on, so the decision is made again on a fresh read.
-func (p *Persisted[S]) applyLocked(ctx context.Context, decide func(S, Record) (Update[S], error)) (c Change[S], rec Record, written bool, err error) {
+func (p *Persisted[S]) applyLocked(ctx context.Context, decide func(S, storage.Record) (Update[S], error)) (c Change[S], rec storage.Record, written bool, err error) {
 	if err := p.lost(); err != nil {
-		return Change[S]{}, Record{}, false, err // final: no read can change it
+		return Change[S]{}, storage.Record{}, false, err // final: no read can change it
 	}
 	rec, cached := p.shared.cache, p.shared.cache.ID != ""
 	if !cached {
 		if rec, err = p.read(ctx); err != nil {
-			return Change[S]{}, Record{}, false, err
+			return Change[S]{}, storage.Record{}, false, err
 		}
 	}
 	for attempt := 1; ; {
@@ -296,7 +300,7 @@ func (p *Persisted[S]) applyLocked(ctx context.Context, decide func(S, Record) (
 		if cached && (err != nil || !write) && ctx.Err() == nil {
 			cached = false
 			if rec, err = p.read(ctx); err != nil {
-				return Change[S]{}, Record{}, false, err
+				return Change[S]{}, storage.Record{}, false, err
 			}
 			continue
 		}
@@ -309,36 +313,36 @@ func (p *Persisted[S]) applyLocked(ctx context.Context, decide func(S, Record) (
 			c.Revision = stored.Revision
 			return c, stored, true, nil
 		}
-		var conflict *ConflictError
+		var conflict *storage.ConflictError
 		if !errors.As(err, &conflict) {
-			p.shared.cache = Record{} // the write may or may not have landed
-			return Change[S]{}, Record{}, false, err
+			p.shared.cache = storage.Record{} // the write may or may not have landed
+			return Change[S]{}, storage.Record{}, false, err
 		}
 		if attempt > p.retries {
-			return Change[S]{}, Record{}, false, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quoteLimited(p.id), attempt, err)
+			return Change[S]{}, storage.Record{}, false, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quote.Limited(p.id), attempt, err)
 		}
 		attempt++
 		cached = false
 		if rec = conflict.Current; rec.ID != p.id { // a store that did not include the record
 			if rec, err = p.read(ctx); err != nil {
-				return Change[S]{}, Record{}, false, err
+				return Change[S]{}, storage.Record{}, false, err
 			}
 		}
 	}
 }
 
 // decide checks the fence, asks decide for an update of rec and plans it.
-func (p *Persisted[S]) decide(ctx context.Context, rec Record, decide func(S, Record) (Update[S], error)) (Record, Change[S], bool, error) {
+func (p *Persisted[S]) decide(ctx context.Context, rec storage.Record, decide func(S, storage.Record) (Update[S], error)) (storage.Record, Change[S], bool, error) {
 	cur, err := p.stateOf(rec)
 	if err != nil {
-		return Record{}, Change[S]{}, false, err
+		return storage.Record{}, Change[S]{}, false, err
 	}
 	if err := p.fenced(rec); err != nil {
-		return Record{}, Change[S]{}, false, err
+		return storage.Record{}, Change[S]{}, false, err
 	}
 	u, err := decide(cur, rec.Clone())
 	if err != nil {
-		return Record{}, Change[S]{}, false, err
+		return storage.Record{}, Change[S]{}, false, err
 	}
 	return p.plan(ctx, cur, rec, u)
 }
@@ -350,14 +354,14 @@ func (p *Persisted[S]) lost() error {
 	}
 	select {
 	case <-p.own.Lost():
-		return &FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch, Lost: true}
+		return &storage.FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch, Lost: true}
 	default:
 		return nil
 	}
 }
 
 // fenced returns a [*FencedError] if this handle owns the record no more.
-func (p *Persisted[S]) fenced(rec Record) error {
+func (p *Persisted[S]) fenced(rec storage.Record) error {
 	if p.own == nil {
 		return nil
 	}
@@ -365,7 +369,7 @@ func (p *Persisted[S]) fenced(rec Record) error {
 		return err
 	}
 	if rec.Claim() != p.claim {
-		return &FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch,
+		return &storage.FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch,
 			CurrentOwner: rec.Owner, CurrentEpoch: rec.Epoch}
 	}
 	return nil
@@ -374,13 +378,13 @@ func (p *Persisted[S]) fenced(rec Record) error {
 // plan turns an update of rec (in state cur) into the record to write and
 // the change it makes; write is false when it would change nothing. The
 // record keeps its owner and epoch: only Acquire changes them.
-func (p *Persisted[S]) plan(ctx context.Context, cur S, rec Record, u Update[S]) (next Record, c Change[S], write bool, err error) {
+func (p *Persisted[S]) plan(ctx context.Context, cur S, rec storage.Record, u Update[S]) (next storage.Record, c Change[S], write bool, err error) {
 	t := p.table
 	i, _ := t.lookup(cur)
 	j, ok := t.lookup(u.To)
 	if !ok {
-		return Record{}, Change[S]{}, false, &Error{ID: p.id, From: t.names[i], To: quoteLimited(nameOf(u.To)),
-			Reason: "not a state of the table", Err: ErrUnknownState, kind: ErrNotAllowed}
+		return storage.Record{}, Change[S]{}, false, &Error{ID: p.id, From: t.names[i], To: quote.Limited(nameOf(u.To)),
+			Reason: "not a state of the table"}
 	}
 	c = Change[S]{ID: p.id, From: cur, To: u.To, Reason: u.Reason, Actor: p.actor, At: p.now(),
 		Revision: rec.Revision, Owner: p.claim.Owner, Epoch: p.claim.Epoch}
@@ -392,20 +396,20 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec Record, u Update[S])
 		}
 		flags := t.edges[i*t.n+j]
 		if err := checkEdge(t, p.id, i, j, prevPlus1, flags); err != nil {
-			return Record{}, Change[S]{}, false, err
+			return storage.Record{}, Change[S]{}, false, err
 		}
 		if flags&edgeGuarded != 0 || len(t.anyGuard) > 0 {
 			if err := runGuards(ctx, t, i, j, c); err != nil {
-				return Record{}, Change[S]{}, false, err
+				return storage.Record{}, Change[S]{}, false, err
 			}
 		}
 	}
 	meta, metaChanged := mergeMeta(rec.Meta, u.Meta, u.Unset)
 	if !moves && !metaChanged {
-		return Record{}, c, false, nil
+		return storage.Record{}, c, false, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return Record{}, Change[S]{}, false, err
+		return storage.Record{}, Change[S]{}, false, err
 	}
 	next = rec.Clone()
 	next.Status = t.names[j]
@@ -423,12 +427,12 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec Record, u Update[S])
 	if n := rec.HistoryKept(); len(keep) >= n {
 		keep = keep[len(keep)-n+1:]
 	}
-	next.History = append(append(make([]Entry, 0, len(keep)+1), keep...), Entry{
+	next.History = append(append(make([]storage.Entry, 0, len(keep)+1), keep...), storage.Entry{
 		From: t.names[i], To: t.names[j], Reason: u.Reason, Actor: p.actor,
 		Owner: p.claim.Owner, Epoch: p.claim.Epoch, At: c.At, Revision: rec.Revision,
 	})
 	if err := next.Validate(); err != nil {
-		return Record{}, Change[S]{}, false, err
+		return storage.Record{}, Change[S]{}, false, err
 	}
 	return next, c, true, nil
 }

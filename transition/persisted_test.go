@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -57,14 +59,14 @@ func fixedClock() func() time.Time {
 	}
 }
 
-func newJob(t testing.TB, store transition.Store, opts ...transition.Option) *transition.Persisted[Job] {
+func newJob(t testing.TB, store storage.Store, opts ...transition.Option) *transition.Persisted[Job] {
 	p, err := transition.NewPersisted(jobTable(t), store, "ex-1", append([]transition.Option{transition.Clock(fixedClock())}, opts...)...)
 	require.NoError(t, err)
 	return p
 }
 
-func created(t testing.TB, opts ...transition.Option) (*transition.Persisted[Job], *transition.MemoryStore) {
-	store := transition.NewMemoryStore()
+func created(t testing.TB, opts ...transition.Option) (*transition.Persisted[Job], *storage.Memory) {
+	store := storage.NewMemory()
 	p := newJob(t, store, opts...)
 	_, err := p.Create(bg, transition.Update[Job]{To: Queued, Reason: "submitted", Meta: map[string]string{"owner": "alice"}})
 	require.NoError(t, err)
@@ -79,7 +81,7 @@ func TestPersistedCreatesFiresAndLoads(t *testing.T) {
 	require.Equal(t, "submitted", rec.Reason)
 	require.Equal(t, map[string]string{"owner": "alice"}, rec.Meta)
 	require.Len(t, rec.History, 1)
-	require.Equal(t, transition.Entry{To: "queued", Reason: "submitted", Actor: "master", At: rec.UpdatedAt}, rec.History[0])
+	require.Equal(t, storage.Entry{To: "queued", Reason: "submitted", Actor: "master", At: rec.UpdatedAt}, rec.History[0])
 
 	c, err := p.Fire(bg, Work, "controller ready")
 	require.NoError(t, err)
@@ -97,10 +99,10 @@ func TestPersistedCreatesFiresAndLoads(t *testing.T) {
 	require.True(t, c.At.Equal(loaded.UpdatedAt))
 	require.True(t, c.At.Equal(loaded.Since), "Since moves with the status")
 	last := loaded.History[len(loaded.History)-1]
-	require.Equal(t, transition.Entry{From: "queued", To: "working", Reason: "controller ready", Actor: "master", At: c.At, Revision: rec.Revision}, last)
+	require.Equal(t, storage.Entry{From: "queued", To: "working", Reason: "controller ready", Actor: "master", At: c.At, Revision: rec.Revision}, last)
 
 	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
-	require.ErrorIs(t, err, transition.ErrExists)
+	require.ErrorIs(t, err, storage.ErrExists)
 }
 
 func TestPersistedWritingTheCurrentStateWritesNothing(t *testing.T) {
@@ -120,7 +122,7 @@ func TestPersistedRefusedMovesWriteNothing(t *testing.T) {
 	errNope := errors.New("nope")
 	table, err := jobBuilder().Guard(Work, Done, func(context.Context, transition.Change[Job]) error { return errNope }).Build()
 	require.NoError(t, err)
-	store := transition.NewMemoryStore()
+	store := storage.NewMemory()
 	p, err := transition.NewPersisted(table, store, "ex-1")
 	require.NoError(t, err)
 	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
@@ -129,7 +131,7 @@ func TestPersistedRefusedMovesWriteNothing(t *testing.T) {
 	_, err = p.Fire(bg, Done, "skip the work")
 	require.ErrorIs(t, err, transition.ErrNotAllowed)
 	_, err = p.Fire(bg, "exploded", "")
-	require.ErrorIs(t, err, transition.ErrUnknownState)
+	require.ErrorIs(t, err, transition.ErrNotAllowed)
 	_, err = p.Fire(bg, Work, "")
 	require.NoError(t, err)
 	rev := mustGet(t, store).Revision
@@ -139,7 +141,7 @@ func TestPersistedRefusedMovesWriteNothing(t *testing.T) {
 	require.Equal(t, rev, mustGet(t, store).Revision)
 }
 
-func mustGet(t require.TestingT, s transition.Store) transition.Record {
+func mustGet(t require.TestingT, s storage.Store) storage.Record {
 	rec, err := s.Get(bg, "ex-1")
 	require.NoError(t, err)
 	return rec
@@ -163,7 +165,7 @@ func TestPersistedReturnEdgeLeadsBackToTheRecordedPreviousState(t *testing.T) {
 }
 
 func TestPersistedRecordCreatedInARememberingStateCannotReturn(t *testing.T) {
-	store := transition.NewMemoryStore()
+	store := storage.NewMemory()
 	p := newJob(t, store)
 	_, err := p.Create(bg, transition.Update[Job]{To: Moving, Reason: "adopted mid-move"})
 	require.NoError(t, err)
@@ -219,7 +221,7 @@ func TestEveryWriterKeepsTheRecordsOwnTrailLength(t *testing.T) {
 
 func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {
 	p, store := created(t)
-	_, rec, err := p.Apply(bg, func(cur Job, rec transition.Record) (transition.Update[Job], error) {
+	_, rec, err := p.Apply(bg, func(cur Job, rec storage.Record) (transition.Update[Job], error) {
 		require.Equal(t, "alice", rec.Meta["owner"])
 		return transition.Update[Job]{To: Work, Reason: "started", Meta: map[string]string{"restarts": "0"}, Unset: []string{"owner"}}, nil
 	})
@@ -228,7 +230,7 @@ func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {
 	require.Equal(t, rec, mustGet(t, store))
 
 	// A metadata-only update writes, keeps the state and the reason.
-	c, rec2, err := p.Apply(bg, func(cur Job, _ transition.Record) (transition.Update[Job], error) {
+	c, rec2, err := p.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
 		return transition.Update[Job]{To: cur, Meta: map[string]string{"restarts": "1"}}, nil
 	})
 	require.NoError(t, err)
@@ -238,7 +240,7 @@ func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {
 	require.Equal(t, "1", rec2.Meta["restarts"])
 
 	// Setting what is already there writes nothing.
-	_, rec3, err := p.Apply(bg, func(cur Job, _ transition.Record) (transition.Update[Job], error) {
+	_, rec3, err := p.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
 		return transition.Update[Job]{To: cur, Meta: map[string]string{"restarts": "1"}, Unset: []string{"absent"}}, nil
 	})
 	require.NoError(t, err)
@@ -249,7 +251,7 @@ func TestPersistedDecideErrorWritesNothing(t *testing.T) {
 	p, store := created(t)
 	rev := mustGet(t, store).Revision
 	errRefuse := errors.New("refuse")
-	_, _, err := p.Apply(bg, func(Job, transition.Record) (transition.Update[Job], error) {
+	_, _, err := p.Apply(bg, func(Job, storage.Record) (transition.Update[Job], error) {
 		return transition.Update[Job]{}, errRefuse
 	})
 	require.ErrorIs(t, err, errRefuse)
@@ -268,32 +270,32 @@ func TestPersistedHostileUpdatesWriteNothing(t *testing.T) {
 		"invalid UTF-8":      {To: Work, Reason: "\xff\xfe"},
 		"huge meta":          {To: Work, Meta: map[string]string{"k": huge}},
 		"invalid meta key":   {To: Work, Meta: map[string]string{"\xff": "v"}},
-		"too many meta keys": {To: Work, Meta: manyMeta(transition.MaxMetaEntries + 1)},
+		"too many meta keys": {To: Work, Meta: manyMeta(storage.MaxMetaEntries + 1)},
 	} {
-		_, _, err := p.Apply(bg, func(Job, transition.Record) (transition.Update[Job], error) { return u, nil })
-		require.ErrorIs(t, err, transition.ErrInvalidRecord, name)
+		_, _, err := p.Apply(bg, func(Job, storage.Record) (transition.Update[Job], error) { return u, nil })
+		require.ErrorIs(t, err, storage.ErrInvalidRecord, name)
 		require.Equal(t, before, mustGet(t, store), name)
 	}
-	_, err := transition.NewPersisted(jobTable(t), store, strings.Repeat("i", transition.MaxIDLen+1))
-	require.ErrorIs(t, err, transition.ErrInvalidRecord)
+	_, err := transition.NewPersisted(jobTable(t), store, strings.Repeat("i", storage.MaxIDLen+1))
+	require.ErrorIs(t, err, storage.ErrInvalidRecord)
 	_, err = transition.NewPersisted(jobTable(t), store, "")
-	require.ErrorIs(t, err, transition.ErrInvalidRecord)
+	require.ErrorIs(t, err, storage.ErrInvalidRecord)
 	_, err = transition.NewPersisted(jobTable(t), nil, "x")
 	require.Error(t, err)
 	_, err = transition.NewPersisted(jobTable(t), store, "x", transition.StartIn(Work))
 	require.Error(t, err, "StartIn is a Machine option")
-	for name, l := range map[string]transition.Lease{
+	for name, l := range map[string]storage.Lease{
 		"no holder":      {TTL: time.Minute},
 		"huge holder":    {Holder: huge, TTL: time.Minute},
 		"invalid UTF-8":  {Holder: "pod-\xff", TTL: time.Minute},
 		"no TTL":         {Holder: "pod-a"},
-		"TTL too long":   {Holder: "pod-a", TTL: transition.MaxLeaseTTL + 1},
+		"TTL too long":   {Holder: "pod-a", TTL: storage.MaxLeaseTTL + 1},
 		"a 1 MB reason":  {Holder: "pod-a", TTL: time.Minute, Reason: huge},
 		"negative TTL":   {Holder: "pod-a", TTL: -time.Second},
 		"sub-second TTL": {Holder: "pod-a", TTL: time.Millisecond},
 	} {
 		_, _, err = p.Acquire(bg, l)
-		require.ErrorIs(t, err, transition.ErrInvalidLease, name)
+		require.ErrorIs(t, err, storage.ErrInvalidLease, name)
 		require.Equal(t, before, mustGet(t, store), name)
 	}
 }
@@ -307,8 +309,8 @@ func manyMeta(n int) map[string]string {
 }
 
 func TestPersistedRefusesARecordWithAStatusItsTableDoesNotKnow(t *testing.T) {
-	store := transition.NewMemoryStore()
-	_, err := store.Create(bg, transition.Record{ID: "ex-1", Status: "exploded"})
+	store := storage.NewMemory()
+	_, err := store.Create(bg, storage.Record{ID: "ex-1", Status: "exploded"})
 	require.NoError(t, err)
 	p := newJob(t, store)
 	_, _, err = p.Load(bg)
@@ -329,8 +331,8 @@ func TestPersistedDoneContextWritesNothing(t *testing.T) {
 }
 
 // lease returns a valid lease for holder.
-func lease(holder string) transition.Lease {
-	return transition.Lease{Holder: holder, TTL: time.Minute}
+func lease(holder string) storage.Lease {
+	return storage.Lease{Holder: holder, TTL: time.Minute}
 }
 
 func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
@@ -338,9 +340,9 @@ func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 	_, err := master.Fire(bg, Work, "scheduled")
 	require.NoError(t, err)
 
-	podA, recA, err := master.Acquire(bg, transition.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"})
+	podA, recA, err := master.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"})
 	require.NoError(t, err)
-	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim())
+	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim())
 	require.Equal(t, "pod-a", recA.Owner)
 	require.Nil(t, master.Ownership(), "the master stays an outside authority")
 	_, err = podA.Fire(bg, Moving, "SIGTERM from the platform")
@@ -348,28 +350,28 @@ func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 
 	// A second controller cannot take a live holder's execution.
 	_, _, err = master.Acquire(bg, lease("pod-b"))
-	var held *transition.HeldError
+	var held *storage.HeldError
 	require.ErrorAs(t, err, &held)
-	require.Equal(t, transition.HeldError{ID: "ex-1", Holder: "pod-a"}, *held)
+	require.Equal(t, storage.HeldError{ID: "ex-1", Holder: "pod-a"}, *held)
 
 	// pod-a's ownership ends (its pod was deleted); pod-b takes over.
 	require.NoError(t, podA.Ownership().Release(bg))
-	podB, recB, err := master.Acquire(bg, transition.Lease{Holder: "pod-b", TTL: time.Minute, Reason: "relocated controller took over"})
+	podB, recB, err := master.Acquire(bg, storage.Lease{Holder: "pod-b", TTL: time.Minute, Reason: "relocated controller took over"})
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), recB.Epoch)
 	require.Equal(t, "moving", recB.Status, "taking over changes owner, not state")
 	require.True(t, recB.Since.Before(recB.UpdatedAt), "nor the time the state was entered")
 	last := recB.History[len(recB.History)-1]
-	require.Equal(t, transition.Entry{From: "moving", To: "moving", Reason: "relocated controller took over", Actor: "pod-b",
+	require.Equal(t, storage.Entry{From: "moving", To: "moving", Reason: "relocated controller took over", Actor: "pod-b",
 		Owner: "pod-b", Epoch: 2, At: last.At, Revision: recA.Revision + 1}, last)
 
 	// The old pod is still alive and tries to write: fenced, nothing changes.
 	before := mustGet(t, store)
 	_, err = podA.Fire(bg, Broken, "old pod still running")
-	require.ErrorIs(t, err, transition.ErrFenced)
-	var fenced *transition.FencedError
+	require.ErrorIs(t, err, storage.ErrFenced)
+	var fenced *storage.FencedError
 	require.ErrorAs(t, err, &fenced)
-	require.Equal(t, transition.FencedError{ID: "ex-1", Owner: "pod-a", Epoch: 1, Lost: true}, *fenced)
+	require.Equal(t, storage.FencedError{ID: "ex-1", Owner: "pod-a", Epoch: 1, Lost: true}, *fenced)
 	require.Equal(t, before, mustGet(t, store))
 
 	c, err := podB.Fire(bg, Work, "resumed")
@@ -388,14 +390,14 @@ func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 // unnoticing plays a store whose ownerships never notice that they ended
 // (a lease whose loss has not reached its holder yet): the record's epoch
 // still fences their writes.
-type unnoticing struct{ *transition.MemoryStore }
+type unnoticing struct{ *storage.Memory }
 
-type stillHeld struct{ transition.Ownership }
+type stillHeld struct{ storage.Ownership }
 
 func (stillHeld) Lost() <-chan struct{} { return nil }
 
-func (s unnoticing) Acquire(ctx context.Context, id string, l transition.Lease) (transition.Ownership, transition.Record, error) {
-	own, rec, err := s.MemoryStore.Acquire(ctx, id, l)
+func (s unnoticing) Acquire(ctx context.Context, id string, l storage.Lease) (storage.Ownership, storage.Record, error) {
+	own, rec, err := s.Memory.Acquire(ctx, id, l)
 	if err != nil {
 		return nil, rec, err
 	}
@@ -403,7 +405,7 @@ func (s unnoticing) Acquire(ctx context.Context, id string, l transition.Lease) 
 }
 
 func TestPersistedFencesByEpochAnOwnerThatHasNotNoticedItsLoss(t *testing.T) {
-	store := unnoticing{transition.NewMemoryStore()}
+	store := unnoticing{storage.NewMemory()}
 	master := newJob(t, store)
 	_, err := master.Create(bg, transition.Update[Job]{To: Queued})
 	require.NoError(t, err)
@@ -415,9 +417,9 @@ func TestPersistedFencesByEpochAnOwnerThatHasNotNoticedItsLoss(t *testing.T) {
 
 	before := mustGet(t, store)
 	_, err = podA.Fire(bg, Work, "old pod still running")
-	var fenced *transition.FencedError
+	var fenced *storage.FencedError
 	require.ErrorAs(t, err, &fenced)
-	require.Equal(t, transition.FencedError{ID: "ex-1", Owner: "pod-a", Epoch: 1, CurrentOwner: "pod-b", CurrentEpoch: 2}, *fenced)
+	require.Equal(t, storage.FencedError{ID: "ex-1", Owner: "pod-a", Epoch: 1, CurrentOwner: "pod-b", CurrentEpoch: 2}, *fenced)
 	require.Equal(t, before, mustGet(t, store))
 }
 
@@ -452,7 +454,7 @@ func TestPersistedObserversOfDerivedHandlesRunOneAtATime(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for k := range 200 {
-				_, _, err := h.Apply(bg, func(cur Job, _ transition.Record) (transition.Update[Job], error) {
+				_, _, err := h.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
 					return transition.Update[Job]{To: cur, Meta: map[string]string{"n": fmt.Sprint(k)}}, nil
 				})
 				if err != nil {
@@ -476,13 +478,13 @@ func TestPersistedObserversOfDerivedHandlesRunOneAtATime(t *testing.T) {
 // interfering plays another writer: before each of the first n
 // CompareAndSwap calls it lets write change the record underneath.
 type interfering struct {
-	transition.Store
+	storage.Store
 	mu    sync.Mutex
 	n     int
 	write func()
 }
 
-func (s *interfering) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+func (s *interfering) CompareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
 	s.mu.Lock()
 	interfere := s.n > 0
 	s.n--
@@ -505,7 +507,7 @@ func TestPersistedApplyDecidesAgainOnTheFreshRecord(t *testing.T) {
 	controller := newJob(t, store, transition.Actor("controller"))
 
 	var saw []Job
-	c, rec, err := controller.Apply(bg, func(cur Job, _ transition.Record) (transition.Update[Job], error) {
+	c, rec, err := controller.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
 		saw = append(saw, cur)
 		if cur == Halt {
 			return transition.Update[Job]{To: Done, Reason: "SIGTERM while halting: shut down"}, nil
@@ -523,14 +525,14 @@ func TestPersistedGivesUpAfterItsRetries(t *testing.T) {
 	n := 0
 	store := &interfering{Store: mem, n: 100, write: func() {
 		n++
-		_, _, err := base.Apply(bg, func(cur Job, _ transition.Record) (transition.Update[Job], error) {
+		_, _, err := base.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
 			return transition.Update[Job]{To: cur, Meta: map[string]string{"n": fmt.Sprint(n)}}, nil
 		})
 		require.NoError(t, err)
 	}}
 	p := newJob(t, store, transition.Retries(2))
 	_, err := p.Fire(bg, Work, "")
-	require.ErrorIs(t, err, transition.ErrConflict)
+	require.ErrorIs(t, err, storage.ErrConflict)
 	require.Contains(t, err.Error(), "gave up after 3 conflicting writes")
 	require.Equal(t, "queued", mustGet(t, mem).Status)
 }
@@ -559,10 +561,10 @@ func TestPersistedConcurrentWritersStateMachine(t *testing.T) {
 	table := jobTable(t)
 	states := table.States()
 	rapid.Check(t, func(rt *rapid.T) {
-		store := transition.NewMemoryStore()
+		store := storage.NewMemory()
 		handles := make([]*transition.Persisted[Job], 3)
 		for k := range handles {
-			p, err := transition.NewPersisted(table, store, "ex-1", transition.History(transition.MaxHistory), transition.Retries(1000))
+			p, err := transition.NewPersisted(table, store, "ex-1", transition.History(storage.MaxHistory), transition.Retries(1000))
 			require.NoError(rt, err)
 			handles[k] = p
 		}
@@ -654,7 +656,7 @@ func ExamplePersisted() {
 		Allow("working", "done").
 		Terminal("done").
 		Build()
-	store := transition.NewMemoryStore()
+	store := storage.NewMemory()
 	master, _ := transition.NewPersisted(table, store, "ex-1", transition.Actor("master"))
 	ctx := context.Background()
 	_, _ = master.Create(ctx, transition.Update[string]{To: "queued", Reason: "submitted"})
@@ -662,14 +664,14 @@ func ExamplePersisted() {
 	// A controller takes the execution over. While it lives nobody else
 	// can; when it is gone (here: it released its ownership) the next one
 	// takes over at a new epoch.
-	first, _, _ := master.Acquire(ctx, transition.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"})
-	_, _, err := master.Acquire(ctx, transition.Lease{Holder: "pod-b", TTL: time.Minute})
-	fmt.Println(errors.Is(err, transition.ErrHeld))
+	first, _, _ := master.Acquire(ctx, storage.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"})
+	_, _, err := master.Acquire(ctx, storage.Lease{Holder: "pod-b", TTL: time.Minute})
+	fmt.Println(errors.Is(err, storage.ErrHeld))
 	_ = first.Ownership().Release(ctx)
-	second, _, _ := master.Acquire(ctx, transition.Lease{Holder: "pod-b", TTL: time.Minute, Reason: "controller relocated"})
+	second, _, _ := master.Acquire(ctx, storage.Lease{Holder: "pod-b", TTL: time.Minute, Reason: "controller relocated"})
 
 	_, err = first.Fire(ctx, "working", "old pod still alive")
-	fmt.Println(errors.Is(err, transition.ErrFenced))
+	fmt.Println(errors.Is(err, storage.ErrFenced))
 	c, _ := second.Fire(ctx, "working", "resumed")
 	fmt.Println(c.From, "→", c.To, "by", c.Owner)
 
@@ -730,16 +732,16 @@ func TestPersistedWarmWriteIsOneRoundTrip(t *testing.T) {
 }
 
 type countingStore struct {
-	transition.Store
+	storage.Store
 	gets, cas int
 }
 
-func (s *countingStore) Get(ctx context.Context, id string) (transition.Record, error) {
+func (s *countingStore) Get(ctx context.Context, id string) (storage.Record, error) {
 	s.gets++
 	return s.Store.Get(ctx, id)
 }
 
-func (s *countingStore) CompareAndSwap(ctx context.Context, id string, expect uint64, next transition.Record) (transition.Record, error) {
+func (s *countingStore) CompareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
 	s.cas++
 	return s.Store.CompareAndSwap(ctx, id, expect, next)
 }

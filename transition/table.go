@@ -7,6 +7,9 @@ import (
 	"strings"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/storage"
 )
 
 // MaxStates is the most states a table may have. It keeps a state's index
@@ -15,7 +18,7 @@ import (
 const MaxStates = 255
 
 // MaxNameLen bounds the text form of a state, which every record stores.
-const MaxNameLen = 128
+const MaxNameLen = storage.MaxStatusLen
 
 // ErrInvalidTable is matched by every error [Builder.Build] returns.
 var ErrInvalidTable = errors.New("invalid transition table")
@@ -510,8 +513,9 @@ func (t *Table[S]) Name(s S) (string, bool) {
 	return t.names[i], true
 }
 
-// ErrUnknownState is matched by [Table.Parse] errors and by moves that
-// name a state the table does not have.
+// ErrUnknownState is matched by [Table.Parse] errors: a text that names
+// no state of the table. (A move to a state the table lacks is an
+// [*Error] matching [ErrNotAllowed], like any move the table refuses.)
 var ErrUnknownState = errors.New("unknown state")
 
 // Parse returns the state whose text form is text. The error matches
@@ -521,16 +525,7 @@ func (t *Table[S]) Parse(text string) (S, error) {
 		return t.states[i], nil
 	}
 	var zero S
-	return zero, fmt.Errorf("transition: %w %s (valid: %s)", ErrUnknownState, quoteLimited(text), strings.Join(t.names, ", "))
-}
-
-// quoteLimited quotes at most 64 bytes of untrusted text for an error.
-func quoteLimited(s string) string {
-	const max = 64
-	if len(s) > max {
-		return fmt.Sprintf("%q… (%d bytes)", s[:max], len(s))
-	}
-	return fmt.Sprintf("%q", s)
+	return zero, fmt.Errorf("transition: %w %s (valid: %s)", ErrUnknownState, quote.Limited(text), strings.Join(t.names, ", "))
 }
 
 // guardsFor returns the guards of the edge i → j, table-wide ones first.

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
@@ -76,7 +78,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	// work can move, so SIGTERM relocates. Its lease is how long a
 	// successor waits if it dies without letting go.
 	policy := recovery.Policy{Restarts: true, Work: slicer{}}
-	lease := func(pod string) transition.Lease { return transition.Lease{Holder: pod, TTL: 15 * time.Second} }
+	lease := func(pod string) storage.Lease { return storage.Lease{Holder: pod, TTL: 15 * time.Second} }
 
 	master, err := open("master")
 	if err != nil {
@@ -112,7 +114,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err = recovery.ApplyStartup(ctx, podB, lease("pod-b"), policy); !errors.Is(err, transition.ErrHeld) {
+	if _, _, err = recovery.ApplyStartup(ctx, podB, lease("pod-b"), policy); !errors.Is(err, storage.ErrHeld) {
 		return fmt.Errorf("expected pod-b to be refused while pod-a lives, got %v", err)
 	}
 	fmt.Fprintf(w, "  pod-b startup refused: %v\n", err)
@@ -137,7 +139,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 
 	// pod-a has not exited yet and tries to carry on: fenced.
 	_, err = podA.Fire(ctx, state.Running, "old pod still alive")
-	if !errors.Is(err, transition.ErrFenced) {
+	if !errors.Is(err, storage.ErrFenced) {
 		return fmt.Errorf("expected pod-a to be fenced, got %v", err)
 	}
 	fmt.Fprintf(w, "  pod-a refused: %v\n", err)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/recovery"
@@ -67,7 +69,7 @@ type manager struct {
 	cfg   managerConfig
 	world worldView
 	table *transition.Table[SimState]
-	store transition.Store
+	store storage.Store
 
 	mu   sync.Mutex
 	view map[string]simulator // by uuid
@@ -227,7 +229,7 @@ func (m *manager) list(context.Context) ([]recovery.Item[string], error) {
 // known is what this manager's store says it manages: the simulators it
 // has records of that are not gone.
 func (m *manager) known(ctx context.Context) ([]string, error) {
-	lister, ok := m.store.(transition.Lister)
+	lister, ok := m.store.(storage.Lister)
 	if !ok {
 		return nil, errors.New("the store cannot list")
 	}
@@ -298,7 +300,7 @@ func (m *manager) Reconcile(ctx context.Context, uuid string) (recovery.Result, 
 		// again soon rather than call it gone.
 		return recovery.Result{RequeueAfter: 50 * time.Millisecond}, nil
 	}
-	if errors.Is(err, transition.ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		if !alive {
 			return recovery.Result{}, nil
 		}

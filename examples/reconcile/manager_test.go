@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -36,11 +38,11 @@ func (w *comingUp) labels(string) ([]label, error) {
 
 // newTestManager returns a manager of world whose store holds simulator
 // l's record, created in state at.
-func newTestManager(t *testing.T, ctx context.Context, w worldView, l label, at SimState) (*manager, *transition.MemoryStore) {
+func newTestManager(t *testing.T, ctx context.Context, w worldView, l label, at SimState) (*manager, *storage.Memory) {
 	t.Helper()
 	table, err := simulatorTable()
 	require.NoError(t, err)
-	store := transition.NewMemoryStore()
+	store := storage.NewMemory()
 	m := &manager{cfg: managerConfig{UUID: "mgr-1-manager"}, world: w, table: table, store: store, view: map[string]simulator{}}
 	exec, err := m.exec(l.UUID)
 	require.NoError(t, err)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
@@ -85,7 +87,7 @@ func controller(cfg controllerConfig) (int, error) {
 	}
 	defer closeStore()
 	exec, err := transition.NewPersisted(state.Lifecycle(), store, cfg.Execution,
-		transition.Actor(cfg.Name), transition.History(transition.MaxHistory))
+		transition.Actor(cfg.Name), transition.History(storage.MaxHistory))
 	if err != nil {
 		return 0, err
 	}
@@ -97,7 +99,7 @@ func controller(cfg controllerConfig) (int, error) {
 	policy := recovery.Policy{Restarts: true, Work: work, RestartBudget: cfg.Budget}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	verdict, exec, err := recovery.ApplyStartup(startCtx, exec, transition.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true}, policy)
+	verdict, exec, err := recovery.ApplyStartup(startCtx, exec, storage.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true}, policy)
 	say("verdict %s %s: %s", verdict.Decision, verdict.To, verdict.Reason)
 	switch {
 	case errors.Is(err, recovery.ErrTerminalStatus):
@@ -133,7 +135,7 @@ func controller(cfg controllerConfig) (int, error) {
 	say("status %s", rec.Status)
 
 	checkpoint := func(ctx context.Context) error {
-		_, _, err := exec.Apply(ctx, func(cur state.Status, _ transition.Record) (transition.Update[state.Status], error) {
+		_, _, err := exec.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
 			return transition.Update[state.Status]{To: cur, Meta: map[string]string{metaSlices: strconv.Itoa(work.done)}}, nil
 		})
 		return err
@@ -187,7 +189,7 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 			<-lateWrite
 			err := checkpoint(ctx)
 			switch {
-			case errors.Is(err, transition.ErrFenced):
+			case errors.Is(err, storage.ErrFenced):
 				say("late write fenced: %v", err)
 			case err != nil:
 				return 0, err

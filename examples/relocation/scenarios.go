@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/state"
@@ -56,7 +58,7 @@ type supervisor struct {
 	store  stores.Config
 	group  *proc.Group
 	mu     sync.Mutex
-	shared transition.Store // the master's own handle, for stores that allow one
+	shared storage.Store // the master's own handle, for stores that allow one
 	close  func()
 	pods   int
 }
@@ -143,7 +145,7 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 // withStore runs fn on the store: the master's shared handle, or for
 // bbolt the file opened just for fn, since a controller may hold it
 // otherwise.
-func (s *supervisor) withStore(fn func(transition.Store) error) error {
+func (s *supervisor) withStore(fn func(storage.Store) error) error {
 	if s.shared != nil {
 		return fn(s.shared)
 	}
@@ -155,13 +157,13 @@ func (s *supervisor) withStore(fn func(transition.Store) error) error {
 	return fn(st)
 }
 
-func (s *supervisor) master(st transition.Store, id string) (*transition.Persisted[state.Status], error) {
-	return transition.NewPersisted(state.Lifecycle(), st, id, transition.Actor("master"), transition.History(transition.MaxHistory))
+func (s *supervisor) master(st storage.Store, id string) (*transition.Persisted[state.Status], error) {
+	return transition.NewPersisted(state.Lifecycle(), st, id, transition.Actor("master"), transition.History(storage.MaxHistory))
 }
 
 // submit creates the execution and schedules it, as the cluster master.
 func (s *supervisor) submit(ctx context.Context, id string) error {
-	return s.withStore(func(st transition.Store) error {
+	return s.withStore(func(st storage.Store) error {
 		m, err := s.master(st, id)
 		if err != nil {
 			return err
@@ -179,7 +181,7 @@ func (s *supervisor) submit(ctx context.Context, id string) error {
 
 // masterStop writes stopping, as the cluster master's stop API does.
 func (s *supervisor) masterStop(ctx context.Context, id string) error {
-	return s.withStore(func(st transition.Store) error {
+	return s.withStore(func(st storage.Store) error {
 		m, err := s.master(st, id)
 		if err != nil {
 			return err
@@ -189,9 +191,9 @@ func (s *supervisor) masterStop(ctx context.Context, id string) error {
 	})
 }
 
-func (s *supervisor) record(ctx context.Context, id string) (transition.Record, error) {
-	var rec transition.Record
-	err := s.withStore(func(st transition.Store) error {
+func (s *supervisor) record(ctx context.Context, id string) (storage.Record, error) {
+	var rec storage.Record
+	err := s.withStore(func(st storage.Store) error {
 		var err error
 		rec, err = st.Get(ctx, id)
 		return err
@@ -257,7 +259,7 @@ func (s *supervisor) timeline(id string) {
 	fmt.Fprintf(s.out, "  final: %s, owner %s at epoch %d\n", rec.Status, rec.Owner, rec.Epoch)
 }
 
-func visited(rec transition.Record, status state.Status) bool {
+func visited(rec storage.Record, status state.Status) bool {
 	for _, e := range rec.History {
 		if e.To == status.String() && e.From != e.To {
 			return true

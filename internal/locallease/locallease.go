@@ -1,5 +1,5 @@
 // Package locallease holds ownership of records in the process that holds
-// their store, for the stores that live in one process (MemoryStore,
+// their store, for the stores that live in one process (storage.Memory,
 // boltstore). A holder there cannot die without the store dying with it
 // (bbolt's file lock goes with its process), so an ownership lasts until
 // it is released or the store is closed: exactly what a lease renewed by

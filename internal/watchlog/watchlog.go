@@ -1,6 +1,6 @@
 // Package watchlog turns a store's retained log of writes into watches
 // that never miss a change: the shared machinery behind the Watch of
-// transition.MemoryStore and boltstore.
+// storage.Memory and boltstore.
 //
 // A watcher follows the log from a revision with its own cursor, so a
 // slow consumer slows only itself, never a writer. When the cursor falls

@@ -1,10 +1,10 @@
 // Package recoverytest checks that a store keeps the ownership promise
 // the recovery decisions rest on: a controller that starts owns the
 // execution, a live controller is never taken over, and a controller whose
-// ownership ended cannot write. A store's tests run it next to storetest:
+// ownership ended cannot write. A store's tests run it next to storagetest:
 //
 //	func TestStartupOwnership(t *testing.T) {
-//		recoverytest.RunOwnership(t, func(t *testing.T) transition.Store {
+//		recoverytest.RunOwnership(t, func(t *testing.T) storage.Store {
 //			return openTestStore(t)
 //		}, recoverytest.Options{})
 //	}
@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
@@ -33,7 +35,7 @@ type Options struct {
 
 // RunOwnership runs the suite as subtests; newStore returns a fresh,
 // empty store for each.
-func RunOwnership(t *testing.T, newStore func(t *testing.T) transition.Store, opts Options) {
+func RunOwnership(t *testing.T, newStore func(t *testing.T) storage.Store, opts Options) {
 	t.Helper()
 	if opts.Rounds <= 0 {
 		opts.Rounds = 500
@@ -43,7 +45,7 @@ func RunOwnership(t *testing.T, newStore func(t *testing.T) transition.Store, op
 	}
 	for _, tc := range []struct {
 		name string
-		fn   func(*testing.T, transition.Store)
+		fn   func(*testing.T, storage.Store)
 	}{
 		{"StartupOnAnUnownedRecordTakesOwnershipAndFencesTheEarlierWriter", startupOnUnownedTakesOwnership},
 		{"NoAPITakesOverALiveHolder", noAPITakesOverALiveHolder},
@@ -60,8 +62,8 @@ func RunOwnership(t *testing.T, newStore func(t *testing.T) transition.Store, op
 
 const testTTL = 30 * time.Second
 
-func lease(holder string) transition.Lease {
-	return transition.Lease{Holder: holder, TTL: testTTL}
+func lease(holder string) storage.Lease {
+	return storage.Lease{Holder: holder, TTL: testTTL}
 }
 
 // restartable is work that a new controller can pick up.
@@ -81,7 +83,7 @@ func bounded(t *testing.T) context.Context {
 
 // master creates execution id in status s, as a cluster master does:
 // without a claim.
-func master(t *testing.T, store transition.Store, id string, s state.Status) *transition.Persisted[state.Status] {
+func master(t *testing.T, store storage.Store, id string, s state.Status) *transition.Persisted[state.Status] {
 	t.Helper()
 	m, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.Actor("cluster-master"))
 	require.NoError(t, err)
@@ -91,7 +93,7 @@ func master(t *testing.T, store transition.Store, id string, s state.Status) *tr
 }
 
 // controller is a controller process's own handle on the execution.
-func controller(t *testing.T, store transition.Store, id, pod string) *transition.Persisted[state.Status] {
+func controller(t *testing.T, store storage.Store, id, pod string) *transition.Persisted[state.Status] {
 	t.Helper()
 	c, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.Actor(pod))
 	require.NoError(t, err)
@@ -99,7 +101,7 @@ func controller(t *testing.T, store transition.Store, id, pod string) *transitio
 }
 
 // startup runs the README's startup path for pod.
-func startup(t *testing.T, store transition.Store, id, pod string, l transition.Lease) (recovery.Verdict, *transition.Persisted[state.Status], error) {
+func startup(t *testing.T, store storage.Store, id, pod string, l storage.Lease) (recovery.Verdict, *transition.Persisted[state.Status], error) {
 	t.Helper()
 	l.Holder = pod
 	return recovery.ApplyStartup(bounded(t), controller(t, store, id, pod), l, policy())
@@ -123,7 +125,7 @@ func crash(t *testing.T, exec *transition.Persisted[state.Status]) {
 	require.NoError(t, exec.Ownership().Release(bounded(t)))
 }
 
-func get(t *testing.T, store transition.Store, id string) transition.Record {
+func get(t *testing.T, store storage.Store, id string) storage.Record {
 	t.Helper()
 	rec, err := store.Get(bounded(t), id)
 	require.NoError(t, err)
@@ -131,7 +133,7 @@ func get(t *testing.T, store transition.Store, id string) transition.Record {
 }
 
 func probe(ctx context.Context, exec *transition.Persisted[state.Status], value string) error {
-	_, _, err := exec.Apply(ctx, func(cur state.Status, _ transition.Record) (transition.Update[state.Status], error) {
+	_, _, err := exec.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
 		return transition.Update[state.Status]{To: cur, Meta: map[string]string{"probe": value}}, nil
 	})
 	return err
@@ -140,15 +142,15 @@ func probe(ctx context.Context, exec *transition.Persisted[state.Status], value 
 // The reproduction of the issue: the master creates the record without a
 // claim, pod-a starts, runs and is OOM-killed; pod-b starts; pod-a turns
 // out to be alive and writes.
-func startupOnUnownedTakesOwnership(t *testing.T, store transition.Store) {
+func startupOnUnownedTakesOwnership(t *testing.T, store storage.Store) {
 	master(t, store, "ex-1", state.Initializing) // the master placed a controller
 	v, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
 	require.NoError(t, err)
 	releaseAtEnd(t, podA)
 	require.Equal(t, recovery.Start, v.Decision)
-	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim(), "a controller that starts owns the execution")
+	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim(), "a controller that starts owns the execution")
 	rec := get(t, store, "ex-1")
-	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, transition.Claim{Owner: rec.Owner, Epoch: rec.Epoch})
+	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, storage.Claim{Owner: rec.Owner, Epoch: rec.Epoch})
 	_, err = podA.Fire(bounded(t), state.Running, "slicer ready")
 	require.NoError(t, err)
 
@@ -158,21 +160,21 @@ func startupOnUnownedTakesOwnership(t *testing.T, store transition.Store) {
 	releaseAtEnd(t, podB)
 	require.Equal(t, recovery.Resume, v.Decision)
 	require.Equal(t, state.Running, v.To)
-	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, podB.Claim())
+	require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, podB.Claim())
 
 	before := get(t, store, "ex-1")
 	_, err = podA.Fire(bounded(t), state.Failed, "late write of a pod that was alive after all")
-	require.ErrorIs(t, err, transition.ErrFenced)
+	require.ErrorIs(t, err, storage.ErrFenced)
 	after := get(t, store, "ex-1")
 	require.Equal(t, before.Revision, after.Revision, "the late write wrote nothing")
 	require.Equal(t, "running", after.Status)
-	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, transition.Claim{Owner: after.Owner, Epoch: after.Epoch})
+	require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, storage.Claim{Owner: after.Owner, Epoch: after.Epoch})
 	require.NoError(t, probe(bounded(t), podB, "pod-b drives it"))
 }
 
 // While pod-a lives, nothing takes its execution: not ApplyStartup, not
 // Persisted.Acquire, not the store's Acquire, not a raw compare-and-swap.
-func noAPITakesOverALiveHolder(t *testing.T, store transition.Store) {
+func noAPITakesOverALiveHolder(t *testing.T, store storage.Store) {
 	m := master(t, store, "ex-1", state.Running)
 	_, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
 	require.NoError(t, err)
@@ -180,15 +182,15 @@ func noAPITakesOverALiveHolder(t *testing.T, store transition.Store) {
 	before := get(t, store, "ex-1")
 
 	_, _, err = startup(t, store, "ex-1", "pod-b", lease(""))
-	require.ErrorIs(t, err, transition.ErrHeld, "ApplyStartup")
+	require.ErrorIs(t, err, storage.ErrHeld, "ApplyStartup")
 	_, _, err = controller(t, store, "ex-1", "pod-b").Acquire(bounded(t), lease("pod-b"))
-	require.ErrorIs(t, err, transition.ErrHeld, "Persisted.Acquire")
+	require.ErrorIs(t, err, storage.ErrHeld, "Persisted.Acquire")
 	_, _, err = store.Acquire(bounded(t), "ex-1", lease("pod-b"))
-	require.ErrorIs(t, err, transition.ErrHeld, "Store.Acquire")
+	require.ErrorIs(t, err, storage.ErrHeld, "Store.Acquire")
 	forged := before
 	forged.Owner, forged.Epoch = "pod-b", before.Epoch+1
 	_, err = store.CompareAndSwap(bounded(t), "ex-1", before.Revision, forged)
-	require.ErrorIs(t, err, transition.ErrInvalidRecord, "CompareAndSwap")
+	require.ErrorIs(t, err, storage.ErrInvalidRecord, "CompareAndSwap")
 
 	after := get(t, store, "ex-1")
 	require.Equal(t, before.Revision, after.Revision, "nothing was written")
@@ -208,7 +210,7 @@ func noAPITakesOverALiveHolder(t *testing.T, store transition.Store) {
 // Two controllers start one after the other, not overlapping: the second
 // finds the first's freshly resumed status, which on the record alone
 // looks like a crash. The first's lease says it is not.
-func secondJustAfterFirstIsHeld(t *testing.T, store transition.Store) {
+func secondJustAfterFirstIsHeld(t *testing.T, store storage.Store) {
 	master(t, store, "ex-1", state.Running) // its previous controller crashed
 	v, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
 	require.NoError(t, err)
@@ -218,7 +220,7 @@ func secondJustAfterFirstIsHeld(t *testing.T, store transition.Store) {
 	require.Contains(t, before.Meta, recovery.MetaRestarts, "the crash before pod-a counted once")
 
 	_, podB, err := startup(t, store, "ex-1", "pod-b", lease(""))
-	require.ErrorIs(t, err, transition.ErrHeld)
+	require.ErrorIs(t, err, storage.ErrHeld)
 	require.Nil(t, podB)
 	after := get(t, store, "ex-1")
 	require.Equal(t, before.Revision, after.Revision)
@@ -228,7 +230,7 @@ func secondJustAfterFirstIsHeld(t *testing.T, store transition.Store) {
 
 // A controller restarted after a crash waits for its dead predecessor's
 // lease, then takes over and counts the crash.
-func startupWaitsForCrashedPredecessor(t *testing.T, store transition.Store) {
+func startupWaitsForCrashedPredecessor(t *testing.T, store storage.Store) {
 	master(t, store, "ex-1", state.Initializing)
 	_, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
 	require.NoError(t, err)
@@ -258,7 +260,7 @@ func startupWaitsForCrashedPredecessor(t *testing.T, store transition.Store) {
 		require.NoError(t, r.err)
 		releaseAtEnd(t, r.exec)
 		require.Equal(t, recovery.Resume, r.v.Decision)
-		require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, r.exec.Claim())
+		require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, r.exec.Claim())
 		restarts := get(t, store, "ex-1").Meta[recovery.MetaRestarts]
 		require.NotEmpty(t, restarts, "the crash was counted")
 	case <-time.After(30 * time.Second):
@@ -266,7 +268,7 @@ func startupWaitsForCrashedPredecessor(t *testing.T, store transition.Store) {
 	}
 }
 
-func releaseClosesLostAndFences(t *testing.T, store transition.Store) {
+func releaseClosesLostAndFences(t *testing.T, store storage.Store) {
 	master(t, store, "ex-1", state.Pending)
 	_, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
 	require.NoError(t, err)
@@ -280,8 +282,8 @@ func releaseClosesLostAndFences(t *testing.T, store transition.Store) {
 	}
 	before := get(t, store, "ex-1")
 	err = probe(bounded(t), podA, "after release")
-	require.ErrorIs(t, err, transition.ErrFenced)
-	var fenced *transition.FencedError
+	require.ErrorIs(t, err, storage.ErrFenced)
+	var fenced *storage.FencedError
 	require.ErrorAs(t, err, &fenced)
 	require.True(t, fenced.Lost)
 	require.Equal(t, before.Revision, get(t, store, "ex-1").Revision)
@@ -290,7 +292,7 @@ func releaseClosesLostAndFences(t *testing.T, store transition.Store) {
 // Two controllers for one relocated execution start within the same
 // moment, rounds times: exactly one runs it, the other is told it is
 // held, the execution was taken over once and no restart was counted.
-func twoControllersStartingTogether(t *testing.T, store transition.Store, rounds int) {
+func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds int) {
 	wins := map[string]int{}
 	for round := range rounds {
 		id := fmt.Sprintf("ex-%d", round)
@@ -298,7 +300,7 @@ func twoControllersStartingTogether(t *testing.T, store transition.Store, rounds
 		_, pod0, err := startup(t, store, id, "pod-0", lease(""))
 		require.NoError(t, err)
 		_, _, err = controller(t, store, id, "pod-0").Acquire(bounded(t), lease("pod-x"))
-		require.ErrorIs(t, err, transition.ErrHeld)
+		require.ErrorIs(t, err, storage.ErrHeld)
 		a, err := recovery.ApplyTerminate(bounded(t), pod0, policy(), nil)
 		require.NoError(t, err)
 		require.Equal(t, recovery.Relocate, a.Kind)
@@ -329,7 +331,7 @@ func twoControllersStartingTogether(t *testing.T, store transition.Store, rounds
 			case errs[k] == nil:
 				require.Equal(t, -1, winner, "round %d: both started", round)
 				winner = k
-			case !errors.Is(errs[k], transition.ErrHeld):
+			case !errors.Is(errs[k], storage.ErrHeld):
 				t.Fatalf("round %d: %s: %v", round, pods[k], errs[k])
 			}
 		}
@@ -339,7 +341,7 @@ func twoControllersStartingTogether(t *testing.T, store transition.Store, rounds
 		require.Equal(t, recovery.Resume, verdicts[winner].Decision)
 		rec := get(t, store, id)
 		require.Equal(t, "running", rec.Status)
-		require.Equal(t, transition.Claim{Owner: pods[winner], Epoch: before.Epoch + 1}, transition.Claim{Owner: rec.Owner, Epoch: rec.Epoch},
+		require.Equal(t, storage.Claim{Owner: pods[winner], Epoch: before.Epoch + 1}, storage.Claim{Owner: rec.Owner, Epoch: rec.Epoch},
 			"round %d: taken over exactly once", round)
 		require.Equal(t, before.Meta[recovery.MetaRestarts], rec.Meta[recovery.MetaRestarts], "round %d: no restart counted", round)
 		require.NoError(t, probe(bounded(t), execs[winner], "the winner drives it"))

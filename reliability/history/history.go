@@ -8,7 +8,7 @@
 // one instant between call and return, only if the table allows it from
 // the state it happens in (return edges included), and a refusal means
 // the table did forbid it at some instant in the interval. CASModel is a
-// compare-and-swap register per id, as transition.Store promises.
+// compare-and-swap register per id, as storage.Store promises.
 // OwnershipModel adds owners to FireModel: an acquire succeeds only when
 // nobody holds the execution, at exactly the next epoch; a move under a
 // claim happens only while that claim holds, and is fenced otherwise.
@@ -284,7 +284,12 @@ func OwnershipModel[S comparable](table *transition.Table[S]) porcupine.Model {
 				taken.holder, taken.epoch = op.Holder, s.epoch+1
 				switch op.Outcome {
 				case Changed:
-					if s.holder == "" && op.Epoch == s.epoch+1 {
+					// The contract asks for an epoch above every earlier
+					// one, not the very next: a store may spend one on
+					// an attempt that did not complete (a kube Lease taken
+					// over a record that moved).
+					if s.holder == "" && op.Epoch > s.epoch {
+						taken.epoch = op.Epoch
 						return []any{taken}
 					}
 				case Held:

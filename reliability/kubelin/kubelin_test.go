@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/kube/kubetest"
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/reliability/workload"
 	"github.com/execfsm/execfsm/state"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,7 +87,7 @@ func TestStoreCompareAndSwapIsLinearizableOnKube(t *testing.T) {
 	keys := workload.IDs("cas", 3)
 	revs := map[string]uint64{}
 	for _, id := range keys {
-		rec, err := store.Create(context.Background(), transition.Record{ID: id, Status: "a"})
+		rec, err := store.Create(context.Background(), storage.Record{ID: id, Status: "a"})
 		require.NoError(t, err)
 		revs[id] = rec.Revision
 	}

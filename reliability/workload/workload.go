@@ -2,7 +2,7 @@
 // random moves through Persisted, random compare-and-swaps on the raw
 // store, and controllers taking executions over and letting them go. Each
 // call is recorded as a history.Op for the checker. It takes any
-// transition.Store, so every store runs the same histories.
+// storage.Store, so every store runs the same histories.
 package workload
 
 import (
@@ -12,6 +12,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/state"
@@ -31,12 +33,12 @@ var Targets = []state.Status{
 func refused(err error) bool { return errors.Is(err, transition.ErrNotAllowed) }
 
 func noEffect(err error) bool {
-	return errors.Is(err, transition.ErrConflict) || errors.Is(err, transition.ErrFenced)
+	return errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrFenced)
 }
 
 // Fire runs ops random Fire calls as one client on ids of store and
 // hands each recorded operation to emit.
-func Fire(ctx context.Context, store transition.Store, client int, ids []string, ops int, seed uint64, emit func(history.Op)) error {
+func Fire(ctx context.Context, store storage.Store, client int, ids []string, ops int, seed uint64, emit func(history.Op)) error {
 	rng := rand.New(rand.NewPCG(seed, uint64(client)))
 	execs := map[string]*transition.Persisted[state.Status]{}
 	for _, id := range ids {
@@ -59,7 +61,7 @@ func Fire(ctx context.Context, store transition.Store, client int, ids []string,
 }
 
 // CAS runs ops random Get and CompareAndSwap calls on the raw store.
-func CAS(ctx context.Context, store transition.Store, client int, ids []string, ops int, seed uint64, emit func(history.Op)) error {
+func CAS(ctx context.Context, store storage.Store, client int, ids []string, ops int, seed uint64, emit func(history.Op)) error {
 	rng := rand.New(rand.NewPCG(seed, uint64(client)))
 	statuses := []string{"a", "b", "c", "d"}
 	for range ops {
@@ -77,7 +79,7 @@ func CAS(ctx context.Context, store transition.Store, client int, ids []string, 
 		written, err := store.CompareAndSwap(ctx, id, rec.Revision, next)
 		ret = history.Now()
 		op := history.Op{Client: client, ID: id, Kind: "cas", Expect: rec.Revision, Status: next.Status, Call: call, Return: ret}
-		var conflict *transition.ConflictError
+		var conflict *storage.ConflictError
 		switch {
 		case err == nil:
 			op.Revision = written.Revision
@@ -97,7 +99,7 @@ func CAS(ctx context.Context, store transition.Store, client int, ids []string, 
 // handle it let go of (a relocated controller still alive); if it does
 // not, it may move it as an outside authority, as a cluster master does.
 // Every acquire, release and move is recorded.
-func Ownership(ctx context.Context, store transition.Store, client int, ids []string, rounds int, seed uint64, emit func(history.Op)) error {
+func Ownership(ctx context.Context, store storage.Store, client int, ids []string, rounds int, seed uint64, emit func(history.Op)) error {
 	rng := rand.New(rand.NewPCG(seed, uint64(client)))
 	holder := fmt.Sprint("client-", client)
 	masters := map[string]*transition.Persisted[state.Status]{}
@@ -114,8 +116,8 @@ func Ownership(ctx context.Context, store transition.Store, client int, ids []st
 		call := history.Now()
 		c, err := p.Fire(ctx, to, "random move")
 		ret := history.Now()
-		outcome, from := history.Classify(c, err, refused, func(err error) bool { return errors.Is(err, transition.ErrConflict) })
-		if errors.Is(err, transition.ErrFenced) {
+		outcome, from := history.Classify(c, err, refused, func(err error) bool { return errors.Is(err, storage.ErrConflict) })
+		if errors.Is(err, storage.ErrFenced) {
 			outcome = history.Fenced
 		}
 		emit(history.Op{Client: client, ID: id, Kind: "fire", To: to.String(), Outcome: outcome, From: from.String(),
@@ -123,13 +125,13 @@ func Ownership(ctx context.Context, store transition.Store, client int, ids []st
 	}
 	acquire := func(id string) (*transition.Persisted[state.Status], error) {
 		call := history.Now()
-		owned, rec, err := masters[id].Acquire(ctx, transition.Lease{Holder: holder, TTL: time.Minute})
+		owned, rec, err := masters[id].Acquire(ctx, storage.Lease{Holder: holder, TTL: time.Minute})
 		ret := history.Now()
 		op := history.Op{Client: client, ID: id, Kind: "acquire", Holder: holder, Call: call, Return: ret}
 		switch {
 		case err == nil:
 			op.Outcome, op.Epoch = history.Changed, rec.Epoch
-		case errors.Is(err, transition.ErrHeld):
+		case errors.Is(err, storage.ErrHeld):
 			op.Outcome = history.Held
 		default:
 			op.Outcome = history.Unknown
@@ -210,7 +212,7 @@ func OwnershipExercised(ops []history.Op) error {
 
 // CreateAll creates every id in its initial state, owned by nobody, and
 // returns the revisions it was created at.
-func CreateAll(ctx context.Context, store transition.Store, ids []string) (map[string]uint64, error) {
+func CreateAll(ctx context.Context, store storage.Store, ids []string) (map[string]uint64, error) {
 	revs := map[string]uint64{}
 	for _, id := range ids {
 		p, err := transition.NewPersisted(state.Lifecycle(), store, id)

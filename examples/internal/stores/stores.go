@@ -12,10 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
-	"github.com/execfsm/execfsm/transition"
 )
 
 // Flags are the store flags of an example.
@@ -65,7 +66,7 @@ func (f *Flags) Setup(dir string) (Config, func(), error) {
 
 // Open sets the backend up in a temporary directory and opens it, for an
 // example that runs in one process. The function closes and removes all.
-func (f *Flags) Open() (transition.Store, func(), error) {
+func (f *Flags) Open() (storage.Store, func(), error) {
 	dir, err := os.MkdirTemp("", "execfsm-example-")
 	if err != nil {
 		return nil, nil, err
@@ -86,10 +87,10 @@ func (f *Flags) Open() (transition.Store, func(), error) {
 
 // Open connects to the store. A bolt file is locked until the function is
 // called: one process at a time.
-func (c Config) Open() (transition.Store, func(), error) {
+func (c Config) Open() (storage.Store, func(), error) {
 	switch c.Kind {
 	case "memory":
-		return transition.NewMemoryStore(), func() {}, nil
+		return storage.NewMemory(), func() {}, nil
 	case "bolt":
 		db, err := boltstore.Open(c.BoltPath, &boltstore.Options{Timeout: 10 * time.Second})
 		if err != nil {

@@ -1,33 +1,34 @@
-package transition_test
+package storage_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/internal/testwait"
-	"github.com/execfsm/execfsm/transition"
-	"github.com/execfsm/execfsm/transition/storetest"
+	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/stretchr/testify/require"
 )
 
-func TestMemoryStoreConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) transition.Store { return transition.NewMemoryStore() })
+func TestMemoryConformance(t *testing.T) {
+	storagetest.Run(t, func(*testing.T) storage.Store { return storage.NewMemory() })
 }
 
-func TestZeroMemoryStoreIsReady(t *testing.T) {
-	var s transition.MemoryStore
-	_, err := s.Create(bg, storetest.Sample("ex-1"))
+func TestZeroMemoryIsReady(t *testing.T) {
+	var s storage.Memory
+	_, err := s.Create(bg, storagetest.Sample("ex-1"))
 	require.NoError(t, err)
 }
 
 func TestRecordEncodingRoundTrips(t *testing.T) {
-	rec := storetest.Sample("ex-1")
+	rec := storagetest.Sample("ex-1")
 	rec.Revision = 42
 	data, err := rec.MarshalBinary()
 	require.NoError(t, err)
 	require.Equal(t, byte(1), data[0], "format byte")
-	var back transition.Record
+	var back storage.Record
 	require.NoError(t, back.UnmarshalBinary(data))
 	require.Equal(t, rec.Revision, back.Revision)
 	require.True(t, rec.UpdatedAt.Equal(back.UpdatedAt))
@@ -41,13 +42,13 @@ func TestRecordEncodingRoundTrips(t *testing.T) {
 }
 
 func TestRecordEncodingRefusesInvalidRecords(t *testing.T) {
-	rec := storetest.Sample("")
+	rec := storagetest.Sample("")
 	_, err := rec.MarshalBinary()
-	require.ErrorIs(t, err, transition.ErrInvalidRecord)
+	require.ErrorIs(t, err, storage.ErrInvalidRecord)
 }
 
 func TestRecordDecodingRefusesCorruptOrForeignBytes(t *testing.T) {
-	good, err := storetest.Sample("ex-1").MarshalBinary()
+	good, err := storagetest.Sample("ex-1").MarshalBinary()
 	require.NoError(t, err)
 	for name, data := range map[string][]byte{
 		"empty":           nil,
@@ -64,31 +65,31 @@ func TestRecordDecodingRefusesCorruptOrForeignBytes(t *testing.T) {
 		"negative epoch":  []byte("\x01" + `{"id":"ex-1","status":"running","revision":1,"epoch":-1,"updated_at":"2026-01-01T00:00:00Z"}`),
 		"overflowing rev": []byte("\x01" + `{"id":"ex-1","status":"running","revision":18446744073709551616,"epoch":0,"updated_at":"2026-01-01T00:00:00Z"}`),
 	} {
-		rec := storetest.Sample("untouched")
+		rec := storagetest.Sample("untouched")
 		err := rec.UnmarshalBinary(data)
-		require.ErrorIs(t, err, transition.ErrCorrupt, name)
+		require.ErrorIs(t, err, storage.ErrCorrupt, name)
 		require.Equal(t, "untouched", rec.ID, "%s: a failed decode leaves the record alone", name)
 	}
 }
 
 func FuzzRecordUnmarshalBinary(f *testing.F) {
-	good, _ := storetest.Sample("ex-1").MarshalBinary()
+	good, _ := storagetest.Sample("ex-1").MarshalBinary()
 	f.Add(good)
 	f.Add([]byte{})
 	f.Add([]byte{1})
 	f.Add([]byte("\x01{}"))
 	f.Add([]byte("\x02{}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var rec transition.Record
+		var rec storage.Record
 		if err := rec.UnmarshalBinary(data); err != nil {
-			require.ErrorIs(t, err, transition.ErrCorrupt)
+			require.ErrorIs(t, err, storage.ErrCorrupt)
 			return
 		}
 		// Whatever decodes is valid and survives another round trip.
 		require.NoError(t, rec.Validate())
 		again, err := rec.MarshalBinary()
 		require.NoError(t, err)
-		var back transition.Record
+		var back storage.Record
 		require.NoError(t, back.UnmarshalBinary(again))
 		require.Equal(t, rec.ID, back.ID)
 		require.Equal(t, rec.Status, back.Status)
@@ -99,11 +100,11 @@ func FuzzRecordUnmarshalBinary(f *testing.F) {
 
 // A watch from a revision the log no longer holds starts with every record
 // at its current revision, then follows new writes: nothing is missed.
-func TestMemoryStoreWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
-	s := &transition.MemoryStore{LogSize: 4}
-	var last transition.Record
+func TestMemoryWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
+	s := &storage.Memory{LogSize: 4}
+	var last storage.Record
 	for k := range 20 {
-		rec, err := s.Create(bg, storetest.Sample(fmt.Sprintf("ex-%02d", k)))
+		rec, err := s.Create(bg, storagetest.Sample(fmt.Sprintf("ex-%02d", k)))
 		require.NoError(t, err)
 		last = rec
 	}
@@ -122,7 +123,7 @@ func TestMemoryStoreWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T)
 	next.Reason = "after the snapshot"
 	written, err := s.CompareAndSwap(bg, last.ID, last.Revision, next)
 	require.NoError(t, err)
-	require.Equal(t, transition.WatchEvent{ID: "ex-19", Revision: written.Revision}, testwait.Recv(t, ch, "the write after the snapshot"))
+	require.Equal(t, storage.WatchEvent{ID: "ex-19", Revision: written.Revision}, testwait.Recv(t, ch, "the write after the snapshot"))
 
 	// A watch from a retained revision replays only the log.
 	ch2, err := s.Watch(ctx, written.Revision-3)

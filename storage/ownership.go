@@ -1,9 +1,11 @@
-package transition
+package storage
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/execfsm/execfsm/internal/quote"
 )
 
 // Claim is an ownership claim on a record: the owner's name and the epoch
@@ -47,7 +49,7 @@ type Lease struct {
 // [ErrInvalidLease].
 func (l Lease) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("transition: lease for %s: %w: %s", quoteLimited(l.Holder), ErrInvalidLease, fmt.Sprintf(format, args...))
+		return fmt.Errorf("storage: lease for %s: %w: %s", quote.Limited(l.Holder), ErrInvalidLease, fmt.Sprintf(format, args...))
 	}
 	if err := checkText("holder", l.Holder, MaxOwnerLen, false); err != nil {
 		return bad("%v", err)
@@ -89,7 +91,7 @@ func (l Lease) TakeOver(rec Record, epoch uint64, at time.Time) Record {
 // Each store keeps the ownership alive its own way and ends it the same
 // way for everyone: Lost is closed when the ownership ends for any reason.
 //
-//   - MemoryStore and boltstore hold it in the process that holds the
+//   - Memory and boltstore hold it in the process that holds the
 //     store: a holder cannot die without the store going with it (bbolt's
 //     file lock is released when its process dies), so it lasts until
 //     Release or until the store is closed.
@@ -101,7 +103,7 @@ type Ownership interface {
 	// Lost is closed when the ownership has ended: released, expired,
 	// revoked, taken by another holder after it expired, or the store
 	// closed. The holder must stop driving the execution; its writes
-	// through a [Persisted] fail with [ErrFenced] from then on.
+	// through a transition.Persisted fail with [ErrFenced] from then on.
 	Lost() <-chan struct{}
 	// Release ends the ownership at once, so the next controller need
 	// not wait for it to expire. It writes nothing to the record, closes
@@ -121,9 +123,9 @@ type HeldError struct {
 }
 
 func (e *HeldError) Error() string {
-	msg := fmt.Sprintf("transition: %s: %v", quoteLimited(e.ID), ErrHeld)
+	msg := fmt.Sprintf("storage: %s: %v", quote.Limited(e.ID), ErrHeld)
 	if e.Holder != "" {
-		msg += ": held by " + quoteLimited(e.Holder)
+		msg += ": held by " + quote.Limited(e.Holder)
 	}
 	if e.Waited != nil {
 		msg += " (gave up waiting: " + e.Waited.Error() + ")"
@@ -153,6 +155,6 @@ func KeepsClaim(id string, stored, next Record) error {
 // next has another Owner or Epoch than the stored record: only Acquire
 // changes ownership. It matches [ErrInvalidRecord].
 func ClaimChanged(id string, stored, next Claim) error {
-	return fmt.Errorf("transition: CompareAndSwap %s: %w: it would change the claim from %s@%d to %s@%d; ownership changes only through Acquire",
-		quoteLimited(id), ErrInvalidRecord, quoteLimited(stored.Owner), stored.Epoch, quoteLimited(next.Owner), next.Epoch)
+	return fmt.Errorf("storage: CompareAndSwap %s: %w: it would change the claim from %s@%d to %s@%d; ownership changes only through Acquire",
+		quote.Limited(id), ErrInvalidRecord, quote.Limited(stored.Owner), stored.Epoch, quote.Limited(next.Owner), next.Epoch)
 }

@@ -1,14 +1,14 @@
-// Package storetest is the conformance suite every [transition.Store]
+// Package storagetest is the conformance suite every [storage.Store]
 // must pass. A store's tests call [Run] with a function that returns a
 // fresh, empty store:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) transition.Store {
+//		storagetest.Run(t, func(t *testing.T) storage.Store {
 //			return openTestStore(t)
 //		})
 //	}
 //
-// The suite checks the contract documented on [transition.Store]: the
+// The suite checks the contract documented on [storage.Store]: the
 // sentinel errors, compare-and-swap with the current record on conflict,
 // revisions that strictly increase, validation before any write, context
 // handling, no aliasing, exactly one winner among concurrent writers, and
@@ -18,7 +18,7 @@
 // gives up with its context, and CompareAndSwap never changes a claim.
 // How a store's ownership expires is its own (an etcd lease, a Kubernetes
 // Lease) and is tested by the store.
-package storetest
+package storagetest
 
 import (
 	"context"
@@ -29,19 +29,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/execfsm/execfsm/internal/testwait"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
 // Run runs the suite as subtests; newStore is called once per subtest.
-// Stores that implement [transition.Lister] or [transition.Watcher] have
+// Stores that implement [storage.Lister] or [storage.Watcher] have
 // those checked too; the others skip those subtests, saying so.
-func Run(t *testing.T, newStore func(t *testing.T) transition.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		fn   func(*testing.T, transition.Store)
+		fn   func(*testing.T, storage.Store)
 	}{
 		{"GetUnknownIsNotFound", getUnknownIsNotFound},
 		{"CreateThenGetRoundTrips", createThenGetRoundTrips},
@@ -77,15 +78,15 @@ func ctx(t *testing.T) context.Context {
 }
 
 // Sample returns a valid record with every field set, for id.
-func Sample(id string) transition.Record {
+func Sample(id string) storage.Record {
 	at := time.Date(2026, 12, 2, 16, 41, 37, 123456789, time.UTC)
-	return transition.Record{
+	return storage.Record{
 		ID: id, Status: "running", Previous: "initializing", Owner: "pod-a", Epoch: 3,
 		UpdatedAt: at, Since: at.Add(-time.Second), Reason: "slicer ready ✓",
 		// One entry, at revision 0: a store assigns the record's revision
 		// on Create, and a trail must stay below the revisions that later
 		// writes append at.
-		History: []transition.Entry{
+		History: []storage.Entry{
 			{From: "initializing", To: "running", Reason: "slicer ready ✓", Actor: "pod-a", Owner: "pod-a", Epoch: 3, At: at},
 		},
 		HistoryLimit: 32,
@@ -95,22 +96,22 @@ func Sample(id string) transition.Record {
 
 // Trail returns an audit trail of n entries that ends in running: one
 // path moving between running and paused, at revisions 1 to n.
-func Trail(n int) []transition.Entry {
+func Trail(n int) []storage.Entry {
 	at := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
-	trail := make([]transition.Entry, n)
+	trail := make([]storage.Entry, n)
 	for k := range trail {
 		from, to := "paused", "running"
 		if (n-k)%2 == 0 {
 			from, to = to, from
 		}
-		trail[k] = transition.Entry{From: from, To: to, Reason: fmt.Sprint("move ", k), Actor: "pod-a", At: at.Add(time.Duration(k) * time.Second), Revision: uint64(k + 1)}
+		trail[k] = storage.Entry{From: from, To: to, Reason: fmt.Sprint("move ", k), Actor: "pod-a", At: at.Add(time.Duration(k) * time.Second), Revision: uint64(k + 1)}
 	}
 	return trail
 }
 
 // requireSameRecord compares two records field by field, with times
 // compared as instants and nil and empty collections treated alike.
-func requireSameRecord(t *testing.T, want, got transition.Record) {
+func requireSameRecord(t *testing.T, want, got storage.Record) {
 	t.Helper()
 	require.Equal(t, want.ID, got.ID)
 	require.Equal(t, want.Status, got.Status)
@@ -133,17 +134,17 @@ func requireSameRecord(t *testing.T, want, got transition.Record) {
 	}
 }
 
-func getUnknownIsNotFound(t *testing.T, s transition.Store) {
+func getUnknownIsNotFound(t *testing.T, s storage.Store) {
 	_, err := s.Get(ctx(t), "nope")
-	require.ErrorIs(t, err, transition.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 	// An id no record can have is refused as such, on every store.
-	for _, id := range []string{"", strings.Repeat("i", transition.MaxIDLen+1), "ex-\xff"} {
+	for _, id := range []string{"", strings.Repeat("i", storage.MaxIDLen+1), "ex-\xff"} {
 		_, err := s.Get(ctx(t), id)
-		require.ErrorIs(t, err, transition.ErrInvalidRecord, "%q", id)
+		require.ErrorIs(t, err, storage.ErrInvalidRecord, "%q", id)
 	}
 }
 
-func createThenGetRoundTrips(t *testing.T, s transition.Store) {
+func createThenGetRoundTrips(t *testing.T, s storage.Store) {
 	want := Sample("ex-1")
 	created, err := s.Create(ctx(t), want)
 	require.NoError(t, err)
@@ -155,20 +156,20 @@ func createThenGetRoundTrips(t *testing.T, s transition.Store) {
 	requireSameRecord(t, want, got)
 }
 
-func createTwiceIsExists(t *testing.T, s transition.Store) {
+func createTwiceIsExists(t *testing.T, s storage.Store) {
 	first, err := s.Create(ctx(t), Sample("ex-1"))
 	require.NoError(t, err)
 	other := Sample("ex-1")
 	other.Status = "failed"
 	_, err = s.Create(ctx(t), other)
-	require.ErrorIs(t, err, transition.ErrExists)
+	require.ErrorIs(t, err, storage.ErrExists)
 	got, err := s.Get(ctx(t), "ex-1")
 	require.NoError(t, err)
 	require.Equal(t, first.Revision, got.Revision)
 	require.Equal(t, "running", got.Status, "the second Create changed nothing")
 }
 
-func createIgnoresGivenRevision(t *testing.T, s transition.Store) {
+func createIgnoresGivenRevision(t *testing.T, s storage.Store) {
 	rec := Sample("ex-1")
 	rec.Revision = 1 << 60
 	created, err := s.Create(ctx(t), rec)
@@ -180,7 +181,7 @@ func createIgnoresGivenRevision(t *testing.T, s transition.Store) {
 	require.NoError(t, err, "the assigned revision is the one CompareAndSwap compares")
 }
 
-func casAtCurrentRevisionWrites(t *testing.T, s transition.Store) {
+func casAtCurrentRevisionWrites(t *testing.T, s storage.Store) {
 	created, err := s.Create(ctx(t), Sample("ex-1"))
 	require.NoError(t, err)
 	next := created
@@ -196,7 +197,7 @@ func casAtCurrentRevisionWrites(t *testing.T, s transition.Store) {
 	requireSameRecord(t, next, got)
 }
 
-func casAtStaleRevisionConflicts(t *testing.T, s transition.Store) {
+func casAtStaleRevisionConflicts(t *testing.T, s storage.Store) {
 	created, err := s.Create(ctx(t), Sample("ex-1"))
 	require.NoError(t, err)
 	first := created
@@ -207,8 +208,8 @@ func casAtStaleRevisionConflicts(t *testing.T, s transition.Store) {
 	stale := created
 	stale.Status = "relocating"
 	_, err = s.CompareAndSwap(ctx(t), "ex-1", created.Revision, stale)
-	require.ErrorIs(t, err, transition.ErrConflict)
-	var conflict *transition.ConflictError
+	require.ErrorIs(t, err, storage.ErrConflict)
+	var conflict *storage.ConflictError
 	require.ErrorAs(t, err, &conflict)
 	require.Equal(t, written.Revision, conflict.Current.Revision, "the conflict carries the current record")
 	require.Equal(t, "stopping", conflict.Current.Status)
@@ -219,26 +220,26 @@ func casAtStaleRevisionConflicts(t *testing.T, s transition.Store) {
 	require.Equal(t, written.Revision, got.Revision)
 }
 
-func casUnknownIsNotFound(t *testing.T, s transition.Store) {
+func casUnknownIsNotFound(t *testing.T, s storage.Store) {
 	_, err := s.CompareAndSwap(ctx(t), "ex-1", 1, Sample("ex-1"))
-	require.ErrorIs(t, err, transition.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 	_, err = s.Get(ctx(t), "ex-1")
-	require.ErrorIs(t, err, transition.ErrNotFound, "CompareAndSwap does not create")
+	require.ErrorIs(t, err, storage.ErrNotFound, "CompareAndSwap does not create")
 }
 
-func casChecksTheID(t *testing.T, s transition.Store) {
+func casChecksTheID(t *testing.T, s storage.Store) {
 	a, err := s.Create(ctx(t), Sample("ex-a"))
 	require.NoError(t, err)
 	_, err = s.Create(ctx(t), Sample("ex-b"))
 	require.NoError(t, err)
 	_, err = s.CompareAndSwap(ctx(t), "ex-a", a.Revision, Sample("ex-b"))
-	require.ErrorIs(t, err, transition.ErrInvalidRecord)
+	require.ErrorIs(t, err, storage.ErrInvalidRecord)
 	got, err := s.Get(ctx(t), "ex-a")
 	require.NoError(t, err)
 	require.Equal(t, a.Revision, got.Revision)
 }
 
-func revisionsStrictlyIncrease(t *testing.T, s transition.Store) {
+func revisionsStrictlyIncrease(t *testing.T, s storage.Store) {
 	var last uint64
 	for k := range 3 {
 		rec, err := s.Create(ctx(t), Sample(fmt.Sprintf("ex-%d", k)))
@@ -262,7 +263,7 @@ func revisionsStrictlyIncrease(t *testing.T, s transition.Store) {
 // written.
 // A compare-and-swap whose record equals the stored one is still a write:
 // it gets a new revision, and a writer holding the old one conflicts.
-func identicalWriteAdvancesTheRevision(t *testing.T, s transition.Store) {
+func identicalWriteAdvancesTheRevision(t *testing.T, s storage.Store) {
 	created, err := s.Create(ctx(t), Sample("ex-1"))
 	require.NoError(t, err)
 	again, err := s.CompareAndSwap(ctx(t), "ex-1", created.Revision, created)
@@ -272,53 +273,53 @@ func identicalWriteAdvancesTheRevision(t *testing.T, s transition.Store) {
 	require.NoError(t, err)
 	require.Equal(t, again.Revision, got.Revision)
 	_, err = s.CompareAndSwap(ctx(t), "ex-1", created.Revision, created)
-	require.ErrorIs(t, err, transition.ErrConflict)
+	require.ErrorIs(t, err, storage.ErrConflict)
 }
 
-func invalidRecordsAreRefused(t *testing.T, s transition.Store) {
+func invalidRecordsAreRefused(t *testing.T, s storage.Store) {
 	created, err := s.Create(ctx(t), Sample("ex-1"))
 	require.NoError(t, err)
 	huge := strings.Repeat("x", 1<<20)
-	cases := map[string]func(*transition.Record){
-		"empty id":            func(r *transition.Record) { r.ID = "" },
-		"long id":             func(r *transition.Record) { r.ID = strings.Repeat("i", transition.MaxIDLen+1) },
-		"invalid UTF-8 id":    func(r *transition.Record) { r.ID = "ex-\xff" },
-		"empty status":        func(r *transition.Record) { r.Status = "" },
-		"1 MB reason":         func(r *transition.Record) { r.Reason = huge },
-		"invalid UTF-8":       func(r *transition.Record) { r.Reason = "bad \xc3\x28" },
-		"long owner":          func(r *transition.Record) { r.Owner = huge },
-		"huge meta value":     func(r *transition.Record) { r.Meta = map[string]string{"k": huge} },
-		"empty meta key":      func(r *transition.Record) { r.Meta = map[string]string{"": "v"} },
-		"too many meta keys":  func(r *transition.Record) { r.Meta = manyKeys(transition.MaxMetaEntries + 1) },
-		"1 MB history reason": func(r *transition.Record) { r.History[0].Reason = huge },
-		"history too long": func(r *transition.Record) {
-			r.HistoryLimit, r.History = transition.MaxHistory, Trail(transition.MaxHistory+1)
+	cases := map[string]func(*storage.Record){
+		"empty id":            func(r *storage.Record) { r.ID = "" },
+		"long id":             func(r *storage.Record) { r.ID = strings.Repeat("i", storage.MaxIDLen+1) },
+		"invalid UTF-8 id":    func(r *storage.Record) { r.ID = "ex-\xff" },
+		"empty status":        func(r *storage.Record) { r.Status = "" },
+		"1 MB reason":         func(r *storage.Record) { r.Reason = huge },
+		"invalid UTF-8":       func(r *storage.Record) { r.Reason = "bad \xc3\x28" },
+		"long owner":          func(r *storage.Record) { r.Owner = huge },
+		"huge meta value":     func(r *storage.Record) { r.Meta = map[string]string{"k": huge} },
+		"empty meta key":      func(r *storage.Record) { r.Meta = map[string]string{"": "v"} },
+		"too many meta keys":  func(r *storage.Record) { r.Meta = manyKeys(storage.MaxMetaEntries + 1) },
+		"1 MB history reason": func(r *storage.Record) { r.History[0].Reason = huge },
+		"history too long": func(r *storage.Record) {
+			r.HistoryLimit, r.History = storage.MaxHistory, Trail(storage.MaxHistory+1)
 		},
-		"history beyond its limit": func(r *transition.Record) { r.HistoryLimit, r.History = 4, Trail(5) },
-		"history limit too high":   func(r *transition.Record) { r.HistoryLimit = transition.MaxHistory + 1 },
-		"negative history limit":   func(r *transition.Record) { r.HistoryLimit = -1 },
-		"history out of order":     func(r *transition.Record) { r.History = Trail(3); r.History[2].Revision = 1 },
+		"history beyond its limit": func(r *storage.Record) { r.HistoryLimit, r.History = 4, Trail(5) },
+		"history limit too high":   func(r *storage.Record) { r.HistoryLimit = storage.MaxHistory + 1 },
+		"negative history limit":   func(r *storage.Record) { r.HistoryLimit = -1 },
+		"history out of order":     func(r *storage.Record) { r.History = Trail(3); r.History[2].Revision = 1 },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
 			rec := Sample("ex-new")
 			mutate(&rec)
 			_, err := s.Create(ctx(t), rec)
-			require.ErrorIs(t, err, transition.ErrInvalidRecord)
+			require.ErrorIs(t, err, storage.ErrInvalidRecord)
 			if rec.ID != "" && rec.ID != "ex-new" {
 				return
 			}
 			_, err = s.Get(ctx(t), "ex-new")
-			require.ErrorIs(t, err, transition.ErrNotFound, "nothing was created")
+			require.ErrorIs(t, err, storage.ErrNotFound, "nothing was created")
 
 			next := created
-			next.History = append([]transition.Entry(nil), created.History...)
+			next.History = append([]storage.Entry(nil), created.History...)
 			mutate(&next)
 			if next.ID != created.ID {
 				return // the id case is CompareAndSwapChecksTheID
 			}
 			_, err = s.CompareAndSwap(ctx(t), "ex-1", created.Revision, next)
-			require.ErrorIs(t, err, transition.ErrInvalidRecord)
+			require.ErrorIs(t, err, storage.ErrInvalidRecord)
 			got, err := s.Get(ctx(t), "ex-1")
 			require.NoError(t, err)
 			require.Equal(t, created.Revision, got.Revision, "nothing was written")
@@ -334,7 +335,7 @@ func manyKeys(n int) map[string]string {
 	return m
 }
 
-func doneContextWritesNothing(t *testing.T, s transition.Store) {
+func doneContextWritesNothing(t *testing.T, s storage.Store) {
 	created, err := s.Create(ctx(t), Sample("ex-1"))
 	require.NoError(t, err)
 	done, cancel := context.WithCancel(context.Background())
@@ -349,13 +350,13 @@ func doneContextWritesNothing(t *testing.T, s transition.Store) {
 	require.ErrorIs(t, err, context.Canceled)
 
 	_, err = s.Get(ctx(t), "ex-2")
-	require.ErrorIs(t, err, transition.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 	got, err := s.Get(ctx(t), "ex-1")
 	require.NoError(t, err)
 	require.Equal(t, created.Revision, got.Revision)
 }
 
-func returnedRecordsAreNotAliased(t *testing.T, s transition.Store) {
+func returnedRecordsAreNotAliased(t *testing.T, s storage.Store) {
 	rec := Sample("ex-1")
 	created, err := s.Create(ctx(t), rec)
 	require.NoError(t, err)
@@ -373,7 +374,7 @@ func returnedRecordsAreNotAliased(t *testing.T, s transition.Store) {
 
 // Many goroutines race to write the same revision: exactly one wins and
 // every loser sees a conflict carrying the winner's record.
-func concurrentWritersHaveOneWinner(t *testing.T, s transition.Store) {
+func concurrentWritersHaveOneWinner(t *testing.T, s storage.Store) {
 	const writers = 16
 	for round := range 5 {
 		id := fmt.Sprintf("ex-%d", round)
@@ -382,8 +383,8 @@ func concurrentWritersHaveOneWinner(t *testing.T, s transition.Store) {
 		var (
 			wg      sync.WaitGroup
 			mu      sync.Mutex
-			winners []transition.Record
-			losers  []*transition.ConflictError
+			winners []storage.Record
+			losers  []*storage.ConflictError
 			others  []error
 		)
 		start := make(chan struct{})
@@ -397,7 +398,7 @@ func concurrentWritersHaveOneWinner(t *testing.T, s transition.Store) {
 				written, err := s.CompareAndSwap(ctx(t), id, created.Revision, next)
 				mu.Lock()
 				defer mu.Unlock()
-				var conflict *transition.ConflictError
+				var conflict *storage.ConflictError
 				switch {
 				case err == nil:
 					winners = append(winners, written)
@@ -423,15 +424,15 @@ func concurrentWritersHaveOneWinner(t *testing.T, s transition.Store) {
 	}
 }
 
-func largestValidRecordRoundTrips(t *testing.T, s transition.Store) {
-	rec := Sample("ex-" + strings.Repeat("é", (transition.MaxIDLen-3)/2))
-	rec.Reason = strings.Repeat("r", transition.MaxReasonLen)
+func largestValidRecordRoundTrips(t *testing.T, s storage.Store) {
+	rec := Sample("ex-" + strings.Repeat("é", (storage.MaxIDLen-3)/2))
+	rec.Reason = strings.Repeat("r", storage.MaxReasonLen)
 	rec.History = Trail(16)
 	for k := range rec.History {
 		rec.History[k].Reason = strings.Repeat("h", 1024)
 	}
-	rec.Meta = manyKeys(transition.MaxMetaEntries)
-	rec.Meta["k0"] = strings.Repeat("v", transition.MaxMetaValueLen)
+	rec.Meta = manyKeys(storage.MaxMetaEntries)
+	rec.Meta["k0"] = strings.Repeat("v", storage.MaxMetaValueLen)
 	require.NoError(t, rec.Validate())
 	created, err := s.Create(ctx(t), rec)
 	require.NoError(t, err)
@@ -441,10 +442,10 @@ func largestValidRecordRoundTrips(t *testing.T, s transition.Store) {
 	requireSameRecord(t, rec, got)
 }
 
-func listReturnsEveryRecord(t *testing.T, s transition.Store) {
-	l, ok := s.(transition.Lister)
+func listReturnsEveryRecord(t *testing.T, s storage.Store) {
+	l, ok := s.(storage.Lister)
 	if !ok {
-		t.Skipf("%T does not implement transition.Lister", s)
+		t.Skipf("%T does not implement storage.Lister", s)
 	}
 	recs, bad, err := l.List(ctx(t))
 	require.NoError(t, err)
@@ -466,50 +467,50 @@ func listReturnsEveryRecord(t *testing.T, s transition.Store) {
 	}
 }
 
-func watcherOf(t *testing.T, s transition.Store) transition.Watcher {
-	w, ok := s.(transition.Watcher)
+func watcherOf(t *testing.T, s storage.Store) storage.Watcher {
+	w, ok := s.(storage.Watcher)
 	if !ok {
-		t.Skipf("%T does not implement transition.Watcher", s)
+		t.Skipf("%T does not implement storage.Watcher", s)
 	}
 	return w
 }
 
 // next reads one event or fails after a generous wait.
-func next(t *testing.T, ch <-chan transition.WatchEvent) transition.WatchEvent {
+func next(t *testing.T, ch <-chan storage.WatchEvent) storage.WatchEvent {
 	t.Helper()
 	return testwait.Recv(t, ch, "a watch event")
 }
 
-func watchSeesEveryWrite(t *testing.T, s transition.Store) {
+func watchSeesEveryWrite(t *testing.T, s storage.Store) {
 	w := watcherOf(t, s)
 	watchCtx, cancel := context.WithCancel(ctx(t))
 	defer cancel()
 	ch, err := w.Watch(watchCtx, 0)
 	require.NoError(t, err)
-	var want []transition.WatchEvent
+	var want []storage.WatchEvent
 	a, err := s.Create(ctx(t), Sample("ex-a"))
 	require.NoError(t, err)
-	want = append(want, transition.WatchEvent{ID: "ex-a", Revision: a.Revision})
+	want = append(want, storage.WatchEvent{ID: "ex-a", Revision: a.Revision})
 	b, err := s.Create(ctx(t), Sample("ex-b"))
 	require.NoError(t, err)
-	want = append(want, transition.WatchEvent{ID: "ex-b", Revision: b.Revision})
+	want = append(want, storage.WatchEvent{ID: "ex-b", Revision: b.Revision})
 	next2 := a
 	next2.Status = "paused"
 	a2, err := s.CompareAndSwap(ctx(t), "ex-a", a.Revision, next2)
 	require.NoError(t, err)
-	want = append(want, transition.WatchEvent{ID: "ex-a", Revision: a2.Revision})
+	want = append(want, storage.WatchEvent{ID: "ex-a", Revision: a2.Revision})
 	for _, w := range want {
 		require.Equal(t, w, next(t, ch))
 	}
 	// A refused write is no event: the next event is the next real write.
 	_, err = s.CompareAndSwap(ctx(t), "ex-a", a.Revision, next2)
-	require.ErrorIs(t, err, transition.ErrConflict)
+	require.ErrorIs(t, err, storage.ErrConflict)
 	c, err := s.Create(ctx(t), Sample("ex-c"))
 	require.NoError(t, err)
-	require.Equal(t, transition.WatchEvent{ID: "ex-c", Revision: c.Revision}, next(t, ch))
+	require.Equal(t, storage.WatchEvent{ID: "ex-c", Revision: c.Revision}, next(t, ch))
 }
 
-func watchFromRevision(t *testing.T, s transition.Store) {
+func watchFromRevision(t *testing.T, s storage.Store) {
 	w := watcherOf(t, s)
 	a, err := s.Create(ctx(t), Sample("ex-a"))
 	require.NoError(t, err)
@@ -519,10 +520,10 @@ func watchFromRevision(t *testing.T, s transition.Store) {
 	defer cancel()
 	ch, err := w.Watch(watchCtx, a.Revision)
 	require.NoError(t, err)
-	require.Equal(t, transition.WatchEvent{ID: "ex-b", Revision: b.Revision}, next(t, ch), "writes at or below the revision are not replayed")
+	require.Equal(t, storage.WatchEvent{ID: "ex-b", Revision: b.Revision}, next(t, ch), "writes at or below the revision are not replayed")
 }
 
-func watchEndsWithContext(t *testing.T, s transition.Store) {
+func watchEndsWithContext(t *testing.T, s storage.Store) {
 	w := watcherOf(t, s)
 	watchCtx, cancel := context.WithCancel(ctx(t))
 	ch, err := w.Watch(watchCtx, 0)

@@ -1,4 +1,4 @@
-package transition
+package storage
 
 import (
 	"cmp"
@@ -10,17 +10,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/internal/storecall"
+
 	"github.com/execfsm/execfsm/internal/locallease"
 	"github.com/execfsm/execfsm/internal/watchlog"
 )
 
 // Store keeps records and changes them only by compare-and-swap. It knows
-// nothing of tables: a [Persisted] reads a record, checks the move against
+// nothing of tables: a transition.Persisted reads a record, checks the move against
 // its table and writes the result back at the revision it read, so two
 // writers can never both win and a stale writer never overwrites.
 //
 // Every implementation must pass the conformance suite in package
-// transition/storetest. The contract:
+// storage/storagetest. The contract:
 //
 //   - Get returns ErrNotFound (wrapped) for an unknown id.
 //   - Create validates the record (ErrInvalidRecord), fails with ErrExists
@@ -99,14 +102,14 @@ type Watcher interface {
 
 func watchEvent(e watchlog.Entry) WatchEvent { return WatchEvent{ID: e.ID, Revision: e.Revision} }
 
-// DefaultLogSize is how many recent writes a MemoryStore remembers for
+// DefaultLogSize is how many recent writes a Memory remembers for
 // Watch when LogSize is zero.
 const DefaultLogSize = 4096
 
-// MemoryStore is a Store in process memory, for tests, examples and
+// Memory is a Store in process memory, for tests, examples and
 // controllers whose state may die with them. Its zero value is ready to
 // use and it is safe for concurrent use.
-type MemoryStore struct {
+type Memory struct {
 	// LogSize is how many recent writes Watch can replay (default
 	// DefaultLogSize); a watch from further back starts with every
 	// record instead. Set it before first use.
@@ -121,19 +124,12 @@ type MemoryStore struct {
 	owners   locallease.Table
 }
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
-
-func checkCall(ctx context.Context, op string) error {
-	if ctx == nil {
-		return fmt.Errorf("transition: %s: %w", op, ErrNilContext)
-	}
-	return ctx.Err()
-}
+// NewMemory returns an empty Memory.
+func NewMemory() *Memory { return &Memory{} }
 
 // Get implements [Store].
-func (s *MemoryStore) Get(ctx context.Context, id string) (Record, error) {
-	if err := checkCall(ctx, "Get"); err != nil {
+func (s *Memory) Get(ctx context.Context, id string) (Record, error) {
+	if err := storecall.Check(ctx, "storage", "Get"); err != nil {
 		return Record{}, err
 	}
 	if err := ValidateID(id); err != nil {
@@ -143,14 +139,14 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (Record, error) {
 	defer s.mu.Unlock()
 	rec, ok := s.records[id]
 	if !ok {
-		return Record{}, fmt.Errorf("transition: %s: %w", quoteLimited(id), ErrNotFound)
+		return Record{}, fmt.Errorf("storage: %s: %w", quote.Limited(id), ErrNotFound)
 	}
 	return rec.Clone(), nil
 }
 
 // Create implements [Store].
-func (s *MemoryStore) Create(ctx context.Context, rec Record) (Record, error) {
-	if err := checkCall(ctx, "Create"); err != nil {
+func (s *Memory) Create(ctx context.Context, rec Record) (Record, error) {
+	if err := storecall.Check(ctx, "storage", "Create"); err != nil {
 		return Record{}, err
 	}
 	if err := rec.Validate(); err != nil {
@@ -159,7 +155,7 @@ func (s *MemoryStore) Create(ctx context.Context, rec Record) (Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.records[rec.ID]; ok {
-		return Record{}, fmt.Errorf("transition: %s: %w", quoteLimited(rec.ID), ErrExists)
+		return Record{}, fmt.Errorf("storage: %s: %w", quote.Limited(rec.ID), ErrExists)
 	}
 	if s.records == nil {
 		s.records = map[string]Record{}
@@ -168,12 +164,12 @@ func (s *MemoryStore) Create(ctx context.Context, rec Record) (Record, error) {
 }
 
 // CompareAndSwap implements [Store].
-func (s *MemoryStore) CompareAndSwap(ctx context.Context, id string, expect uint64, next Record) (Record, error) {
-	if err := checkCall(ctx, "CompareAndSwap"); err != nil {
+func (s *Memory) CompareAndSwap(ctx context.Context, id string, expect uint64, next Record) (Record, error) {
+	if err := storecall.Check(ctx, "storage", "CompareAndSwap"); err != nil {
 		return Record{}, err
 	}
 	if next.ID != id {
-		return Record{}, fmt.Errorf("transition: CompareAndSwap %s: %w: record id is %s", quoteLimited(id), ErrInvalidRecord, quoteLimited(next.ID))
+		return Record{}, fmt.Errorf("storage: CompareAndSwap %s: %w: record id is %s", quote.Limited(id), ErrInvalidRecord, quote.Limited(next.ID))
 	}
 	if err := next.Validate(); err != nil {
 		return Record{}, err
@@ -182,7 +178,7 @@ func (s *MemoryStore) CompareAndSwap(ctx context.Context, id string, expect uint
 	defer s.mu.Unlock()
 	cur, ok := s.records[id]
 	if !ok {
-		return Record{}, fmt.Errorf("transition: %s: %w", quoteLimited(id), ErrNotFound)
+		return Record{}, fmt.Errorf("storage: %s: %w", quote.Limited(id), ErrNotFound)
 	}
 	if cur.Revision != expect {
 		return Record{}, &ConflictError{ID: id, Expected: expect, Current: cur.Clone()}
@@ -195,8 +191,8 @@ func (s *MemoryStore) CompareAndSwap(ctx context.Context, id string, expect uint
 
 // Acquire implements [Store]. The ownership lives in this process, as the
 // store does: it lasts until released (see [Ownership]).
-func (s *MemoryStore) Acquire(ctx context.Context, id string, lease Lease) (Ownership, Record, error) {
-	if err := checkCall(ctx, "Acquire"); err != nil {
+func (s *Memory) Acquire(ctx context.Context, id string, lease Lease) (Ownership, Record, error) {
+	if err := storecall.Check(ctx, "storage", "Acquire"); err != nil {
 		return nil, Record{}, err
 	}
 	if err := lease.Validate(); err != nil {
@@ -208,7 +204,7 @@ func (s *MemoryStore) Acquire(ctx context.Context, id string, lease Lease) (Owne
 		defer s.mu.Unlock()
 		cur, ok := s.records[id]
 		if !ok {
-			return "", 0, fmt.Errorf("transition: %s: %w", quoteLimited(id), ErrNotFound)
+			return "", 0, fmt.Errorf("storage: %s: %w", quote.Limited(id), ErrNotFound)
 		}
 		next := lease.TakeOver(cur, cur.Epoch+1, time.Now())
 		if err := next.Validate(); err != nil {
@@ -240,7 +236,7 @@ func localHeld(id string, err error) error {
 }
 
 // put stores a copy of rec at the next revision; s.mu must be held.
-func (s *MemoryStore) put(rec Record) Record {
+func (s *Memory) put(rec Record) Record {
 	s.revision++
 	rec = rec.Clone()
 	rec.Revision = s.revision
@@ -258,9 +254,9 @@ func (s *MemoryStore) put(rec Record) Record {
 	return rec.Clone()
 }
 
-// List implements [Lister]. A MemoryStore holds no unreadable record.
-func (s *MemoryStore) List(ctx context.Context) ([]Record, []Unreadable, error) {
-	if err := checkCall(ctx, "List"); err != nil {
+// List implements [Lister]. A Memory holds no unreadable record.
+func (s *Memory) List(ctx context.Context) ([]Record, []Unreadable, error) {
+	if err := storecall.Check(ctx, "storage", "List"); err != nil {
 		return nil, nil, err
 	}
 	s.mu.Lock()
@@ -273,14 +269,14 @@ func (s *MemoryStore) List(ctx context.Context) ([]Record, []Unreadable, error) 
 }
 
 // Watch implements [Watcher].
-func (s *MemoryStore) Watch(ctx context.Context, fromRevision uint64) (<-chan WatchEvent, error) {
-	if err := checkCall(ctx, "Watch"); err != nil {
+func (s *Memory) Watch(ctx context.Context, fromRevision uint64) (<-chan WatchEvent, error) {
+	if err := storecall.Check(ctx, "storage", "Watch"); err != nil {
 		return nil, err
 	}
 	return watchlog.Channel(ctx, &s.hub, memoryLog{s}, fromRevision, watchEvent), nil
 }
 
-type memoryLog struct{ s *MemoryStore }
+type memoryLog struct{ s *Memory }
 
 func (l memoryLog) Since(rev uint64, limit int) ([]watchlog.Entry, bool, error) {
 	s := l.s

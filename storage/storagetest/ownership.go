@@ -1,4 +1,4 @@
-package storetest
+package storagetest
 
 import (
 	"context"
@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/storage"
+
 	"github.com/stretchr/testify/require"
 )
 
 // ownershipTests are the ownership part of the contract.
 var ownershipTests = []struct {
 	name string
-	fn   func(*testing.T, transition.Store)
+	fn   func(*testing.T, storage.Store)
 }{
 	{"AcquireTakesTheRecordAtTheNextEpoch", acquireTakesTheRecordAtTheNextEpoch},
 	{"AcquireOfALiveHolderIsHeldAndWritesNothing", acquireOfALiveHolderIsHeld},
@@ -31,24 +32,24 @@ var ownershipTests = []struct {
 }
 
 // Lease returns a valid lease for holder with the given wait, for tests.
-func Lease(holder string) transition.Lease {
-	return transition.Lease{Holder: holder, TTL: 30 * time.Second, Reason: "controller " + holder + " started"}
+func Lease(holder string) storage.Lease {
+	return storage.Lease{Holder: holder, TTL: 30 * time.Second, Reason: "controller " + holder + " started"}
 }
 
 // Unowned returns Sample(id) owned by nobody.
-func Unowned(id string) transition.Record {
+func Unowned(id string) storage.Record {
 	rec := Sample(id)
 	rec.Owner, rec.Epoch = "", 0
 	return rec
 }
 
 // release ends own at the end of the test, whatever happens.
-func release(t *testing.T, own transition.Ownership) {
+func release(t *testing.T, own storage.Ownership) {
 	t.Cleanup(func() { _ = own.Release(context.Background()) })
 }
 
 // requireLost fails unless own's Lost channel is (or soon becomes) closed.
-func requireLost(t *testing.T, own transition.Ownership, why string) {
+func requireLost(t *testing.T, own storage.Ownership, why string) {
 	t.Helper()
 	select {
 	case <-own.Lost():
@@ -57,7 +58,7 @@ func requireLost(t *testing.T, own transition.Ownership, why string) {
 	}
 }
 
-func requireNotLost(t *testing.T, own transition.Ownership, why string) {
+func requireNotLost(t *testing.T, own storage.Ownership, why string) {
 	t.Helper()
 	select {
 	case <-own.Lost():
@@ -66,20 +67,20 @@ func requireNotLost(t *testing.T, own transition.Ownership, why string) {
 	}
 }
 
-func acquireTakesTheRecordAtTheNextEpoch(t *testing.T, s transition.Store) {
+func acquireTakesTheRecordAtTheNextEpoch(t *testing.T, s storage.Store) {
 	created, err := s.Create(ctx(t), Unowned("ex-1"))
 	require.NoError(t, err)
 	own, rec, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
 	require.NoError(t, err)
 	release(t, own)
-	require.Equal(t, transition.Claim{Owner: "pod-a", Epoch: 1}, own.Claim())
+	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, own.Claim())
 	require.Greater(t, rec.Revision, created.Revision)
 	require.Equal(t, "pod-a", rec.Owner)
 	require.Equal(t, uint64(1), rec.Epoch)
 	require.Equal(t, created.Status, rec.Status, "a take-over keeps the status")
 	require.True(t, created.Since.Equal(rec.Since), "and the time the status was entered")
 	last := rec.History[len(rec.History)-1]
-	require.Equal(t, transition.Entry{From: created.Status, To: created.Status, Reason: "controller pod-a started",
+	require.Equal(t, storage.Entry{From: created.Status, To: created.Status, Reason: "controller pod-a started",
 		Actor: "pod-a", Owner: "pod-a", Epoch: 1, At: last.At, Revision: created.Revision}, last)
 	got, err := s.Get(ctx(t), "ex-1")
 	require.NoError(t, err)
@@ -93,11 +94,11 @@ func acquireTakesTheRecordAtTheNextEpoch(t *testing.T, s transition.Store) {
 	own2, rec2, err := s.Acquire(ctx(t), "ex-2", Lease("pod-b"))
 	require.NoError(t, err)
 	release(t, own2)
-	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 4}, own2.Claim())
+	require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 4}, own2.Claim())
 	require.Equal(t, uint64(4), rec2.Epoch)
 }
 
-func acquireOfALiveHolderIsHeld(t *testing.T, s transition.Store) {
+func acquireOfALiveHolderIsHeld(t *testing.T, s storage.Store) {
 	_, err := s.Create(ctx(t), Unowned("ex-1"))
 	require.NoError(t, err)
 	own, _, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
@@ -107,8 +108,8 @@ func acquireOfALiveHolderIsHeld(t *testing.T, s transition.Store) {
 	require.NoError(t, err)
 	for _, holder := range []string{"pod-b", "pod-a"} { // not even under the holder's own name
 		_, _, err = s.Acquire(ctx(t), "ex-1", Lease(holder))
-		require.ErrorIs(t, err, transition.ErrHeld, holder)
-		var held *transition.HeldError
+		require.ErrorIs(t, err, storage.ErrHeld, holder)
+		var held *storage.HeldError
 		require.ErrorAs(t, err, &held)
 		require.Equal(t, "ex-1", held.ID)
 		require.Contains(t, []string{"", "pod-a"}, held.Holder)
@@ -119,7 +120,7 @@ func acquireOfALiveHolderIsHeld(t *testing.T, s transition.Store) {
 	requireNotLost(t, own, "a refused take-over leaves the holder alone")
 }
 
-func releaseClosesLostAndFreesTheRecord(t *testing.T, s transition.Store) {
+func releaseClosesLostAndFreesTheRecord(t *testing.T, s storage.Store) {
 	_, err := s.Create(ctx(t), Unowned("ex-1"))
 	require.NoError(t, err)
 	own, _, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
@@ -130,17 +131,17 @@ func releaseClosesLostAndFreesTheRecord(t *testing.T, s transition.Store) {
 	next, rec, err := s.Acquire(ctx(t), "ex-1", Lease("pod-b"))
 	require.NoError(t, err, "a released record is free at once")
 	release(t, next)
-	require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, next.Claim())
+	require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, next.Claim())
 	require.Equal(t, uint64(2), rec.Epoch)
 }
 
-func acquireWaitsForTheHolderToEnd(t *testing.T, s transition.Store) {
+func acquireWaitsForTheHolderToEnd(t *testing.T, s storage.Store) {
 	_, err := s.Create(ctx(t), Unowned("ex-1"))
 	require.NoError(t, err)
 	own, _, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
 	require.NoError(t, err)
 	type result struct {
-		own transition.Ownership
+		own storage.Ownership
 		err error
 	}
 	got := make(chan result, 1)
@@ -160,13 +161,13 @@ func acquireWaitsForTheHolderToEnd(t *testing.T, s transition.Store) {
 	case r := <-got:
 		require.NoError(t, r.err)
 		release(t, r.own)
-		require.Equal(t, transition.Claim{Owner: "pod-b", Epoch: 2}, r.own.Claim())
+		require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, r.own.Claim())
 	case <-time.After(20 * time.Second):
 		t.Fatal("a waiting Acquire did not take over after the holder released")
 	}
 }
 
-func acquireWaitEndsWithItsContext(t *testing.T, s transition.Store) {
+func acquireWaitEndsWithItsContext(t *testing.T, s storage.Store) {
 	_, err := s.Create(ctx(t), Unowned("ex-1"))
 	require.NoError(t, err)
 	own, _, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
@@ -178,15 +179,15 @@ func acquireWaitEndsWithItsContext(t *testing.T, s transition.Store) {
 	l.Wait = true
 	start := time.Now()
 	_, _, err = s.Acquire(waitCtx, "ex-1", l)
-	require.ErrorIs(t, err, transition.ErrHeld)
+	require.ErrorIs(t, err, storage.ErrHeld)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(start), 20*time.Second, "the wait ended with its context")
 	requireNotLost(t, own, "a waiter that gave up leaves the holder alone")
 }
 
-func acquireUnknownIsNotFound(t *testing.T, s transition.Store) {
+func acquireUnknownIsNotFound(t *testing.T, s storage.Store) {
 	_, _, err := s.Acquire(ctx(t), "nope", Lease("pod-a"))
-	require.ErrorIs(t, err, transition.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 	// The failed attempt holds nothing: once the record exists it is free.
 	_, err = s.Create(ctx(t), Unowned("nope"))
 	require.NoError(t, err)
@@ -195,24 +196,24 @@ func acquireUnknownIsNotFound(t *testing.T, s transition.Store) {
 	release(t, own)
 }
 
-func acquireRefusesAnInvalidLease(t *testing.T, s transition.Store) {
+func acquireRefusesAnInvalidLease(t *testing.T, s storage.Store) {
 	created, err := s.Create(ctx(t), Unowned("ex-1"))
 	require.NoError(t, err)
-	for name, l := range map[string]transition.Lease{
+	for name, l := range map[string]storage.Lease{
 		"no holder": {TTL: time.Minute},
 		"no TTL":    {Holder: "pod-a"},
-		"long TTL":  {Holder: "pod-a", TTL: transition.MaxLeaseTTL + time.Second},
+		"long TTL":  {Holder: "pod-a", TTL: storage.MaxLeaseTTL + time.Second},
 		"bad UTF-8": {Holder: "pod-\xff", TTL: time.Minute},
 	} {
 		_, _, err := s.Acquire(ctx(t), "ex-1", l)
-		require.ErrorIs(t, err, transition.ErrInvalidLease, name)
+		require.ErrorIs(t, err, storage.ErrInvalidLease, name)
 	}
 	got, err := s.Get(ctx(t), "ex-1")
 	require.NoError(t, err)
 	require.Equal(t, created.Revision, got.Revision)
 }
 
-func acquireWithADoneContextWritesNothing(t *testing.T, s transition.Store) {
+func acquireWithADoneContextWritesNothing(t *testing.T, s storage.Store) {
 	created, err := s.Create(ctx(t), Unowned("ex-1"))
 	require.NoError(t, err)
 	done, cancel := context.WithCancel(context.Background())
@@ -227,19 +228,19 @@ func acquireWithADoneContextWritesNothing(t *testing.T, s transition.Store) {
 	release(t, own)
 }
 
-func casCannotChangeTheClaim(t *testing.T, s transition.Store) {
+func casCannotChangeTheClaim(t *testing.T, s storage.Store) {
 	created, err := s.Create(ctx(t), Sample("ex-1"))
 	require.NoError(t, err)
-	for name, change := range map[string]func(*transition.Record){
-		"owner":           func(r *transition.Record) { r.Owner = "pod-b" },
-		"epoch":           func(r *transition.Record) { r.Epoch++ },
-		"owner and epoch": func(r *transition.Record) { r.Owner, r.Epoch = "pod-b", r.Epoch+1 },
-		"no owner":        func(r *transition.Record) { r.Owner, r.Epoch = "", 0 },
+	for name, change := range map[string]func(*storage.Record){
+		"owner":           func(r *storage.Record) { r.Owner = "pod-b" },
+		"epoch":           func(r *storage.Record) { r.Epoch++ },
+		"owner and epoch": func(r *storage.Record) { r.Owner, r.Epoch = "pod-b", r.Epoch+1 },
+		"no owner":        func(r *storage.Record) { r.Owner, r.Epoch = "", 0 },
 	} {
 		next := created
 		change(&next)
 		_, err := s.CompareAndSwap(ctx(t), "ex-1", created.Revision, next)
-		require.ErrorIs(t, err, transition.ErrInvalidRecord, name)
+		require.ErrorIs(t, err, storage.ErrInvalidRecord, name)
 	}
 	got, err := s.Get(ctx(t), "ex-1")
 	require.NoError(t, err)
@@ -254,7 +255,7 @@ func casCannotChangeTheClaim(t *testing.T, s transition.Store) {
 // Many controllers start for one record at the same moment: exactly one
 // owns it, every other one is told it is held, and the record was taken
 // over exactly once.
-func concurrentAcquirersHaveOneWinner(t *testing.T, s transition.Store) {
+func concurrentAcquirersHaveOneWinner(t *testing.T, s storage.Store) {
 	const acquirers = 8
 	for round := range 3 {
 		id := fmt.Sprintf("ex-%d", round)
@@ -263,7 +264,7 @@ func concurrentAcquirersHaveOneWinner(t *testing.T, s transition.Store) {
 		var (
 			wg      sync.WaitGroup
 			mu      sync.Mutex
-			winners []transition.Ownership
+			winners []storage.Ownership
 			others  []error
 			held    int
 		)
@@ -279,7 +280,7 @@ func concurrentAcquirersHaveOneWinner(t *testing.T, s transition.Store) {
 				switch {
 				case err == nil:
 					winners = append(winners, own)
-				case errors.Is(err, transition.ErrHeld):
+				case errors.Is(err, storage.ErrHeld):
 					held++
 				default:
 					others = append(others, err)
@@ -296,21 +297,21 @@ func concurrentAcquirersHaveOneWinner(t *testing.T, s transition.Store) {
 		require.Equal(t, acquirers-1, held)
 		got, err := s.Get(ctx(t), id)
 		require.NoError(t, err)
-		require.Equal(t, winners[0].Claim(), transition.Claim{Owner: got.Owner, Epoch: got.Epoch})
+		require.Equal(t, winners[0].Claim(), storage.Claim{Owner: got.Owner, Epoch: got.Epoch})
 		require.Equal(t, created.Epoch+1, got.Epoch, "taken over exactly once")
 	}
 }
 
 // A record whose creator asked for a long audit trail keeps it through a
 // take-over, whatever the store's own habits.
-func acquireKeepsTheTrailLength(t *testing.T, s transition.Store) {
+func acquireKeepsTheTrailLength(t *testing.T, s storage.Store) {
 	rec := Unowned("ex-1")
 	rec.HistoryLimit, rec.History = 64, nil
 	rec, err := s.Create(ctx(t), rec)
 	require.NoError(t, err)
 	for k := range 40 { // writes that record themselves, as a Persisted's do
 		next := rec.Clone()
-		next.History = append(next.History, transition.Entry{From: rec.Status, To: rec.Status, Reason: fmt.Sprint("write ", k), Revision: rec.Revision})
+		next.History = append(next.History, storage.Entry{From: rec.Status, To: rec.Status, Reason: fmt.Sprint("write ", k), Revision: rec.Revision})
 		rec, err = s.CompareAndSwap(ctx(t), "ex-1", rec.Revision, next)
 		require.NoError(t, err)
 	}

@@ -1,4 +1,4 @@
-package transition
+package storage
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"maps"
 	"time"
 	"unicode/utf8"
+
+	"github.com/execfsm/execfsm/internal/quote"
 )
 
 // Limits every [Record] obeys. Stores check them on every write, so a
@@ -15,6 +17,7 @@ import (
 // request or a bloated audit trail later.
 const (
 	MaxIDLen        = 256
+	MaxStatusLen    = 128  // the text form of a state (status, previous, history)
 	MaxOwnerLen     = 256  // owner and actor names
 	MaxReasonLen    = 8192 // room for a stack trace, as Teraslice's _failureReason holds
 	MaxMetaEntries  = 64
@@ -102,8 +105,17 @@ func (r Record) Clone() Record {
 // would silently replace invalid bytes, and a record must come back as it
 // went in). The error matches [ErrInvalidRecord].
 func (r *Record) Validate() error {
+	if err := r.validate(); err != nil {
+		return fmt.Errorf("storage: record %s: %w: %v", quote.Limited(r.ID), ErrInvalidRecord, err)
+	}
+	return nil
+}
+
+// validate returns what is wrong with r, in words that name neither the
+// record nor a sentinel: its callers add those.
+func (r *Record) validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("transition: record %s: %w: %s", quoteLimited(r.ID), ErrInvalidRecord, fmt.Sprintf(format, args...))
+		return fmt.Errorf(format, args...)
 	}
 	if err := checkText("id", r.ID, MaxIDLen, false); err != nil {
 		return bad("%v", err)
@@ -113,8 +125,8 @@ func (r *Record) Validate() error {
 		max         int
 		empty       bool
 	}{
-		{"status", r.Status, MaxNameLen, false},
-		{"previous", r.Previous, MaxNameLen, true},
+		{"status", r.Status, MaxStatusLen, false},
+		{"previous", r.Previous, MaxStatusLen, true},
 		{"owner", r.Owner, MaxOwnerLen, true},
 		{"reason", r.Reason, MaxReasonLen, true},
 	} {
@@ -133,7 +145,7 @@ func (r *Record) Validate() error {
 			name, value string
 			max         int
 		}{
-			{"from", e.From, MaxNameLen}, {"to", e.To, MaxNameLen}, {"reason", e.Reason, MaxReasonLen},
+			{"from", e.From, MaxStatusLen}, {"to", e.To, MaxStatusLen}, {"reason", e.Reason, MaxReasonLen},
 			{"actor", e.Actor, MaxOwnerLen}, {"owner", e.Owner, MaxOwnerLen},
 		} {
 			if err := checkText(f.name, f.value, f.max, true); err != nil {
@@ -151,7 +163,7 @@ func (r *Record) Validate() error {
 		if err := checkText("meta key", k, MaxMetaKeyLen, false); err != nil {
 			return bad("%v", err)
 		}
-		if err := checkText("meta["+quoteLimited(k)+"]", v, MaxMetaValueLen, true); err != nil {
+		if err := checkText("meta["+quote.Limited(k)+"]", v, MaxMetaValueLen, true); err != nil {
 			return bad("%v", err)
 		}
 	}
@@ -179,7 +191,7 @@ func checkTrail(trail []Entry) error {
 // error, never a request. The error matches [ErrInvalidRecord].
 func ValidateID(id string) error {
 	if err := checkText("id", id, MaxIDLen, false); err != nil {
-		return fmt.Errorf("transition: id %s: %w: %v", quoteLimited(id), ErrInvalidRecord, err)
+		return fmt.Errorf("storage: id %s: %w: %v", quote.Limited(id), ErrInvalidRecord, err)
 	}
 	return nil
 }
@@ -209,7 +221,7 @@ func (r Record) MarshalBinary() ([]byte, error) {
 	}
 	body, err := json.Marshal(r)
 	if err != nil {
-		return nil, fmt.Errorf("transition: record %s: %w", quoteLimited(r.ID), err)
+		return nil, fmt.Errorf("storage: record %s: %w", quote.Limited(r.ID), err)
 	}
 	return append([]byte{recordFormatJSON}, body...), nil
 }
@@ -220,26 +232,28 @@ func (r Record) MarshalBinary() ([]byte, error) {
 // [ErrCorrupt], and r is left unchanged.
 func (r *Record) UnmarshalBinary(data []byte) error {
 	if len(data) == 0 {
-		return fmt.Errorf("transition: %w: empty", ErrCorrupt)
+		return fmt.Errorf("storage: %w: empty", ErrCorrupt)
 	}
 	if data[0] != recordFormatJSON {
-		return fmt.Errorf("transition: %w: unknown record format 0x%02x (this build reads 0x%02x)", ErrCorrupt, data[0], recordFormatJSON)
+		return fmt.Errorf("storage: %w: unknown record format 0x%02x (this build reads 0x%02x)", ErrCorrupt, data[0], recordFormatJSON)
 	}
 	if !utf8.Valid(data[1:]) {
 		// JSON would quietly turn the bad bytes into U+FFFD.
-		return fmt.Errorf("transition: %w: not valid UTF-8", ErrCorrupt)
+		return fmt.Errorf("storage: %w: not valid UTF-8", ErrCorrupt)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data[1:]))
 	dec.DisallowUnknownFields()
 	var v Record
 	if err := dec.Decode(&v); err != nil {
-		return fmt.Errorf("transition: %w: %v", ErrCorrupt, err)
+		return fmt.Errorf("storage: %w: %v", ErrCorrupt, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("transition: %w: trailing data after the record", ErrCorrupt)
+		return fmt.Errorf("storage: %w: trailing data after the record", ErrCorrupt)
 	}
-	if err := v.Validate(); err != nil {
-		return fmt.Errorf("transition: %w: %v", ErrCorrupt, err)
+	if err := v.validate(); err != nil {
+		// validate's own words, not Validate's: "storage: corrupt
+		// record: storage: record …: invalid record: …" says it twice.
+		return fmt.Errorf("storage: record %s: %w: %v", quote.Limited(v.ID), ErrCorrupt, err)
 	}
 	*r = v
 	return nil

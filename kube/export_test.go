@@ -1,0 +1,6 @@
+package kube
+
+// SetBeforeTakeOverWrite makes s call f in Acquire after taking an
+// execution's Lease and reading its record, just before writing the
+// take-over: where a test plays a concurrent writer.
+func SetBeforeTakeOverWrite(s *Store, f func()) { s.beforeTakeOverWrite = f }

@@ -1,0 +1,85 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/execfsm/execfsm/internal/quote"
+)
+
+// Sentinel errors. Match them with errors.Is; the typed errors below carry
+// the details a caller needs to act.
+var (
+	// ErrNotFound: the store has no record with that id.
+	ErrNotFound = errors.New("record not found")
+
+	// ErrExists: Create found a record with that id already.
+	ErrExists = errors.New("record already exists")
+
+	// ErrConflict: the record changed since it was read; see
+	// [ConflictError] for the current record.
+	ErrConflict = errors.New("record changed concurrently")
+
+	// ErrFenced: the writer's ownership claim is stale, because another
+	// owner took over with a newer epoch, or because the writer's own
+	// ownership ended (released, expired); see [FencedError].
+	ErrFenced = errors.New("writer fenced by a newer owner")
+
+	// ErrHeld: a live holder owns the record, so it cannot be acquired;
+	// see [HeldError]. Every store's Acquire refuses with it.
+	ErrHeld = errors.New("record is owned by a live holder")
+
+	// ErrInvalidLease: a [Lease] breaks a limit; nothing was acquired.
+	ErrInvalidLease = errors.New("invalid lease")
+
+	// ErrInvalidRecord: a record breaks a limit or a rule of [Record];
+	// nothing was written.
+	ErrInvalidRecord = errors.New("invalid record")
+
+	// ErrCorrupt: stored bytes do not decode into a valid record.
+	ErrCorrupt = errors.New("corrupt record")
+)
+
+// ConflictError is returned by [Store].CompareAndSwap when the record's
+// revision is not the expected one. It carries the record as it is now so
+// the caller can re-decide without another read.
+type ConflictError struct {
+	ID       string
+	Expected uint64 // the revision the writer expected
+	Current  Record // the record as the store holds it now
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("storage: %s: %v: expected revision %d, found %d (status %q)",
+		quote.Limited(e.ID), ErrConflict, e.Expected, e.Current.Revision, e.Current.Status)
+}
+
+// Is makes errors.Is(err, ErrConflict) hold.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// FencedError is returned when a writer holding an ownership claim finds
+// the record owned by someone else, or by itself at another epoch (it was
+// relocated and a newer controller took over), or when the writer's own
+// [Ownership] has ended. Nothing was written.
+type FencedError struct {
+	ID           string
+	Owner        string // the writer's claimed owner
+	Epoch        uint64 // the writer's claimed epoch
+	CurrentOwner string // the record's owner, when the store was read
+	CurrentEpoch uint64
+	// Lost: the writer's ownership ended (released, expired, the store
+	// closed); the record was not read.
+	Lost bool
+}
+
+func (e *FencedError) Error() string {
+	if e.Lost {
+		return fmt.Sprintf("storage: %s: %v: claim %s@%d: the ownership has ended",
+			quote.Limited(e.ID), ErrFenced, quote.Limited(e.Owner), e.Epoch)
+	}
+	return fmt.Sprintf("storage: %s: %v: claim %s@%d, record owned by %s@%d",
+		quote.Limited(e.ID), ErrFenced, quote.Limited(e.Owner), e.Epoch, quote.Limited(e.CurrentOwner), e.CurrentEpoch)
+}
+
+// Is makes errors.Is(err, ErrFenced) hold.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }

@@ -1,0 +1,5 @@
+package storage_test
+
+import "context"
+
+var bg = context.Background()
