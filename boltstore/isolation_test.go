@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/reconcile"
+
 	"github.com/execfsm/execfsm/storage"
 
-	"github.com/execfsm/execfsm/recovery"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,7 +36,7 @@ func TestOneCorruptRecordDoesNotStopTheOthersFromBeingReconciled(t *testing.T) {
 	var mu sync.Mutex
 	var reconciled []string
 	var reported []storage.Unreadable
-	list := func(ctx context.Context) ([]recovery.Item[string], error) {
+	list := func(ctx context.Context) ([]reconcile.Item[string], error) {
 		recs, bad, err := s.List(ctx)
 		if err != nil {
 			return nil, err
@@ -43,22 +44,22 @@ func TestOneCorruptRecordDoesNotStopTheOthersFromBeingReconciled(t *testing.T) {
 		mu.Lock()
 		reported = append(reported, bad...)
 		mu.Unlock()
-		items := make([]recovery.Item[string], len(recs))
+		items := make([]reconcile.Item[string], len(recs))
 		for k, r := range recs {
-			items[k] = recovery.Item[string]{Key: r.ID}
+			items[k] = reconcile.Item[string]{Key: r.ID}
 		}
 		return items, nil
 	}
-	loop, err := recovery.NewLoop(recovery.Options[string]{
+	loop, err := reconcile.NewLoop(reconcile.Options[string]{
 		List: list, Resync: -1,
-		Reconciler: recovery.ReconcilerFunc[string](func(ctx context.Context, id string) (recovery.Result, error) {
+		Reconciler: reconcile.ReconcilerFunc[string](func(ctx context.Context, id string) (reconcile.Result, error) {
 			if _, err := s.Get(ctx, id); err != nil {
-				return recovery.Result{}, err
+				return reconcile.Result{}, err
 			}
 			mu.Lock()
 			reconciled = append(reconciled, id)
 			mu.Unlock()
-			return recovery.Result{}, nil
+			return reconcile.Result{}, nil
 		}),
 	})
 	require.NoError(t, err)

@@ -3,7 +3,7 @@
 // resourceVersion, a watch that re-lists on 410 Gone), ownership through
 // coordination.k8s.io/v1 Leases, adoption of batch/v1 Jobs by the
 // identity in their labels and annotations, and adapters between
-// recovery.Reconciler and controller-runtime.
+// reconcile.Reconciler and controller-runtime.
 //
 // Its tests run against a real kube-apiserver and etcd started by
 // controller-runtime's envtest; kube/hack/test-assets.sh builds and

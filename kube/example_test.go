@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/execfsm/execfsm/reconcile"
+
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/kube"
@@ -18,7 +20,7 @@ import (
 
 // An execution controller on Kubernetes: its record in a ConfigMap, its
 // ownership in a Lease, its startup decided by recovery.ApplyStartup; and
-// a recovery.Reconciler run by the controller-runtime manager the
+// a reconcile.Reconciler run by the controller-runtime manager the
 // operator already has.
 func Example() {
 	ctx := context.Background()
@@ -36,7 +38,7 @@ func Example() {
 	_ = verdict
 
 	mgr, _ := ctrl.NewManager(cfg, ctrl.Options{})
-	var r recovery.Reconciler[types.NamespacedName] // your reconciler
+	var r reconcile.Reconciler[types.NamespacedName] // your reconciler
 	_ = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(kube.ForControllerRuntime(r))
 	_ = mgr.Start(ctx)
 }

@@ -4,38 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 
-	"github.com/execfsm/execfsm/recovery"
-	batchv1 "k8s.io/api/batch/v1"
+	"github.com/execfsm/execfsm/reconcile"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 )
 
-// IdentityKeys say where a Job keeps its item's identity. UUID and
-// Manager are labels (the manager's Jobs are selected by its label);
-// the others are annotations, which may hold any text. The zero value is
-// VILLAScontroller's: DefaultIdentityKeys.
-type IdentityKeys struct {
-	UUID, Manager                string // labels
-	Name, Location, Realm, Owner string // annotations
-}
-
-// DefaultIdentityKeys are the keys VILLAScontroller's Kubernetes manager
-// labels and annotates its simulator Jobs with.
-func DefaultIdentityKeys() IdentityKeys {
-	return IdentityKeys{
-		UUID: "service.villas.io/uuid", Manager: "manager.villas.io/uuid",
-		Name: "service.villas.io/name", Location: "service.villas.io/location",
-		Realm: "service.villas.io/realm", Owner: "service.villas.io/owner",
-	}
-}
-
-// Jobs lists a manager's batch/v1 Jobs as the items of a recovery.Loop,
-// with the identity their labels and annotations carry, so a restarted
-// manager adopts them under the same UUIDs: give Jobs.List to
-// recovery.Options.List, and rebuild each item in an Adopter.
+// Jobs lists a controller's batch/v1 Jobs as the items of a
+// reconcile.Loop, each with the identity its labels and annotations
+// carry, so a restarted controller adopts them under the same keys: give
+// Jobs.List to reconcile.Options.List, and rebuild each item in an
+// Adopter from its Identity.
+//
+// The Jobs listed are those with every label of Selector (a manager's
+// own label: which Jobs are this controller's); each one's key is the
+// value of its KeyLabel (a Job without it is not an item). Identity
+// carries the Job's labels and annotations as they are, plus nothing
+// invented. VILLAScontroller's Kubernetes manager, for one, is
+//
+//	kube.Jobs{Client: c, Namespace: ns,
+//		Selector: map[string]string{"manager.villas.io/uuid": managerUUID},
+//		KeyLabel: "service.villas.io/uuid"}
+//
+// and finds a simulator's name, location, realm and owner in the
+// service.villas.io/* annotations.
 //
 // The ownerReference trap: a Job whose ownerReference is the manager's
 // own Pod is garbage-collected by Kubernetes when that Pod is deleted,
@@ -45,55 +41,35 @@ func DefaultIdentityKeys() IdentityKeys {
 type Jobs struct {
 	Client    kubernetes.Interface
 	Namespace string
-	Manager   string // the manager UUID whose Jobs to list
-	Keys      IdentityKeys
+	Selector  map[string]string // labels every Job of this controller has; at least one
+	KeyLabel  string            // the label whose value is an item's key
 }
 
-// List returns the manager's Jobs as loop items keyed by item UUID,
-// sorted. A Job without a UUID label is left out: it is not an item.
-func (j *Jobs) List(ctx context.Context) ([]recovery.Item[string], error) {
-	if j.Client == nil || j.Manager == "" {
-		return nil, errors.New("kube: Jobs needs a Client and a Manager")
+// List returns the Jobs as loop items keyed by their KeyLabel, sorted by
+// key. A Job without a KeyLabel is left out: it is not an item.
+func (j *Jobs) List(ctx context.Context) ([]reconcile.Item[string], error) {
+	if j.Client == nil || len(j.Selector) == 0 || j.KeyLabel == "" {
+		return nil, errors.New("kube: Jobs needs a Client, a Selector and a KeyLabel")
 	}
-	keys := j.Keys
-	if keys == (IdentityKeys{}) {
-		keys = DefaultIdentityKeys()
-	}
-	sel := labels.Set{keys.Manager: j.Manager}.AsSelector().String()
-	list, err := j.Client.BatchV1().Jobs(j.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	sel, err := labels.ValidatedSelectorFromSet(j.Selector)
 	if err != nil {
-		return nil, fmt.Errorf("kube: list Jobs of manager %q: %w", j.Manager, err)
+		return nil, fmt.Errorf("kube: Jobs.Selector: %w", err)
 	}
-	var items []recovery.Item[string]
+	list, err := j.Client.BatchV1().Jobs(j.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("kube: list Jobs matching %s: %w", sel, err)
+	}
+	var items []reconcile.Item[string]
 	for k := range list.Items {
-		if it, ok := itemOf(&list.Items[k], keys); ok {
-			items = append(items, it)
+		job := &list.Items[k]
+		key := job.Labels[j.KeyLabel]
+		if key == "" {
+			continue
 		}
+		items = append(items, reconcile.Item[string]{Key: key, Identity: reconcile.Identity{
+			Labels: maps.Clone(job.Labels), Annotations: maps.Clone(job.Annotations),
+		}})
 	}
 	sort.Slice(items, func(a, b int) bool { return items[a].Key < items[b].Key })
 	return items, nil
-}
-
-func itemOf(job *batchv1.Job, keys IdentityKeys) (recovery.Item[string], bool) {
-	uuid := job.Labels[keys.UUID]
-	if uuid == "" {
-		return recovery.Item[string]{}, false
-	}
-	id := recovery.Identity{
-		UUID: uuid, Manager: job.Labels[keys.Manager],
-		Name: job.Annotations[keys.Name], Location: job.Annotations[keys.Location],
-		Realm: job.Annotations[keys.Realm], Owner: job.Annotations[keys.Owner],
-		Extra: map[string]string{"job": job.Namespace + "/" + job.Name},
-	}
-	return recovery.Item[string]{Key: uuid, Identity: id}, true
-}
-
-// Labels returns the labels and annotations a Job for identity should be
-// created with, so that Jobs.List finds it and reads its identity back.
-func (k IdentityKeys) Labels(id recovery.Identity) (labels, annotations map[string]string) {
-	if k == (IdentityKeys{}) {
-		k = DefaultIdentityKeys()
-	}
-	return map[string]string{k.UUID: id.UUID, k.Manager: id.Manager},
-		map[string]string{k.Name: id.Name, k.Location: id.Location, k.Realm: id.Realm, k.Owner: id.Owner}
 }

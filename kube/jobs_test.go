@@ -4,8 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/reconcile/reconciletest"
+
 	"github.com/execfsm/execfsm/kube"
-	"github.com/execfsm/execfsm/recovery"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,54 +24,66 @@ func job(ns, name string, labels, annotations map[string]string) *batchv1.Job {
 	}
 }
 
+// VILLAScontroller's keys: the manager's Jobs are selected by its UUID,
+// each keyed by its simulator's UUID, the rest in annotations.
+const (
+	villasManager  = "manager.villas.io/uuid"
+	villasUUID     = "service.villas.io/uuid"
+	villasLocation = "service.villas.io/location"
+)
+
 // A restarted manager finds its simulators' Jobs by its UUID and reads
 // each one's identity back from its labels and annotations; the recovery
 // pass then adopts them under the same UUIDs.
 func TestJobsAreAdoptedByTheIdentityTheirMetadataCarries(t *testing.T) {
 	ns := namespace(t)
-	keys := kube.DefaultIdentityKeys()
-	mine := []recovery.Identity{
-		{UUID: "sim-1", Manager: "mgr-a", Name: "dpsim grid", Location: "Aachen", Realm: "ieee14", Owner: "alice"},
-		{UUID: "sim-2", Manager: "mgr-a", Name: "opal", Location: "Lyon", Realm: "ieee14", Owner: "bob"},
+	mine := []reconcile.Identity{
+		{Labels: map[string]string{villasUUID: "sim-1", villasManager: "mgr-a"},
+			Annotations: map[string]string{"service.villas.io/name": "dpsim grid", villasLocation: "Aachen", "service.villas.io/owner": "alice"}},
+		{Labels: map[string]string{villasUUID: "sim-2", villasManager: "mgr-a"},
+			Annotations: map[string]string{"service.villas.io/name": "opal", villasLocation: "Lyon", "service.villas.io/owner": "bob"}},
 	}
-	for _, id := range append(mine, recovery.Identity{UUID: "sim-9", Manager: "mgr-b"}) {
-		l, a := keys.Labels(id)
-		_, err := clientset.BatchV1().Jobs(ns).Create(bg, job(ns, "job-"+id.UUID, l, a), metav1.CreateOptions{})
+	other := reconcile.Identity{Labels: map[string]string{villasUUID: "sim-9", villasManager: "mgr-b"}}
+	for _, id := range append(mine, other) {
+		_, err := clientset.BatchV1().Jobs(ns).Create(bg, job(ns, "job-"+id.Labels[villasUUID], id.Labels, id.Annotations), metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	_, err := clientset.BatchV1().Jobs(ns).Create(bg, job(ns, "not-an-item", map[string]string{keys.Manager: "mgr-a"}, nil), metav1.CreateOptions{})
+	_, err := clientset.BatchV1().Jobs(ns).Create(bg, job(ns, "not-an-item", map[string]string{villasManager: "mgr-a"}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	jobs := &kube.Jobs{Client: clientset, Namespace: ns, Manager: "mgr-a"}
+	jobs := &kube.Jobs{Client: clientset, Namespace: ns, Selector: map[string]string{villasManager: "mgr-a"}, KeyLabel: villasUUID}
 	items, err := jobs.List(bg)
 	require.NoError(t, err)
 	require.Len(t, items, 2, "only mgr-a's Jobs that are items")
 	for k, it := range items {
-		want := mine[k]
-		want.Extra = map[string]string{"job": ns + "/job-" + want.UUID}
-		require.Equal(t, want, it.Identity)
+		require.Equal(t, mine[k].Labels[villasUUID], it.Key)
+		require.Equal(t, mine[k], it.Identity, "the Job's labels and annotations, as they are")
 	}
 
-	var adopted []recovery.Identity
-	loop, err := recovery.NewLoop(recovery.Options[string]{
+	var adopted []reconcile.Identity
+	loop, err := reconcile.NewLoop(reconcile.Options[string]{
 		List: jobs.List,
-		Adopter: recovery.AdopterFunc[string](func(_ context.Context, it recovery.Item[string]) error {
+		Adopter: reconcile.AdopterFunc[string](func(_ context.Context, it reconcile.Item[string]) error {
 			adopted = append(adopted, it.Identity)
 			return nil
 		}),
-		Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) { return recovery.Result{}, nil }),
+		Reconciler: reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) { return reconcile.Result{}, nil }),
 		Resync:     -1,
 	})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(bg)
-	done := make(chan error, 1)
-	go func() { done <- loop.Run(ctx) }()
-	require.NoError(t, loop.Idle(ctx))
-	cancel()
-	require.NoError(t, <-done)
+	stop := reconciletest.Start(t, loop)
+	reconciletest.Idle(t, loop)
+	stop()
 	require.Len(t, adopted, 2)
-	require.Equal(t, "Aachen", adopted[0].Location)
+	require.Equal(t, "Aachen", adopted[0].Annotations[villasLocation])
 
-	_, err = (&kube.Jobs{}).List(bg)
-	require.Error(t, err)
+	for name, bad := range map[string]*kube.Jobs{
+		"empty":         {},
+		"no selector":   {Client: clientset, KeyLabel: villasUUID},
+		"no key label":  {Client: clientset, Selector: map[string]string{villasManager: "mgr-a"}},
+		"invalid label": {Client: clientset, Selector: map[string]string{"not a label!": "x"}, KeyLabel: villasUUID},
+	} {
+		_, err = bad.List(bg)
+		require.Error(t, err, name)
+	}
 }

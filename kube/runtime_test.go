@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/kube"
-	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/reconcile"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,20 +16,20 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// A recovery.Reconciler runs inside a controller-runtime manager watching
+// A reconcile.Reconciler runs inside a controller-runtime manager watching
 // ConfigMaps of one namespace: it is called for the ConfigMap created.
 func TestRecoveryReconcilerRunsInAControllerRuntimeManager(t *testing.T) {
 	ns := namespace(t)
 	var mu sync.Mutex
 	seen := map[types.NamespacedName]int{}
-	r := recovery.ReconcilerFunc[types.NamespacedName](func(_ context.Context, key types.NamespacedName) (recovery.Result, error) {
+	r := reconcile.ReconcilerFunc[types.NamespacedName](func(_ context.Context, key types.NamespacedName) (reconcile.Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen[key]++
-		return recovery.Result{}, nil
+		return reconcile.Result{}, nil
 	})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -52,35 +52,35 @@ func TestRecoveryReconcilerRunsInAControllerRuntimeManager(t *testing.T) {
 func TestAdaptersCarryRequeuesAndTerminalErrorsBothWays(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "x"}
 	errBroken := errors.New("broken spec")
-	to := kube.ForControllerRuntime(recovery.ReconcilerFunc[types.NamespacedName](func(_ context.Context, k types.NamespacedName) (recovery.Result, error) {
+	to := kube.ForControllerRuntime(reconcile.ReconcilerFunc[types.NamespacedName](func(_ context.Context, k types.NamespacedName) (reconcile.Result, error) {
 		if k.Name == "terminal" {
-			return recovery.Result{}, recovery.Terminal(errBroken)
+			return reconcile.Result{}, reconcile.TerminalError(errBroken)
 		}
-		return recovery.Result{RequeueAfter: time.Minute}, nil
+		return reconcile.Result{RequeueAfter: time.Minute}, nil
 	}))
-	res, err := to.Reconcile(bg, reconcile.Request{NamespacedName: key})
+	res, err := to.Reconcile(bg, crreconcile.Request{NamespacedName: key})
 	require.NoError(t, err)
 	require.Equal(t, time.Minute, res.RequeueAfter)
-	_, err = to.Reconcile(bg, reconcile.Request{NamespacedName: types.NamespacedName{Name: "terminal"}})
-	require.ErrorIs(t, err, reconcile.TerminalError(nil), "controller-runtime sees a terminal error")
+	_, err = to.Reconcile(bg, crreconcile.Request{NamespacedName: types.NamespacedName{Name: "terminal"}})
+	require.ErrorIs(t, err, crreconcile.TerminalError(nil), "controller-runtime sees a terminal error")
 	require.ErrorIs(t, err, errBroken)
 
-	from := kube.FromControllerRuntime(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+	from := kube.FromControllerRuntime(crreconcile.Func(func(_ context.Context, req crreconcile.Request) (crreconcile.Result, error) {
 		switch req.Name {
 		case "terminal":
-			return reconcile.Result{}, reconcile.TerminalError(errBroken)
+			return crreconcile.Result{}, crreconcile.TerminalError(errBroken)
 		case "requeue":
 			//lint:ignore SA1019 the deprecated field is what is tested
-			return reconcile.Result{Requeue: true}, nil
+			return crreconcile.Result{Requeue: true}, nil
 		}
-		return reconcile.Result{RequeueAfter: time.Second}, nil
+		return crreconcile.Result{RequeueAfter: time.Second}, nil
 	}))
 	r, err := from.Reconcile(bg, key)
 	require.NoError(t, err)
 	require.Equal(t, time.Second, r.RequeueAfter)
 	_, err = from.Reconcile(bg, types.NamespacedName{Name: "terminal"})
-	require.ErrorIs(t, err, recovery.ErrTerminal, "the Loop sees a terminal error")
+	require.ErrorIs(t, err, reconcile.ErrTerminal, "the Loop sees a terminal error")
 	_, err = from.Reconcile(bg, types.NamespacedName{Name: "requeue"})
 	require.Error(t, err, "a bare Requeue becomes a retry with backoff")
-	require.NotErrorIs(t, err, recovery.ErrTerminal)
+	require.NotErrorIs(t, err, reconcile.ErrTerminal)
 }

@@ -1,6 +1,8 @@
 // Package recovery holds the decisions an execution controller makes when
-// it starts and when it is told to terminate, and the reconciliation loop
-// that brings a restarted controller back in line with the world.
+// it starts and when it is told to terminate, the deadlines of statuses
+// that must not last, and the reaper that enforces them. The loop that
+// runs a reconciler (the reaper, or a controller's own) is package
+// reconcile.
 //
 // # Decisions
 //
@@ -48,13 +50,4 @@
 // next; [Startup] honours them (a stale relocating record is failed, not
 // resumed, or relocating would become the new "stuck in running"), and
 // [Reaper] is the reconciler that enforces them while nobody starts.
-//
-// # Reconciliation
-//
-// [Reconciler] is controller-runtime's level-triggered contract, and
-// [Loop] runs one: a recovery pass that lists the world and adopts what it
-// finds under the identity the world keeps (never a private checkpoint),
-// then events and periodic resyncs, with dedup, per-key exclusivity,
-// per-key exponential backoff with jitter, a global rate limit, panic
-// recovery and a clean stop.
 package recovery

@@ -50,40 +50,6 @@ func ExampleTerminate() {
 	// running → relocate 143
 }
 
-// A manager restarted after a crash adopts what the world has, learns
-// what it lost, and reconciles everything.
-func ExampleLoop() {
-	world := []recovery.Item[string]{
-		{Key: "sim-1", Identity: recovery.Identity{UUID: "sim-1", Manager: "mgr-a", Realm: "lab"}},
-	}
-	loop, err := recovery.NewLoop(recovery.Options[string]{
-		List:  func(context.Context) ([]recovery.Item[string], error) { return world, nil },
-		Known: func(context.Context) ([]string, error) { return []string{"sim-1", "sim-2"}, nil },
-		Adopter: recovery.AdopterFunc[string](func(_ context.Context, it recovery.Item[string]) error {
-			fmt.Println("adopt", it.Identity.UUID, "of", it.Identity.Manager)
-			return nil
-		}),
-		Observer: observer[string]{onRecovery: func(r recovery.RecoveryReport[string]) { fmt.Println("gone", r.Gone) }},
-		Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
-			return recovery.Result{}, nil
-		}),
-	})
-	if err != nil {
-		panic(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- loop.Run(ctx) }()
-	_ = loop.Idle(ctx)
-	cancel()
-	<-done
-	fmt.Println("reconciled", loop.Stats().Reconciles)
-	// Output:
-	// adopt sim-1 of mgr-a
-	// gone [sim-2]
-	// reconciled 2
-}
-
 // The deadline reaper runs in a loop over the executions' ids.
 func ExampleReaper() {
 	store := storage.NewMemory()

@@ -5,66 +5,68 @@ import (
 	"errors"
 	"time"
 
+	"github.com/execfsm/execfsm/reconcile"
+
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 )
 
-// Reaper is a [Reconciler] of execution ids that enforces [Deadlines]: an
+// Reaper is a [reconcile.Reconciler] of execution ids that enforces [Deadlines]: an
 // execution relocating with nobody taking over, or stopping past the
 // shutdown timeout, is moved on (to failed and stopped by default), as
 // Teraslice's cluster master reaps stuck stopping executions. Run it in a
-// [Loop] whose List returns the executions' ids. It writes as an outside
+// [reconcile.Loop] whose List returns the executions' ids. It writes as an outside
 // authority (no ownership claim) and asks to be called again when the
 // next deadline falls due, so deadlines hold between resyncs.
 type Reaper struct {
 	Store     storage.Store
-	Deadlines Deadlines // nil: DefaultDeadlines
-	Clock     Clock     // nil: the system clock
-	Actor     string    // recorded as the writer; default "deadline-reaper"
+	Deadlines Deadlines       // nil: DefaultDeadlines
+	Clock     reconcile.Clock // nil: the system clock
+	Actor     string          // recorded as the writer; default "deadline-reaper"
 }
 
-// Reconcile implements [Reconciler].
-func (r *Reaper) Reconcile(ctx context.Context, id string) (Result, error) {
+// Reconcile implements [reconcile.Reconciler].
+func (r *Reaper) Reconcile(ctx context.Context, id string) (reconcile.Result, error) {
 	if r.Store == nil {
-		return Result{}, Terminal(errors.New("recovery: Reaper: nil Store"))
+		return reconcile.Result{}, reconcile.TerminalError(errors.New("recovery: Reaper: nil Store"))
 	}
 	deadlines := r.Deadlines
 	if deadlines == nil {
 		deadlines = DefaultDeadlines()
 	}
 	if err := deadlines.Validate(); err != nil {
-		return Result{}, Terminal(err)
+		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
-	clock := r.Clock
-	if clock == nil {
-		clock = systemClock{}
+	now := time.Now
+	if r.Clock != nil {
+		now = r.Clock.Now
 	}
 	actor := r.Actor
 	if actor == "" {
 		actor = "deadline-reaper"
 	}
-	exec, err := transition.NewPersisted(state.Lifecycle(), r.Store, id, transition.Actor(actor), transition.Clock(clock.Now))
+	exec, err := transition.NewPersisted(state.Lifecycle(), r.Store, id, transition.Actor(actor), transition.Clock(now))
 	if err != nil {
-		return Result{}, Terminal(err)
+		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	var wait time.Duration
 	_, _, err = exec.Apply(ctx, func(cur state.Status, rec storage.Record) (transition.Update[state.Status], error) {
-		now := clock.Now()
-		dl, left, ok := deadline(rec, cur, deadlines, now)
+		at := now()
+		dl, left, ok := deadline(rec, cur, deadlines, at)
 		wait = 0
 		if !ok || left > 0 {
 			wait = max(left, 0)
 			return transition.Update[state.Status]{To: cur}, nil
 		}
-		return deadlineUpdate(rec, cur, dl, now), nil
+		return deadlineUpdate(rec, cur, dl, at), nil
 	})
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		return Result{}, nil // nothing to reap
+		return reconcile.Result{}, nil // nothing to reap
 	case err != nil:
-		return Result{}, err
+		return reconcile.Result{}, err
 	}
-	return Result{RequeueAfter: wait}, nil
+	return reconcile.Result{RequeueAfter: wait}, nil
 }

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/reconcile/reconciletest"
+
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/recovery"
@@ -14,7 +17,7 @@ import (
 )
 
 func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
-	clock := newFakeClock()
+	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	ctx := context.Background()
 	for _, tc := range []struct {
 		status state.Status
@@ -52,28 +55,29 @@ func TestReaperIgnoresExecutionsThatAreGoneAndRefusesBadConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, res)
 	_, err = (&recovery.Reaper{}).Reconcile(context.Background(), "ex-1")
-	require.ErrorIs(t, err, recovery.ErrTerminal)
+	require.ErrorIs(t, err, reconcile.ErrTerminal)
 	_, err = (&recovery.Reaper{Store: store, Deadlines: recovery.Deadlines{state.Running: {After: -1, Then: state.Failed}}}).Reconcile(context.Background(), "ex-1")
-	require.ErrorIs(t, err, recovery.ErrTerminal)
+	require.ErrorIs(t, err, reconcile.ErrTerminal)
 	require.ErrorIs(t, err, recovery.ErrInvalidPolicy)
 }
 
 // In a loop, the reaper's RequeueAfter makes the deadline hold exactly,
 // with no resync in between.
 func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) {
-	clock := newFakeClock()
+	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	exec, store := newExecution(t, state.Relocating, clock.Now)
-	l := newLoop(t, recovery.Options[string]{
+	l, err := reconcile.NewLoop(reconcile.Options[string]{
 		Clock:      clock,
 		Resync:     -1,
 		Reconciler: &recovery.Reaper{Store: store, Clock: clock},
-		List: func(context.Context) ([]recovery.Item[string], error) {
-			return []recovery.Item[string]{{Key: "ex-1"}}, nil
+		List: func(context.Context) ([]reconcile.Item[string], error) {
+			return []reconcile.Item[string]{{Key: "ex-1"}}, nil
 		},
 	})
-	running(t, l)
+	require.NoError(t, err)
+	reconciletest.Start(t, l)
 	require.Equal(t, 10*time.Minute, clock.AdvanceToEarliest(t))
-	idle(t, l)
+	reconciletest.Idle(t, l)
 	cur, _, err := exec.Load(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, state.Failed, cur)
@@ -82,7 +86,7 @@ func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) 
 // A reaped record keeps the audit trail its creator asked for.
 func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
 	ctx := context.Background()
-	clock := newFakeClock()
+	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	store := storage.NewMemory()
 	then := clock.Now().Add(-time.Hour)
 	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.History(100),

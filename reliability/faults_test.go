@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/reconcile"
+
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
-	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
@@ -218,19 +219,19 @@ func TestWatchCompactedUnderTheLoopMissesNothing(t *testing.T) {
 			}
 		}
 	}()
-	loop, err := recovery.NewLoop(recovery.Options[string]{
+	loop, err := reconcile.NewLoop(reconcile.Options[string]{
 		Events: events,
-		Reconciler: recovery.ReconcilerFunc[string](func(ctx context.Context, id string) (recovery.Result, error) {
+		Reconciler: reconcile.ReconcilerFunc[string](func(ctx context.Context, id string) (reconcile.Result, error) {
 			rec, err := watching.Get(ctx, id)
 			if err != nil {
-				return recovery.Result{}, err
+				return reconcile.Result{}, err
 			}
 			mu.Lock()
 			view[id] = max(view[id], rec.Revision)
 			mu.Unlock()
-			return recovery.Result{}, nil
+			return reconcile.Result{}, nil
 		}),
-		Backoff: &recovery.Backoff{Base: 10 * time.Millisecond, Max: time.Second},
+		Backoff: &reconcile.Backoff{Base: 10 * time.Millisecond, Max: time.Second},
 	})
 	require.NoError(t, err)
 	done := make(chan error, 1)

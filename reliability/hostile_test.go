@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/reconcile"
+
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/boltstore"
@@ -135,16 +137,16 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 		_, err = recovery.Terminate(rec, storage.Claim{}, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 	}
-	noop := recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) { return recovery.Result{}, nil })
-	for name, opt := range map[string]recovery.Options[string]{
+	noop := reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) { return reconcile.Result{}, nil })
+	for name, opt := range map[string]reconcile.Options[string]{
 		"negative workers":     {Reconciler: noop, Workers: -1},
 		"overflowing workers":  {Reconciler: noop, Workers: 1 << 40},
-		"negative backoff":     {Reconciler: noop, Backoff: &recovery.Backoff{Base: -time.Second, Max: time.Second}},
-		"negative backoff max": {Reconciler: noop, Backoff: &recovery.Backoff{Base: time.Second, Max: -1}},
-		"negative jitter":      {Reconciler: noop, Backoff: &recovery.Backoff{Base: 1, Max: 2, Jitter: -0.5}},
-		"overflowing jitter":   {Reconciler: noop, Backoff: &recovery.Backoff{Base: 1, Max: 2, Jitter: 1e300}},
+		"negative backoff":     {Reconciler: noop, Backoff: &reconcile.Backoff{Base: -time.Second, Max: time.Second}},
+		"negative backoff max": {Reconciler: noop, Backoff: &reconcile.Backoff{Base: time.Second, Max: -1}},
+		"negative jitter":      {Reconciler: noop, Backoff: &reconcile.Backoff{Base: 1, Max: 2, Jitter: -0.5}},
+		"overflowing jitter":   {Reconciler: noop, Backoff: &reconcile.Backoff{Base: 1, Max: 2, Jitter: 1e300}},
 	} {
-		_, err := recovery.NewLoop(opt)
+		_, err := reconcile.NewLoop(opt)
 		require.Error(t, err, name)
 	}
 	for name, opt := range map[string]transition.Option{

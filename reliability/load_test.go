@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/reconcile"
+
 	"github.com/execfsm/execfsm/storage"
 
-	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
@@ -54,13 +55,13 @@ func runLoad(t testing.TB, store storage.Store, prefix string, executions, steps
 	var latencies []time.Duration
 	handles := sync.Map{} // a controller keeps one handle per execution
 	remaining := make(chan struct{}, executions)
-	reconciler := recovery.ReconcilerFunc[string](func(ctx context.Context, key string) (recovery.Result, error) {
+	reconciler := reconcile.ReconcilerFunc[string](func(ctx context.Context, key string) (reconcile.Result, error) {
 		h, _ := handles.LoadOrStore(key, nil)
 		p, _ := h.(*transition.Persisted[state.Status])
 		if p == nil {
 			var err error
 			if p, err = transition.NewPersisted(state.Lifecycle(), store, key, transition.History(4)); err != nil {
-				return recovery.Result{}, recovery.Terminal(err)
+				return reconcile.Result{}, reconcile.TerminalError(err)
 			}
 			handles.Store(key, p)
 		}
@@ -80,18 +81,18 @@ func runLoad(t testing.TB, store storage.Store, prefix string, executions, steps
 			return transition.Update[state.Status]{To: to, Reason: "load", Meta: map[string]string{metaStep: strconv.Itoa(n + 1)}}, nil
 		})
 		if err != nil {
-			return recovery.Result{}, err
+			return reconcile.Result{}, err
 		}
 		mu.Lock()
 		latencies = append(latencies, time.Since(start))
 		mu.Unlock()
 		if done {
 			remaining <- struct{}{}
-			return recovery.Result{}, nil
+			return reconcile.Result{}, nil
 		}
-		return recovery.Result{RequeueAfter: time.Nanosecond}, nil
+		return reconcile.Result{RequeueAfter: time.Nanosecond}, nil
 	})
-	loop, err := recovery.NewLoop(recovery.Options[string]{Reconciler: reconciler, Workers: workers, Resync: -1})
+	loop, err := reconcile.NewLoop(reconcile.Options[string]{Reconciler: reconciler, Workers: workers, Resync: -1})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

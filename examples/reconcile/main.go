@@ -11,7 +11,7 @@
 //
 // The demo: a manager creates three simulators and is SIGKILLed. While
 // it is down a user kills one simulator and pauses another. A new manager
-// starts, runs a recovery.Loop whose first pass lists the world, adopts
+// starts, runs a reconcile.Loop whose first pass lists the world, adopts
 // the two survivors under their own UUIDs, learns from its store that the
 // third is gone and marks it so, and picks up the pause. It prints the
 // view before and after and PASS or FAIL, and exits non-zero on FAIL.

@@ -5,17 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os/signal"
 	"sort"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/execfsm/execfsm/reconcile"
+
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
-	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -84,7 +86,7 @@ type worldView interface {
 }
 
 type simulator struct {
-	id    recovery.Identity
+	id    label
 	state SimState
 }
 
@@ -115,9 +117,9 @@ func manage(cfg managerConfig) error {
 	defer closeStore()
 	m := &manager{cfg: cfg, world: world{cfg.World}, table: table, store: store, view: map[string]simulator{}}
 
-	loop, err := recovery.NewLoop(recovery.Options[string]{
+	loop, err := reconcile.NewLoop(reconcile.Options[string]{
 		Reconciler: m, Adopter: m, List: m.list, Known: m.known,
-		Resync: 200 * time.Millisecond, Workers: 2, Observer: m,
+		Resync: 200 * time.Millisecond, Workers: 2, RecoveryObserver: m,
 	})
 	if err != nil {
 		return err
@@ -188,9 +190,14 @@ func (m *manager) exec(uuid string) (*transition.Persisted[SimState], error) {
 	return transition.NewPersisted(m.table, m.store, uuid, transition.Actor("manager-"+m.cfg.UUID[:8]))
 }
 
-func identityMeta(id recovery.Identity) map[string]string {
-	return map[string]string{"uuid": id.UUID, "manager": id.Manager, "name": id.Name,
-		"location": id.Location, "realm": id.Realm, "owner": id.Owner}
+// identityMeta is what a simulator's record keeps of its identity: the
+// same keys its Job (here, its label file) carries.
+func identityMeta(l label) map[string]string {
+	meta := map[string]string{}
+	id := l.identity()
+	maps.Copy(meta, id.Labels)
+	maps.Copy(meta, id.Annotations)
+	return meta
 }
 
 // create records a new simulator, starts its process and marks it
@@ -200,7 +207,7 @@ func (m *manager) create(ctx context.Context, l label) error {
 	if err != nil {
 		return err
 	}
-	if _, err := exec.Create(ctx, transition.Update[SimState]{To: Idle, Reason: "created by the manager", Meta: identityMeta(l.identity())}); err != nil {
+	if _, err := exec.Create(ctx, transition.Update[SimState]{To: Idle, Reason: "created by the manager", Meta: identityMeta(l)}); err != nil {
 		return err
 	}
 	pid, err := proc.StartDetached("simulator", simulatorConfig{World: m.cfg.World, Label: l}, world{m.cfg.World}.path(l.UUID, ".log"))
@@ -214,14 +221,14 @@ func (m *manager) create(ctx context.Context, l label) error {
 
 // list is the world's view: every live simulator of this manager, with
 // the identity its label carries.
-func (m *manager) list(context.Context) ([]recovery.Item[string], error) {
+func (m *manager) list(context.Context) ([]reconcile.Item[string], error) {
 	labels, err := m.world.labels(m.cfg.UUID)
 	if err != nil {
 		return nil, err
 	}
-	items := make([]recovery.Item[string], len(labels))
+	items := make([]reconcile.Item[string], len(labels))
 	for k, l := range labels {
-		items[k] = recovery.Item[string]{Key: l.UUID, Identity: l.identity()}
+		items[k] = reconcile.Item[string]{Key: l.UUID, Identity: l.identity()}
 	}
 	return items, nil
 }
@@ -243,7 +250,7 @@ func (m *manager) known(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, r := range recs {
-		if r.Meta["manager"] == m.cfg.UUID && r.Status != string(Gone) {
+		if r.Meta[keyManager] == m.cfg.UUID && r.Status != string(Gone) {
 			ids = append(ids, r.ID)
 		}
 	}
@@ -252,13 +259,13 @@ func (m *manager) known(ctx context.Context) ([]string, error) {
 
 // Adopt rebuilds the manager's in-memory simulator from the identity the
 // world keeps, under the same UUID.
-func (m *manager) Adopt(_ context.Context, it recovery.Item[string]) error {
+func (m *manager) Adopt(_ context.Context, it reconcile.Item[string]) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.view[it.Key]; !ok {
-		m.view[it.Key] = simulator{id: it.Identity, state: Idle}
+		m.view[it.Key] = simulator{id: labelOf(it.Identity.Labels, it.Identity.Annotations), state: Idle}
 	}
-	fmt.Printf("adopt %s %s\n", it.Identity.Name, it.Identity.UUID)
+	fmt.Printf("adopt %s %s\n", it.Identity.Annotations[keyName], it.Identity.Labels[keyUUID])
 	return nil
 }
 
@@ -269,17 +276,17 @@ func (m *manager) Gone(_ context.Context, uuid string) error {
 }
 
 // ObserveRecovery reports the recovery pass.
-func (m *manager) ObserveRecovery(r recovery.RecoveryReport[string]) {
+func (m *manager) ObserveRecovery(r reconcile.RecoveryReport[string]) {
 	fmt.Printf("recovery listed %d adopted %d gone %d\n", r.Listed, len(r.Adopted), len(r.Gone))
 }
 
 // Reconcile makes the record of simulator uuid agree with the world,
 // walking the simulator table along legal edges from what the record says
 // to what the simulator reports (or to gone if its process is dead).
-func (m *manager) Reconcile(ctx context.Context, uuid string) (recovery.Result, error) {
+func (m *manager) Reconcile(ctx context.Context, uuid string) (reconcile.Result, error) {
 	exec, err := m.exec(uuid)
 	if err != nil {
-		return recovery.Result{}, recovery.Terminal(err)
+		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	// Read the label before the liveness: a simulator writes its label
 	// only once it holds its lock, so a label seen first and no lock seen
@@ -291,44 +298,44 @@ func (m *manager) Reconcile(ctx context.Context, uuid string) (recovery.Result, 
 	want := Gone
 	if alive {
 		if want, err = m.table.Parse(reported); err != nil {
-			return recovery.Result{}, recovery.Terminal(fmt.Errorf("simulator %s reports %w", uuid, err))
+			return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("simulator %s reports %w", uuid, err))
 		}
 	}
 	cur, rec, err := exec.Load(ctx)
 	if err == nil && !alive && !labelled && (cur == Idle || cur == Starting) && time.Since(rec.Since) < startTimeout {
 		// Started but not up yet (a Job whose pod is pending): look
 		// again soon rather than call it gone.
-		return recovery.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
 	}
 	if errors.Is(err, storage.ErrNotFound) {
 		if !alive {
-			return recovery.Result{}, nil
+			return reconcile.Result{}, nil
 		}
 		// In the world but never recorded: adopt it into the store too.
 		if err := m.recordAdopted(ctx, exec, uuid, want); err != nil {
-			return recovery.Result{}, err
+			return reconcile.Result{}, err
 		}
 		cur = want
 	} else if err != nil {
-		return recovery.Result{}, err
+		return reconcile.Result{}, err
 	}
 	steps := m.table.Path(cur, want)
 	if cur != want && len(steps) == 0 {
 		// The record cannot follow the world (it says gone, the world
 		// has the simulator running): say so rather than pretend.
-		return recovery.Result{}, recovery.Terminal(fmt.Errorf("simulator %s: the record says %s, the world %s, and the table has no way from one to the other",
+		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("simulator %s: the record says %s, the world %s, and the table has no way from one to the other",
 			uuid, cur, reportedOrGone(reported, alive)))
 	}
 	for _, step := range steps {
 		if _, err := exec.Fire(ctx, step, fmt.Sprintf("the world reports %s", reportedOrGone(reported, alive))); err != nil {
-			return recovery.Result{}, err
+			return reconcile.Result{}, err
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if want == Gone {
 		delete(m.view, uuid)
-		return recovery.Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	s := m.view[uuid]
 	if s.id.UUID == "" {
@@ -336,7 +343,7 @@ func (m *manager) Reconcile(ctx context.Context, uuid string) (recovery.Result, 
 	}
 	s.state = want
 	m.view[uuid] = s
-	return recovery.Result{}, nil
+	return reconcile.Result{}, nil
 }
 
 func (m *manager) recordAdopted(ctx context.Context, exec *transition.Persisted[SimState], uuid string, at SimState) error {
@@ -346,7 +353,7 @@ func (m *manager) recordAdopted(ctx context.Context, exec *transition.Persisted[
 	}
 	for _, l := range labels {
 		if l.UUID == uuid {
-			_, err := exec.Create(ctx, transition.Update[SimState]{To: at, Reason: "adopted from the world", Meta: identityMeta(l.identity())})
+			_, err := exec.Create(ctx, transition.Update[SimState]{To: at, Reason: "adopted from the world", Meta: identityMeta(l)})
 			return err
 		}
 	}
@@ -360,15 +367,12 @@ func reportedOrGone(reported string, alive bool) string {
 	return reported
 }
 
-func identityFromMeta(meta map[string]string) recovery.Identity {
-	return recovery.Identity{UUID: meta["uuid"], Manager: meta["manager"], Name: meta["name"],
-		Location: meta["location"], Realm: meta["realm"], Owner: meta["owner"]}
-}
+func identityFromMeta(meta map[string]string) label { return labelOf(meta, meta) }
 
 // ensure the manager satisfies the interfaces it is given as.
 var (
-	_ recovery.Reconciler[string]       = (*manager)(nil)
-	_ recovery.Adopter[string]          = (*manager)(nil)
-	_ recovery.GoneHandler[string]      = (*manager)(nil)
-	_ recovery.RecoveryObserver[string] = (*manager)(nil)
+	_ reconcile.Reconciler[string]       = (*manager)(nil)
+	_ reconcile.Adopter[string]          = (*manager)(nil)
+	_ reconcile.GoneHandler[string]      = (*manager)(nil)
+	_ reconcile.RecoveryObserver[string] = (*manager)(nil)
 )

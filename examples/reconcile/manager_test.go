@@ -46,7 +46,7 @@ func newTestManager(t *testing.T, ctx context.Context, w worldView, l label, at 
 	m := &manager{cfg: managerConfig{UUID: "mgr-1-manager"}, world: w, table: table, store: store, view: map[string]simulator{}}
 	exec, err := m.exec(l.UUID)
 	require.NoError(t, err)
-	_, err = exec.Create(ctx, transition.Update[SimState]{To: at, Meta: identityMeta(l.identity())})
+	_, err = exec.Create(ctx, transition.Update[SimState]{To: at, Meta: identityMeta(l)})
 	require.NoError(t, err)
 	return m, store
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/reconcile"
 )
 
 // The world is a directory where every simulator keeps, next to its pid,
@@ -34,9 +34,33 @@ type label struct {
 	PID      int    `json:"pid"`
 }
 
-func (l label) identity() recovery.Identity {
-	return recovery.Identity{UUID: l.UUID, Manager: l.Manager, Name: l.Name, Location: l.Location, Realm: l.Realm, Owner: l.Owner}
+// identity is the label as a loop item's identity, with the keys
+// VILLAScontroller gives a simulator's Kubernetes Job: the UUIDs as
+// labels, the rest as annotations.
+func (l label) identity() reconcile.Identity {
+	return reconcile.Identity{
+		Labels: map[string]string{keyUUID: l.UUID, keyManager: l.Manager},
+		Annotations: map[string]string{keyName: l.Name, keyLocation: l.Location,
+			keyRealm: l.Realm, keyOwner: l.Owner},
+	}
 }
+
+// labelOf reads a label back from an identity (or from a record's
+// metadata, which keeps the same keys).
+func labelOf(labels, annotations map[string]string) label {
+	return label{UUID: labels[keyUUID], Manager: labels[keyManager], Name: annotations[keyName],
+		Location: annotations[keyLocation], Realm: annotations[keyRealm], Owner: annotations[keyOwner]}
+}
+
+// VILLAScontroller's keys for a simulator's identity.
+const (
+	keyUUID     = "service.villas.io/uuid"
+	keyManager  = "manager.villas.io/uuid"
+	keyName     = "service.villas.io/name"
+	keyLocation = "service.villas.io/location"
+	keyRealm    = "service.villas.io/realm"
+	keyOwner    = "service.villas.io/owner"
+)
 
 type world struct{ dir string }
 

@@ -1,4 +1,4 @@
-package recovery
+package reconcile
 
 import (
 	"sync/atomic"
@@ -10,24 +10,24 @@ type Outcome uint8
 
 // The reconcile outcomes.
 const (
-	Succeeded     Outcome = iota + 1 // nil error, no requeue
-	Requeued                         // nil error, Result.RequeueAfter > 0
-	Errored                          // an error: retried with backoff
-	TerminalError                    // an error marked with Terminal: not retried
-	Panicked                         // Reconcile panicked: retried with backoff
+	OutcomeSucceeded Outcome = iota + 1 // nil error, no requeue
+	OutcomeRequeued                     // nil error, Result.RequeueAfter > 0
+	OutcomeErrored                      // an error: retried with backoff
+	OutcomeTerminal                     // an error marked with TerminalError: not retried
+	OutcomePanicked                     // Reconcile panicked: retried with backoff
 )
 
 func (o Outcome) String() string {
 	switch o {
-	case Succeeded:
+	case OutcomeSucceeded:
 		return "succeeded"
-	case Requeued:
+	case OutcomeRequeued:
 		return "requeued"
-	case Errored:
+	case OutcomeErrored:
 		return "errored"
-	case TerminalError:
+	case OutcomeTerminal:
 		return "terminal"
-	case Panicked:
+	case OutcomePanicked:
 		return "panicked"
 	}
 	return "unknown"
@@ -60,6 +60,18 @@ type ReconcileObserver[K comparable] interface {
 type RecoveryObserver[K comparable] interface {
 	ObserveRecovery(RecoveryReport[K])
 }
+
+// ReconcileObserverFunc adapts a function to [ReconcileObserver].
+type ReconcileObserverFunc[K comparable] func(ReconcileEvent[K])
+
+// ObserveReconcile calls f.
+func (f ReconcileObserverFunc[K]) ObserveReconcile(ev ReconcileEvent[K]) { f(ev) }
+
+// RecoveryObserverFunc adapts a function to [RecoveryObserver].
+type RecoveryObserverFunc[K comparable] func(RecoveryReport[K])
+
+// ObserveRecovery calls f.
+func (f RecoveryObserverFunc[K]) ObserveRecovery(r RecoveryReport[K]) { f(r) }
 
 // Stats are a loop's running totals, for a metrics adapter to read.
 type Stats struct {

@@ -1,4 +1,4 @@
-package recovery
+package reconcile
 
 import "time"
 

@@ -1,4 +1,4 @@
-package recovery_test
+package reconcile_test
 
 import (
 	"context"
@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/reconcile/reconciletest"
+
 	"github.com/execfsm/execfsm/internal/testwait"
-	"github.com/execfsm/execfsm/recovery"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"golang.org/x/time/rate"
@@ -20,38 +22,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// running starts l and returns a stop function that cancels it and waits.
-func running[K comparable](t *testing.T, l *recovery.Loop[K]) (stop func()) {
+func newLoop[K comparable](t *testing.T, opt reconcile.Options[K]) *reconcile.Loop[K] {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("Run did not return after cancel")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-func idle[K comparable](t *testing.T, l *recovery.Loop[K]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, l.Idle(ctx))
-}
-
-func newLoop[K comparable](t *testing.T, opt recovery.Options[K]) *recovery.Loop[K] {
-	t.Helper()
-	l, err := recovery.NewLoop(opt)
+	l, err := reconcile.NewLoop(opt)
 	require.NoError(t, err)
 	return l
 }
@@ -77,15 +50,15 @@ func (c *calls[K]) get() []K {
 func TestLoopReconcilesEachQueuedKeyOnceHoweverOftenItIsQueued(t *testing.T) {
 	var got calls[string]
 	gate := make(chan struct{})
-	l := newLoop(t, recovery.Options[string]{Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+	l := newLoop(t, reconcile.Options[string]{Reconciler: reconcile.ReconcilerFunc[string](func(_ context.Context, k string) (reconcile.Result, error) {
 		<-gate
 		got.add(k)
-		return recovery.Result{}, nil
+		return reconcile.Result{}, nil
 	})})
 	l.Add("a", "b", "a", "c", "b", "a")
-	running(t, l)
+	reconciletest.Start(t, l)
 	close(gate)
-	idle(t, l)
+	reconciletest.Idle(t, l)
 	require.ElementsMatch(t, []string{"a", "b", "c"}, got.get())
 }
 
@@ -95,7 +68,7 @@ func TestLoopNeverRunsAKeyTwiceAtOnceAndRerunsWhatChangedDuringAPass(t *testing.
 	var inFlight, maxInFlight, passes atomic.Int32
 	entered := make(chan struct{}, 10)
 	release := make(chan struct{})
-	l := newLoop(t, recovery.Options[string]{Workers: 8, Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
+	l := newLoop(t, reconcile.Options[string]{Workers: 8, Reconciler: reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) {
 		n := inFlight.Add(1)
 		for {
 			m := maxInFlight.Load()
@@ -108,16 +81,16 @@ func TestLoopNeverRunsAKeyTwiceAtOnceAndRerunsWhatChangedDuringAPass(t *testing.
 			<-release
 		}
 		inFlight.Add(-1)
-		return recovery.Result{}, nil
+		return reconcile.Result{}, nil
 	})})
-	running(t, l)
+	reconciletest.Start(t, l)
 	l.Add("x")
 	testwait.Recv(t, entered, "the reconcile to start")
 	for range 100 {
 		l.Add("x") // all folded into one more pass
 	}
 	close(release)
-	idle(t, l)
+	reconciletest.Idle(t, l)
 	require.Equal(t, int32(1), maxInFlight.Load())
 	require.Equal(t, int32(2), passes.Load())
 }
@@ -126,29 +99,29 @@ func TestLoopDifferentKeysRunConcurrently(t *testing.T) {
 	const workers = 4
 	var arrived sync.WaitGroup
 	arrived.Add(workers)
-	l := newLoop(t, recovery.Options[int]{Workers: workers, Reconciler: recovery.ReconcilerFunc[int](func(context.Context, int) (recovery.Result, error) {
+	l := newLoop(t, reconcile.Options[int]{Workers: workers, Reconciler: reconcile.ReconcilerFunc[int](func(context.Context, int) (reconcile.Result, error) {
 		arrived.Done()
 		arrived.Wait() // only returns if all four run at once
-		return recovery.Result{}, nil
+		return reconcile.Result{}, nil
 	})})
 	l.Add(1, 2, 3, 4)
-	running(t, l)
-	idle(t, l)
+	reconciletest.Start(t, l)
+	reconciletest.Idle(t, l)
 }
 
 func TestLoopBackoffDoublesFromBaseToMaxWithoutSleeping(t *testing.T) {
-	clock := newFakeClock()
+	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	at := make(chan time.Time, 100)
-	l := newLoop(t, recovery.Options[string]{
+	l := newLoop(t, reconcile.Options[string]{
 		Clock:   clock,
-		Backoff: &recovery.Backoff{Base: 5 * time.Millisecond, Max: 100 * time.Millisecond},
-		Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
+		Backoff: &reconcile.Backoff{Base: 5 * time.Millisecond, Max: 100 * time.Millisecond},
+		Reconciler: reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) {
 			at <- clock.Now()
-			return recovery.Result{}, errors.New("still broken")
+			return reconcile.Result{}, errors.New("still broken")
 		}),
 	})
 	l.Add("k")
-	running(t, l)
+	reconciletest.Start(t, l)
 	var gaps []time.Duration
 	prev := testwait.Recv(t, at, "the first reconcile")
 	for range 8 {
@@ -164,30 +137,30 @@ func TestLoopBackoffDoublesFromBaseToMaxWithoutSleeping(t *testing.T) {
 }
 
 func TestLoopJitterOnlyShortensTheDelay(t *testing.T) {
-	clock := newFakeClock()
-	var seen []recovery.ReconcileEvent[string]
+	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	var seen []reconcile.ReconcileEvent[string]
 	var mu sync.Mutex
-	obs := observer[string]{onReconcile: func(ev recovery.ReconcileEvent[string]) { mu.Lock(); seen = append(seen, ev); mu.Unlock() }}
+	obs := reconcile.ReconcileObserverFunc[string](func(ev reconcile.ReconcileEvent[string]) { mu.Lock(); seen = append(seen, ev); mu.Unlock() })
 	failed := make(chan struct{}, 100)
-	l := newLoop(t, recovery.Options[string]{
-		Clock: clock, Observer: obs, Workers: 4,
-		Backoff: &recovery.Backoff{Base: time.Second, Max: time.Hour, Jitter: 0.5},
-		Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
+	l := newLoop(t, reconcile.Options[string]{
+		Clock: clock, ReconcileObserver: obs, Workers: 4,
+		Backoff: &reconcile.Backoff{Base: time.Second, Max: time.Hour, Jitter: 0.5},
+		Reconciler: reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) {
 			failed <- struct{}{}
-			return recovery.Result{}, errors.New("no")
+			return reconcile.Result{}, errors.New("no")
 		}),
 	})
 	for k := range 50 {
 		l.Add(fmt.Sprint(k))
 	}
-	running(t, l)
+	reconciletest.Start(t, l)
 	for range 50 {
 		testwait.Recv(t, failed, "a failed reconcile")
 	}
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 50 }, 10*time.Second, time.Millisecond)
 	distinct := map[time.Duration]bool{}
 	for _, ev := range seen {
-		require.Equal(t, recovery.Errored, ev.Outcome)
+		require.Equal(t, reconcile.OutcomeErrored, ev.Outcome)
 		require.LessOrEqual(t, ev.RetryIn, time.Second)
 		require.GreaterOrEqual(t, ev.RetryIn, time.Second/2)
 		distinct[ev.RetryIn] = true
@@ -196,26 +169,26 @@ func TestLoopJitterOnlyShortensTheDelay(t *testing.T) {
 }
 
 func TestLoopRequeueAfterResetsTheBackoff(t *testing.T) {
-	clock := newFakeClock()
+	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	at := make(chan time.Time, 100)
 	n := 0
-	l := newLoop(t, recovery.Options[string]{
+	l := newLoop(t, reconcile.Options[string]{
 		Clock:   clock,
-		Backoff: &recovery.Backoff{Base: 5 * time.Millisecond, Max: time.Second},
-		Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
+		Backoff: &reconcile.Backoff{Base: 5 * time.Millisecond, Max: time.Second},
+		Reconciler: reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) {
 			n++
 			at <- clock.Now()
 			switch n {
 			case 1, 2, 3, 5:
-				return recovery.Result{}, errors.New("flaky")
+				return reconcile.Result{}, errors.New("flaky")
 			case 4:
-				return recovery.Result{RequeueAfter: time.Minute}, nil
+				return reconcile.Result{RequeueAfter: time.Minute}, nil
 			}
-			return recovery.Result{}, nil
+			return reconcile.Result{}, nil
 		}),
 	})
 	l.Add("k")
-	running(t, l)
+	reconciletest.Start(t, l)
 	var gaps []time.Duration
 	prev := testwait.Recv(t, at, "the first reconcile")
 	for range 5 {
@@ -226,7 +199,7 @@ func TestLoopRequeueAfterResetsTheBackoff(t *testing.T) {
 	}
 	ms := time.Millisecond
 	require.Equal(t, []time.Duration{5 * ms, 10 * ms, 20 * ms, time.Minute, 5 * ms}, gaps, "after the requeue the backoff starts over")
-	idle(t, l)
+	reconciletest.Idle(t, l)
 	st := l.Stats()
 	require.EqualValues(t, 6, st.Reconciles)
 	require.EqualValues(t, 1, st.Requeues)
@@ -234,80 +207,63 @@ func TestLoopRequeueAfterResetsTheBackoff(t *testing.T) {
 
 func TestLoopDoesNotRetryTerminalErrors(t *testing.T) {
 	var got calls[string]
-	l := newLoop(t, recovery.Options[string]{Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+	l := newLoop(t, reconcile.Options[string]{Reconciler: reconcile.ReconcilerFunc[string](func(_ context.Context, k string) (reconcile.Result, error) {
 		got.add(k)
-		return recovery.Result{}, recovery.Terminal(errors.New("bad spec"))
+		return reconcile.Result{}, reconcile.TerminalError(errors.New("bad spec"))
 	})})
 	l.Add("k")
-	running(t, l)
-	idle(t, l)
+	reconciletest.Start(t, l)
+	reconciletest.Idle(t, l)
 	require.Equal(t, []string{"k"}, got.get())
 	st := l.Stats()
 	require.EqualValues(t, 1, st.Terminal)
 	require.Zero(t, st.QueueDepth)
-	require.Nil(t, recovery.Terminal(nil))
-	require.ErrorIs(t, recovery.Terminal(context.Canceled), context.Canceled)
+	require.Nil(t, reconcile.TerminalError(nil))
+	require.ErrorIs(t, reconcile.TerminalError(context.Canceled), context.Canceled)
 }
 
 func TestLoopRecoversAPanicAndRetries(t *testing.T) {
-	clock := newFakeClock()
+	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	var n atomic.Int32
-	l := newLoop(t, recovery.Options[string]{Clock: clock, Reconciler: recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) {
+	l := newLoop(t, reconcile.Options[string]{Clock: clock, Reconciler: reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) {
 		if n.Add(1) == 1 {
 			panic("reconciler bug")
 		}
-		return recovery.Result{}, nil
+		return reconcile.Result{}, nil
 	})})
 	l.Add("k")
-	running(t, l)
+	reconciletest.Start(t, l)
 	clock.AdvanceToEarliest(t)
-	idle(t, l)
+	reconciletest.Idle(t, l)
 	require.EqualValues(t, 2, n.Load())
 	require.EqualValues(t, 1, l.Stats().Panics)
 }
 
-type observer[K comparable] struct {
-	onReconcile func(recovery.ReconcileEvent[K])
-	onRecovery  func(recovery.RecoveryReport[K])
-}
-
-func (o observer[K]) ObserveReconcile(ev recovery.ReconcileEvent[K]) {
-	if o.onReconcile != nil {
-		o.onReconcile(ev)
-	}
-}
-
-func (o observer[K]) ObserveRecovery(r recovery.RecoveryReport[K]) {
-	if o.onRecovery != nil {
-		o.onRecovery(r)
-	}
-}
-
 func TestLoopRecoveryPassAdoptsTheWorldAndReportsWhatItLost(t *testing.T) {
-	world := []recovery.Item[string]{
-		{Key: "sim-1", Identity: recovery.Identity{UUID: "sim-1", Manager: "mgr-a", Location: "lab", Realm: "eu", Owner: "alice"}},
-		{Key: "sim-3", Identity: recovery.Identity{UUID: "sim-3", Manager: "mgr-a"}},
+	world := []reconcile.Item[string]{
+		{Key: "sim-1", Identity: reconcile.Identity{Labels: map[string]string{"uuid": "sim-1", "manager": "mgr-a"}, Annotations: map[string]string{"location": "lab", "realm": "eu", "owner": "alice"}}},
+		{Key: "sim-3", Identity: reconcile.Identity{Labels: map[string]string{"uuid": "sim-3", "manager": "mgr-a"}}},
 	}
 	var order []string
 	var mu sync.Mutex
 	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
-	var report recovery.RecoveryReport[string]
+	var report reconcile.RecoveryReport[string]
 	adopter := &recordingAdopter{note: note}
-	l := newLoop(t, recovery.Options[string]{
-		List:     func(context.Context) ([]recovery.Item[string], error) { return world, nil },
-		Known:    func(context.Context) ([]string, error) { return []string{"sim-1", "sim-2"}, nil },
-		Adopter:  adopter,
-		Observer: observer[string]{onRecovery: func(r recovery.RecoveryReport[string]) { report = r }},
-		Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+	l := newLoop(t, reconcile.Options[string]{
+		List:             func(context.Context) ([]reconcile.Item[string], error) { return world, nil },
+		Known:            func(context.Context) ([]string, error) { return []string{"sim-1", "sim-2"}, nil },
+		Adopter:          adopter,
+		RecoveryObserver: reconcile.RecoveryObserverFunc[string](func(r reconcile.RecoveryReport[string]) { report = r }),
+		Reconciler: reconcile.ReconcilerFunc[string](func(_ context.Context, k string) (reconcile.Result, error) {
 			note("reconcile " + k)
-			return recovery.Result{}, nil
+			return reconcile.Result{}, nil
 		}),
 	})
-	running(t, l)
-	idle(t, l)
+	reconciletest.Start(t, l)
+	reconciletest.Idle(t, l)
 	require.Equal(t, []string{"adopt sim-1 alice", "adopt sim-3 ", "gone sim-2"}, order[:3], "adoption happens before any reconcile")
 	require.ElementsMatch(t, []string{"reconcile sim-1", "reconcile sim-2", "reconcile sim-3"}, order[3:])
-	require.Equal(t, recovery.RecoveryReport[string]{Listed: 2, Adopted: []string{"sim-1", "sim-3"}, Gone: []string{"sim-2"}}, report)
+	require.Equal(t, reconcile.RecoveryReport[string]{Listed: 2, Adopted: []string{"sim-1", "sim-3"}, Gone: []string{"sim-2"}}, report)
 	st := l.Stats()
 	require.EqualValues(t, 2, st.Adopted)
 	require.EqualValues(t, 1, st.Gone)
@@ -315,8 +271,8 @@ func TestLoopRecoveryPassAdoptsTheWorldAndReportsWhatItLost(t *testing.T) {
 
 type recordingAdopter struct{ note func(string) }
 
-func (a *recordingAdopter) Adopt(_ context.Context, it recovery.Item[string]) error {
-	a.note("adopt " + it.Identity.UUID + " " + it.Identity.Owner)
+func (a *recordingAdopter) Adopt(_ context.Context, it reconcile.Item[string]) error {
+	a.note("adopt " + it.Identity.Labels["uuid"] + " " + it.Identity.Annotations["owner"])
 	return nil
 }
 
@@ -326,45 +282,45 @@ func (a *recordingAdopter) Gone(_ context.Context, k string) error {
 }
 
 func TestLoopRecoveryPassRetriesListingTheWorld(t *testing.T) {
-	clock := newFakeClock()
+	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	var lists atomic.Int32
 	var got calls[string]
-	l := newLoop(t, recovery.Options[string]{
+	l := newLoop(t, reconcile.Options[string]{
 		Clock: clock, Resync: -1,
-		List: func(context.Context) ([]recovery.Item[string], error) {
+		List: func(context.Context) ([]reconcile.Item[string], error) {
 			if lists.Add(1) < 3 {
 				return nil, errors.New("api server unreachable")
 			}
-			return []recovery.Item[string]{{Key: "a"}}, nil
+			return []reconcile.Item[string]{{Key: "a"}}, nil
 		},
-		Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+		Reconciler: reconcile.ReconcilerFunc[string](func(_ context.Context, k string) (reconcile.Result, error) {
 			got.add(k)
-			return recovery.Result{}, nil
+			return reconcile.Result{}, nil
 		}),
 	})
-	running(t, l)
+	reconciletest.Start(t, l)
 	require.Equal(t, 5*time.Millisecond, clock.AdvanceToEarliest(t))
 	require.Equal(t, 10*time.Millisecond, clock.AdvanceToEarliest(t))
-	idle(t, l)
+	reconciletest.Idle(t, l)
 	require.EqualValues(t, 3, lists.Load())
 	require.Equal(t, []string{"a"}, got.get())
 }
 
 func TestLoopResyncReconcilesEveryItemPeriodically(t *testing.T) {
-	clock := newFakeClock()
+	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	var got calls[string]
-	l := newLoop(t, recovery.Options[string]{
+	l := newLoop(t, reconcile.Options[string]{
 		Clock: clock, Resync: time.Minute,
-		List: func(context.Context) ([]recovery.Item[string], error) {
-			return []recovery.Item[string]{{Key: "a"}, {Key: "b"}}, nil
+		List: func(context.Context) ([]reconcile.Item[string], error) {
+			return []reconcile.Item[string]{{Key: "a"}, {Key: "b"}}, nil
 		},
-		Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+		Reconciler: reconcile.ReconcilerFunc[string](func(_ context.Context, k string) (reconcile.Result, error) {
 			got.add(k)
-			return recovery.Result{}, nil
+			return reconcile.Result{}, nil
 		}),
 	})
-	running(t, l)
-	idle(t, l)
+	reconciletest.Start(t, l)
+	reconciletest.Idle(t, l)
 	require.Len(t, got.get(), 2)
 	for round := 2; round <= 4; round++ {
 		require.Equal(t, time.Minute, clock.AdvanceToEarliest(t))
@@ -375,32 +331,32 @@ func TestLoopResyncReconcilesEveryItemPeriodically(t *testing.T) {
 func TestLoopTakesKeysFromEventsAndSurvivesAClosedChannel(t *testing.T) {
 	events := make(chan string)
 	var got calls[string]
-	l := newLoop(t, recovery.Options[string]{Events: events, Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+	l := newLoop(t, reconcile.Options[string]{Events: events, Reconciler: reconcile.ReconcilerFunc[string](func(_ context.Context, k string) (reconcile.Result, error) {
 		got.add(k)
-		return recovery.Result{}, nil
+		return reconcile.Result{}, nil
 	})})
-	running(t, l)
+	reconciletest.Start(t, l)
 	events <- "a"
 	events <- "b"
 	close(events)
 	require.Eventually(t, func() bool { return len(got.get()) == 2 }, 10*time.Second, time.Millisecond)
 	l.Add("c")
-	idle(t, l)
+	reconciletest.Idle(t, l)
 	require.Equal(t, []string{"a", "b", "c"}, got.get())
 }
 
 func TestLoopGlobalRateLimitHoldsCallsBackAndCancelReleasesThem(t *testing.T) {
 	var n atomic.Int32
-	l := newLoop(t, recovery.Options[int]{
+	l := newLoop(t, reconcile.Options[int]{
 		Workers: 2,
 		Limiter: rate.NewLimiter(rate.Every(time.Hour), 3),
-		Reconciler: recovery.ReconcilerFunc[int](func(context.Context, int) (recovery.Result, error) {
+		Reconciler: reconcile.ReconcilerFunc[int](func(context.Context, int) (reconcile.Result, error) {
 			n.Add(1)
-			return recovery.Result{}, nil
+			return reconcile.Result{}, nil
 		}),
 	})
 	l.Add(1, 2, 3, 4, 5, 6)
-	stop := running(t, l)
+	stop := reconciletest.Start(t, l)
 	require.Eventually(t, func() bool { return n.Load() == 3 }, 10*time.Second, time.Millisecond)
 	// Both workers now wait for a token, holding keys 4 and 5; 6 waits in the queue.
 	require.Eventually(t, func() bool { return l.Stats().QueueDepth == 1 }, 10*time.Second, time.Millisecond)
@@ -426,20 +382,20 @@ func TestLoopLimiterThatFailsLosesNeitherWorkersNorKeys(t *testing.T) {
 	seen := map[int]int{}
 	lim := &failingLimiter{}
 	lim.n.Store(20)
-	l := newLoop(t, recovery.Options[int]{
+	l := newLoop(t, reconcile.Options[int]{
 		Workers: 2,
 		Limiter: lim,
-		Backoff: &recovery.Backoff{Base: time.Millisecond, Max: time.Millisecond},
-		Reconciler: recovery.ReconcilerFunc[int](func(_ context.Context, k int) (recovery.Result, error) {
+		Backoff: &reconcile.Backoff{Base: time.Millisecond, Max: time.Millisecond},
+		Reconciler: reconcile.ReconcilerFunc[int](func(_ context.Context, k int) (reconcile.Result, error) {
 			mu.Lock()
 			seen[k]++
 			mu.Unlock()
-			return recovery.Result{}, nil
+			return reconcile.Result{}, nil
 		}),
 	})
 	l.Add(1, 2, 3, 4, 5, 6)
-	running(t, l)
-	idle(t, l)
+	reconciletest.Start(t, l)
+	reconciletest.Idle(t, l)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, map[int]int{1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1}, seen, "every key reconciled once the limiter let it")
@@ -450,20 +406,20 @@ func TestLoopLimiterThatFailsLosesNeitherWorkersNorKeys(t *testing.T) {
 // Keys Run dropped when it returned are not counted as waiting.
 func TestLoopQueueDepthIsZeroAfterRunReturns(t *testing.T) {
 	block := make(chan struct{})
-	l := newLoop(t, recovery.Options[int]{
-		Reconciler: recovery.ReconcilerFunc[int](func(ctx context.Context, k int) (recovery.Result, error) {
+	l := newLoop(t, reconcile.Options[int]{
+		Reconciler: reconcile.ReconcilerFunc[int](func(ctx context.Context, k int) (reconcile.Result, error) {
 			if k == 0 {
 				select {
 				case <-block:
 				case <-ctx.Done():
 				}
-				return recovery.Result{}, nil
+				return reconcile.Result{}, nil
 			}
-			return recovery.Result{RequeueAfter: time.Hour}, nil
+			return reconcile.Result{RequeueAfter: time.Hour}, nil
 		}),
 	})
 	l.Add(0, 1, 2, 3)
-	stop := running(t, l)
+	stop := reconciletest.Start(t, l)
 	require.Eventually(t, func() bool { return l.Stats().QueueDepth == 3 }, 10*time.Second, time.Millisecond)
 	stop()
 	require.Zero(t, l.Stats().QueueDepth, "Run dropped them")
@@ -475,80 +431,78 @@ func TestLoopQueueDepthIsZeroAfterRunReturns(t *testing.T) {
 func TestLoopRunWaitsForInFlightPassesAndTheirContextIsCancelled(t *testing.T) {
 	entered := make(chan struct{})
 	var finished atomic.Bool
-	l := newLoop(t, recovery.Options[string]{Reconciler: recovery.ReconcilerFunc[string](func(ctx context.Context, _ string) (recovery.Result, error) {
+	l := newLoop(t, reconcile.Options[string]{Reconciler: reconcile.ReconcilerFunc[string](func(ctx context.Context, _ string) (reconcile.Result, error) {
 		close(entered)
 		<-ctx.Done()
 		time.Sleep(10 * time.Millisecond) // cleanup after cancellation
 		finished.Store(true)
-		return recovery.Result{}, ctx.Err()
+		return reconcile.Result{}, ctx.Err()
 	})})
 	l.Add("k")
-	stop := running(t, l)
+	stop := reconciletest.Start(t, l)
 	testwait.Closed(t, entered, "the reconcile to start")
 	stop()
 	require.True(t, finished.Load(), "Run returned only after the in-flight pass")
 }
 
 func TestLoopRunsOnceAndRefusesBadOptions(t *testing.T) {
-	noop := recovery.ReconcilerFunc[string](func(context.Context, string) (recovery.Result, error) { return recovery.Result{}, nil })
-	l := newLoop(t, recovery.Options[string]{Reconciler: noop})
-	stop := running(t, l)
-	idle(t, l) // the first Run is under way
+	noop := reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) { return reconcile.Result{}, nil })
+	l := newLoop(t, reconcile.Options[string]{Reconciler: noop})
+	stop := reconciletest.Start(t, l)
+	reconciletest.Idle(t, l) // the first Run is under way
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.Error(t, l.Run(ctx), "a second Run")
 	stop()
 
-	for name, opt := range map[string]recovery.Options[string]{
-		"no reconciler":           {},
-		"negative workers":        {Reconciler: noop, Workers: -1},
-		"zero backoff base":       {Reconciler: noop, Backoff: &recovery.Backoff{Max: time.Second}},
-		"max below base":          {Reconciler: noop, Backoff: &recovery.Backoff{Base: time.Second, Max: time.Millisecond}},
-		"jitter above 1":          {Reconciler: noop, Backoff: &recovery.Backoff{Base: 1, Max: 2, Jitter: 1.5}},
-		"limiter never":           {Reconciler: noop, Limiter: rate.NewLimiter(1, 0)},
-		"limiter stops at burst":  {Reconciler: noop, Limiter: rate.NewLimiter(0, 3)},
-		"limiter negative rate":   {Reconciler: noop, Limiter: rate.NewLimiter(-1, 3)},
-		"observer of nothing":     {Reconciler: noop, Observer: struct{}{}},
-		"observer of another key": {Reconciler: noop, Observer: observer[int]{}},
+	for name, opt := range map[string]reconcile.Options[string]{
+		"no reconciler":          {},
+		"negative workers":       {Reconciler: noop, Workers: -1},
+		"zero backoff base":      {Reconciler: noop, Backoff: &reconcile.Backoff{Max: time.Second}},
+		"max below base":         {Reconciler: noop, Backoff: &reconcile.Backoff{Base: time.Second, Max: time.Millisecond}},
+		"jitter above 1":         {Reconciler: noop, Backoff: &reconcile.Backoff{Base: 1, Max: 2, Jitter: 1.5}},
+		"limiter never":          {Reconciler: noop, Limiter: rate.NewLimiter(1, 0)},
+		"limiter stops at burst": {Reconciler: noop, Limiter: rate.NewLimiter(0, 3)},
+		"limiter negative rate":  {Reconciler: noop, Limiter: rate.NewLimiter(-1, 3)},
 	} {
-		_, err := recovery.NewLoop(opt)
+		_, err := reconcile.NewLoop(opt)
 		require.Error(t, err, name)
 	}
 }
 
 func TestLoopObserverSeesEveryOutcome(t *testing.T) {
-	clock := newFakeClock()
+	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	var mu sync.Mutex
-	outcomes := map[string]recovery.Outcome{}
-	l := newLoop(t, recovery.Options[string]{
+	outcomes := map[string]reconcile.Outcome{}
+	l := newLoop(t, reconcile.Options[string]{
 		Clock: clock,
-		Observer: observer[string]{onReconcile: func(ev recovery.ReconcileEvent[string]) {
+		ReconcileObserver: reconcile.ReconcileObserverFunc[string](func(ev reconcile.ReconcileEvent[string]) {
 			mu.Lock()
 			outcomes[ev.Key] = ev.Outcome
 			mu.Unlock()
-		}},
-		Reconciler: recovery.ReconcilerFunc[string](func(_ context.Context, k string) (recovery.Result, error) {
+		}),
+		Reconciler: reconcile.ReconcilerFunc[string](func(_ context.Context, k string) (reconcile.Result, error) {
 			switch k {
 			case "error":
-				return recovery.Result{}, errors.New("e")
+				return reconcile.Result{}, errors.New("e")
 			case "terminal":
-				return recovery.Result{}, recovery.Terminal(errors.New("t"))
+				return reconcile.Result{}, reconcile.TerminalError(errors.New("t"))
 			case "requeue":
-				return recovery.Result{RequeueAfter: time.Hour}, nil
+				return reconcile.Result{RequeueAfter: time.Hour}, nil
 			case "panic":
 				panic("p")
 			}
-			return recovery.Result{}, nil
+			return reconcile.Result{}, nil
 		}),
 	})
 	l.Add("ok", "error", "terminal", "requeue", "panic")
-	running(t, l)
+	reconciletest.Start(t, l)
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(outcomes) == 5 }, 10*time.Second, time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
-	require.Equal(t, map[string]recovery.Outcome{
-		"ok": recovery.Succeeded, "error": recovery.Errored, "terminal": recovery.TerminalError,
-		"requeue": recovery.Requeued, "panic": recovery.Panicked,
+	require.Equal(t, map[string]reconcile.Outcome{
+		"ok": reconcile.OutcomeSucceeded, "error": reconcile.OutcomeErrored, "terminal": reconcile.OutcomeTerminal,
+		"requeue": reconcile.OutcomeRequeued, "panic": reconcile.OutcomePanicked,
 	}, outcomes)
 	keys := make([]string, 0)
 	for k := range outcomes {

@@ -1,4 +1,4 @@
-package recovery_test
+package reconcile_test
 
 import (
 	"context"
@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/reconcile"
 )
 
-var noop = recovery.ReconcilerFunc[int](func(context.Context, int) (recovery.Result, error) { return recovery.Result{}, nil })
+var noop = reconcile.ReconcilerFunc[int](func(context.Context, int) (reconcile.Result, error) { return reconcile.Result{}, nil })
 
 func keysUpTo(n int) []int {
 	keys := make([]int, n)
@@ -20,8 +20,8 @@ func keysUpTo(n int) []int {
 	return keys
 }
 
-func startBench(b *testing.B, opt recovery.Options[int]) (*recovery.Loop[int], func()) {
-	l, err := recovery.NewLoop(opt)
+func startBench(b *testing.B, opt reconcile.Options[int]) (*reconcile.Loop[int], func()) {
+	l, err := reconcile.NewLoop(opt)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func startBench(b *testing.B, opt recovery.Options[int]) (*recovery.Loop[int], f
 	}
 }
 
-func waitIdle(b *testing.B, l *recovery.Loop[int]) {
+func waitIdle(b *testing.B, l *reconcile.Loop[int]) {
 	if err := l.Idle(context.Background()); err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func BenchmarkLoopResync(b *testing.B) {
 				}
 			}
 			bare := time.Since(bareStart) / bareRounds
-			l, stop := startBench(b, recovery.Options[int]{Reconciler: noop, Resync: -1})
+			l, stop := startBench(b, reconcile.Options[int]{Reconciler: noop, Resync: -1})
 			defer stop()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -82,13 +82,13 @@ func BenchmarkLoopResync(b *testing.B) {
 func BenchmarkLoopEvent(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("tracked=%d", n), func(b *testing.B) {
-			requeue := recovery.ReconcilerFunc[int](func(context.Context, int) (recovery.Result, error) {
-				return recovery.Result{RequeueAfter: time.Hour}, nil
+			requeue := reconcile.ReconcilerFunc[int](func(context.Context, int) (reconcile.Result, error) {
+				return reconcile.Result{RequeueAfter: time.Hour}, nil
 			})
 			done := make(chan struct{}, 1)
 			hot := n + 1 // never among the tracked keys
 			obs := eventObserver{key: hot, done: done}
-			l, stop := startBench(b, recovery.Options[int]{Reconciler: requeue, Resync: -1, Observer: obs})
+			l, stop := startBench(b, reconcile.Options[int]{Reconciler: requeue, Resync: -1, ReconcileObserver: obs})
 			defer stop()
 			l.Add(keysUpTo(n)...)
 			for l.Stats().Reconciles < uint64(n) {
@@ -109,7 +109,7 @@ type eventObserver struct {
 	done chan struct{}
 }
 
-func (o eventObserver) ObserveReconcile(ev recovery.ReconcileEvent[int]) {
+func (o eventObserver) ObserveReconcile(ev reconcile.ReconcileEvent[int]) {
 	if ev.Key == o.key {
 		o.done <- struct{}{}
 	}
@@ -119,14 +119,14 @@ func (o eventObserver) ObserveReconcile(ev recovery.ReconcileEvent[int]) {
 // key waiting for a requeue (its delayed set and heap).
 func BenchmarkLoopMemoryPerTrackedKey(b *testing.B) {
 	const n = 100_000
-	requeue := recovery.ReconcilerFunc[int](func(context.Context, int) (recovery.Result, error) {
-		return recovery.Result{RequeueAfter: time.Hour}, nil
+	requeue := reconcile.ReconcilerFunc[int](func(context.Context, int) (reconcile.Result, error) {
+		return reconcile.Result{RequeueAfter: time.Hour}, nil
 	})
 	for range b.N {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		l, stop := startBench(b, recovery.Options[int]{Reconciler: requeue, Resync: -1})
+		l, stop := startBench(b, reconcile.Options[int]{Reconciler: requeue, Resync: -1})
 		l.Add(keysUpTo(n)...)
 		for l.Stats().Reconciles < n {
 			time.Sleep(time.Millisecond)

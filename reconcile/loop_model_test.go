@@ -1,4 +1,4 @@
-package recovery_test
+package reconcile_test
 
 import (
 	"context"
@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/reconcile"
+
 	"github.com/execfsm/execfsm/storage"
 
-	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -25,12 +26,12 @@ type world struct {
 	items map[string]string // uuid → "running" or "paused"
 }
 
-func (w *world) list(context.Context) ([]recovery.Item[string], error) {
+func (w *world) list(context.Context) ([]reconcile.Item[string], error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var items []recovery.Item[string]
+	var items []reconcile.Item[string]
 	for _, k := range slices.Sorted(maps.Keys(w.items)) {
-		items = append(items, recovery.Item[string]{Key: k, Identity: recovery.Identity{UUID: k, Manager: "mgr-1"}})
+		items = append(items, reconcile.Item[string]{Key: k, Identity: reconcile.Identity{Labels: map[string]string{"uuid": k, "manager": "mgr-1"}}})
 	}
 	return items, nil
 }
@@ -63,10 +64,10 @@ func simulatorTable(t require.TestingT) *transition.Table[string] {
 	return table
 }
 
-func (c *controller) Adopt(_ context.Context, it recovery.Item[string]) error {
+func (c *controller) Adopt(_ context.Context, it reconcile.Item[string]) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.view[it.Identity.UUID] = "adopted"
+	c.view[it.Identity.Labels["uuid"]] = "adopted"
 	return nil
 }
 
@@ -83,31 +84,31 @@ func (c *controller) known(ctx context.Context) ([]string, error) {
 	return slices.Sorted(maps.Keys(rec.Meta)), nil
 }
 
-func (c *controller) Reconcile(ctx context.Context, k string) (recovery.Result, error) {
+func (c *controller) Reconcile(ctx context.Context, k string) (reconcile.Result, error) {
 	exec, err := transition.NewPersisted(c.table, c.store, k)
 	if err != nil {
-		return recovery.Result{}, err
+		return reconcile.Result{}, err
 	}
 	want, exists := c.world.get(k)
 	if !exists {
 		if _, err := exec.Fire(ctx, "gone", "no longer in the world"); err != nil && !errors.Is(err, storage.ErrNotFound) {
-			return recovery.Result{}, err
+			return reconcile.Result{}, err
 		}
 		c.mu.Lock()
 		delete(c.view, k)
 		c.mu.Unlock()
-		return recovery.Result{}, c.remember(ctx, k, false)
+		return reconcile.Result{}, c.remember(ctx, k, false)
 	}
 	if _, err := exec.Create(ctx, transition.Update[string]{To: want, Reason: "adopted"}); err != nil && !errors.Is(err, storage.ErrExists) {
-		return recovery.Result{}, err
+		return reconcile.Result{}, err
 	}
 	if _, err := exec.Fire(ctx, want, "world says so"); err != nil {
-		return recovery.Result{}, err
+		return reconcile.Result{}, err
 	}
 	c.mu.Lock()
 	c.view[k] = want
 	c.mu.Unlock()
-	return recovery.Result{}, c.remember(ctx, k, true)
+	return reconcile.Result{}, c.remember(ctx, k, true)
 }
 
 // remember keeps the set of items the manager knows in its store.
@@ -144,7 +145,7 @@ func TestLoopConvergesOnTheWorldAcrossControllerCrashes(t *testing.T) {
 		store := storage.NewMemory()
 		everSeen := map[string]bool{}
 		var (
-			loop   *recovery.Loop[string]
+			loop   *reconcile.Loop[string]
 			ctrl   *controller
 			cancel context.CancelFunc
 			done   chan error
@@ -152,9 +153,9 @@ func TestLoopConvergesOnTheWorldAcrossControllerCrashes(t *testing.T) {
 		up := func() {
 			ctrl = &controller{table: table, store: store, world: w, view: map[string]string{}}
 			var err error
-			loop, err = recovery.NewLoop(recovery.Options[string]{
+			loop, err = reconcile.NewLoop(reconcile.Options[string]{
 				Reconciler: ctrl, Adopter: ctrl, List: w.list, Known: ctrl.known,
-				Resync: -1, Workers: 3, Backoff: &recovery.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond},
+				Resync: -1, Workers: 3, Backoff: &reconcile.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond},
 			})
 			require.NoError(rt, err)
 			var ctx context.Context

@@ -1,20 +1,21 @@
-package recovery
+package reconcile
 
 import "context"
 
 // Identity is who an item is, as the external world records it: the
-// labels and annotations of a Kubernetes Job, the label file of a child
-// process. A controller rebuilding its view after a crash takes identity
-// from here, never from a private checkpoint that may have drifted.
-// VILLAScontroller's Kubernetes Jobs carry exactly these fields.
+// labels and annotations of a Kubernetes Job, the fields of a child
+// process's label file. A controller rebuilding its view after a crash
+// takes identity from here, never from a private checkpoint that may have
+// drifted. The loop does not read it; it hands it to the [Adopter].
+//
+// Labels are short values the world can select by (a Kubernetes label
+// selector); Annotations hold any text. VILLAScontroller, for one, labels
+// its simulator Jobs with the simulator's and the manager's UUIDs
+// (service.villas.io/uuid, manager.villas.io/uuid) and annotates them
+// with name, location, realm and owner.
 type Identity struct {
-	UUID     string            // the item's own id, kept across restarts
-	Manager  string            // the id of the controller (manager) that owns it
-	Name     string            // a human-readable name
-	Location string            // where it runs
-	Realm    string            // the tenant or realm it belongs to
-	Owner    string            // the user who owns it
-	Extra    map[string]string // anything else the world keeps
+	Labels      map[string]string
+	Annotations map[string]string
 }
 
 // Item is one thing a [Loop] reconciles, as listed from the world.

@@ -1,4 +1,4 @@
-package recovery
+package reconcile
 
 import (
 	"context"
@@ -90,9 +90,12 @@ type Options[K comparable] struct {
 	// nothing.
 	Logger *slog.Logger
 
-	// Observer, if set, must implement [ReconcileObserver],
-	// [RecoveryObserver] or both.
-	Observer any
+	// ReconcileObserver, if set, is told about every Reconcile call.
+	ReconcileObserver ReconcileObserver[K]
+
+	// RecoveryObserver, if set, is told the outcome of the recovery
+	// pass.
+	RecoveryObserver RecoveryObserver[K]
 
 	// Clock is the time source for backoff, requeues and resync;
 	// nil is the system clock.
@@ -128,27 +131,27 @@ type Loop[K comparable] struct {
 func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
 	var errs []error
 	if opt.Reconciler == nil {
-		errs = append(errs, errors.New("recovery: NewLoop: Reconciler is required"))
+		errs = append(errs, errors.New("reconcile: NewLoop: Reconciler is required"))
 	}
 	if opt.Workers < 0 || opt.Workers > 10000 {
-		errs = append(errs, fmt.Errorf("recovery: NewLoop: Workers %d, want 0 (default 1) to 10000", opt.Workers))
+		errs = append(errs, fmt.Errorf("reconcile: NewLoop: Workers %d, want 0 (default 1) to 10000", opt.Workers))
 	}
 	b := DefaultBackoff()
 	if opt.Backoff != nil {
 		b = *opt.Backoff
 		switch {
 		case b.Base <= 0 || b.Max < b.Base:
-			errs = append(errs, fmt.Errorf("recovery: NewLoop: Backoff from %v to %v, want 0 < Base <= Max", b.Base, b.Max))
+			errs = append(errs, fmt.Errorf("reconcile: NewLoop: Backoff from %v to %v, want 0 < Base <= Max", b.Base, b.Max))
 		case b.Jitter < 0 || b.Jitter > 1:
-			errs = append(errs, fmt.Errorf("recovery: NewLoop: Backoff jitter %v, want 0 to 1", b.Jitter))
+			errs = append(errs, fmt.Errorf("reconcile: NewLoop: Backoff jitter %v, want 0 to 1", b.Jitter))
 		}
 	}
 	if rl, ok := opt.Limiter.(*rate.Limiter); ok && rl != nil && rl.Limit() != rate.Inf {
 		switch {
 		case rl.Burst() < 1:
-			errs = append(errs, errors.New("recovery: NewLoop: Limiter has a burst below 1, so no call could ever pass"))
+			errs = append(errs, errors.New("reconcile: NewLoop: Limiter has a burst below 1, so no call could ever pass"))
 		case rl.Limit() <= 0:
-			errs = append(errs, fmt.Errorf("recovery: NewLoop: Limiter has a rate of %v, so no call could pass after its burst of %d", rl.Limit(), rl.Burst()))
+			errs = append(errs, fmt.Errorf("reconcile: NewLoop: Limiter has a rate of %v, so no call could pass after its burst of %d", rl.Limit(), rl.Burst()))
 		}
 	}
 	if rl, ok := opt.Limiter.(*rate.Limiter); ok && rl == nil {
@@ -161,13 +164,7 @@ func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
 	if l.log == nil {
 		l.log = slog.New(discard{})
 	}
-	if opt.Observer != nil {
-		l.reconcile, _ = opt.Observer.(ReconcileObserver[K])
-		l.recovery, _ = opt.Observer.(RecoveryObserver[K])
-		if l.reconcile == nil && l.recovery == nil {
-			errs = append(errs, fmt.Errorf("recovery: NewLoop: Observer %T implements neither ReconcileObserver nor RecoveryObserver for this key type", opt.Observer))
-		}
-	}
+	l.reconcile, l.recovery = opt.ReconcileObserver, opt.RecoveryObserver
 	if l.opt.Workers == 0 {
 		l.opt.Workers = 1
 	}
@@ -212,10 +209,10 @@ func (l *Loop[K]) Idle(ctx context.Context) error {
 // Loop runs once.
 func (l *Loop[K]) Run(ctx context.Context) error {
 	if ctx == nil {
-		return errors.New("recovery: Run: nil context")
+		return errors.New("reconcile: Run: nil context")
 	}
 	if !l.started.CompareAndSwap(false, true) {
-		return errors.New("recovery: Run: the loop has run already")
+		return errors.New("reconcile: Run: the loop has run already")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -399,25 +396,25 @@ func (l *Loop[K]) process(ctx context.Context, k K) {
 	forget := true
 	switch {
 	case err == nil && res.RequeueAfter <= 0:
-		ev.Outcome = Succeeded
+		ev.Outcome = OutcomeSucceeded
 	case err == nil:
 		l.stats.requeues.Add(1)
-		ev.Outcome, ev.RetryIn = Requeued, res.RequeueAfter
+		ev.Outcome, ev.RetryIn = OutcomeRequeued, res.RequeueAfter
 	case panicked:
 		l.stats.panics.Add(1)
 		l.stats.errors.Add(1)
 		forget = false
-		ev.Outcome, ev.RetryIn = Panicked, l.q.backoff(k, l.backoff)
+		ev.Outcome, ev.RetryIn = OutcomePanicked, l.q.backoff(k, l.backoff)
 		l.log.Error("reconcile panicked", "key", k, "err", err, "retry_in", ev.RetryIn)
 	case errors.Is(err, ErrTerminal):
 		l.stats.terminal.Add(1)
 		l.stats.errors.Add(1)
-		ev.Outcome = TerminalError
+		ev.Outcome = OutcomeTerminal
 		l.log.Error("reconcile failed for good", "key", k, "err", err)
 	default:
 		l.stats.errors.Add(1)
 		forget = false
-		ev.Outcome, ev.RetryIn = Errored, l.q.backoff(k, l.backoff)
+		ev.Outcome, ev.RetryIn = OutcomeErrored, l.q.backoff(k, l.backoff)
 		if ctx.Err() == nil {
 			l.log.Warn("reconcile failed; retrying", "key", k, "err", err, "retry_in", ev.RetryIn)
 		}
@@ -438,7 +435,7 @@ func (l *Loop[K]) process(ctx context.Context, k K) {
 func (l *Loop[K]) call(ctx context.Context, k K) (res Result, err error, panicked bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			res, err, panicked = Result{}, fmt.Errorf("recovery: Reconcile(%v) panicked: %v\n%s", k, r, debug.Stack()), true
+			res, err, panicked = Result{}, fmt.Errorf("reconcile: Reconcile(%v) panicked: %v\n%s", k, r, debug.Stack()), true
 		}
 	}()
 	res, err = l.opt.Reconciler.Reconcile(ctx, k)

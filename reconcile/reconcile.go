@@ -1,4 +1,4 @@
-package recovery
+package reconcile
 
 import (
 	"context"
@@ -31,7 +31,7 @@ import (
 //
 // The outcome tells the loop what next: a nil error and zero Result is
 // done; an error is retried with per-key exponential backoff; an error
-// wrapped with [Terminal] is not retried (the item is broken in a way
+// wrapped with [TerminalError] is not retried (the item is broken in a way
 // retrying cannot fix); Result.RequeueAfter asks for another look after
 // that long (polling something that has no events) and resets the
 // backoff. A panic is recovered and treated as an error.
@@ -52,20 +52,22 @@ type Result struct {
 	RequeueAfter time.Duration
 }
 
-// ErrTerminal is matched by every error made with [Terminal].
+// ErrTerminal is matched by every error made with [TerminalError].
 var ErrTerminal = errors.New("terminal reconcile error")
 
-// Terminal marks err as not worth retrying: the loop records it and
-// forgets the key until an event or the next resync brings it back.
-func Terminal(err error) error {
+// TerminalError marks err as not worth retrying: the loop records it and
+// forgets the key until an event or the next resync brings it back. It
+// is controller-runtime's reconcile.TerminalError; the result matches
+// [ErrTerminal] and unwraps to err. TerminalError(nil) is nil.
+func TerminalError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &terminalError{err}
+	return &terminalErr{err}
 }
 
-type terminalError struct{ err error }
+type terminalErr struct{ err error }
 
-func (e *terminalError) Error() string        { return "terminal: " + e.err.Error() }
-func (e *terminalError) Unwrap() error        { return e.err }
-func (e *terminalError) Is(target error) bool { return target == ErrTerminal }
+func (e *terminalErr) Error() string        { return "terminal: " + e.err.Error() }
+func (e *terminalErr) Unwrap() error        { return e.err }
+func (e *terminalErr) Is(target error) bool { return target == ErrTerminal }

@@ -1,0 +1,21 @@
+// Package reconcile runs a level-triggered [Reconciler] over the items of
+// the world, as controller-runtime's pkg/reconcile and its controller do,
+// for controllers that do not (or cannot) run on Kubernetes.
+//
+// [Loop] starts with a recovery pass: it lists the world ([Options].List)
+// and hands every item to the [Adopter] under the [Identity] the world
+// keeps (a Job's labels and annotations, never a private checkpoint that
+// may have drifted), and reports the keys the controller expected
+// ([Options].Known) that the world no longer has. Then it reconciles
+// every key, and afterwards the keys that events bring ([Options].Events,
+// [StoreEvents] for a store's watch, [Loop.Add]) and periodic resyncs,
+// with dedup, per-key exclusivity, per-key exponential backoff with
+// jitter, an optional global rate limit, panic recovery and a clean stop.
+//
+// A Reconcile that fails is retried with backoff; one that fails with an
+// error wrapped by [TerminalError] is not; one that asks for
+// Result.RequeueAfter is called again after that long. Observers
+// ([ReconcileObserver], [RecoveryObserver]) and [Loop.Stats] feed
+// metrics. Package reconcile/reconciletest has a clock a test moves by
+// hand and helpers that run a loop for a test.
+package reconcile
