@@ -79,10 +79,10 @@ func controller(spec controllerSpec) (int, error) {
 	}
 	// The store-agnostic startup path: acquire (waiting for a crashed
 	// predecessor's Lease to expire), then decide.
-	policy := recovery.Policy{Restarts: true, Work: restartable{}, RestartBudget: spec.Budget}
+	policy := recovery.Policy[state.Status]{Restarts: true, Work: restartable{}, RestartBudget: spec.Budget}
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, exec, err := recovery.ApplyStartup(waitCtx, exec, storage.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true}, policy)
+	v, exec, err := recovery.ApplyStartup(waitCtx, state.Roles(), exec, storage.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true}, policy)
 	if errors.Is(err, recovery.ErrTerminalStatus) {
 		fmt.Println("refused", err)
 		return 3, nil
@@ -103,7 +103,7 @@ func controller(spec controllerSpec) (int, error) {
 	}
 	fmt.Println("running")
 	<-terms // until the platform deletes the pod
-	a, err := recovery.ApplyTerminate(ctx, exec, policy, nil)
+	a, err := recovery.ApplyTerminate(ctx, state.Roles(), exec, policy, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -4,17 +4,31 @@
 // runs a reconciler (the reaper, or a controller's own) is package
 // reconcile.
 //
+// # Roles
+//
+// The decisions work for any table whose states are given [Roles]: which
+// states are not started, which run, the return state a relocation writes
+// (it remembers the state it left), the stopping state, and what a
+// failure and a finished stop write; the table's terminal states are
+// terminal. Roles are checked against the table when they are built
+// ([DefineRoles]): a state without a role, a running state that cannot
+// fail or relocate, a relocating state without return edges is an error
+// then, not a wrong decision later. state.Roles() are the execution
+// lifecycle's; a VILLAS simulator manager defines its own.
+//
 // # Decisions
 //
-// [Startup] and [Terminate] are pure functions of a stored record and a
-// [Policy], in the manner of etcd's raft: no I/O, trivially table-tested.
+// [Startup] and [Terminate] are pure functions of a stored record, the
+// roles and a [Policy], in the manner of etcd's raft: no I/O, trivially
+// table-tested.
 // [ApplyStartup] and [ApplyTerminate] are the thin layer that reads the
 // record and writes the outcome through a [transition.Persisted] with
 // compare-and-swap, deciding again if the record changed in between.
 //
-// What each stored status means for each event, for a controller on a
-// platform that restarts controllers, running restartable work (a
-// relocating record remembering that it left paused):
+// What each stored status of the execution lifecycle (state.Roles())
+// means for each event, for a controller on a platform that restarts
+// controllers, running restartable work (a relocating record remembering
+// that it left paused):
 //
 //	stored status  start             SIGTERM                stop requested  crash, budget spent
 //	pending        start             shutdown               → stopping      start

@@ -19,7 +19,7 @@ func ExampleStartup() {
 	rec := storage.Record{ID: "ex-1", Status: "running"}
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	for range 3 {
-		v, _ := recovery.Startup(rec, recovery.Policy{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: 2})
+		v, _ := recovery.Startup(state.Roles(), rec, recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: 2})
 		fmt.Println(v.Decision, "→", v.To)
 		rec.Meta = v.Meta // ApplyStartup writes this with the decision
 		rec.Status = v.To.String()
@@ -27,7 +27,7 @@ func ExampleStartup() {
 	}
 
 	rec = storage.Record{ID: "ex-2", Status: "relocating", Previous: "paused", Since: now}
-	v, _ := recovery.Startup(rec, recovery.Policy{Now: now})
+	v, _ := recovery.Startup(state.Roles(), rec, recovery.Policy[state.Status]{Now: now})
 	fmt.Println(v.Decision, "→", v.To)
 	// Output:
 	// resume → running
@@ -40,9 +40,9 @@ func ExampleStartup() {
 // "relocate" when the platform is moving a controller whose work can be
 // restarted.
 func ExampleTerminate() {
-	p := recovery.Policy{Now: time.Now(), Restarts: true, Work: slicer{true}}
+	p := recovery.Policy[state.Status]{Now: time.Now(), Restarts: true, Work: slicer{true}}
 	for _, status := range []string{"stopping", "running"} {
-		a, _ := recovery.Terminate(storage.Record{ID: "ex-1", Status: status}, storage.Claim{}, p)
+		a, _ := recovery.Terminate(state.Roles(), storage.Record{ID: "ex-1", Status: status}, storage.Claim{}, p)
 		fmt.Println(status, "→", a.Kind, a.ExitCode)
 	}
 	// Output:
@@ -57,7 +57,7 @@ func ExampleReaper() {
 		transition.Clock(func() time.Time { return time.Now().Add(-time.Hour) }))
 	_, _ = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Relocating})
 
-	reaper := &recovery.Reaper{Store: store}
+	reaper := &recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store}
 	_, _ = reaper.Reconcile(context.Background(), "ex-1")
 	cur, rec, _ := exec.Load(context.Background())
 	fmt.Println(cur, "—", rec.Reason)

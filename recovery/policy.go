@@ -4,25 +4,27 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/execfsm/execfsm/state"
 )
 
 // Restartable is implemented by work (a slicer, a simulator driver) that
 // can be picked up by a new controller process without losing anything:
 // its progress is checkpointed outside the process. It mirrors
 // Teraslice's slicer().isRestartable(), later isRelocatable(). Work that
-// does not implement it is not restartable: an older asset never asked to
+// does not say so is not restartable: an older asset never asked to
 // survive a move is not assumed to.
 type Restartable interface {
 	IsRestartable() bool
 }
 
+// Restartability is a [Restartable] that says what it is: for work whose
+// restartability is known as a plain value (a flag in a job's config).
+type Restartability bool
+
+// IsRestartable implements [Restartable].
+func (r Restartability) IsRestartable() bool { return bool(r) }
+
 // restartable reports whether work says it can be restarted.
-func restartable(work any) bool {
-	r, ok := work.(Restartable)
-	return ok && r.IsRestartable()
-}
+func restartable(work Restartable) bool { return work != nil && work.IsRestartable() }
 
 // Defaults for a zero [Policy].
 const (
@@ -32,49 +34,47 @@ const (
 	MaxRestartBudget        = 100
 )
 
-// DefaultDeadlines: a relocation nobody takes over within ten minutes
-// fails the execution; a stop that takes more than five minutes is
-// considered done (Teraslice's cluster master reaps stuck stopping
-// executions after its shutdown timeout the same way).
-func DefaultDeadlines() Deadlines {
-	return Deadlines{
-		state.Relocating: {After: 10 * time.Minute, Then: state.Failed},
-		state.Stopping:   {After: 5 * time.Minute, Then: state.Stopped},
-	}
-}
-
-// Deadline says that a status must not last longer than After, counted
+// Deadline says that a state must not last longer than After, counted
 // from when the record entered it ([storage.Record.Since]), and which
-// terminal status to move it to then.
-type Deadline struct {
+// state to move it to then.
+type Deadline[S comparable] struct {
 	After time.Duration
-	Then  state.Status
+	Then  S
 }
 
-// Deadlines maps a status to its deadline. Statuses not in the map may
-// last forever.
-type Deadlines map[state.Status]Deadline
+// Deadlines maps a state to its deadline. States not in the map may last
+// forever. [Roles.DefaultDeadlines] are the usual ones.
+type Deadlines[S comparable] map[S]Deadline[S]
 
 // ErrInvalidPolicy is matched by the error for a [Policy] or [Deadlines]
 // that cannot be honoured; nothing is decided or written with it.
 var ErrInvalidPolicy = errors.New("invalid recovery policy")
 
-// Validate checks that every deadline is positive and leads somewhere the
-// lifecycle allows.
-func (d Deadlines) Validate() error {
-	table := state.Lifecycle()
+// Validate checks that every deadline is positive and moves a state of
+// the roles' table, where the table allows, to a state that ends the
+// wait: a terminal state, or the roles' Failed or stopped state (a
+// simulator's error, or idle after a stop). Moving to another live state
+// would only start a new wait.
+func (d Deadlines[S]) Validate(roles *Roles[S]) error {
+	if roles == nil {
+		return fmt.Errorf("recovery: %w: nil roles", ErrInvalidPolicy)
+	}
+	t := roles.table
+	name := func(s S) string { n, _ := t.Name(s); return n }
 	for s, dl := range d {
+		role, known := roles.Role(s)
+		then, thenKnown := roles.Role(dl.Then)
 		switch {
-		case !s.Valid():
-			return fmt.Errorf("recovery: %w: deadline for invalid %v", ErrInvalidPolicy, s)
+		case !known:
+			return fmt.Errorf("recovery: %w: deadline for %q, not a state of the table", ErrInvalidPolicy, name(s))
 		case dl.After <= 0:
-			return fmt.Errorf("recovery: %w: deadline for %s is %v, want a positive duration", ErrInvalidPolicy, s, dl.After)
-		case !table.Allowed(s, dl.Then):
-			return fmt.Errorf("recovery: %w: deadline moves %s to %v, which the lifecycle does not allow", ErrInvalidPolicy, s, dl.Then)
-		case !dl.Then.IsTerminal():
-			// A deadline ends a status that must not last; moving it to
-			// another live status would only start a new wait.
-			return fmt.Errorf("recovery: %w: deadline moves %s to %s, want a terminal status", ErrInvalidPolicy, s, dl.Then)
+			return fmt.Errorf("recovery: %w: deadline for %s is %v, want a positive duration", ErrInvalidPolicy, name(s), dl.After)
+		case role == RoleTerminal:
+			return fmt.Errorf("recovery: %w: deadline for terminal %s, which lasts by definition", ErrInvalidPolicy, name(s))
+		case !thenKnown || !t.Allowed(s, dl.Then):
+			return fmt.Errorf("recovery: %w: deadline moves %s to %q, which the table does not allow", ErrInvalidPolicy, name(s), name(dl.Then))
+		case then != RoleTerminal && !roles.ends(dl.Then):
+			return fmt.Errorf("recovery: %w: deadline moves %s to %s, a %s state; want a terminal one or the roles' Failed or stopped state", ErrInvalidPolicy, name(s), name(dl.Then), then)
 		}
 	}
 	return nil
@@ -82,7 +82,7 @@ func (d Deadlines) Validate() error {
 
 // Policy is what a controller knows about itself and its platform when it
 // decides, on startup or on SIGTERM, what the stored status means.
-type Policy struct {
+type Policy[S comparable] struct {
 	// Now is the time of the decision. Startup and Terminate are pure
 	// functions, so the clock is an input; the Apply helpers fill it in
 	// when it is zero.
@@ -94,9 +94,9 @@ type Policy struct {
 	// execution, and SIGTERM always means shut down.
 	Restarts bool
 
-	// Work is the execution's work; it is restartable if it implements
-	// [Restartable] and says so.
-	Work any
+	// Work is the execution's work; it is restartable if it is not nil
+	// and says so ([Restartability] for a plain flag).
+	Work Restartable
 
 	// RestartBudget is how many unexpected restarts (a running status
 	// found on startup without a relocation: an OOM kill, a lost node)
@@ -106,10 +106,10 @@ type Policy struct {
 	RestartBudget int
 	RestartWindow time.Duration
 
-	// Deadlines for statuses that must not last; nil means
+	// Deadlines for states that must not last; nil means the roles'
 	// DefaultDeadlines. Startup honours them too, so a stale relocating
 	// record is failed, not resumed.
-	Deadlines Deadlines
+	Deadlines Deadlines[S]
 
 	// RelocateExitCode is the exit status a relocating controller exits
 	// with; zero means 143. It is never 0: on a Kubernetes Job, a pod
@@ -119,8 +119,10 @@ type Policy struct {
 	RelocateExitCode int
 }
 
-func (p Policy) withDefaults() (Policy, error) {
+func (p Policy[S]) withDefaults(roles *Roles[S]) (Policy[S], error) {
 	switch {
+	case roles == nil:
+		return p, fmt.Errorf("recovery: %w: nil roles (state.Roles() for the execution lifecycle)", ErrInvalidPolicy)
 	case p.RestartBudget < 0 || p.RestartBudget > MaxRestartBudget:
 		return p, fmt.Errorf("recovery: %w: RestartBudget %d, want 0 (default) to %d", ErrInvalidPolicy, p.RestartBudget, MaxRestartBudget)
 	case p.RestartWindow < 0:
@@ -140,9 +142,9 @@ func (p Policy) withDefaults() (Policy, error) {
 		p.RelocateExitCode = DefaultRelocateExitCode
 	}
 	if p.Deadlines == nil {
-		p.Deadlines = DefaultDeadlines()
+		p.Deadlines = roles.DefaultDeadlines()
 	}
-	if err := p.Deadlines.Validate(); err != nil {
+	if err := p.Deadlines.Validate(roles); err != nil {
 		return p, err
 	}
 	return p, nil

@@ -9,34 +9,35 @@ import (
 
 	"github.com/execfsm/execfsm/storage"
 
-	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 )
 
-// Reaper is a [reconcile.Reconciler] of execution ids that enforces [Deadlines]: an
-// execution relocating with nobody taking over, or stopping past the
-// shutdown timeout, is moved on (to failed and stopped by default), as
-// Teraslice's cluster master reaps stuck stopping executions. Run it in a
-// [reconcile.Loop] whose List returns the executions' ids. It writes as an outside
-// authority (no ownership claim) and asks to be called again when the
-// next deadline falls due, so deadlines hold between resyncs.
-type Reaper struct {
+// Reaper is a [reconcile.Reconciler] of execution ids that enforces
+// [Deadlines]: an execution relocating with nobody taking over, or
+// stopping past the shutdown timeout, is moved on (to the roles' failed
+// and stopped states by default), as Teraslice's cluster master reaps
+// stuck stopping executions. Run it in a [reconcile.Loop] whose List
+// returns the executions' ids. It writes as an outside authority (no
+// ownership claim) and asks to be called again when the next deadline
+// falls due, so deadlines hold between resyncs.
+type Reaper[S comparable] struct {
+	Roles     *Roles[S] // required: state.Roles() for the execution lifecycle
 	Store     storage.Store
-	Deadlines Deadlines       // nil: DefaultDeadlines
+	Deadlines Deadlines[S]    // nil: Roles.DefaultDeadlines()
 	Clock     reconcile.Clock // nil: the system clock
 	Actor     string          // recorded as the writer; default "deadline-reaper"
 }
 
 // Reconcile implements [reconcile.Reconciler].
-func (r *Reaper) Reconcile(ctx context.Context, id string) (reconcile.Result, error) {
-	if r.Store == nil {
-		return reconcile.Result{}, reconcile.TerminalError(errors.New("recovery: Reaper: nil Store"))
+func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result, error) {
+	if r.Store == nil || r.Roles == nil {
+		return reconcile.Result{}, reconcile.TerminalError(errors.New("recovery: Reaper: nil Store or Roles"))
 	}
 	deadlines := r.Deadlines
 	if deadlines == nil {
-		deadlines = DefaultDeadlines()
+		deadlines = r.Roles.DefaultDeadlines()
 	}
-	if err := deadlines.Validate(); err != nil {
+	if err := deadlines.Validate(r.Roles); err != nil {
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	now := time.Now
@@ -47,20 +48,20 @@ func (r *Reaper) Reconcile(ctx context.Context, id string) (reconcile.Result, er
 	if actor == "" {
 		actor = "deadline-reaper"
 	}
-	exec, err := transition.NewPersisted(state.Lifecycle(), r.Store, id, transition.Actor(actor), transition.Clock(now))
+	exec, err := transition.NewPersisted(r.Roles.table, r.Store, id, transition.Actor(actor), transition.Clock(now))
 	if err != nil {
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	var wait time.Duration
-	_, _, err = exec.Apply(ctx, func(cur state.Status, rec storage.Record) (transition.Update[state.Status], error) {
+	_, _, err = exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
 		at := now()
 		dl, left, ok := deadline(rec, cur, deadlines, at)
 		wait = 0
 		if !ok || left > 0 {
 			wait = max(left, 0)
-			return transition.Update[state.Status]{To: cur}, nil
+			return transition.Update[S]{To: cur}, nil
 		}
-		return deadlineUpdate(rec, cur, dl, at), nil
+		return deadlineUpdate(r.Roles, rec, dl, at), nil
 	})
 	switch {
 	case errors.Is(err, storage.ErrNotFound):

@@ -34,7 +34,7 @@ func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
 	} {
 		entered := clock.Now().Add(-tc.age)
 		exec, store := newExecution(t, tc.status, func() time.Time { return entered })
-		reaper := &recovery.Reaper{Store: store, Clock: clock}
+		reaper := &recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Clock: clock}
 		res, err := reaper.Reconcile(ctx, "ex-1")
 		require.NoError(t, err)
 		require.Equal(t, tc.wait, res.RequeueAfter, "%s for %v", tc.status, tc.age)
@@ -51,12 +51,12 @@ func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
 
 func TestReaperIgnoresExecutionsThatAreGoneAndRefusesBadConfig(t *testing.T) {
 	_, store := newExecution(t, state.Running, time.Now)
-	res, err := (&recovery.Reaper{Store: store}).Reconcile(context.Background(), "nope")
+	res, err := (&recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store}).Reconcile(context.Background(), "nope")
 	require.NoError(t, err)
 	require.Zero(t, res)
-	_, err = (&recovery.Reaper{}).Reconcile(context.Background(), "ex-1")
+	_, err = (&recovery.Reaper[state.Status]{Roles: state.Roles()}).Reconcile(context.Background(), "ex-1")
 	require.ErrorIs(t, err, reconcile.ErrTerminal)
-	_, err = (&recovery.Reaper{Store: store, Deadlines: recovery.Deadlines{state.Running: {After: -1, Then: state.Failed}}}).Reconcile(context.Background(), "ex-1")
+	_, err = (&recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Deadlines: recovery.Deadlines[state.Status]{state.Running: {After: -1, Then: state.Failed}}}).Reconcile(context.Background(), "ex-1")
 	require.ErrorIs(t, err, reconcile.ErrTerminal)
 	require.ErrorIs(t, err, recovery.ErrInvalidPolicy)
 }
@@ -69,7 +69,7 @@ func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) 
 	l, err := reconcile.NewLoop(reconcile.Options[string]{
 		Clock:      clock,
 		Resync:     -1,
-		Reconciler: &recovery.Reaper{Store: store, Clock: clock},
+		Reconciler: &recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Clock: clock},
 		List: func(context.Context) ([]reconcile.Item[string], error) {
 			return []reconcile.Item[string]{{Key: "ex-1"}}, nil
 		},
@@ -108,7 +108,7 @@ func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rec.History, 36)
 
-	_, err = (&recovery.Reaper{Store: store, Clock: clock}).Reconcile(ctx, "ex-1")
+	_, err = (&recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Clock: clock}).Reconcile(ctx, "ex-1")
 	require.NoError(t, err)
 	cur, rec, err := exec.Load(ctx)
 	require.NoError(t, err)

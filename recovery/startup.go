@@ -8,7 +8,7 @@ import (
 
 	"github.com/execfsm/execfsm/storage"
 
-	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -54,10 +54,10 @@ func (d Decision) String() string {
 }
 
 // Verdict is the outcome of [Startup].
-type Verdict struct {
+type Verdict[S comparable] struct {
 	Decision Decision
-	From     state.Status      // the status found
-	To       state.Status      // the status to write (From for Start and Refuse)
+	From     S                 // the state found
+	To       S                 // the state to write (From for Start and Refuse)
 	Reason   string            // for people and for the record
 	Meta     map[string]string // metadata to write with it (the restart count)
 	Err      error             // for Refuse: matches ErrTerminalStatus
@@ -67,82 +67,87 @@ type Verdict struct {
 var ErrTerminalStatus = errors.New("execution is in a terminal status")
 
 // Startup decides what a controller starting for the execution in rec
-// does. It is a pure function of the record and the policy; [ApplyStartup]
+// does, by the role of the state it finds (see [Roles]). It is a pure
+// function of the record, the roles and the policy; [ApplyStartup]
 // writes its verdict. The rules:
 //
-//   - A terminal status: Refuse ("invalid state: terminal", as Teraslice
+//   - A terminal state: Refuse ("invalid state: terminal", as Teraslice
 //     says), writing nothing.
-//   - Relocating: Resume, back to the status it was relocated from (a
-//     paused execution comes back paused), or Initializing when the
-//     record does not say; Fail once it has been relocating past its
-//     deadline.
-//   - An init status: Start.
-//   - Stopping: Stop, finishing the shutdown; past its deadline, straight
-//     to Stopped.
-//   - Any other running status: the previous controller died without
-//     being asked (OOM kill, node loss). Resume in that status only if the
-//     platform restarts controllers, the work is restartable and the
-//     restart budget is not spent; otherwise Fail with the reason. Never
-//     "start again and leave the status as it is": that is how a crash
-//     becomes a crash loop.
+//   - A not-started state: Start.
+//   - A state past its deadline ([Policy].Deadlines): what the deadline
+//     says (Stop if that is the stop's end, Fail otherwise).
+//   - Relocating: Resume, back to the running state it was relocated
+//     from (a paused execution comes back paused), or to the roles'
+//     restart state when the record does not say.
+//   - Stopping: Stop, finishing the shutdown.
+//   - A running state: the previous controller died without being asked
+//     (OOM kill, node loss). Resume in that state only if the platform
+//     restarts controllers, the work is restartable and the restart
+//     budget is not spent; otherwise Fail with the reason. Never "start
+//     again and leave the status as it is": that is how a crash becomes
+//     a crash loop.
 //
-// The error is for input no decision can be made on: an invalid policy
-// ([ErrInvalidPolicy]) or a status the lifecycle does not know.
-func Startup(rec storage.Record, p Policy) (Verdict, error) {
-	p, err := p.withDefaults()
+// The error is for input no decision can be made on: nil roles, an
+// invalid policy ([ErrInvalidPolicy]) or a status the table does not
+// know (transition.ErrUnknownState).
+func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Verdict[S], error) {
+	p, err := p.withDefaults(roles)
 	if err != nil {
-		return Verdict{}, err
+		return Verdict[S]{}, err
 	}
-	cur, err := state.Parse(rec.Status)
+	t := roles.table
+	cur, err := t.Parse(rec.Status)
 	if err != nil {
-		return Verdict{}, fmt.Errorf("recovery: execution %s: %w", rec.ID, err)
+		return Verdict[S]{}, fmt.Errorf("recovery: execution %s: %w", quote.Limited(rec.ID), err)
 	}
-	v := Verdict{From: cur, To: cur}
-	switch {
-	case cur.IsTerminal():
+	role, _ := roles.Role(cur)
+	v := Verdict[S]{From: cur, To: cur}
+	switch role {
+	case RoleTerminal:
 		v.Decision = Refuse
-		v.Reason = fmt.Sprintf("execution %s was starting in %s status (invalid state: terminal)", rec.ID, cur)
+		v.Reason = fmt.Sprintf("execution %s was starting in %s status (invalid state: terminal)", rec.ID, rec.Status)
 		v.Err = fmt.Errorf("recovery: %s: %w", v.Reason, ErrTerminalStatus)
 		return v, nil
-	case cur.IsInit():
+	case RoleNotStarted:
 		v.Decision = Start
-		v.Reason = fmt.Sprintf("controller started for %s execution", cur)
+		v.Reason = fmt.Sprintf("controller started for %s execution", rec.Status)
 		return v, nil
 	}
 	if dl, left, ok := deadline(rec, cur, p.Deadlines, p.Now); ok && left <= 0 {
-		u := deadlineUpdate(rec, cur, dl, p.Now)
+		u := deadlineUpdate(roles, rec, dl, p.Now)
 		v.To, v.Reason, v.Meta = u.To, u.Reason, u.Meta
 		v.Decision = Fail
-		if dl.Then == state.Stopped {
+		if _, stopped, ok := roles.Stopping(); ok && dl.Then == stopped {
 			v.Decision = Stop
 		}
 		return v, nil
 	}
-	switch cur {
-	case state.Relocating:
+	switch role {
+	case RoleRelocating:
 		v.Decision = Resume
-		back, err := state.Parse(rec.Previous)
-		if err != nil || !state.Lifecycle().IsReturn(state.Relocating, back) {
-			v.To = state.Initializing
-			v.Reason = "relocated controller took over; the record does not say what it was relocated from, so it re-initializes"
+		back, err := t.Parse(rec.Previous)
+		if err != nil || !t.IsReturn(cur, back) {
+			v.To = roles.restart
+			restart, _ := t.Name(roles.restart)
+			v.Reason = fmt.Sprintf("relocated controller took over; the record does not say what it was relocated from, so it goes back to %s", restart)
 			return v, nil
 		}
 		v.To = back
-		v.Reason = fmt.Sprintf("relocated controller took over; back to %s", back)
+		v.Reason = fmt.Sprintf("relocated controller took over; back to %s", rec.Previous)
 		return v, nil
-	case state.Stopping:
+	case RoleStopping:
 		v.Decision = Stop
 		v.Reason = "controller restarted while stopping; finishing the stop"
 		return v, nil
 	}
-	return unexpectedRestart(rec, cur, p, v), nil
+	return unexpectedRestart(roles, rec, p, v), nil
 }
 
-// unexpectedRestart decides on a running status found on startup.
-func unexpectedRestart(rec storage.Record, cur state.Status, p Policy, v Verdict) Verdict {
-	fail := func(reason string) Verdict {
-		v.Decision, v.To = Fail, state.Failed
-		v.Reason = fmt.Sprintf("controller restarted unexpectedly in %s status (OOM kill or node loss?): %s", cur, reason)
+// unexpectedRestart decides on a running state found on startup.
+func unexpectedRestart[S comparable](roles *Roles[S], rec storage.Record, p Policy[S], v Verdict[S]) Verdict[S] {
+	fail := func(reason string) Verdict[S] {
+		v.Decision, v.To = Fail, roles.failed
+		v.Reason = fmt.Sprintf("controller restarted unexpectedly in %s status (OOM kill or node loss?): %s", rec.Status, reason)
 		if v.Meta == nil {
 			v.Meta = map[string]string{}
 		}
@@ -167,7 +172,7 @@ func unexpectedRestart(rec storage.Record, cur state.Status, p Policy, v Verdict
 	}
 	v.Decision = Resume
 	v.Reason = fmt.Sprintf("controller restarted unexpectedly in %s status; resuming (unexpected restart %d of %d within %v)",
-		cur, len(recent), p.RestartBudget, p.RestartWindow)
+		rec.Status, len(recent), p.RestartBudget, p.RestartWindow)
 	return v
 }
 
@@ -180,16 +185,18 @@ func since(rec storage.Record) time.Time {
 
 // deadline returns the deadline of cur, if it has one, and how much of it
 // is left (zero or less: overdue).
-func deadline(rec storage.Record, cur state.Status, d Deadlines, now time.Time) (Deadline, time.Duration, bool) {
+func deadline[S comparable](rec storage.Record, cur S, d Deadlines[S], now time.Time) (Deadline[S], time.Duration, bool) {
 	dl, ok := d[cur]
 	return dl, dl.After - now.Sub(since(rec)), ok
 }
 
-// deadlineUpdate is the write that ends an overdue status.
-func deadlineUpdate(rec storage.Record, cur state.Status, dl Deadline, now time.Time) transition.Update[state.Status] {
-	reason := fmt.Sprintf("%s for %v, past its deadline of %v", cur, now.Sub(since(rec)).Round(time.Second), dl.After)
-	u := transition.Update[state.Status]{To: dl.Then, Reason: reason}
-	if dl.Then != state.Stopped {
+// deadlineUpdate is the write that ends an overdue state. A deadline
+// that ends in anything but the stop's end is a failure, and says so in
+// the record's metadata.
+func deadlineUpdate[S comparable](roles *Roles[S], rec storage.Record, dl Deadline[S], now time.Time) transition.Update[S] {
+	reason := fmt.Sprintf("%s for %v, past its deadline of %v", rec.Status, now.Sub(since(rec)).Round(time.Second), dl.After)
+	u := transition.Update[S]{To: dl.Then, Reason: reason}
+	if _, stopped, ok := roles.Stopping(); !ok || dl.Then != stopped {
 		u.Meta = map[string]string{MetaFailure: reason}
 	}
 	return u
@@ -219,25 +226,28 @@ func deadlineUpdate(rec storage.Record, cur state.Status, dl Deadline, now time.
 // failed), the ownership is released again. The returned handle writes
 // under the new claim; watch its Ownership().Lost() and stop driving the
 // execution when it closes.
-func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status], lease storage.Lease, p Policy) (Verdict, *transition.Persisted[state.Status], error) {
+func ApplyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], lease storage.Lease, p Policy[S]) (Verdict[S], *transition.Persisted[S], error) {
 	if exec == nil {
-		return Verdict{}, nil, errors.New("recovery: ApplyStartup: nil execution")
+		return Verdict[S]{}, nil, errors.New("recovery: ApplyStartup: nil execution")
 	}
 	if p.Now.IsZero() {
 		p.Now = time.Now()
 	}
-	if _, err := p.withDefaults(); err != nil {
-		return Verdict{}, nil, err
+	if _, err := p.withDefaults(roles); err != nil {
+		return Verdict[S]{}, nil, err
+	}
+	if err := roles.fits(exec.Table()); err != nil {
+		return Verdict[S]{}, nil, err
 	}
 	_, rec, err := exec.Load(ctx)
 	if err != nil {
-		return Verdict{}, nil, err
+		return Verdict[S]{}, nil, err
 	}
 	owned := exec
 	if !owns(exec, rec) {
-		v, err := Startup(rec, p)
+		v, err := Startup(roles, rec, p)
 		if err != nil {
-			return Verdict{}, nil, err
+			return Verdict[S]{}, nil, err
 		}
 		if v.Decision == Refuse {
 			return v, nil, v.Err
@@ -246,20 +256,20 @@ func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status],
 			lease.Reason = "controller starting"
 		}
 		if owned, _, err = exec.Acquire(ctx, lease); err != nil {
-			return Verdict{}, nil, fmt.Errorf("recovery: startup of %s: %w", rec.ID, err)
+			return Verdict[S]{}, nil, fmt.Errorf("recovery: startup of %s: %w", rec.ID, err)
 		}
 	}
-	var verdict Verdict
-	_, _, err = owned.Apply(ctx, func(_ state.Status, rec storage.Record) (transition.Update[state.Status], error) {
-		v, err := Startup(rec, p)
+	var verdict Verdict[S]
+	_, _, err = owned.Apply(ctx, func(_ S, rec storage.Record) (transition.Update[S], error) {
+		v, err := Startup(roles, rec, p)
 		if err != nil {
-			return transition.Update[state.Status]{}, err
+			return transition.Update[S]{}, err
 		}
 		verdict = v
 		if v.Decision == Refuse {
-			return transition.Update[state.Status]{}, v.Err
+			return transition.Update[S]{}, v.Err
 		}
-		return transition.Update[state.Status]{To: v.To, Reason: v.Reason, Meta: v.Meta}, nil
+		return transition.Update[S]{To: v.To, Reason: v.Reason, Meta: v.Meta}, nil
 	})
 	if err != nil {
 		if owned != exec {
@@ -271,7 +281,7 @@ func ApplyStartup(ctx context.Context, exec *transition.Persisted[state.Status],
 }
 
 // owns reports whether exec holds a live ownership of rec.
-func owns(exec *transition.Persisted[state.Status], rec storage.Record) bool {
+func owns[S comparable](exec *transition.Persisted[S], rec storage.Record) bool {
 	own := exec.Ownership()
 	if own == nil {
 		return false

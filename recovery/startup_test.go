@@ -25,20 +25,17 @@ type slicer struct{ ok bool }
 
 func (s slicer) IsRestartable() bool { return s.ok }
 
-// legacySlicer predates IsRestartable.
-type legacySlicer struct{}
-
-func policy() recovery.Policy {
-	return recovery.Policy{Now: t0, Restarts: true, Work: slicer{true}}
+func policy() recovery.Policy[state.Status] {
+	return recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{true}}
 }
 
 func record(status state.Status) storage.Record {
 	return storage.Record{ID: "ex-1", Status: status.String(), Owner: "pod-a", Epoch: 1, UpdatedAt: t0.Add(-time.Minute), Since: t0.Add(-time.Minute)}
 }
 
-func startup(t *testing.T, rec storage.Record, p recovery.Policy) recovery.Verdict {
+func startup(t *testing.T, rec storage.Record, p recovery.Policy[state.Status]) recovery.Verdict[state.Status] {
 	t.Helper()
-	v, err := recovery.Startup(rec, p)
+	v, err := recovery.Startup(state.Roles(), rec, p)
 	require.NoError(t, err)
 	return v
 }
@@ -56,7 +53,7 @@ func TestStartupTerminalStatusRefusesNamingTheStatus(t *testing.T) {
 
 func TestStartupInitStatusStarts(t *testing.T) {
 	for s := range state.InitStatuses.All() {
-		v := startup(t, record(s), recovery.Policy{Now: t0})
+		v := startup(t, record(s), recovery.Policy[state.Status]{Now: t0})
 		require.Equal(t, recovery.Start, v.Decision, "%s", s)
 		require.Equal(t, s, v.To)
 	}
@@ -67,7 +64,7 @@ func TestStartupRelocatingResumesToRememberedStatus(t *testing.T) {
 		rec := record(state.Relocating)
 		rec.Previous = left.String()
 		// Relocation is expected: no restart budget, no restartability needed.
-		v := startup(t, rec, recovery.Policy{Now: t0})
+		v := startup(t, rec, recovery.Policy[state.Status]{Now: t0})
 		require.Equal(t, recovery.Resume, v.Decision)
 		require.Equal(t, left, v.To, "a relocated %s execution comes back %s", left, left)
 		require.Nil(t, v.Meta, "a relocation is not an unexpected restart")
@@ -97,13 +94,13 @@ func TestStartupRelocatingPastItsDeadlineFails(t *testing.T) {
 }
 
 func TestStartupStoppingFinishesTheStopAndPastTheDeadlineIsStopped(t *testing.T) {
-	v := startup(t, record(state.Stopping), recovery.Policy{Now: t0})
+	v := startup(t, record(state.Stopping), recovery.Policy[state.Status]{Now: t0})
 	require.Equal(t, recovery.Stop, v.Decision)
 	require.Equal(t, state.Stopping, v.To)
 
 	rec := record(state.Stopping)
 	rec.Since = t0.Add(-time.Hour)
-	v = startup(t, rec, recovery.Policy{Now: t0})
+	v = startup(t, rec, recovery.Policy[state.Status]{Now: t0})
 	require.Equal(t, recovery.Stop, v.Decision)
 	require.Equal(t, state.Stopped, v.To)
 	require.Nil(t, v.Meta, "a stop that timed out is no failure")
@@ -112,15 +109,16 @@ func TestStartupStoppingFinishesTheStopAndPastTheDeadlineIsStopped(t *testing.T)
 func TestStartupUnexpectedRestartResumesOnlyRestartableWorkOnARestartingPlatform(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		policy recovery.Policy
+		policy recovery.Policy[state.Status]
 		want   recovery.Decision
 		reason string
 	}{
 		{"restartable, platform restarts", policy(), recovery.Resume, "unexpected restart 1 of 3"},
-		{"platform does not restart", recovery.Policy{Now: t0, Work: slicer{true}}, recovery.Fail, "the platform does not restart controllers"},
-		{"work says no", recovery.Policy{Now: t0, Restarts: true, Work: slicer{false}}, recovery.Fail, "the work is not restartable"},
-		{"older work without the method", recovery.Policy{Now: t0, Restarts: true, Work: legacySlicer{}}, recovery.Fail, "the work is not restartable"},
-		{"no work at all", recovery.Policy{Now: t0, Restarts: true}, recovery.Fail, "the work is not restartable"},
+		{"platform does not restart", recovery.Policy[state.Status]{Now: t0, Work: slicer{true}}, recovery.Fail, "the platform does not restart controllers"},
+		{"work says no", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{false}}, recovery.Fail, "the work is not restartable"},
+		{"work that says nothing", recovery.Policy[state.Status]{Now: t0, Restarts: true}, recovery.Fail, "the work is not restartable"},
+		{"a plain flag", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: recovery.Restartability(false)}, recovery.Fail, "the work is not restartable"},
+		{"no work at all", recovery.Policy[state.Status]{Now: t0, Restarts: true}, recovery.Fail, "the work is not restartable"},
 	} {
 		for _, s := range []state.Status{state.Running, state.Recovering, state.Failing, state.Paused} {
 			v := startup(t, record(s), tc.policy)
@@ -157,26 +155,28 @@ func TestStartupUnreadableRestartCountFailsInsteadOfLooping(t *testing.T) {
 
 func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {
 	good := policy()
-	for name, p := range map[string]recovery.Policy{
+	for name, p := range map[string]recovery.Policy[state.Status]{
 		"negative budget":           {Now: t0, RestartBudget: -1},
 		"huge budget":               {Now: t0, RestartBudget: 1 << 40},
 		"negative window":           {Now: t0, RestartWindow: -time.Second},
 		"overflowing exit code":     {Now: t0, RelocateExitCode: 256},
 		"no time":                   {},
-		"negative deadline":         {Now: t0, Deadlines: recovery.Deadlines{state.Relocating: {After: -1, Then: state.Failed}}},
-		"deadline nowhere":          {Now: t0, Deadlines: recovery.Deadlines{state.Relocating: {After: time.Minute, Then: state.Completed}}},
-		"deadline to a live status": {Now: t0, Deadlines: recovery.Deadlines{state.Relocating: {After: time.Minute, Then: state.Initializing}}},
-		"deadline of no status":     {Now: t0, Deadlines: recovery.Deadlines{0: {After: time.Minute, Then: state.Failed}}},
+		"negative deadline":         {Now: t0, Deadlines: recovery.Deadlines[state.Status]{state.Relocating: {After: -1, Then: state.Failed}}},
+		"deadline nowhere":          {Now: t0, Deadlines: recovery.Deadlines[state.Status]{state.Relocating: {After: time.Minute, Then: state.Completed}}},
+		"deadline to a live status": {Now: t0, Deadlines: recovery.Deadlines[state.Status]{state.Relocating: {After: time.Minute, Then: state.Initializing}}},
+		"deadline of no status":     {Now: t0, Deadlines: recovery.Deadlines[state.Status]{0: {After: time.Minute, Then: state.Failed}}},
 	} {
-		_, err := recovery.Startup(record(state.Running), p)
+		_, err := recovery.Startup(state.Roles(), record(state.Running), p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
-		_, err = recovery.Terminate(record(state.Running), storage.Claim{}, p)
+		_, err = recovery.Terminate(state.Roles(), record(state.Running), storage.Claim{}, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 	}
 	rec := record(state.Running)
 	rec.Status = "Running"
-	_, err := recovery.Startup(rec, good)
-	require.ErrorIs(t, err, state.ErrUnknownStatus)
+	_, err := recovery.Startup(state.Roles(), rec, good)
+	require.ErrorIs(t, err, transition.ErrUnknownState)
+	_, err = recovery.Startup(nil, record(state.Running), good)
+	require.ErrorIs(t, err, recovery.ErrInvalidPolicy, "nil roles")
 }
 
 // newExecution creates ex-1 in status s in a fresh store and returns an
@@ -223,8 +223,8 @@ func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T)
 		var decisions []recovery.Decision
 		for k := range 100 {
 			now = now.Add(time.Second) // all within the window
-			p := recovery.Policy{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: budget}
-			v, owned, err := recovery.ApplyStartup(context.Background(), exec, lease(fmt.Sprintf("pod-%d", k+1)), p)
+			p := recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: budget}
+			v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease(fmt.Sprintf("pod-%d", k+1)), p)
 			decisions = append(decisions, v.Decision)
 			if v.Decision == recovery.Refuse {
 				require.ErrorIs(t, err, recovery.ErrTerminalStatus)
@@ -256,7 +256,7 @@ func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T)
 func TestApplyStartupFencesThePreviousOwner(t *testing.T) {
 	exec, store := newExecution(t, state.Relocating, time.Now)
 	old := crashed(t, exec, "pod-0")
-	v, owned, err := recovery.ApplyStartup(context.Background(), exec, lease("pod-1"), recovery.Policy{})
+	v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.Resume, v.Decision)
 	require.Equal(t, storage.Claim{Owner: "pod-1", Epoch: 2}, owned.Claim())
@@ -270,7 +270,7 @@ func TestApplyStartupFencesThePreviousOwner(t *testing.T) {
 func TestApplyStartupRefusalWritesNothing(t *testing.T) {
 	exec, store := newExecution(t, state.Completed, time.Now)
 	before, _ := store.Get(context.Background(), "ex-1")
-	v, owned, err := recovery.ApplyStartup(context.Background(), exec, lease("pod-1"), recovery.Policy{})
+	v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.Refuse, v.Decision)
 	require.Nil(t, owned)
@@ -292,7 +292,7 @@ func TestApplyStartupReleasesWhenTheExecutionEndedMeanwhile(t *testing.T) {
 	require.NoError(t, err)
 	store.master, err = transition.NewPersisted(state.Lifecycle(), store.Memory, "ex-1", transition.Actor("master"))
 	require.NoError(t, err)
-	v, owned, err := recovery.ApplyStartup(context.Background(), exec, lease("pod-1"), recovery.Policy{})
+	v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.Refuse, v.Decision)
 	require.Nil(t, owned)
@@ -332,7 +332,7 @@ func TestStartupOwnershipOnBolt(t *testing.T) {
 
 func TestStartupReasonsAreForPeople(t *testing.T) {
 	rec := record(state.Paused)
-	v := startup(t, rec, recovery.Policy{Now: t0, Restarts: true, Work: slicer{true}, RestartBudget: 1})
+	v := startup(t, rec, recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{true}, RestartBudget: 1})
 	require.True(t, strings.HasPrefix(v.Reason, "controller restarted unexpectedly in paused status; resuming"), v.Reason)
 	require.Equal(t, "resume", v.Decision.String())
 	require.Equal(t, "Decision(9)", recovery.Decision(9).String())
@@ -342,7 +342,7 @@ func TestApplyStartupUnderAnOwnershipItAlreadyHoldsDoesNotTakeOverAgain(t *testi
 	exec, store := newExecution(t, state.Relocating, time.Now)
 	crashed(t, exec, "pod-0")
 	owned := owner(t, exec, "pod-1")
-	_, again, err := recovery.ApplyStartup(context.Background(), owned, lease("pod-1"), recovery.Policy{})
+	_, again, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, owned.Claim(), again.Claim(), "no second epoch bump")
 	rec, _ := store.Get(context.Background(), "ex-1")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/execfsm/execfsm/storage"
 
-	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -73,47 +73,51 @@ type Action struct {
 }
 
 // Terminate decides what a SIGTERM means for the controller holding claim
-// on the execution in rec. It is a pure function; [ApplyTerminate] writes
-// its outcome. The rules:
+// on the execution in rec, by the role of its state (see [Roles]). It is
+// a pure function; [ApplyTerminate] writes its outcome. The rules:
 //
-//   - Stopping: the cluster master asked; Shutdown.
-//   - Relocating already (a second SIGTERM): Relocate again.
-//   - Another running status: the platform is moving the controller. If
-//     the platform restarts controllers and the work is restartable,
-//     Relocate; otherwise Shutdown (Teraslice skips the shutdown even for
-//     work that cannot be restarted, which then dies on restart).
-//   - An init or terminal status: Shutdown.
 //   - The record is owned by another controller, or by this owner at
 //     another epoch: Leave.
-func Terminate(rec storage.Record, claim storage.Claim, p Policy) (Action, error) {
-	p, err := p.withDefaults()
+//   - Stopping: the cluster master asked; Shutdown.
+//   - Relocating already (a second SIGTERM): Relocate again.
+//   - A running state: the platform is moving the controller. If the
+//     table has a relocating state, the platform restarts controllers
+//     and the work is restartable, Relocate; otherwise Shutdown
+//     (Teraslice skips the shutdown even for work that cannot be
+//     restarted, which then dies on restart).
+//   - A not-started or terminal state: Shutdown.
+func Terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, p Policy[S]) (Action, error) {
+	p, err := p.withDefaults(roles)
 	if err != nil {
 		return Action{}, err
 	}
-	cur, err := state.Parse(rec.Status)
+	cur, err := roles.table.Parse(rec.Status)
 	if err != nil {
-		return Action{}, fmt.Errorf("recovery: execution %s: %w", rec.ID, err)
+		return Action{}, fmt.Errorf("recovery: execution %s: %w", quote.Limited(rec.ID), err)
 	}
 	if claim.Owner != "" && (rec.Owner != claim.Owner || rec.Epoch != claim.Epoch) {
 		return Action{Kind: Leave, Reason: fmt.Sprintf("execution is owned by %s at epoch %d now", rec.Owner, rec.Epoch)}, nil
 	}
 	shutdown := func(reason string) (Action, error) { return Action{Kind: Shutdown, Reason: reason}, nil }
+	role, _ := roles.Role(cur)
 	switch {
-	case cur == state.Stopping:
+	case role == RoleStopping:
 		return shutdown("SIGTERM while stopping: the cluster master asked to stop")
-	case cur == state.Relocating:
+	case role == RoleRelocating:
 		return Action{Kind: Relocate, Reason: "SIGTERM while relocating", ExitCode: p.RelocateExitCode}, nil
-	case cur.IsInit():
-		return shutdown(fmt.Sprintf("SIGTERM in %s status: nothing started yet", cur))
-	case cur.IsTerminal():
-		return shutdown(fmt.Sprintf("SIGTERM in %s status: the execution is over", cur))
+	case role == RoleNotStarted:
+		return shutdown(fmt.Sprintf("SIGTERM in %s status: nothing is running", rec.Status))
+	case role == RoleTerminal:
+		return shutdown(fmt.Sprintf("SIGTERM in %s status: the execution is over", rec.Status))
+	case !roles.hasRelocate:
+		return shutdown(fmt.Sprintf("SIGTERM in %s status: the table has no relocating state", rec.Status))
 	case !p.Restarts:
-		return shutdown(fmt.Sprintf("SIGTERM in %s status: the platform does not restart controllers", cur))
+		return shutdown(fmt.Sprintf("SIGTERM in %s status: the platform does not restart controllers", rec.Status))
 	case !restartable(p.Work):
-		return shutdown(fmt.Sprintf("SIGTERM in %s status: the work is not restartable", cur))
+		return shutdown(fmt.Sprintf("SIGTERM in %s status: the work is not restartable", rec.Status))
 	}
 	return Action{Kind: Relocate, ExitCode: p.RelocateExitCode,
-		Reason: fmt.Sprintf("SIGTERM in %s status, not stopping: the platform is moving the controller", cur)}, nil
+		Reason: fmt.Sprintf("SIGTERM in %s status, not stopping: the platform is moving the controller", rec.Status)}, nil
 }
 
 // ApplyTerminate handles a SIGTERM for the controller writing through
@@ -131,36 +135,42 @@ func Terminate(rec storage.Record, claim storage.Claim, p Policy) (Action, error
 // the lease's TTL; exec writes nothing more (its writes are fenced). On
 // Shutdown the caller still owns the execution: it writes the final
 // status, then releases.
-func ApplyTerminate(ctx context.Context, exec *transition.Persisted[state.Status], p Policy, checkpoint func(context.Context) error) (Action, error) {
+func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p Policy[S], checkpoint func(context.Context) error) (Action, error) {
 	if exec == nil {
 		return Action{}, errors.New("recovery: ApplyTerminate: nil execution")
 	}
 	if p.Now.IsZero() {
 		p.Now = time.Now()
 	}
+	if _, err := p.withDefaults(roles); err != nil {
+		return Action{}, err
+	}
+	if err := roles.fits(exec.Table()); err != nil {
+		return Action{}, err
+	}
 	_, rec, err := exec.Load(ctx)
 	if err != nil {
 		return Action{}, err
 	}
-	first, err := Terminate(rec, exec.Claim(), p)
+	first, err := Terminate(roles, rec, exec.Claim(), p)
 	if err != nil || first.Kind != Relocate {
 		return first, err
 	}
 	var checkpointErr error
-	if checkpoint != nil && rec.Status != state.Relocating.String() {
+	if checkpoint != nil && !isRelocating(roles, rec) {
 		checkpointErr = checkpoint(ctx)
 	}
 	var final Action
-	_, _, err = exec.Apply(ctx, func(cur state.Status, rec storage.Record) (transition.Update[state.Status], error) {
-		a, err := Terminate(rec, exec.Claim(), p)
+	_, _, err = exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
+		a, err := Terminate(roles, rec, exec.Claim(), p)
 		if err != nil {
-			return transition.Update[state.Status]{}, err
+			return transition.Update[S]{}, err
 		}
 		final = a
 		if a.Kind == Relocate {
-			return transition.Update[state.Status]{To: state.Relocating, Reason: a.Reason}, nil
+			return transition.Update[S]{To: roles.relocating, Reason: a.Reason}, nil
 		}
-		return transition.Update[state.Status]{To: cur}, nil // decided otherwise on the fresh record: write nothing
+		return transition.Update[S]{To: cur}, nil // decided otherwise on the fresh record: write nothing
 	})
 	var fenced *storage.FencedError
 	if errors.As(err, &fenced) {
@@ -179,4 +189,10 @@ func ApplyTerminate(ctx context.Context, exec *transition.Persisted[state.Status
 		}
 	}
 	return final, nil
+}
+
+// isRelocating reports whether rec is in the roles' relocating state.
+func isRelocating[S comparable](roles *Roles[S], rec storage.Record) bool {
+	cur, err := roles.table.Parse(rec.Status)
+	return err == nil && roles.hasRelocate && cur == roles.relocating
 }

@@ -20,9 +20,9 @@ import (
 
 var podA = storage.Claim{Owner: "pod-a", Epoch: 1}
 
-func terminate(t *testing.T, s state.Status, p recovery.Policy) recovery.Action {
+func terminate(t *testing.T, s state.Status, p recovery.Policy[state.Status]) recovery.Action {
 	t.Helper()
-	a, err := recovery.Terminate(record(s), podA, p)
+	a, err := recovery.Terminate(state.Roles(), record(s), podA, p)
 	require.NoError(t, err)
 	return a
 }
@@ -46,10 +46,10 @@ func TestTerminateInARunningStatusRelocatesRestartableWork(t *testing.T) {
 }
 
 func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
-	for name, p := range map[string]recovery.Policy{
+	for name, p := range map[string]recovery.Policy[state.Status]{
 		"platform does not restart": {Now: t0, Work: slicer{true}},
 		"work not restartable":      {Now: t0, Restarts: true, Work: slicer{false}},
-		"older work":                {Now: t0, Restarts: true, Work: legacySlicer{}},
+		"work that says nothing":    {Now: t0, Restarts: true},
 	} {
 		a := terminate(t, state.Running, p)
 		require.Equal(t, recovery.Shutdown, a.Kind, name)
@@ -62,7 +62,7 @@ func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
 func TestTerminateLeavesAnExecutionSomeoneElseOwns(t *testing.T) {
 	rec := record(state.Running)
 	rec.Owner, rec.Epoch = "pod-b", 2
-	a, err := recovery.Terminate(rec, podA, policy())
+	a, err := recovery.Terminate(state.Roles(), rec, podA, policy())
 	require.NoError(t, err)
 	require.Equal(t, recovery.Leave, a.Kind)
 	require.Equal(t, "leave", a.Kind.String())
@@ -72,7 +72,7 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 	exec, store := newExecution(t, state.Paused, time.Now)
 	owned := owner(t, exec, "pod-0")
 	checkpoints := 0
-	a, err := recovery.ApplyTerminate(context.Background(), owned, recovery.Policy{Restarts: true, Work: slicer{true}}, func(context.Context) error {
+	a, err := recovery.ApplyTerminate(context.Background(), state.Roles(), owned, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, func(context.Context) error {
 		checkpoints++
 		rec, _ := store.Get(context.Background(), "ex-1")
 		require.Equal(t, "paused", rec.Status, "checkpoint runs before the status changes")
@@ -96,7 +96,7 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 	require.ErrorIs(t, err, storage.ErrFenced, "a relocated controller writes nothing more")
 
 	// The successor takes over at once and brings it back paused.
-	v, _, err := recovery.ApplyStartup(context.Background(), exec, lease("pod-1"), recovery.Policy{})
+	v, _, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, state.Paused, v.To)
 }
@@ -104,8 +104,8 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 func TestApplyTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	errFlush := errors.New("flush failed")
-	a, err := recovery.ApplyTerminate(context.Background(), owner(t, exec, "pod-0"),
-		recovery.Policy{Restarts: true, Work: slicer{true}}, func(context.Context) error { return errFlush })
+	a, err := recovery.ApplyTerminate(context.Background(), state.Roles(), owner(t, exec, "pod-0"),
+		recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, func(context.Context) error { return errFlush })
 	require.NoError(t, err)
 	require.Equal(t, recovery.Relocate, a.Kind)
 	require.ErrorIs(t, a.CheckpointErr, errFlush)
@@ -116,7 +116,7 @@ func TestApplyTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 func TestApplyTerminateShutdownWritesNothing(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	before, _ := store.Get(context.Background(), "ex-1")
-	a, err := recovery.ApplyTerminate(context.Background(), exec, recovery.Policy{Work: slicer{true}}, func(context.Context) error {
+	a, err := recovery.ApplyTerminate(context.Background(), state.Roles(), exec, recovery.Policy[state.Status]{Work: slicer{true}}, func(context.Context) error {
 		t.Fatal("no checkpoint for a shutdown")
 		return nil
 	})
@@ -131,7 +131,7 @@ func TestApplyTerminateByAFencedControllerLeaves(t *testing.T) {
 	stale := crashed(t, exec, "pod-0")
 	owner(t, exec, "pod-1")
 	before, _ := store.Get(context.Background(), "ex-1")
-	a, err := recovery.ApplyTerminate(context.Background(), stale, recovery.Policy{Restarts: true, Work: slicer{true}}, nil)
+	a, err := recovery.ApplyTerminate(context.Background(), state.Roles(), stale, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.Leave, a.Kind)
 	after, _ := store.Get(context.Background(), "ex-1")
@@ -165,7 +165,7 @@ func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testin
 		go func() {
 			defer wg.Done()
 			<-start
-			action, termErr = recovery.ApplyTerminate(context.Background(), controller, recovery.Policy{Restarts: true, Work: slicer{true}}, nil)
+			action, termErr = recovery.ApplyTerminate(context.Background(), state.Roles(), controller, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, nil)
 		}()
 		go func() {
 			defer wg.Done()
@@ -253,7 +253,7 @@ func startCell(t *testing.T, s state.Status, budgetSpent bool) string {
 }
 
 func sigtermCell(t *testing.T, s state.Status) string {
-	a, err := recovery.Terminate(tableRecord(s), podA, policy())
+	a, err := recovery.Terminate(state.Roles(), tableRecord(s), podA, policy())
 	require.NoError(t, err)
 	cell := a.Kind.String()
 	if a.Kind == recovery.Relocate && s != state.Relocating {

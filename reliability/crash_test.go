@@ -96,8 +96,8 @@ func childCrashWriter(ctx context.Context, spec childSpec) error {
 	// A killed predecessor's etcd lease must expire first: wait for it.
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, exec, err := recovery.ApplyStartup(startCtx, exec, storage.Lease{Holder: spec.Owner, TTL: 2 * time.Second, Wait: true},
-		recovery.Policy{Restarts: true, Work: restartable{}, RestartBudget: recovery.MaxRestartBudget})
+	v, exec, err := recovery.ApplyStartup(startCtx, state.Roles(), exec, storage.Lease{Holder: spec.Owner, TTL: 2 * time.Second, Wait: true},
+		recovery.Policy[state.Status]{Restarts: true, Work: restartable{}, RestartBudget: recovery.MaxRestartBudget})
 	if err != nil {
 		return err
 	}

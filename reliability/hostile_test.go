@@ -102,13 +102,13 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 			_, err = exec.Fire(context.Background(), state.Failed, "clean up")
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			require.Contains(t, err.Error(), `"hibernating"`)
-			_, _, err = recovery.ApplyStartup(context.Background(), exec, storage.Lease{Holder: "pod-a", TTL: time.Minute}, recovery.Policy{})
+			_, _, err = recovery.ApplyStartup(context.Background(), state.Roles(), exec, storage.Lease{Holder: "pod-a", TTL: time.Minute}, recovery.Policy[state.Status]{})
 			require.ErrorIs(t, err, transition.ErrUnknownState)
-			_, err = recovery.Startup(after(t, store), recovery.Policy{Now: time.Now()})
-			require.ErrorIs(t, err, state.ErrUnknownStatus)
-			_, err = recovery.ApplyTerminate(context.Background(), exec, recovery.Policy{}, nil)
+			_, err = recovery.Startup(state.Roles(), after(t, store), recovery.Policy[state.Status]{Now: time.Now()})
+			require.ErrorIs(t, err, transition.ErrUnknownState)
+			_, err = recovery.ApplyTerminate(context.Background(), state.Roles(), exec, recovery.Policy[state.Status]{}, nil)
 			require.Error(t, err)
-			_, err = (&recovery.Reaper{Store: store}).Reconcile(context.Background(), "ex-future")
+			_, err = (&recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store}).Reconcile(context.Background(), "ex-future")
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			after, err := store.Get(context.Background(), "ex-future")
 			require.NoError(t, err)
@@ -123,18 +123,18 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 	rec := storage.Record{ID: "ex-1", Status: "running"}
 	now := time.Now()
-	for name, p := range map[string]recovery.Policy{
+	for name, p := range map[string]recovery.Policy[state.Status]{
 		"negative restart budget":    {Now: now, RestartBudget: -1},
 		"overflowing restart budget": {Now: now, RestartBudget: 1 << 62},
 		"negative restart window":    {Now: now, RestartWindow: -time.Hour},
-		"negative deadline":          {Now: now, Deadlines: recovery.Deadlines{state.Relocating: {After: -time.Minute, Then: state.Failed}}},
-		"zero deadline":              {Now: now, Deadlines: recovery.Deadlines{state.Stopping: {Then: state.Stopped}}},
+		"negative deadline":          {Now: now, Deadlines: recovery.Deadlines[state.Status]{state.Relocating: {After: -time.Minute, Then: state.Failed}}},
+		"zero deadline":              {Now: now, Deadlines: recovery.Deadlines[state.Status]{state.Stopping: {Then: state.Stopped}}},
 		"exit code above 255":        {Now: now, RelocateExitCode: 1 << 20},
 		"negative exit code":         {Now: now, RelocateExitCode: -1},
 	} {
-		_, err := recovery.Startup(rec, p)
+		_, err := recovery.Startup(state.Roles(), rec, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
-		_, err = recovery.Terminate(rec, storage.Claim{}, p)
+		_, err = recovery.Terminate(state.Roles(), rec, storage.Claim{}, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 	}
 	noop := reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) { return reconcile.Result{}, nil })

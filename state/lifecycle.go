@@ -3,6 +3,8 @@ package state
 import (
 	"sync"
 
+	"github.com/execfsm/execfsm/recovery"
+
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -96,4 +98,34 @@ func Lifecycle() *transition.Table[Status] {
 		panic("state: the lifecycle table does not build: " + err.Error())
 	}
 	return t
+}
+
+var roles = sync.OnceValues(func() (*recovery.Roles[Status], error) {
+	return recovery.DefineRoles(Lifecycle()).
+		NotStarted(Pending, Scheduling, Initializing).
+		Running(Running, Recovering, Failing, Paused).
+		// A relocated controller returns to the status it left, or when
+		// the record does not say, re-runs its setup.
+		Relocating(Relocating, Initializing).
+		Stopping(Stopping, Stopped).
+		Failed(Failed).
+		Build()
+})
+
+// Roles returns what each status means to the decisions of package
+// recovery: the init statuses are not started; running, recovering,
+// failing and paused are running; relocating is the return state a
+// relocation writes (a record without its previous status restarts in
+// initializing); stopping ends in stopped; a failure writes failed; the
+// terminal statuses are terminal. Pass it to recovery.Startup,
+// Terminate, their Apply helpers and the Reaper. Built once and shared;
+// Roles are immutable.
+func Roles() *recovery.Roles[Status] {
+	r, err := roles()
+	if err != nil {
+		// The roles are constants of this package and its tests build
+		// them; failing here means the package itself is broken.
+		panic("state: the lifecycle's roles do not build: " + err.Error())
+	}
+	return r
 }

@@ -77,7 +77,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	// Each controller's policy: the platform restarts controllers and the
 	// work can move, so SIGTERM relocates. Its lease is how long a
 	// successor waits if it dies without letting go.
-	policy := recovery.Policy{Restarts: true, Work: slicer{}}
+	policy := recovery.Policy[state.Status]{Restarts: true, Work: slicer{}}
 	lease := func(pod string) storage.Lease { return storage.Lease{Holder: pod, TTL: 15 * time.Second} }
 
 	master, err := open("master")
@@ -100,7 +100,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err != nil {
 		return err
 	}
-	verdict, podA, err := recovery.ApplyStartup(ctx, podA, lease("pod-a"), policy)
+	verdict, podA, err := recovery.ApplyStartup(ctx, state.Roles(), podA, lease("pod-a"), policy)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err = recovery.ApplyStartup(ctx, podB, lease("pod-b"), policy); !errors.Is(err, storage.ErrHeld) {
+	if _, _, err = recovery.ApplyStartup(ctx, state.Roles(), podB, lease("pod-b"), policy); !errors.Is(err, storage.ErrHeld) {
 		return fmt.Errorf("expected pod-b to be refused while pod-a lives, got %v", err)
 	}
 	fmt.Fprintf(w, "  pod-b startup refused: %v\n", err)
@@ -124,14 +124,14 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	}
 
 	// The node is drained: SIGTERM, and the status is not stopping.
-	action, err := recovery.ApplyTerminate(ctx, podA, policy, nil)
+	action, err := recovery.ApplyTerminate(ctx, state.Roles(), podA, policy, nil)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "  pod-a SIGTERM: %s, exit %d (%s)\n", action.Kind, action.ExitCode, action.Reason)
 
 	// pod-b starts elsewhere and takes over at once: pod-a let go.
-	verdict, podB, err = recovery.ApplyStartup(ctx, podB, lease("pod-b"), policy)
+	verdict, podB, err = recovery.ApplyStartup(ctx, state.Roles(), podB, lease("pod-b"), policy)
 	if err != nil {
 		return err
 	}

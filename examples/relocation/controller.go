@@ -96,10 +96,10 @@ func controller(cfg controllerConfig) (int, error) {
 	// over (waiting, as a restarted pod must, for a crashed predecessor's
 	// lease to expire; a live one is never taken over), then decide.
 	work := &slicer{restartable: cfg.Restartable}
-	policy := recovery.Policy{Restarts: true, Work: work, RestartBudget: cfg.Budget}
+	policy := recovery.Policy[state.Status]{Restarts: true, Work: work, RestartBudget: cfg.Budget}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	verdict, exec, err := recovery.ApplyStartup(startCtx, exec, storage.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true}, policy)
+	verdict, exec, err := recovery.ApplyStartup(startCtx, state.Roles(), exec, storage.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true}, policy)
 	say("verdict %s %s: %s", verdict.Decision, verdict.To, verdict.Reason)
 	switch {
 	case errors.Is(err, recovery.ErrTerminalStatus):
@@ -171,8 +171,8 @@ func controller(cfg controllerConfig) (int, error) {
 }
 
 func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persisted[state.Status],
-	policy recovery.Policy, checkpoint func(context.Context) error, lateWrite chan os.Signal) (int, error) {
-	action, err := recovery.ApplyTerminate(ctx, exec, policy, checkpoint)
+	policy recovery.Policy[state.Status], checkpoint func(context.Context) error, lateWrite chan os.Signal) (int, error) {
+	action, err := recovery.ApplyTerminate(ctx, state.Roles(), exec, policy, checkpoint)
 	if err != nil {
 		return 0, err
 	}

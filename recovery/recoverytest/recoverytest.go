@@ -71,8 +71,8 @@ type restartable struct{}
 
 func (restartable) IsRestartable() bool { return true }
 
-func policy() recovery.Policy {
-	return recovery.Policy{Restarts: true, Work: restartable{}}
+func policy() recovery.Policy[state.Status] {
+	return recovery.Policy[state.Status]{Restarts: true, Work: restartable{}}
 }
 
 func bounded(t *testing.T) context.Context {
@@ -101,10 +101,10 @@ func controller(t *testing.T, store storage.Store, id, pod string) *transition.P
 }
 
 // startup runs the README's startup path for pod.
-func startup(t *testing.T, store storage.Store, id, pod string, l storage.Lease) (recovery.Verdict, *transition.Persisted[state.Status], error) {
+func startup(t *testing.T, store storage.Store, id, pod string, l storage.Lease) (recovery.Verdict[state.Status], *transition.Persisted[state.Status], error) {
 	t.Helper()
 	l.Holder = pod
-	return recovery.ApplyStartup(bounded(t), controller(t, store, id, pod), l, policy())
+	return recovery.ApplyStartup(bounded(t), state.Roles(), controller(t, store, id, pod), l, policy())
 }
 
 // releaseAtEnd ends exec's ownership when the test ends.
@@ -238,7 +238,7 @@ func startupWaitsForCrashedPredecessor(t *testing.T, store storage.Store) {
 	require.NoError(t, err)
 
 	type result struct {
-		v    recovery.Verdict
+		v    recovery.Verdict[state.Status]
 		exec *transition.Persisted[state.Status]
 		err  error
 	}
@@ -301,7 +301,7 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 		require.NoError(t, err)
 		_, _, err = controller(t, store, id, "pod-0").Acquire(bounded(t), lease("pod-x"))
 		require.ErrorIs(t, err, storage.ErrHeld)
-		a, err := recovery.ApplyTerminate(bounded(t), pod0, policy(), nil)
+		a, err := recovery.ApplyTerminate(bounded(t), state.Roles(), pod0, policy(), nil)
 		require.NoError(t, err)
 		require.Equal(t, recovery.Relocate, a.Kind)
 		require.NoError(t, a.ReleaseErr)
@@ -311,7 +311,7 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 		var wg sync.WaitGroup
 		pods := []string{"pod-1", "pod-2"}
 		execs := make([]*transition.Persisted[state.Status], len(pods))
-		verdicts := make([]recovery.Verdict, len(pods))
+		verdicts := make([]recovery.Verdict[state.Status], len(pods))
 		errs := make([]error, len(pods))
 		start := make(chan struct{})
 		for k, pod := range pods {
@@ -320,7 +320,7 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 			go func() {
 				defer wg.Done()
 				<-start
-				verdicts[k], execs[k], errs[k] = recovery.ApplyStartup(bounded(t), c, lease(pod), policy())
+				verdicts[k], execs[k], errs[k] = recovery.ApplyStartup(bounded(t), state.Roles(), c, lease(pod), policy())
 			}()
 		}
 		close(start)

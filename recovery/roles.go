@@ -1,0 +1,316 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/execfsm/execfsm/transition"
+)
+
+// Role is what a state means to the decisions.
+type Role uint8
+
+// The roles. Every state of a table has exactly one.
+const (
+	// RoleNotStarted: nothing runs (yet, or any more without the
+	// execution being over: a simulator idle after a stop, or in error
+	// waiting for a reset). Startup starts; SIGTERM shuts down.
+	RoleNotStarted Role = iota + 1
+	// RoleRunning: work runs. Found on startup it means the previous
+	// controller died unasked (an unexpected restart); on SIGTERM a
+	// restartable controller relocates.
+	RoleRunning
+	// RoleRelocating: the return state a relocating controller writes;
+	// it remembers the running state it left, and the controller that
+	// takes over returns there.
+	RoleRelocating
+	// RoleStopping: a stop was asked for. Startup finishes it; SIGTERM
+	// shuts down.
+	RoleStopping
+	// RoleTerminal: the execution is over (the table's terminal states).
+	// Startup refuses it.
+	RoleTerminal
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleNotStarted:
+		return "not started"
+	case RoleRunning:
+		return "running"
+	case RoleRelocating:
+		return "relocating"
+	case RoleStopping:
+		return "stopping"
+	case RoleTerminal:
+		return "terminal"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// ErrInvalidRoles is matched by the error [RolesBuilder.Build] returns for
+// roles that do not fit their table.
+var ErrInvalidRoles = errors.New("invalid roles")
+
+// Roles say what each state of a table means to the decisions ([Startup],
+// [Terminate], [Deadlines], [Reaper]), so that they work for any table:
+// Teraslice's execution lifecycle (package state has its roles) as much
+// as a simulator's idle, starting, running, paused, stopping and error.
+// Build them with [DefineRoles]; they are checked against the table then,
+// never later. A Roles is immutable and safe to share.
+type Roles[S comparable] struct {
+	table       *transition.Table[S]
+	role        map[S]Role
+	relocating  S
+	restart     S // where a relocation that does not say what it left goes
+	stopping    S
+	stopped     S // what a finished (or overdue) stop writes
+	failed      S // what a failure writes
+	hasRelocate bool
+	hasStopping bool
+}
+
+// RolesBuilder collects the roles of a table's states; see [DefineRoles].
+type RolesBuilder[S comparable] struct {
+	table    *transition.Table[S]
+	given    []roleGiven[S]
+	twice    []string
+	r        Roles[S]
+	hasFail  bool
+	notStart []S
+	running  []S
+}
+
+type roleGiven[S comparable] struct {
+	state S
+	role  Role
+}
+
+// DefineRoles starts the roles of table's states:
+//
+//	roles, err := recovery.DefineRoles(table).
+//		NotStarted(Idle, Error).
+//		Running(Starting, Running, Paused).
+//		Relocating(Relocating, Idle).
+//		Stopping(Stopping, Idle).
+//		Failed(Error).
+//		Build()
+//
+// The table's terminal states have [RoleTerminal]; every other state must
+// be given exactly one role.
+func DefineRoles[S comparable](table *transition.Table[S]) *RolesBuilder[S] {
+	return &RolesBuilder[S]{table: table}
+}
+
+func (b *RolesBuilder[S]) give(role Role, states ...S) {
+	for _, s := range states {
+		b.given = append(b.given, roleGiven[S]{s, role})
+	}
+}
+
+func (b *RolesBuilder[S]) once(what string, done bool) bool {
+	if done {
+		b.twice = append(b.twice, what+" is given twice")
+		return false
+	}
+	return true
+}
+
+// NotStarted gives states [RoleNotStarted].
+func (b *RolesBuilder[S]) NotStarted(states ...S) *RolesBuilder[S] {
+	b.give(RoleNotStarted, states...)
+	b.notStart = append(b.notStart, states...)
+	return b
+}
+
+// Running gives states [RoleRunning]. At least one state must be running.
+func (b *RolesBuilder[S]) Running(states ...S) *RolesBuilder[S] {
+	b.give(RoleRunning, states...)
+	b.running = append(b.running, states...)
+	return b
+}
+
+// Relocating gives relocating [RoleRelocating]: a return state (see
+// [transition.Builder.Return]) every running state can move to and come
+// back from. A relocated record that does not say which state it left
+// resumes in restart, a not-started state relocating can move to. A table
+// without a relocating state leaves this out; its controllers then shut
+// down on every SIGTERM.
+func (b *RolesBuilder[S]) Relocating(relocating, restart S) *RolesBuilder[S] {
+	if b.once("Relocating", b.r.hasRelocate) {
+		b.give(RoleRelocating, relocating)
+		b.r.relocating, b.r.restart, b.r.hasRelocate = relocating, restart, true
+	}
+	return b
+}
+
+// Stopping gives stopping [RoleStopping]: the state a stop request
+// writes. stopped is what a controller writes when the stop is over, or
+// a deadline when it takes too long: a terminal or a not-started state
+// that stopping can move to. A table without a stopping state leaves
+// this out.
+func (b *RolesBuilder[S]) Stopping(stopping, stopped S) *RolesBuilder[S] {
+	if b.once("Stopping", b.r.hasStopping) {
+		b.give(RoleStopping, stopping)
+		b.r.stopping, b.r.stopped, b.r.hasStopping = stopping, stopped, true
+	}
+	return b
+}
+
+// Failed names the state a failure writes (an unexpected restart past
+// the budget, a relocation nobody took over): a terminal or a not-started
+// state every running state can move to. Required.
+func (b *RolesBuilder[S]) Failed(failed S) *RolesBuilder[S] {
+	if b.once("Failed", b.hasFail) {
+		b.r.failed, b.hasFail = failed, true
+	}
+	return b
+}
+
+// Build checks the roles against the table and returns them, or an error
+// matching [ErrInvalidRoles] that lists every problem.
+func (b *RolesBuilder[S]) Build() (*Roles[S], error) {
+	t := b.table
+	if t == nil {
+		return nil, fmt.Errorf("recovery: %w: nil table", ErrInvalidRoles)
+	}
+	problems := slices.Clone(b.twice)
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	name := func(s S) string { n, _ := t.Name(s); return fmt.Sprintf("%q", n) }
+	r := b.r
+	r.table = t
+	r.role = map[S]Role{}
+	for _, s := range t.States() {
+		if t.IsTerminal(s) {
+			r.role[s] = RoleTerminal
+		}
+	}
+	for _, g := range b.given {
+		switch prev, ok := r.role[g.state]; {
+		case !t.Has(g.state):
+			add("%s (%s) is not a state of the table", name(g.state), g.role)
+		case ok && prev == RoleTerminal:
+			add("%s is terminal in the table; it cannot be %s", name(g.state), g.role)
+		case ok && prev != g.role:
+			add("%s is given two roles: %s and %s", name(g.state), prev, g.role)
+		default:
+			r.role[g.state] = g.role
+		}
+	}
+	for _, s := range t.States() {
+		if _, ok := r.role[s]; !ok {
+			add("%s has no role", name(s))
+		}
+	}
+	if len(b.running) == 0 {
+		add("no state is running")
+	}
+	ends := func(s S) bool { role := r.role[s]; return role == RoleTerminal || role == RoleNotStarted }
+	if !b.hasFail {
+		add("no Failed state")
+	} else if !t.Has(r.failed) || !ends(r.failed) {
+		add("Failed %s must be a terminal or a not-started state of the table", name(r.failed))
+	} else {
+		for _, s := range b.running {
+			if t.Has(s) && !t.Allowed(s, r.failed) {
+				add("running %s cannot move to Failed %s", name(s), name(r.failed))
+			}
+		}
+	}
+	if r.hasRelocate && t.Has(r.relocating) {
+		for _, s := range b.running {
+			if !t.Has(s) {
+				continue
+			}
+			if !t.Allowed(s, r.relocating) {
+				add("running %s cannot move to Relocating %s", name(s), name(r.relocating))
+			}
+			if !t.IsReturn(r.relocating, s) {
+				add("Relocating %s has no return edge back to running %s", name(r.relocating), name(s))
+			}
+		}
+		if !t.Has(r.restart) || r.role[r.restart] != RoleNotStarted || !t.Allowed(r.relocating, r.restart) {
+			add("a relocation's restart %s must be a not-started state Relocating %s can move to", name(r.restart), name(r.relocating))
+		}
+		if b.hasFail && t.Has(r.failed) && !t.Allowed(r.relocating, r.failed) {
+			add("Relocating %s cannot move to Failed %s (its deadline could not be enforced)", name(r.relocating), name(r.failed))
+		}
+	}
+	if r.hasStopping && t.Has(r.stopping) {
+		if !t.Has(r.stopped) || !ends(r.stopped) || !t.Allowed(r.stopping, r.stopped) {
+			add("Stopping's end %s must be a terminal or a not-started state Stopping %s can move to", name(r.stopped), name(r.stopping))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("recovery: %w:\n  %s", ErrInvalidRoles, strings.Join(problems, "\n  "))
+	}
+	return &r, nil
+}
+
+// Table returns the table the roles were checked against.
+func (r *Roles[S]) Table() *transition.Table[S] { return r.table }
+
+// Role returns the role of s, and false if s is not a state of the table.
+func (r *Roles[S]) Role(s S) (Role, bool) {
+	role, ok := r.role[s]
+	return role, ok
+}
+
+// Failed returns the state a failure writes.
+func (r *Roles[S]) Failed() S { return r.failed }
+
+// Relocating returns the relocating state, and false if the table has
+// none.
+func (r *Roles[S]) Relocating() (S, bool) { return r.relocating, r.hasRelocate }
+
+// Stopping returns the stopping state and what a finished stop writes,
+// and false if the table has no stopping state.
+func (r *Roles[S]) Stopping() (stopping, stopped S, ok bool) {
+	return r.stopping, r.stopped, r.hasStopping
+}
+
+// DefaultDeadlines: a relocation nobody takes over within ten minutes
+// fails the execution; a stop that takes more than five minutes is
+// considered done (Teraslice's cluster master reaps stuck stopping
+// executions after its shutdown timeout the same way). A table without a
+// relocating or a stopping state has no deadline for it.
+func (r *Roles[S]) DefaultDeadlines() Deadlines[S] {
+	d := Deadlines[S]{}
+	if r.hasRelocate {
+		d[r.relocating] = Deadline[S]{After: 10 * time.Minute, Then: r.failed}
+	}
+	if r.hasStopping {
+		d[r.stopping] = Deadline[S]{After: 5 * time.Minute, Then: r.stopped}
+	}
+	return d
+}
+
+// ends reports whether s is what a failure or a finished stop writes.
+func (r *Roles[S]) ends(s S) bool {
+	return s == r.failed || (r.hasStopping && s == r.stopped)
+}
+
+// fits reports whether table has the very states the roles were given
+// for, so decisions made with the roles can be written through it (a
+// table built from the same builder with guards added fits).
+func (r *Roles[S]) fits(table *transition.Table[S]) error {
+	if table == r.table {
+		return nil
+	}
+	if table.Len() == r.table.Len() {
+		same := true
+		for _, s := range table.States() {
+			if role, ok := r.role[s]; !ok || (role == RoleTerminal) != table.IsTerminal(s) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return nil
+		}
+	}
+	return fmt.Errorf("recovery: %w: the execution's table has other states than the roles' table", ErrInvalidRoles)
+}

@@ -1,0 +1,297 @@
+package recovery_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+// Sim is a user's own state type: a VILLAS simulator's states, plus the
+// relocating state its manager writes when it is moved.
+type Sim string
+
+const (
+	SimIdle       Sim = "idle"
+	SimStarting   Sim = "starting"
+	SimRunning    Sim = "running"
+	SimPaused     Sim = "paused"
+	SimRelocating Sim = "relocating"
+	SimStopping   Sim = "stopping"
+	SimError      Sim = "error"
+	SimGone       Sim = "gone"
+)
+
+func simBuilder() *transition.Builder[Sim] {
+	return transition.New(SimIdle).
+		Allow(SimIdle, SimStarting, SimGone).
+		Allow(SimStarting, SimRunning, SimError, SimStopping, SimRelocating, SimGone).
+		Allow(SimRunning, SimPaused, SimStopping, SimError, SimRelocating, SimGone).
+		Allow(SimPaused, SimRunning, SimStopping, SimError, SimRelocating, SimGone).
+		Return(SimRelocating, SimStarting, SimRunning, SimPaused).
+		Allow(SimRelocating, SimIdle, SimError, SimStopping, SimGone).
+		Allow(SimStopping, SimIdle, SimError, SimGone).
+		Allow(SimError, SimIdle, SimGone).
+		Terminal(SimGone)
+}
+
+func simTable(t *testing.T) *transition.Table[Sim] {
+	t.Helper()
+	table, err := simBuilder().Build()
+	require.NoError(t, err)
+	return table
+}
+
+func simRoles(t *testing.T, table *transition.Table[Sim]) *recovery.Roles[Sim] {
+	t.Helper()
+	roles, err := recovery.DefineRoles(table).
+		NotStarted(SimIdle, SimError).
+		Running(SimStarting, SimRunning, SimPaused).
+		Relocating(SimRelocating, SimIdle).
+		Stopping(SimStopping, SimIdle).
+		Failed(SimError).
+		Build()
+	require.NoError(t, err)
+	return roles
+}
+
+func TestRolesOfAUserTable(t *testing.T) {
+	roles := simRoles(t, simTable(t))
+	for s, want := range map[Sim]recovery.Role{
+		SimIdle: recovery.RoleNotStarted, SimError: recovery.RoleNotStarted,
+		SimStarting: recovery.RoleRunning, SimRunning: recovery.RoleRunning, SimPaused: recovery.RoleRunning,
+		SimRelocating: recovery.RoleRelocating, SimStopping: recovery.RoleStopping, SimGone: recovery.RoleTerminal,
+	} {
+		got, ok := roles.Role(s)
+		require.True(t, ok, s)
+		require.Equal(t, want, got, s)
+	}
+	_, ok := roles.Role("exploded")
+	require.False(t, ok)
+	require.Equal(t, SimError, roles.Failed())
+	require.Equal(t, recovery.Deadlines[Sim]{
+		SimRelocating: {After: 10 * time.Minute, Then: SimError},
+		SimStopping:   {After: 5 * time.Minute, Then: SimIdle},
+	}, roles.DefaultDeadlines())
+}
+
+// The execution lifecycle's roles agree with the status sets of package
+// state, status by status.
+func TestExecutionRolesAgreeWithTheStatusSets(t *testing.T) {
+	roles := state.Roles()
+	for s := range state.All.All() {
+		role, ok := roles.Role(s)
+		require.True(t, ok, s)
+		switch {
+		case s.IsTerminal():
+			require.Equal(t, recovery.RoleTerminal, role, s)
+		case s.IsInit():
+			require.Equal(t, recovery.RoleNotStarted, role, s)
+		case s == state.Relocating:
+			require.Equal(t, recovery.RoleRelocating, role, s)
+		case s == state.Stopping:
+			require.Equal(t, recovery.RoleStopping, role, s)
+		default:
+			require.True(t, state.RunningStatuses.Has(s), s)
+			require.Equal(t, recovery.RoleRunning, role, s)
+		}
+	}
+}
+
+func TestRolesThatDoNotFitTheirTableAreRefusedWithEveryProblem(t *testing.T) {
+	table := simTable(t)
+	full := func() *recovery.RolesBuilder[Sim] {
+		return recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning, SimPaused).
+			Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimIdle)
+	}
+	// plain has a relocating state but no return edges, and starting
+	// cannot reach gone.
+	plain, err := transition.New(SimIdle).
+		Allow(SimIdle, SimStarting).Allow(SimStarting, SimRunning, SimError, SimRelocating).
+		Allow(SimRunning, SimError, SimRelocating, SimGone).Allow(SimRelocating, SimRunning, SimIdle, SimError).
+		Allow(SimError, SimIdle, SimGone).Terminal(SimGone).Build()
+	require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		b    *recovery.RolesBuilder[Sim]
+		want string
+	}{
+		"nil table":             {recovery.DefineRoles[Sim](nil), "nil table"},
+		"a state not in table":  {full().Failed(SimError).Running("warp"), `"warp" (running) is not a state of the table`},
+		"a terminal given role": {full().Failed(SimError).NotStarted(SimGone), `"gone" is terminal in the table`},
+		"two roles":             {full().Failed(SimError).Running(SimIdle), `"idle" is given two roles`},
+		"a state without role":  {recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimRunning, SimPaused).Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimIdle).Failed(SimError), `"starting" has no role`},
+		"nothing running":       {recovery.DefineRoles(table).NotStarted(SimIdle, SimError, SimStarting, SimRunning, SimPaused).Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimIdle).Failed(SimError), "no state is running"},
+		"no failure":            {full(), "no Failed state"},
+		"failure is running":    {full().Failed(SimRunning), `Failed "running" must be a terminal or a not-started state`},
+		"given twice":           {full().Failed(SimError).Failed(SimGone), "Failed is given twice"},
+		"running reaches no failure": {
+			recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning, SimPaused).
+				Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimIdle).Failed(SimGone),
+			"", // every running state can reach gone; see the next case for one that cannot
+		},
+		"running cannot fail": {
+			recovery.DefineRoles(plain).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning).
+				Relocating(SimRelocating, SimIdle).Failed(SimGone),
+			`running "starting" cannot move to Failed "gone"`,
+		},
+		"relocating without return edge": {
+			recovery.DefineRoles(plain).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning).
+				Relocating(SimRelocating, SimIdle).Failed(SimError),
+			`Relocating "relocating" has no return edge back to running "starting"`,
+		},
+		"relocating given twice": {
+			full().Failed(SimError).Relocating(SimRelocating, SimRunning),
+			"Relocating is given twice",
+		},
+		"bad restart": {
+			recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning, SimPaused).
+				Relocating(SimRelocating, SimRunning).Stopping(SimStopping, SimIdle).Failed(SimError),
+			`a relocation's restart "running" must be a not-started state`,
+		},
+		"bad stop end": {
+			recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning, SimPaused).
+				Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimRunning).Failed(SimError),
+			`Stopping's end "running" must be a terminal or a not-started state`,
+		},
+	} {
+		roles, err := tc.b.Build()
+		if tc.want == "" {
+			require.NoError(t, err, name)
+			require.NotNil(t, roles, name)
+			continue
+		}
+		require.ErrorIs(t, err, recovery.ErrInvalidRoles, name)
+		require.ErrorContains(t, err, tc.want, name)
+		require.Nil(t, roles, name)
+	}
+}
+
+// Every problem is listed at once, as transition.Builder lists a table's.
+func TestRolesListEveryProblem(t *testing.T) {
+	_, err := recovery.DefineRoles(simTable(t)).Running("warp").Build()
+	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
+	for _, want := range []string{`"warp" (running) is not a state`, `"idle" has no role`, `"paused" has no role`, "no Failed state"} {
+		require.ErrorContains(t, err, want)
+	}
+}
+
+// The decisions on a user's table, state by state, as the execution
+// lifecycle's are tested: the table a VILLAS simulator manager lives by.
+func TestDecisionsOnAUserTable(t *testing.T) {
+	roles := simRoles(t, simTable(t))
+	p := recovery.Policy[Sim]{Now: t0, Restarts: true, Work: recovery.Restartability(true)}
+	rec := func(s Sim, previous Sim) storage.Record {
+		return storage.Record{ID: "sim-1", Status: string(s), Previous: string(previous), Owner: "mgr-a", Epoch: 1,
+			UpdatedAt: t0.Add(-time.Minute), Since: t0.Add(-time.Minute)}
+	}
+	for _, tc := range []struct {
+		found, previous Sim
+		decision        recovery.Decision
+		to              Sim
+		sigterm         recovery.ActionKind
+	}{
+		{SimIdle, "", recovery.Start, SimIdle, recovery.Shutdown},
+		{SimError, "", recovery.Start, SimError, recovery.Shutdown},
+		{SimStarting, "", recovery.Resume, SimStarting, recovery.Relocate},
+		{SimRunning, "", recovery.Resume, SimRunning, recovery.Relocate},
+		{SimPaused, "", recovery.Resume, SimPaused, recovery.Relocate},
+		{SimRelocating, SimPaused, recovery.Resume, SimPaused, recovery.Relocate},
+		{SimRelocating, "", recovery.Resume, SimIdle, recovery.Relocate},
+		{SimStopping, "", recovery.Stop, SimStopping, recovery.Shutdown},
+		{SimGone, "", recovery.Refuse, SimGone, recovery.Shutdown},
+	} {
+		v, err := recovery.Startup(roles, rec(tc.found, tc.previous), p)
+		require.NoError(t, err)
+		require.Equal(t, tc.decision, v.Decision, "startup in %s", tc.found)
+		require.Equal(t, tc.to, v.To, "startup in %s", tc.found)
+		a, err := recovery.Terminate(roles, rec(tc.found, tc.previous), storage.Claim{Owner: "mgr-a", Epoch: 1}, p)
+		require.NoError(t, err)
+		require.Equal(t, tc.sigterm, a.Kind, "SIGTERM in %s", tc.found)
+	}
+	// A crash past the budget fails into the roles' failure state.
+	p.RestartBudget = 1
+	crashed := rec(SimRunning, "")
+	crashed.Meta = map[string]string{recovery.MetaRestarts: strconv.FormatInt(t0.Add(-time.Minute).UnixMilli(), 10)}
+	v, err := recovery.Startup(roles, crashed, p)
+	require.NoError(t, err)
+	require.Equal(t, recovery.Fail, v.Decision)
+	require.Equal(t, SimError, v.To)
+	// Past the stopping deadline the stop's end is written: idle.
+	old := rec(SimStopping, "")
+	old.Since = t0.Add(-time.Hour)
+	v, err = recovery.Startup(roles, old, recovery.Policy[Sim]{Now: t0})
+	require.NoError(t, err)
+	require.Equal(t, recovery.Stop, v.Decision)
+	require.Equal(t, SimIdle, v.To)
+}
+
+// A controller on its own table starts, relocates and is resumed through
+// the same Apply helpers as an execution controller: the compile error
+// "cannot use *transition.Persisted[Phase] as *transition.Persisted[state.Status]"
+// is gone.
+func TestApplyOnAUserTable(t *testing.T) {
+	table := simTable(t)
+	roles := simRoles(t, table)
+	store := storage.NewMemory()
+	manager, err := transition.NewPersisted(table, store, "sim-1", transition.Actor("operator"))
+	require.NoError(t, err)
+	_, err = manager.Create(context.Background(), transition.Update[Sim]{To: SimIdle})
+	require.NoError(t, err)
+	_, err = manager.Fire(context.Background(), SimStarting, "the manager starts it")
+	require.NoError(t, err)
+	_, err = manager.Fire(context.Background(), SimPaused, "")
+	require.Error(t, err, "starting cannot pause")
+	_, err = manager.Fire(context.Background(), SimRunning, "up")
+	require.NoError(t, err)
+	_, err = manager.Fire(context.Background(), SimPaused, "the user pauses it")
+	require.NoError(t, err)
+
+	p := recovery.Policy[Sim]{Restarts: true, Work: recovery.Restartability(true)}
+	v, mgrA, err := recovery.ApplyStartup(context.Background(), roles, manager, lease("mgr-a"), p)
+	require.NoError(t, err)
+	require.Equal(t, recovery.Resume, v.Decision, "a manager restarted while its simulator ran resumes it")
+	a, err := recovery.ApplyTerminate(context.Background(), roles, mgrA, p, nil)
+	require.NoError(t, err)
+	require.Equal(t, recovery.Relocate, a.Kind)
+	cur, rec, err := manager.Load(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, SimRelocating, cur)
+	require.Equal(t, string(SimPaused), rec.Previous)
+
+	v, mgrB, err := recovery.ApplyStartup(context.Background(), roles, manager, lease("mgr-b"), p)
+	require.NoError(t, err)
+	require.Equal(t, recovery.Resume, v.Decision)
+	require.Equal(t, SimPaused, v.To, "back to where it was relocated from")
+	require.NoError(t, mgrB.Ownership().Release(context.Background()))
+}
+
+// Roles checked against one table refuse an execution on another.
+func TestApplyRefusesRolesOfAnotherTable(t *testing.T) {
+	roles := simRoles(t, simTable(t))
+	other, err := transition.New(SimIdle).Allow(SimIdle, SimGone).Terminal(SimGone).Build()
+	require.NoError(t, err)
+	exec, err := transition.NewPersisted(other, storage.NewMemory(), "sim-1")
+	require.NoError(t, err)
+	_, _, err = recovery.ApplyStartup(context.Background(), roles, exec, lease("mgr-a"), recovery.Policy[Sim]{})
+	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
+	_, err = recovery.ApplyTerminate(context.Background(), roles, exec, recovery.Policy[Sim]{}, nil)
+	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
+
+	// A table from the same builder with a guard added fits.
+	guarded, err := simBuilder().Guard(SimIdle, SimStarting, func(context.Context, transition.Change[Sim]) error { return nil }).Build()
+	require.NoError(t, err)
+	exec, err = transition.NewPersisted(guarded, storage.NewMemory(), "sim-1")
+	require.NoError(t, err)
+	_, err = exec.Create(context.Background(), transition.Update[Sim]{To: SimIdle})
+	require.NoError(t, err)
+	v, owned, err := recovery.ApplyStartup(context.Background(), roles, exec, lease("mgr-a"), recovery.Policy[Sim]{})
+	require.NoError(t, err)
+	require.Equal(t, recovery.Start, v.Decision)
+	require.NoError(t, owned.Ownership().Release(context.Background()))
+}
