@@ -179,7 +179,8 @@ func (p *Persisted[S]) deliver(c Change[S]) {
 
 // Create writes a new record in the state u.To (usually the table's
 // initial state) with u's reason and metadata, owned by nobody. A record
-// with that id already present is [storage.ErrExists].
+// with that id already present is [storage.ErrExists]. Observers see the
+// creation as a change from the zero value of S to u.To.
 func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record, error) {
 	if err := storecall.Check(ctx, "transition", "Create"); err != nil {
 		return storage.Record{}, err
@@ -192,7 +193,23 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record,
 	rec := storage.Record{ID: p.id, Status: name, UpdatedAt: at, Since: at, Reason: u.Reason, HistoryLimit: p.history,
 		History: []storage.Entry{{To: name, Reason: u.Reason, Actor: p.actor, At: at}}}
 	rec.Meta, _ = mergeMeta(nil, u.Meta, u.Unset)
-	return p.store.Create(ctx, rec)
+	stored, err := p.store.Create(ctx, rec)
+	if err != nil {
+		return storage.Record{}, err
+	}
+	// Observed like every other write: as a change from the zero state
+	// (the audit trail's first entry has no From either). The record is
+	// written whatever happens next, so a caller that gives up waiting
+	// for the lock still learns of it.
+	if lock(context.WithoutCancel(ctx), p.shared.sem) == nil {
+		if stored.Revision > p.shared.cache.Revision {
+			p.shared.cache = stored
+		}
+		var zero S
+		p.deliver(Change[S]{ID: p.id, From: zero, To: u.To, Reason: u.Reason, Actor: p.actor, At: at,
+			Revision: stored.Revision, Owner: p.claim.Owner, Epoch: p.claim.Epoch})
+	}
+	return stored, nil
 }
 
 // Load reads the record from the store and returns it with its state.
@@ -255,6 +272,13 @@ func (p *Persisted[S]) Fire(ctx context.Context, to S, reason string) (Change[S]
 // decide is returned as it is, and nothing is written. An update that
 // changes nothing writes nothing.
 //
+// decide and the guards run with no lock held: they may call back into
+// this Persisted (Load, Fire, Apply), as they may into a [Machine]. A
+// write they make is a concurrent write like any other: this one then
+// finds the record changed and decides again (a guard that writes on
+// every call makes this Apply give up after its retries with
+// [storage.ErrConflict]).
+//
 // It returns the change, with the revision written, and the record as
 // stored.
 func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec storage.Record) (Update[S], error)) (Change[S], storage.Record, error) {
@@ -264,71 +288,100 @@ func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec storage
 	if decide == nil {
 		return Change[S]{}, storage.Record{}, errors.New("transition: Apply: nil decide function")
 	}
-	if err := lock(ctx, p.shared.sem); err != nil {
+	rec, cached, err := p.begin(ctx)
+	if err != nil {
 		return Change[S]{}, storage.Record{}, err
-	}
-	c, rec, written, err := p.applyLocked(ctx, decide)
-	if !written {
-		<-p.shared.sem
-		return c, rec, err
-	}
-	p.deliver(c)
-	return c, rec, nil
-}
-
-// applyLocked is Apply with the write lock held; written reports a write.
-//
-// It starts from the record this handle (or one it shares a queue with)
-// last read or wrote, if any: a controller is usually its execution's
-// only writer, and the compare-and-swap catches the cases where it is
-// not, so the common write is one round trip instead of two. Whatever
-// the cached record leads to other than a write (a refusal, a decision
-// to write nothing, a fence) is never trusted: the record may have moved
-// on, so the decision is made again on a fresh read.
-func (p *Persisted[S]) applyLocked(ctx context.Context, decide func(S, storage.Record) (Update[S], error)) (c Change[S], rec storage.Record, written bool, err error) {
-	if err := p.lost(); err != nil {
-		return Change[S]{}, storage.Record{}, false, err // final: no read can change it
-	}
-	rec, cached := p.shared.cache, p.shared.cache.ID != ""
-	if !cached {
-		if rec, err = p.read(ctx); err != nil {
-			return Change[S]{}, storage.Record{}, false, err
-		}
 	}
 	for attempt := 1; ; {
 		next, c, write, err := p.decide(ctx, rec, decide)
 		if cached && (err != nil || !write) && ctx.Err() == nil {
+			// A decision made on the cached record that does not write
+			// is never trusted: decide again on what the store holds.
 			cached = false
-			if rec, err = p.read(ctx); err != nil {
-				return Change[S]{}, storage.Record{}, false, err
+			if rec, err = p.fresh(ctx); err != nil {
+				return Change[S]{}, storage.Record{}, err
 			}
 			continue
 		}
 		if err != nil || !write {
-			return c, rec, false, err
+			return c, rec, err
 		}
-		stored, err := p.store.CompareAndSwap(ctx, p.id, rec.Revision, next)
+		stored, err := p.write(ctx, rec.Revision, next, c)
 		if err == nil {
-			p.shared.cache = stored
 			c.Revision = stored.Revision
-			return c, stored, true, nil
+			return c, stored, nil
 		}
 		var conflict *storage.ConflictError
 		if !errors.As(err, &conflict) {
-			p.shared.cache = storage.Record{} // the write may or may not have landed
-			return Change[S]{}, storage.Record{}, false, err
+			return Change[S]{}, storage.Record{}, err
 		}
 		if attempt > p.retries {
-			return Change[S]{}, storage.Record{}, false, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quote.Limited(p.id), attempt, err)
+			return Change[S]{}, storage.Record{}, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quote.Limited(p.id), attempt, err)
 		}
 		attempt++
 		cached = false
 		if rec = conflict.Current; rec.ID != p.id { // a store that did not include the record
-			if rec, err = p.read(ctx); err != nil {
-				return Change[S]{}, storage.Record{}, false, err
+			if rec, err = p.fresh(ctx); err != nil {
+				return Change[S]{}, storage.Record{}, err
 			}
 		}
 	}
+}
+
+// begin returns the record a write starts from: the one this handle (or
+// one it shares a queue with) last read or wrote, if any, and otherwise a
+// fresh read. A controller is usually its execution's only writer, and
+// the compare-and-swap catches the cases where it is not, so the common
+// write is one round trip instead of two. A handle whose ownership has
+// ended fails at once: no read can change that.
+func (p *Persisted[S]) begin(ctx context.Context) (rec storage.Record, cached bool, err error) {
+	if err := p.lost(); err != nil {
+		return storage.Record{}, false, err
+	}
+	if err := lock(ctx, p.shared.sem); err != nil {
+		return storage.Record{}, false, err
+	}
+	rec = p.shared.cache
+	<-p.shared.sem
+	if rec.ID != "" {
+		return rec, true, nil
+	}
+	rec, err = p.fresh(ctx)
+	return rec, false, err
+}
+
+// fresh reads the record from the store and remembers it.
+func (p *Persisted[S]) fresh(ctx context.Context) (storage.Record, error) {
+	if err := lock(ctx, p.shared.sem); err != nil {
+		return storage.Record{}, err
+	}
+	defer func() { <-p.shared.sem }()
+	return p.read(ctx)
+}
+
+// write stores next if the record is still at revision expect, remembers
+// it and hands the change to the observers. The write lock is held from
+// the compare-and-swap to the enqueueing, so observers see changes in the
+// order they were written; it is released before they are called.
+func (p *Persisted[S]) write(ctx context.Context, expect uint64, next storage.Record, c Change[S]) (storage.Record, error) {
+	if err := lock(ctx, p.shared.sem); err != nil {
+		return storage.Record{}, err
+	}
+	stored, err := p.store.CompareAndSwap(ctx, p.id, expect, next)
+	if err != nil {
+		var conflict *storage.ConflictError
+		if !errors.As(err, &conflict) {
+			p.shared.cache = storage.Record{} // the write may or may not have landed
+		}
+		<-p.shared.sem
+		return storage.Record{}, err
+	}
+	if stored.Revision > p.shared.cache.Revision {
+		p.shared.cache = stored
+	}
+	c.Revision = stored.Revision
+	p.deliver(c)
+	return stored, nil
 }
 
 // decide checks the fence, asks decide for an update of rec and plans it.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/testwait"
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/transition"
@@ -549,7 +550,7 @@ func TestPersistedObserversSeeWritesInOrderAndMayWriteAgain(t *testing.T) {
 	}))
 	_, err := p.Fire(bg, Work, "")
 	require.NoError(t, err)
-	require.Equal(t, []string{"queued>working", "working>held"}, got)
+	require.Equal(t, []string{">queued", "queued>working", "working>held"}, got, "the creation, then the moves")
 }
 
 // TestPersistedConcurrentWritersStateMachine is a rapid state-machine
@@ -744,4 +745,56 @@ func (s *countingStore) Get(ctx context.Context, id string) (storage.Record, err
 func (s *countingStore) CompareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
 	s.cas++
 	return s.Store.CompareAndSwap(ctx, id, expect, next)
+}
+
+// A guard and a decide function may call back into the Persisted they
+// run for, with any context, as they may into a Machine: nothing is held
+// while they run. (It deadlocked: the write lock was held throughout.)
+func TestPersistedGuardsAndDecideMayCallBackIntoTheirPersisted(t *testing.T) {
+	store := storage.NewMemory()
+	var p *transition.Persisted[Job]
+	table, err := jobBuilder().Guard(Queued, Work, func(context.Context, transition.Change[Job]) error {
+		cur, _, err := p.Load(context.Background())
+		if err != nil {
+			return err
+		}
+		if cur != Queued {
+			return fmt.Errorf("the guard saw %s", cur)
+		}
+		return nil
+	}).Build()
+	require.NoError(t, err)
+	p, err = transition.NewPersisted(table, store, "ex-1")
+	require.NoError(t, err)
+	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Fire(context.Background(), Work, "the guard reads the record")
+		done <- err
+	}()
+	require.NoError(t, testwait.Recv(t, done, "a Fire whose guard calls Load"))
+
+	// A decide function that writes through the same Persisted: its own
+	// write is a concurrent one, so it decides again on the fresh record.
+	var seen []Job
+	go func() {
+		_, _, err := p.Apply(context.Background(), func(cur Job, _ storage.Record) (transition.Update[Job], error) {
+			seen = append(seen, cur)
+			if cur == Work {
+				if _, err := p.Fire(context.Background(), Hold, "nested"); err != nil {
+					return transition.Update[Job]{}, err
+				}
+			}
+			return transition.Update[Job]{To: Work, Reason: "back to work"}, nil
+		})
+		done <- err
+	}()
+	require.NoError(t, testwait.Recv(t, done, "an Apply whose decide function fires"))
+	require.Equal(t, []Job{Work, Hold}, seen, "decided again on the record its nested write left")
+	cur, rec, err := p.Load(bg)
+	require.NoError(t, err)
+	require.Equal(t, Work, cur)
+	require.Equal(t, "held", rec.Previous)
 }

@@ -9,13 +9,22 @@
 // paused, stopping, error, gone: the VILLAS states, a user-defined
 // transition.Table).
 //
+// The manager is a controller on a table of its own (the VILLAS states
+// plus relocating), and takes each simulator over with the same startup
+// and SIGTERM decisions an execution controller makes (package recovery,
+// with the simulator table's roles).
+//
 // The demo: a manager creates three simulators and is SIGKILLed. While
 // it is down a user kills one simulator and pauses another. A new manager
 // starts, runs a reconcile.Loop whose first pass lists the world, adopts
-// the two survivors under their own UUIDs, learns from its store that the
-// third is gone and marks it so, and picks up the pause. It prints the
-// view before and after and PASS or FAIL, and exits non-zero on FAIL.
-// Ctrl-C stops everything and removes what it created.
+// the two survivors under their own UUIDs (taking each over: "resume", an
+// unexpected restart within the budget), learns from its store that the
+// third is gone and marks it so, and picks up the pause. Then the
+// platform moves it (SIGTERM): it marks the simulators it drives
+// relocating, remembering running and paused, and exits 143; a third
+// manager resumes each where it was. It prints the views and PASS or
+// FAIL, and exits non-zero on FAIL. Ctrl-C stops everything and removes
+// what it created.
 //
 //	go run ./examples/reconcile
 //	go run ./examples/reconcile -store bolt
@@ -39,6 +48,8 @@ import (
 
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/storage"
 )
 
 func main() {
@@ -130,7 +141,7 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 	g := &proc.Group{Echo: out}
 	if !verbose {
 		g.Show = func(line string) bool {
-			for _, p := range []string{"started ", "adopt ", "lost ", "recovery ", "error "} {
+			for _, p := range []string{"started ", "adopt ", "lost ", "recovery ", "error ", "take over ", "relocate ", "shutdown ", "leave "} {
 				if strings.HasPrefix(line, p) {
 					return true
 				}
@@ -192,15 +203,53 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 	}
 	after := views(m2.Lines())
 	printView(out, "after recovery", after)
+
+	fmt.Fprintln(out, "\nthe platform moves the manager: SIGTERM")
 	if err := m2.Signal(syscall.SIGTERM); err != nil {
 		return false, err
 	}
-	if _, err := m2.Wait(ctx, waitLong); err != nil {
+	exit2, err := m2.Wait(ctx, waitLong)
+	if err != nil {
+		return false, err
+	}
+
+	// What the moved manager left in the store, read while no manager
+	// runs (a bolt file has one user at a time).
+	st, closeStore, err := cfg.Open()
+	if err != nil {
+		return false, err
+	}
+	records := map[string]storage.Record{}
+	for _, sim := range sims {
+		if rec, err := st.Get(ctx, sim.UUID); err == nil {
+			records[sim.UUID] = rec
+		}
+	}
+	closeStore()
+	relocated := func(sim label, from string) bool {
+		rec := records[sim.UUID]
+		return rec.Status == "relocating" && rec.Previous == from
+	}
+
+	fmt.Fprintln(out, "\na third manager starts and resumes what the second one relocated")
+	m3, err := g.Start("manager-3", "manager", mcfg)
+	if err != nil {
+		return false, err
+	}
+	if _, err := m3.WaitFor(ctx, "ready", waitLong); err != nil {
+		return false, err
+	}
+	resumed := views(m3.Lines())
+	printView(out, "after the relocation", resumed)
+	if err := m3.Signal(syscall.SIGTERM); err != nil {
+		return false, err
+	}
+	if _, err := m3.Wait(ctx, waitLong); err != nil {
 		return false, err
 	}
 
 	// Check the outcome against the world and the store.
-	st, closeStore, err := cfg.Open()
+	st, closeStore, err = cfg.Open()
 	if err != nil {
 		return false, err
 	}
@@ -212,18 +261,26 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 		}
 		return rec.Status
 	}
+	took := func(c *proc.Child, sim label, decision string) bool {
+		return slices.ContainsFunc(c.Lines(), func(l string) bool { return strings.HasPrefix(l, "take over "+sim.UUID+": "+decision) })
+	}
 	checks := []struct {
 		ok   bool
 		what string
 	}{
+		{len(before) == 3, "the first manager saw all three running"},
 		{after[survivor.UUID] == "running", survivor.Name + " adopted with its UUID, running"},
 		{after[paused.UUID] == "paused", paused.Name + " adopted with its UUID, paused as the user left it"},
 		{after[killed.UUID] == "", killed.Name + " is not in the new view"},
 		{statusOf(killed.UUID) == "gone", killed.Name + " is marked gone in the store"},
-		{statusOf(paused.UUID) == "paused" && statusOf(survivor.UUID) == "running",
-			fmt.Sprintf("the store agrees with the world (%s %s, %s %s)", survivor.Name, statusOf(survivor.UUID), paused.Name, statusOf(paused.UUID))},
 		{slices.Contains(m2.Lines(), "lost "+killed.UUID), "the recovery pass reported " + killed.Name + " lost"},
-		{len(before) == 3, "the first manager saw all three running"},
+		{took(m2, survivor, "resume running → running"), "the second manager resumed " + survivor.Name + " after the crash (an unexpected restart, within budget)"},
+		{exit2.Code == recovery.DefaultRelocateExitCode, fmt.Sprintf("the moved manager exited %d so its platform replaces it (got %d)", recovery.DefaultRelocateExitCode, exit2.Code)},
+		{relocated(survivor, "running") && relocated(paused, "paused"),
+			fmt.Sprintf("the moved manager left both simulators relocating, remembering running and paused (%s %s←%s, %s %s←%s)",
+				survivor.Name, records[survivor.UUID].Status, records[survivor.UUID].Previous, paused.Name, records[paused.UUID].Status, records[paused.UUID].Previous)},
+		{took(m3, paused, "resume relocating → paused") && took(m3, survivor, "resume relocating → running"), "the third manager resumed each where it was relocated from"},
+		{resumed[survivor.UUID] == "running" && resumed[paused.UUID] == "paused", "the third manager's view agrees with the world"},
 	}
 	passed := true
 	fmt.Fprintln(out)

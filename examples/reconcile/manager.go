@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/recovery"
 
 	"github.com/execfsm/execfsm/storage"
 
@@ -33,12 +36,18 @@ const (
 	Stopping SimState = "stopping"
 	Error    SimState = "error"
 	Gone     SimState = "gone"
+	// Relocating is not a VILLAS state: it is what a manager that is
+	// being moved (SIGTERM) writes for the simulators it drives, which
+	// keep running meanwhile, and what the next manager resumes from.
+	Relocating SimState = "relocating"
 )
 
 // simulatorTable is the simulator lifecycle, built with the same
 // transition.Table any user table is: the manager starts an idle
 // simulator, which runs, may pause and resume, stops back to idle or
 // fails into error; a simulator whose process vanished is gone, for good.
+// A manager being moved marks the simulators it drives relocating, and
+// its successor returns each to the state it left.
 func simulatorTable() (*transition.Table[SimState], error) {
 	return transition.New(Idle).
 		Allow(Idle, Starting, Gone).
@@ -47,9 +56,40 @@ func simulatorTable() (*transition.Table[SimState], error) {
 		Allow(Paused, Running, Stopping, Error, Gone).
 		Allow(Stopping, Idle, Error, Gone).
 		Allow(Error, Idle, Gone).
+		Allow(Starting, Relocating).
+		Allow(Running, Relocating).
+		Allow(Paused, Relocating).
+		Return(Relocating, Starting, Running, Paused).
+		Allow(Relocating, Idle, Error, Stopping, Gone).
 		Terminal(Gone).
 		Build()
 }
+
+// simulatorRoles say what each simulator state means to the startup and
+// SIGTERM decisions of package recovery: idle and error run nothing;
+// starting, running and paused do; a relocation whose record does not
+// say what it left goes back to idle; a stop ends in idle; a failure is
+// error; gone is over.
+func simulatorRoles(table *transition.Table[SimState]) (*recovery.Roles[SimState], error) {
+	return recovery.DefineRoles(table).
+		NotStarted(Idle, Error).
+		Running(Starting, Running, Paused).
+		Relocating(Relocating, Idle).
+		Stopping(Stopping, Idle).
+		Failed(Error).
+		Build()
+}
+
+// simulatorPolicy: a manager is restarted by its platform, and the
+// simulators it drives live on without it, so a manager that died
+// unasked is resumed (within the restart budget) and one being moved
+// relocates.
+var simulatorPolicy = recovery.Policy[SimState]{Restarts: true, Work: recovery.Restartability(true)}
+
+// leaseTTL is how long a dead manager's ownership of its simulators
+// outlives it on a store whose ownership is a lease (etcd): how long its
+// successor may wait.
+const leaseTTL = 2 * time.Second
 
 // startTimeout is how long a simulator may take to come up before a
 // manager that sees no trace of it calls it gone.
@@ -68,13 +108,16 @@ type managerConfig struct {
 // the simulators lives in memory and dies with it; its store keeps one
 // record per simulator it manages; the world keeps the truth.
 type manager struct {
-	cfg   managerConfig
-	world worldView
-	table *transition.Table[SimState]
-	store storage.Store
+	cfg    managerConfig
+	world  worldView
+	table  *transition.Table[SimState]
+	roles  *recovery.Roles[SimState]
+	store  storage.Store
+	holder string // this manager process, as the owner of its simulators
 
-	mu   sync.Mutex
-	view map[string]simulator // by uuid
+	mu    sync.Mutex
+	view  map[string]simulator                       // by uuid
+	owned map[string]*transition.Persisted[SimState] // simulators this manager owns, by uuid
 }
 
 // worldView is what a manager reads of the world: the simulators' labels
@@ -96,44 +139,73 @@ func runManager(raw json.RawMessage) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	if err := manage(cfg); err != nil {
+	code, err := manage(cfg)
+	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
-	return 0
+	return code
 }
 
-func manage(cfg managerConfig) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
+// newManager returns a manager with nothing in memory, of the world w
+// and the store.
+func newManager(cfg managerConfig, w worldView, store storage.Store) (*manager, error) {
 	table, err := simulatorTable()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	roles, err := simulatorRoles(table)
+	if err != nil {
+		return nil, err
+	}
+	return &manager{cfg: cfg, world: w, table: table, roles: roles, store: store,
+		holder: fmt.Sprintf("manager-%.8s-%d", cfg.UUID, os.Getpid()),
+		view:   map[string]simulator{}, owned: map[string]*transition.Persisted[SimState]{}}, nil
+}
+
+// manage runs one life of a manager and returns its exit code.
+func manage(cfg managerConfig) (int, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
 	store, closeStore, err := cfg.Store.Open()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer closeStore()
-	m := &manager{cfg: cfg, world: world{cfg.World}, table: table, store: store, view: map[string]simulator{}}
+	m, err := newManager(cfg, world{cfg.World}, store)
+	if err != nil {
+		return 0, err
+	}
+	code, err := m.run(ctx)
+	// SIGTERM: the platform is moving this manager. Decide for every
+	// simulator it owns what that means, as an execution controller
+	// does for its execution.
+	if relocated := m.terminate(); relocated != 0 && err == nil {
+		code = relocated
+	}
+	return code, err
+}
+
+func (m *manager) run(ctx context.Context) (int, error) {
+	cfg := m.cfg
 
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
 		Reconciler: m, Adopter: m, List: m.list, Known: m.known,
 		Resync: 200 * time.Millisecond, Workers: 2, RecoveryObserver: m,
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(ctx) }()
 	// Recover first: simulators created before the recovery pass has
 	// listed the world would look, to it, like records the world lost.
 	if err := loop.Idle(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	for _, l := range cfg.Create {
 		if err := m.create(ctx, l); err != nil {
-			return err
+			return 0, err
 		}
 		loop.Add(l.UUID)
 	}
@@ -141,7 +213,7 @@ func manage(cfg managerConfig) error {
 	deadline := time.Now().Add(cfg.Timeout)
 	for {
 		if err := loop.Idle(ctx); err != nil {
-			return err
+			return 0, err
 		}
 		if m.settled(want) || time.Now().After(deadline) {
 			break
@@ -151,7 +223,7 @@ func manage(cfg managerConfig) error {
 	m.printView()
 	fmt.Println("ready")
 	<-ctx.Done()
-	return <-done
+	return 0, <-done
 }
 
 // settled reports whether the view has want simulators none of which is
@@ -187,7 +259,7 @@ func (m *manager) printView() {
 }
 
 func (m *manager) exec(uuid string) (*transition.Persisted[SimState], error) {
-	return transition.NewPersisted(m.table, m.store, uuid, transition.Actor("manager-"+m.cfg.UUID[:8]))
+	return transition.NewPersisted(m.table, m.store, uuid, transition.Actor(fmt.Sprintf("manager-%.8s", m.cfg.UUID)))
 }
 
 // identityMeta is what a simulator's record keeps of its identity: the
@@ -210,13 +282,86 @@ func (m *manager) create(ctx context.Context, l label) error {
 	if _, err := exec.Create(ctx, transition.Update[SimState]{To: Idle, Reason: "created by the manager", Meta: identityMeta(l)}); err != nil {
 		return err
 	}
+	owned, err := m.own(ctx, l.UUID)
+	if err != nil {
+		return err
+	}
 	pid, err := proc.StartDetached("simulator", simulatorConfig{World: m.cfg.World, Label: l}, world{m.cfg.World}.path(l.UUID, ".log"))
 	if err != nil {
 		return err
 	}
 	fmt.Printf("started %s %s pid %d\n", l.Name, l.UUID, pid)
-	_, err = exec.Fire(ctx, Starting, fmt.Sprintf("process %d started", pid))
+	_, err = owned.Fire(ctx, Starting, fmt.Sprintf("process %d started", pid))
 	return err
+}
+
+// errOver says a simulator's record is terminal (gone): nothing to own.
+var errOver = errors.New("the simulator's record is over")
+
+// own returns the handle through which this manager drives simulator
+// uuid, taking it over the first time with the startup decision an
+// execution controller makes: the record says what the previous manager
+// left (running after a crash: resume within the restart budget;
+// relocating: back to where it was; gone: refuse). A dead predecessor's
+// lease is waited for; a live one is never taken over.
+func (m *manager) own(ctx context.Context, uuid string) (*transition.Persisted[SimState], error) {
+	m.mu.Lock()
+	h := m.owned[uuid]
+	m.mu.Unlock()
+	if h != nil {
+		select {
+		case <-h.Ownership().Lost():
+			return nil, fmt.Errorf("simulator %s: this manager's ownership ended", uuid)
+		default:
+			return h, nil
+		}
+	}
+	exec, err := m.exec(uuid)
+	if err != nil {
+		return nil, err
+	}
+	lease := storage.Lease{Holder: m.holder, TTL: leaseTTL, Wait: true, Reason: m.holder + " starting"}
+	v, owned, err := recovery.ApplyStartup(ctx, m.roles, exec, lease, simulatorPolicy)
+	if v.Decision == recovery.Refuse {
+		return nil, errOver
+	}
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("take over %s: %s %s → %s\n", uuid, v.Decision, v.From, v.To)
+	m.mu.Lock()
+	m.owned[uuid] = owned
+	m.mu.Unlock()
+	return owned, nil
+}
+
+// terminate is the SIGTERM path: for every simulator this manager owns,
+// the SIGTERM decision. A running simulator is marked relocating (it
+// keeps running; the next manager resumes it) and let go at once. It
+// returns the exit code the platform must see to replace this manager
+// (non-zero when anything was relocated), or 0.
+func (m *manager) terminate() int {
+	m.mu.Lock()
+	owned := maps.Clone(m.owned)
+	m.mu.Unlock()
+	code := 0
+	for _, uuid := range slices.Sorted(maps.Keys(owned)) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		a, err := recovery.ApplyTerminate(ctx, m.roles, owned[uuid], simulatorPolicy, nil)
+		if err == nil && a.Kind != recovery.Relocate {
+			err = owned[uuid].Ownership().Release(ctx)
+		}
+		cancel()
+		if err != nil {
+			fmt.Printf("error terminate %s: %v\n", uuid, err)
+			continue
+		}
+		fmt.Printf("%s %s\n", a.Kind, uuid)
+		if a.Kind == recovery.Relocate {
+			code = a.ExitCode
+		}
+	}
+	return code
 }
 
 // list is the world's view: every live simulator of this manager, with
@@ -284,9 +429,21 @@ func (m *manager) ObserveRecovery(r reconcile.RecoveryReport[string]) {
 // walking the simulator table along legal edges from what the record says
 // to what the simulator reports (or to gone if its process is dead).
 func (m *manager) Reconcile(ctx context.Context, uuid string) (reconcile.Result, error) {
-	exec, err := m.exec(uuid)
-	if err != nil {
-		return reconcile.Result{}, reconcile.TerminalError(err)
+	exec, err := m.own(ctx, uuid)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		// Never recorded: adopted into the store below if the world has
+		// it, and owned from then on.
+		if exec, err = m.exec(uuid); err != nil {
+			return reconcile.Result{}, reconcile.TerminalError(err)
+		}
+	case errors.Is(err, errOver):
+		exec, err = m.exec(uuid) // read only: the record is gone for good
+		if err != nil {
+			return reconcile.Result{}, reconcile.TerminalError(err)
+		}
+	case err != nil:
+		return reconcile.Result{}, err
 	}
 	// Read the label before the liveness: a simulator writes its label
 	// only once it holds its lock, so a label seen first and no lock seen
@@ -313,6 +470,9 @@ func (m *manager) Reconcile(ctx context.Context, uuid string) (reconcile.Result,
 		}
 		// In the world but never recorded: adopt it into the store too.
 		if err := m.recordAdopted(ctx, exec, uuid, want); err != nil {
+			return reconcile.Result{}, err
+		}
+		if exec, err = m.own(ctx, uuid); err != nil {
 			return reconcile.Result{}, err
 		}
 		cur = want

@@ -40,10 +40,9 @@ func (w *comingUp) labels(string) ([]label, error) {
 // l's record, created in state at.
 func newTestManager(t *testing.T, ctx context.Context, w worldView, l label, at SimState) (*manager, *storage.Memory) {
 	t.Helper()
-	table, err := simulatorTable()
-	require.NoError(t, err)
 	store := storage.NewMemory()
-	m := &manager{cfg: managerConfig{UUID: "mgr-1-manager"}, world: w, table: table, store: store, view: map[string]simulator{}}
+	m, err := newManager(managerConfig{UUID: "mgr-1-manager"}, w, store)
+	require.NoError(t, err)
 	exec, err := m.exec(l.UUID)
 	require.NoError(t, err)
 	_, err = exec.Create(ctx, transition.Update[SimState]{To: at, Meta: identityMeta(l)})
