@@ -57,7 +57,7 @@ func TestPeersFollowTheSameRandomWalks(t *testing.T) {
 	table := state.Lifecycle()
 	rapid.Check(t, func(t *rapid.T) {
 		walk := transitiontest.Walk(table, 30).Draw(t, "walk")
-		m, err := transition.NewMachine(table)
+		m, err := transition.NewMachine(table, transition.MachineOptions[state.Status]{})
 		require.NoError(t, err)
 		lp := Looplab(table, "pending", nil)
 		sl := Stateless(table, "pending", stateless.FiringImmediate, nil)
@@ -83,7 +83,7 @@ func TestPeersFollowTheSameRandomWalks(t *testing.T) {
 var targets = [2]state.Status{state.Paused, state.Running}
 
 func machine(b *testing.B, table *transition.Table[state.Status]) *transition.Machine[state.Status] {
-	m, err := transition.NewMachine(table, transition.StartIn(state.Running))
+	m, err := transition.NewMachineAt(table, state.Running, transition.MachineOptions[state.Status]{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func fireInEach[S comparable](b *testing.B, group string, table *transition.Tabl
 		events[k] = Event(name)
 	}
 	b.Run(group+"/execfsm", func(b *testing.B) {
-		m, err := transition.NewMachine(table, transition.StartIn(start))
+		m, err := transition.NewMachineAt(table, start, transition.MachineOptions[S]{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/state"
@@ -22,8 +23,8 @@ func BenchmarkPersistedFire(b *testing.B) {
 	dir := b.TempDir()
 	raw := rawCAS(b, filepath.Join(dir, "raw"))
 
-	_, s := openStore(b, filepath.Join(dir, "db"), nil)
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	_, s := openStore(b, filepath.Join(dir, "db"), boltstore.Options{})
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -68,6 +68,13 @@ type Options struct {
 	Mode os.FileMode
 }
 
+// Errors of zero values, which are not usable: the methods that could
+// touch a file return them instead of panicking.
+var (
+	errZeroDB    = errors.New("boltstore: zero DB: open one with Open")
+	errZeroStore = errors.New("zero Store: get one with DB.Store")
+)
+
 // DB is an open database file. It is safe for concurrent use.
 type DB struct {
 	bolt    *bolt.DB
@@ -93,12 +100,10 @@ var (
 	logCountKey = []byte("log-count")
 )
 
-// Open opens or creates the database at path.
-func Open(path string, opts *Options) (*DB, error) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
+// Open opens or creates the database at path. The zero Options are the
+// defaults.
+func Open(path string, opts Options) (*DB, error) {
+	o := opts
 	switch {
 	case o.Timeout < 0:
 		return nil, fmt.Errorf("boltstore: Open %s: negative Timeout %v", path, o.Timeout)
@@ -208,6 +213,9 @@ func checkCounter(tx *bolt.Tx, meta *bolt.Bucket) error {
 
 // Close ends every watch and releases the file and its lock.
 func (db *DB) Close() error {
+	if db.bolt == nil {
+		return errZeroDB
+	}
 	db.mu.Lock()
 	if db.closed {
 		db.mu.Unlock()
@@ -228,6 +236,9 @@ func (db *DB) Close() error {
 // is not bbolt's Tx.Check, which runs in a goroutine of its own where a
 // damaged page's panic cannot be recovered and kills the process.
 func (db *DB) Check() error {
+	if db.bolt == nil {
+		return errZeroDB
+	}
 	var errs []error
 	err := db.view("Check", func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
@@ -294,6 +305,9 @@ func (db *DB) Path() string { return db.path }
 // Namespaces keep unrelated lifecycles (executions, simulators) apart in
 // one file; a namespace is 1 to 128 bytes of UTF-8.
 func (db *DB) Store(namespace string) (*Store, error) {
+	if db.bolt == nil {
+		return nil, errZeroDB
+	}
 	if namespace == "" || len(namespace) > 128 || !utf8.ValidString(namespace) {
 		return nil, fmt.Errorf("boltstore: namespace %q: want 1 to 128 bytes of UTF-8", namespace)
 	}
@@ -343,6 +357,9 @@ var (
 )
 
 func (s *Store) check(ctx context.Context, op string) error {
+	if s.db == nil {
+		return fmt.Errorf("boltstore: %s: %w", op, errZeroStore)
+	}
 	if err := storecall.Check(ctx, "boltstore", op); err != nil {
 		return err
 	}

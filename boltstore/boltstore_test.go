@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 
 var bg = context.Background()
 
-func openStore(t testing.TB, path string, opts *boltstore.Options) (*boltstore.DB, *boltstore.Store) {
+func openStore(t testing.TB, path string, opts boltstore.Options) (*boltstore.DB, *boltstore.Store) {
 	t.Helper()
 	db, err := boltstore.Open(path, opts)
 	require.NoError(t, err)
@@ -53,15 +53,15 @@ func openStore(t testing.TB, path string, opts *boltstore.Options) (*boltstore.D
 
 func TestConformance(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storage.Store {
-		_, s := openStore(t, filepath.Join(t.TempDir(), "db"), nil)
+		_, s := openStore(t, filepath.Join(t.TempDir(), "db"), boltstore.Options{})
 		return s
 	})
 }
 
 func TestPersistedLifecycleOnBolt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
-	db, s := openStore(t, path, nil)
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	db, s := openStore(t, path, boltstore.Options{})
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
 	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
 	require.NoError(t, err)
@@ -72,8 +72,8 @@ func TestPersistedLifecycleOnBolt(t *testing.T) {
 	require.NoError(t, db.Close())
 
 	// Close released the lock: the same process reopens at once.
-	_, s = openStore(t, path, &boltstore.Options{Timeout: 50 * time.Millisecond})
-	exec, err = transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	_, s = openStore(t, path, boltstore.Options{Timeout: 50 * time.Millisecond})
+	exec, err = transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
 	cur, rec, err := exec.Load(bg)
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func TestPersistedLifecycleOnBolt(t *testing.T) {
 
 func TestRevisionsIncreaseAcrossNamespacesAndReopens(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
-	db, err := boltstore.Open(path, nil)
+	db, err := boltstore.Open(path, boltstore.Options{})
 	require.NoError(t, err)
 	a, err := db.Store("a")
 	require.NoError(t, err)
@@ -101,7 +101,7 @@ func TestRevisionsIncreaseAcrossNamespacesAndReopens(t *testing.T) {
 	_, err = a.Get(bg, "x")
 	require.ErrorIs(t, err, boltstore.ErrClosed)
 
-	db, err = boltstore.Open(path, nil)
+	db, err = boltstore.Open(path, boltstore.Options{})
 	require.NoError(t, err)
 	defer db.Close()
 	a, err = db.Store("a")
@@ -114,11 +114,11 @@ func TestRevisionsIncreaseAcrossNamespacesAndReopens(t *testing.T) {
 }
 
 func TestOpenRefusesBadOptions(t *testing.T) {
-	_, err := boltstore.Open(filepath.Join(t.TempDir(), "db"), &boltstore.Options{Timeout: -1})
+	_, err := boltstore.Open(filepath.Join(t.TempDir(), "db"), boltstore.Options{Timeout: -1})
 	require.Error(t, err)
-	_, err = boltstore.Open(filepath.Join(t.TempDir(), "db"), &boltstore.Options{LogSize: -1})
+	_, err = boltstore.Open(filepath.Join(t.TempDir(), "db"), boltstore.Options{LogSize: -1})
 	require.Error(t, err)
-	_, err = boltstore.Open(filepath.Join(t.TempDir(), "missing", "dir", "db"), nil)
+	_, err = boltstore.Open(filepath.Join(t.TempDir(), "missing", "dir", "db"), boltstore.Options{})
 	require.Error(t, err)
 }
 
@@ -140,7 +140,7 @@ func child(t *testing.T, mode, path string) (*exec.Cmd, *bufio.Scanner) {
 }
 
 func childHold(path string) int {
-	db, err := boltstore.Open(path, nil)
+	db, err := boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -158,7 +158,7 @@ func TestSecondProcessGetsAClearErrorAfterTheTimeoutNotAHang(t *testing.T) {
 	require.Equal(t, "ready", out.Text())
 
 	start := time.Now()
-	_, err := boltstore.Open(path, &boltstore.Options{Timeout: 200 * time.Millisecond})
+	_, err := boltstore.Open(path, boltstore.Options{Timeout: 200 * time.Millisecond})
 	require.ErrorIs(t, err, boltstore.ErrLocked)
 	require.Contains(t, err.Error(), path)
 	require.Less(t, time.Since(start), 5*time.Second)
@@ -167,7 +167,7 @@ func TestSecondProcessGetsAClearErrorAfterTheTimeoutNotAHang(t *testing.T) {
 // childWriter creates ex-N and bumps the counter record to N in a loop,
 // printing "ack N" only after both writes returned.
 func childWriter(path string) int {
-	db, err := boltstore.Open(path, nil)
+	db, err := boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -234,7 +234,7 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 		}
 		_ = cmd.Wait()
 
-		db, err := boltstore.Open(path, nil)
+		db, err := boltstore.Open(path, boltstore.Options{})
 		require.NoError(t, err)
 		require.NoError(t, db.Check(), "the file passes bbolt's consistency check")
 		s, err := db.Store("executions")
@@ -282,13 +282,13 @@ func TestCorruptOrForeignRecordsAreReportedByIDAndNeverOverwritten(t *testing.T)
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "db")
-			db, s := openStore(t, path, nil)
+			db, s := openStore(t, path, boltstore.Options{})
 			good, err := s.Create(bg, storagetest.Sample(tc.id))
 			require.NoError(t, err)
 			require.NoError(t, db.Close())
 			corrupt(t, path, tc.id, tc.data)
 
-			_, s = openStore(t, path, nil)
+			_, s = openStore(t, path, boltstore.Options{})
 			_, err = s.Get(bg, tc.id)
 			require.ErrorIs(t, err, storage.ErrCorrupt)
 			require.Contains(t, err.Error(), tc.id)
@@ -307,7 +307,7 @@ func TestCorruptOrForeignRecordsAreReportedByIDAndNeverOverwritten(t *testing.T)
 }
 
 func TestWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
-	_, s := openStore(t, filepath.Join(t.TempDir(), "db"), &boltstore.Options{LogSize: 3})
+	_, s := openStore(t, filepath.Join(t.TempDir(), "db"), boltstore.Options{LogSize: 3})
 	var last storage.Record
 	for k := range 10 {
 		rec, err := s.Create(bg, storagetest.Sample(fmt.Sprintf("ex-%d", k)))
@@ -331,7 +331,7 @@ func TestWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
 }
 
 func TestWatchEndsWhenTheDBCloses(t *testing.T) {
-	db, s := openStore(t, filepath.Join(t.TempDir(), "db"), nil)
+	db, s := openStore(t, filepath.Join(t.TempDir(), "db"), boltstore.Options{})
 	ch, err := s.Watch(bg, 0)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
@@ -348,7 +348,7 @@ func TestWatchEndsWhenTheDBCloses(t *testing.T) {
 // grants none, and the next process to open the file finds nothing held.
 func TestCloseEndsOwnershipAndTheNextOpenFindsNothingHeld(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
-	db, s := openStore(t, path, nil)
+	db, s := openStore(t, path, boltstore.Options{})
 	_, err := s.Create(context.Background(), storagetest.Unowned("ex-1"))
 	require.NoError(t, err)
 	own, _, err := s.Acquire(context.Background(), "ex-1", storagetest.Lease("pod-a"))
@@ -362,9 +362,32 @@ func TestCloseEndsOwnershipAndTheNextOpenFindsNothingHeld(t *testing.T) {
 	_, _, err = s.Acquire(context.Background(), "ex-1", storagetest.Lease("pod-b"))
 	require.ErrorIs(t, err, boltstore.ErrClosed)
 
-	_, s2 := openStore(t, path, nil)
+	_, s2 := openStore(t, path, boltstore.Options{})
 	own2, rec, err := s2.Acquire(context.Background(), "ex-1", storagetest.Lease("pod-b"))
 	require.NoError(t, err, "the process that held pod-a's ownership is gone")
 	require.NoError(t, own2.Release(context.Background()))
 	require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, storage.Claim{Owner: rec.Owner, Epoch: rec.Epoch})
+}
+
+// Zero values are not usable and say so, instead of panicking on nil.
+func TestZeroDBAndStoreFailWithAnError(t *testing.T) {
+	var db boltstore.DB
+	require.ErrorContains(t, db.Close(), "Open")
+	require.ErrorContains(t, db.Check(), "Open")
+	_, err := db.Store("executions")
+	require.ErrorContains(t, err, "Open")
+
+	var s boltstore.Store
+	_, err = s.Get(bg, "ex-1")
+	require.ErrorContains(t, err, "DB.Store")
+	_, err = s.Create(bg, storagetest.Sample("ex-1"))
+	require.ErrorContains(t, err, "DB.Store")
+	_, err = s.CompareAndSwap(bg, "ex-1", 1, storagetest.Sample("ex-1"))
+	require.ErrorContains(t, err, "DB.Store")
+	_, _, err = s.Acquire(bg, "ex-1", storagetest.Lease("pod-a"))
+	require.ErrorContains(t, err, "DB.Store")
+	_, _, err = s.List(bg)
+	require.ErrorContains(t, err, "DB.Store")
+	_, err = s.Watch(bg, 0)
+	require.ErrorContains(t, err, "DB.Store")
 }

@@ -29,7 +29,7 @@ func tamper(t *testing.T, path string, fn func(tx *bolt.Tx) error) {
 func TestAMissingRevisionCounterIsRebuiltAndAStaleWriteStillConflicts(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "db")
-	db, s := openStore(t, path, nil)
+	db, s := openStore(t, path, boltstore.Options{})
 	rec, err := s.Create(ctx, storage.Record{ID: "ex-001", Status: "running"})
 	require.NoError(t, err)
 	stale := rec // a controller read this and will write later
@@ -42,7 +42,7 @@ func TestAMissingRevisionCounterIsRebuiltAndAStaleWriteStillConflicts(t *testing
 	require.NoError(t, db.Close())
 	tamper(t, path, func(tx *bolt.Tx) error { return tx.Bucket([]byte("execfsm")).Delete([]byte("revision")) })
 
-	db, s = openStore(t, path, nil)
+	db, s = openStore(t, path, boltstore.Options{})
 	defer db.Close()
 	other, err := s.Create(ctx, storage.Record{ID: "ex-002", Status: "pending"})
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestAMissingRevisionCounterIsRebuiltAndAStaleWriteStillConflicts(t *testing
 func TestARecordAboveTheCounterKeepsItsRevisionsGoingUp(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "db")
-	db, s := openStore(t, path, nil)
+	db, s := openStore(t, path, boltstore.Options{})
 	_, err := s.Create(ctx, storage.Record{ID: "ex-1", Status: "running"})
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
@@ -82,7 +82,7 @@ func TestARecordAboveTheCounterKeepsItsRevisionsGoingUp(t *testing.T) {
 		}
 		return tx.Bucket([]byte("ns/executions")).Bucket([]byte("records")).Put([]byte("ex-1"), data)
 	})
-	_, s = openStore(t, path, nil)
+	_, s = openStore(t, path, boltstore.Options{})
 	cur, err := s.Get(ctx, "ex-1")
 	require.NoError(t, err)
 	require.Equal(t, uint64(1000), cur.Revision)
@@ -96,10 +96,10 @@ func TestARecordAboveTheCounterKeepsItsRevisionsGoingUp(t *testing.T) {
 // A counter of the wrong length is refused when the file is opened.
 func TestACounterOfTheWrongLengthIsRefusedAtOpen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
-	db, _ := openStore(t, path, nil)
+	db, _ := openStore(t, path, boltstore.Options{})
 	require.NoError(t, db.Close())
 	tamper(t, path, func(tx *bolt.Tx) error { return tx.Bucket([]byte("execfsm")).Put([]byte("revision"), []byte{1, 2, 3}) })
-	_, err := boltstore.Open(path, nil)
+	_, err := boltstore.Open(path, boltstore.Options{})
 	require.ErrorIs(t, err, storage.ErrCorrupt)
 	require.ErrorContains(t, err, path)
 }

@@ -19,7 +19,7 @@ import (
 func TestDamagedFilesAreRefusedWithErrCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
-	db, s := openStore(t, good, nil)
+	db, s := openStore(t, good, boltstore.Options{})
 	_, err := s.Create(bg, storagetest.Sample("ex-1"))
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
@@ -35,7 +35,7 @@ func TestDamagedFilesAreRefusedWithErrCorrupt(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, name)
 			require.NoError(t, os.WriteFile(path, content, 0o600))
-			db, err := boltstore.Open(path, nil)
+			db, err := boltstore.Open(path, boltstore.Options{})
 			if err == nil {
 				_ = db.Close()
 			}
@@ -49,7 +49,7 @@ func TestDamagedFilesAreRefusedWithErrCorrupt(t *testing.T) {
 // path, not "no such record", and is never overwritten.
 func TestABucketWhereARecordBelongsIsCorruptEverywhere(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
-	db, s := openStore(t, path, nil)
+	db, s := openStore(t, path, boltstore.Options{})
 	_, err := s.Create(bg, storagetest.Sample("ex-ok"))
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
@@ -57,7 +57,7 @@ func TestABucketWhereARecordBelongsIsCorruptEverywhere(t *testing.T) {
 		_, err := tx.Bucket([]byte("ns/executions")).Bucket([]byte("records")).CreateBucket([]byte("ex-1"))
 		return err
 	})
-	_, s = openStore(t, path, nil)
+	_, s = openStore(t, path, boltstore.Options{})
 	_, err = s.Get(bg, "ex-1")
 	require.ErrorIs(t, err, storage.ErrCorrupt)
 	_, err = s.Create(bg, storagetest.Sample("ex-1"))
@@ -76,7 +76,7 @@ func TestABucketWhereARecordBelongsIsCorruptEverywhere(t *testing.T) {
 }
 
 func TestANamespaceMustBeUTF8(t *testing.T) {
-	db, _ := openStore(t, filepath.Join(t.TempDir(), "db"), nil)
+	db, _ := openStore(t, filepath.Join(t.TempDir(), "db"), boltstore.Options{})
 	_, err := db.Store("exec\xffutions")
 	require.ErrorContains(t, err, "UTF-8")
 }

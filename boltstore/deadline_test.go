@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/storage/storagetest"
@@ -18,7 +19,7 @@ import (
 // looking at the context. Here the call returns while the writer's turn
 // is still held, so it cannot have waited for it.
 func TestAWriteWaitingForItsTurnGivesUpAtItsDeadline(t *testing.T) {
-	db, s := openStore(t, filepath.Join(t.TempDir(), "db"), nil)
+	db, s := openStore(t, filepath.Join(t.TempDir(), "db"), boltstore.Options{})
 	rec, err := s.Create(bg, storagetest.Unowned("ex-1"))
 	require.NoError(t, err)
 	release := db.HoldWriter()

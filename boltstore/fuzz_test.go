@@ -22,7 +22,7 @@ func FuzzStoredRecord(f *testing.F) {
 	f.Add([]byte{1, '{', '}'})
 	f.Add([]byte{2, '{', '}'})
 	f.Add([]byte("\x01{\"id\":\"ex-2\",\"status\":\"running\",\"revision\":1,\"epoch\":0,\"updated_at\":\"2026-01-01T00:00:00Z\",\"since\":\"2026-01-01T00:00:00Z\"}"))
-	db, err := Open(filepath.Join(f.TempDir(), "db"), nil)
+	db, err := Open(filepath.Join(f.TempDir(), "db"), Options{})
 	if err != nil {
 		f.Fatal(err)
 	}

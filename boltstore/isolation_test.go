@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/reconcile"
 
 	"github.com/execfsm/execfsm/storage"
@@ -24,14 +25,14 @@ func TestOneCorruptRecordDoesNotStopTheOthersFromBeingReconciled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "db")
-	db, s := openStore(t, path, nil)
+	db, s := openStore(t, path, boltstore.Options{})
 	for k := range 5 {
 		_, err := s.Create(ctx, storage.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
 		require.NoError(t, err)
 	}
 	require.NoError(t, db.Close())
 	corrupt(t, path, "ex-2", []byte("\x02a format from a newer version"))
-	_, s = openStore(t, path, nil)
+	_, s = openStore(t, path, boltstore.Options{})
 
 	var mu sync.Mutex
 	var reconciled []string

@@ -33,7 +33,7 @@ func childReadDamaged(path string) int {
 		}
 		fmt.Printf("%s %s\n", op, verdict)
 	}
-	db, err := boltstore.Open(path, &boltstore.Options{Timeout: time.Second})
+	db, err := boltstore.Open(path, boltstore.Options{Timeout: time.Second})
 	say("open", err)
 	if err == nil {
 		defer db.Close()
@@ -106,7 +106,7 @@ func firstLines(s string, n int) string {
 func goodFile(t *testing.T) []byte {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "good")
-	db, s := openStore(t, path, nil)
+	db, s := openStore(t, path, boltstore.Options{})
 	for k := range 40 {
 		rec := storage.Record{ID: fmt.Sprint("ex-", k), Status: "running", Reason: strings.Repeat("r", 300)}
 		_, err := s.Create(bg, rec)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/internal/testwait"
@@ -43,7 +44,7 @@ func drainUntilClosed(t *testing.T, ch <-chan storage.WatchEvent) []storage.Watc
 // goroutine does not stay blocked on the reader, and nothing is delivered
 // after Close.
 func TestAStalledWatchEndsAtCloseAndDeliversNothingAfter(t *testing.T) {
-	db, s := openStore(t, filepath.Join(t.TempDir(), "db"), nil)
+	db, s := openStore(t, filepath.Join(t.TempDir(), "db"), boltstore.Options{})
 	for k := range 20 {
 		_, err := s.Create(bg, storage.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
 		require.NoError(t, err)
@@ -62,7 +63,7 @@ func TestAStalledWatchEndsAtCloseAndDeliversNothingAfter(t *testing.T) {
 // that is not a revision makes no event.
 func TestTamperedWatchMetadataDoesNotLoopOrInventEvents(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
-	db, s := openStore(t, path, nil)
+	db, s := openStore(t, path, boltstore.Options{})
 	for k := range 6 {
 		_, err := s.Create(bg, storage.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
 		require.NoError(t, err)
@@ -75,7 +76,7 @@ func TestTamperedWatchMetadataDoesNotLoopOrInventEvents(t *testing.T) {
 		}
 		return ns.Bucket([]byte("log")).Put([]byte{1, 2, 3}, []byte("ex-ghost"))
 	})
-	db, s = openStore(t, path, nil)
+	db, s = openStore(t, path, boltstore.Options{})
 	defer db.Close()
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()

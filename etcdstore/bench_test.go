@@ -22,7 +22,7 @@ import (
 func BenchmarkPersistedFire(b *testing.B) {
 	s := newStore(b, etcdstore.Options{})
 	cl := client(b, shared)
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -84,8 +84,15 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 }
 
 func (s *Store) call(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
+	if s.client == nil {
+		return nil, nil, errZeroStore
+	}
 	return storecall.Context(ctx, "etcdstore", op, s.timeout)
 }
+
+// errZeroStore is what the methods of a zero Store return: it has no
+// client to call.
+var errZeroStore = errors.New("etcdstore: zero Store: make one with New")
 
 // wrap names the operation and id in an etcd error, keeping it matchable
 // (context.DeadlineExceeded stays errors.Is-able).

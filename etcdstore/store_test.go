@@ -88,7 +88,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 
 func TestPersistedLifecycleOnEtcdUsesModRevision(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
 	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
 	require.NoError(t, err)
@@ -199,7 +199,7 @@ func TestStartupOwnership(t *testing.T) {
 
 func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
-	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)
@@ -209,7 +209,7 @@ func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T
 	require.NoError(t, err)
 	sA, err := etcdstore.New(clA, etcdstore.Options{Prefix: s.Prefix()})
 	require.NoError(t, err)
-	podA, err := transition.NewPersisted(state.Lifecycle(), sA, "ex-1")
+	podA, err := transition.NewPersisted(state.Lifecycle(), sA, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
 	podA, _, err = podA.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: 2 * time.Second})
 	require.NoError(t, err)
@@ -287,7 +287,7 @@ func TestClusterKeepsEveryAcknowledgedWriteWhenTheLeaderStops(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			exec, err := transition.NewPersisted(state.Lifecycle(), s, fmt.Sprintf("ex-%d", w))
+			exec, err := transition.NewPersisted(state.Lifecycle(), s, fmt.Sprintf("ex-%d", w), transition.PersistedOptions[state.Status]{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -538,4 +538,21 @@ func TestAStalledWatchConsumerGetsAReListNotEveryWrite(t *testing.T) {
 		}
 	}
 	require.Less(t, received, 16+5+2+1, "%d events for %d writes: the stalled consumer was buffered every write", received, writes)
+}
+
+// A zero Store says to use New instead of panicking on its nil client.
+func TestZeroStoreFailsWithAnError(t *testing.T) {
+	var s etcdstore.Store
+	_, err := s.Get(bg, "ex-1")
+	require.ErrorContains(t, err, "New")
+	_, err = s.Create(bg, storagetest.Sample("ex-1"))
+	require.ErrorContains(t, err, "New")
+	_, err = s.CompareAndSwap(bg, "ex-1", 1, storagetest.Sample("ex-1"))
+	require.ErrorContains(t, err, "New")
+	_, _, err = s.Acquire(bg, "ex-1", storagetest.Lease("pod-a"))
+	require.ErrorContains(t, err, "New")
+	_, _, err = s.List(bg)
+	require.ErrorContains(t, err, "New")
+	_, err = s.Watch(bg, 0)
+	require.ErrorContains(t, err, "New")
 }

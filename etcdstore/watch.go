@@ -23,6 +23,9 @@ import (
 // consumer reads again, and then it gets a re-list instead of every write
 // it missed. The watch ends when ctx is done or the client is closed.
 func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.WatchEvent, error) {
+	if s.client == nil {
+		return nil, errZeroStore
+	}
 	if err := storecall.Check(ctx, "etcdstore", "Watch"); err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func TestLeaseHeldByALiveControllerCannotBeTaken(t *testing.T) {
 // duration the next controller takes over and the dead one is fenced.
 func TestExpiredLeaseIsTakenOverAndTheOldHolderFenced(t *testing.T) {
 	s := newStore(t)
-	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestAcquireRefusesBadArguments(t *testing.T) {
 // next attempt included, as "held", until the Lease expired).
 func TestAcquireWhoseRecordWriteConflictsStillTakesOver(t *testing.T) {
 	s := newStore(t)
-	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.Actor("master"))
+	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Pending})
 	require.NoError(t, err)

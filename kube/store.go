@@ -131,8 +131,15 @@ func (s *Store) Name(id string) string {
 func (s *Store) label() string { return strings.TrimSuffix(s.prefix, "-") }
 
 func (s *Store) call(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
+	if s.client == nil {
+		return nil, nil, errZeroStore
+	}
 	return storecall.Context(ctx, "kube", op, s.timeout)
 }
+
+// errZeroStore is what the methods of a zero Store return: it has no
+// client to call.
+var errZeroStore = errors.New("kube: zero Store: make one with New")
 
 // statusLabel makes a status fit a label value (63 characters of
 // [A-Za-z0-9._-]); a status that does not fit is left out.

@@ -93,7 +93,7 @@ func TestStaleResourceVersionIsAConflictWithTheCurrentRecord(t *testing.T) {
 
 func TestPersistedLifecycleOnKubernetes(t *testing.T) {
 	s := newStore(t)
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1")
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
 	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
 	require.NoError(t, err)
@@ -202,4 +202,21 @@ func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	}
 	var zero T
 	return zero
+}
+
+// A zero Store says to use New instead of panicking on its nil client.
+func TestZeroStoreFailsWithAnError(t *testing.T) {
+	var s kube.Store
+	_, err := s.Get(bg, "ex-1")
+	require.ErrorContains(t, err, "New")
+	_, err = s.Create(bg, storagetest.Sample("ex-1"))
+	require.ErrorContains(t, err, "New")
+	_, err = s.CompareAndSwap(bg, "ex-1", 1, storagetest.Sample("ex-1"))
+	require.ErrorContains(t, err, "New")
+	_, _, err = s.Acquire(bg, "ex-1", storagetest.Lease("pod-a"))
+	require.ErrorContains(t, err, "New")
+	_, _, err = s.List(bg)
+	require.ErrorContains(t, err, "New")
+	_, err = s.Watch(bg, 0)
+	require.ErrorContains(t, err, "New")
 }

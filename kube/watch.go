@@ -23,6 +23,9 @@ import (
 // every record, delivers each, and watches from the list: nothing is
 // missed, some events repeat.
 func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.WatchEvent, error) {
+	if s.client == nil {
+		return nil, errZeroStore
+	}
 	if err := storecall.Check(ctx, "kube", "Watch"); err != nil {
 		return nil, err
 	}

@@ -178,16 +178,31 @@ func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
 }
 
 // Add queues keys for reconciliation, as an event would. It may be called
-// before and during Run.
-func (l *Loop[K]) Add(keys ...K) { l.q.add(keys...) }
+// before and during Run. On a zero Loop (not made by NewLoop) it does
+// nothing.
+func (l *Loop[K]) Add(keys ...K) {
+	if l.q != nil {
+		l.q.add(keys...)
+	}
+}
+
+// errZeroLoop is what the methods of a zero Loop return.
+var errZeroLoop = errors.New("reconcile: zero Loop: make one with NewLoop")
 
 // Stats returns the running totals.
 func (l *Loop[K]) Stats() Stats {
 	return Stats{
 		Reconciles: l.stats.reconciles.Load(), Errors: l.stats.errors.Load(), Terminal: l.stats.terminal.Load(),
 		Requeues: l.stats.requeues.Load(), Panics: l.stats.panics.Load(), Adopted: l.stats.adopted.Load(),
-		Gone: l.stats.gone.Load(), QueueDepth: l.q.depth(),
+		Gone: l.stats.gone.Load(), QueueDepth: l.depth(),
 	}
+}
+
+func (l *Loop[K]) depth() int {
+	if l.q == nil {
+		return 0
+	}
+	return l.q.depth()
 }
 
 // Idle blocks until the recovery pass is over and nothing is queued,
@@ -195,6 +210,12 @@ func (l *Loop[K]) Stats() Stats {
 // is done. It is for tests and for an orderly handover, not for the hot
 // path.
 func (l *Loop[K]) Idle(ctx context.Context) error {
+	if l.q == nil {
+		return errZeroLoop
+	}
+	if ctx == nil {
+		return errors.New("reconcile: Idle: nil context")
+	}
 	select {
 	case <-l.recovered:
 	case <-ctx.Done():
@@ -208,6 +229,9 @@ func (l *Loop[K]) Idle(ctx context.Context) error {
 // queued are dropped: the next run's recovery pass finds them again. A
 // Loop runs once.
 func (l *Loop[K]) Run(ctx context.Context) error {
+	if l.q == nil {
+		return errZeroLoop
+	}
 	if ctx == nil {
 		return errors.New("reconcile: Run: nil context")
 	}

@@ -511,3 +511,14 @@ func TestLoopObserverSeesEveryOutcome(t *testing.T) {
 	sort.Strings(keys)
 	require.Equal(t, []string{"errored", "panicked", "requeued", "succeeded", "terminal"}, keys)
 }
+
+// A zero Loop says to use NewLoop: Run returns at once (it used to kill
+// the process from a goroutine the caller could not recover), Idle does
+// not hang, Add and Stats do nothing.
+func TestZeroLoopFailsWithAnErrorNotAPanicOrAHang(t *testing.T) {
+	var l reconcile.Loop[string]
+	require.ErrorContains(t, l.Run(context.Background()), "NewLoop")
+	require.ErrorContains(t, l.Idle(context.Background()), "NewLoop")
+	l.Add("k")
+	require.Equal(t, reconcile.Stats{}, l.Stats())
+}

@@ -53,8 +53,7 @@ func ExampleTerminate() {
 // The deadline reaper runs in a loop over the executions' ids.
 func ExampleReaper() {
 	store := storage.NewMemory()
-	exec, _ := transition.NewPersisted(state.Lifecycle(), store, "ex-1",
-		transition.Clock(func() time.Time { return time.Now().Add(-time.Hour) }))
+	exec, _ := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Clock: func() time.Time { return time.Now().Add(-time.Hour) }})
 	_, _ = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Relocating})
 
 	reaper := &recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store}

@@ -48,7 +48,7 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 	if actor == "" {
 		actor = "deadline-reaper"
 	}
-	exec, err := transition.NewPersisted(r.Roles.table, r.Store, id, transition.Actor(actor), transition.Clock(now))
+	exec, err := transition.NewPersisted(r.Roles.table, r.Store, id, transition.PersistedOptions[S]{Actor: actor, Clock: now})
 	if err != nil {
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}

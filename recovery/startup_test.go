@@ -184,7 +184,7 @@ func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {
 func newExecution(t *testing.T, s state.Status, clock func() time.Time) (*transition.Persisted[state.Status], *storage.Memory) {
 	t.Helper()
 	store := storage.NewMemory()
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.Clock(clock))
+	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Clock: clock})
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: s, Reason: "test"})
 	require.NoError(t, err)
@@ -286,11 +286,11 @@ func TestApplyStartupRefusalWritesNothing(t *testing.T) {
 // refused on the fresh record, and the ownership taken for it is let go.
 func TestApplyStartupReleasesWhenTheExecutionEndedMeanwhile(t *testing.T) {
 	store := &stoppingOnAcquire{Memory: storage.NewMemory()}
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1")
+	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Stopping})
 	require.NoError(t, err)
-	store.master, err = transition.NewPersisted(state.Lifecycle(), store.Memory, "ex-1", transition.Actor("master"))
+	store.master, err = transition.NewPersisted(state.Lifecycle(), store.Memory, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
 	require.NoError(t, err)
 	v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
@@ -321,7 +321,7 @@ func TestStartupOwnershipOnMemory(t *testing.T) {
 
 func TestStartupOwnershipOnBolt(t *testing.T) {
 	recoverytest.RunOwnership(t, func(t *testing.T) storage.Store {
-		db, err := boltstore.Open(filepath.Join(t.TempDir(), "executions.db"), nil)
+		db, err := boltstore.Open(filepath.Join(t.TempDir(), "executions.db"), boltstore.Options{})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = db.Close() })
 		s, err := db.Store("executions")

@@ -151,10 +151,10 @@ func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testin
 	counts := map[recovery.ActionKind]int{}
 	for range rounds {
 		_, store := newExecution(t, state.Running, time.Now)
-		controller, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.Actor("controller"))
+		controller, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "controller"})
 		require.NoError(t, err)
 		controller = owner(t, controller, "pod-0")
-		master, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.Actor("master"))
+		master, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
 		require.NoError(t, err)
 
 		var wg sync.WaitGroup
@@ -263,7 +263,7 @@ func sigtermCell(t *testing.T, s state.Status) string {
 }
 
 func stopCell(t *testing.T, s state.Status) string {
-	m, err := transition.NewMachine(state.Lifecycle(), transition.StartIn(s))
+	m, err := transition.NewMachineAt(state.Lifecycle(), s, transition.MachineOptions[state.Status]{})
 	require.NoError(t, err)
 	c, err := m.Fire(context.Background(), state.Stopping, "user stop")
 	switch {

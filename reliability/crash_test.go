@@ -50,7 +50,7 @@ func (s announcing) Acquire(ctx context.Context, id string, l storage.Lease) (st
 
 func crashStore(spec childSpec) (storage.Store, func(), error) {
 	if spec.BoltPath != "" {
-		db, err := boltstore.Open(spec.BoltPath, &boltstore.Options{Timeout: 10 * time.Second})
+		db, err := boltstore.Open(spec.BoltPath, boltstore.Options{Timeout: 10 * time.Second})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -87,9 +87,7 @@ func childCrashWriter(ctx context.Context, spec childSpec) error {
 		return err
 	}
 	defer closeStore()
-	exec, err := transition.NewPersisted(state.Lifecycle(), announcing{store}, spec.IDs[0],
-		transition.History(storage.MaxHistory),
-		transition.OnChange(func(c transition.Change[state.Status]) { fmt.Printf("hook %d %s\n", c.Revision, c.To) }))
+	exec, err := transition.NewPersisted(state.Lifecycle(), announcing{store}, spec.IDs[0], transition.PersistedOptions[state.Status]{History: storage.MaxHistory, OnChange: []func(transition.Change[state.Status]){func(c transition.Change[state.Status]) { fmt.Printf("hook %d %s\n", c.Revision, c.To) }}})
 	if err != nil {
 		return err
 	}
@@ -168,7 +166,7 @@ func TestSIGKILLAtRandomPointsLosesNothingAndDecisionsAgree(t *testing.T) {
 			}
 			store, closeStore = open()
 			createAll(t, store, spec.IDs)
-			p, err := transition.NewPersisted(state.Lifecycle(), store, spec.IDs[0])
+			p, err := transition.NewPersisted(state.Lifecycle(), store, spec.IDs[0], transition.PersistedOptions[state.Status]{})
 			require.NoError(t, err)
 			for _, to := range []state.Status{state.Scheduling, state.Initializing} {
 				_, err := p.Fire(context.Background(), to, "master")
@@ -279,7 +277,7 @@ func childLeaseHolder(ctx context.Context, spec childSpec) error {
 	if err != nil {
 		return err
 	}
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, spec.IDs[0])
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, spec.IDs[0], transition.PersistedOptions[state.Status]{})
 	if err != nil {
 		return err
 	}

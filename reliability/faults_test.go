@@ -240,7 +240,7 @@ func TestWatchCompactedUnderTheLoopMissesNothing(t *testing.T) {
 
 	move := func(to state.Status) {
 		for _, id := range execs {
-			p, err := transition.NewPersisted(state.Lifecycle(), writing, id)
+			p, err := transition.NewPersisted(state.Lifecycle(), writing, id, transition.PersistedOptions[state.Status]{})
 			require.NoError(t, err)
 			require.Eventually(t, func() bool { _, err = p.Fire(context.Background(), to, "writer"); return err == nil },
 				30*time.Second, 100*time.Millisecond, "%v", err)

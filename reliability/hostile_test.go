@@ -49,7 +49,7 @@ func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
 	} {
 		t.Run(storeName, func(t *testing.T) {
 			createAll(t, store, []string{"ex-hostile"})
-			exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-hostile")
+			exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-hostile", transition.PersistedOptions[state.Status]{})
 			require.NoError(t, err)
 			before, err := store.Get(context.Background(), "ex-hostile")
 			require.NoError(t, err)
@@ -97,7 +97,7 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 		t.Run(storeName, func(t *testing.T) {
 			stored, err := store.Create(context.Background(), storage.Record{ID: "ex-future", Status: "hibernating"})
 			require.NoError(t, err)
-			exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-future")
+			exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-future", transition.PersistedOptions[state.Status]{})
 			require.NoError(t, err)
 			_, err = exec.Fire(context.Background(), state.Failed, "clean up")
 			require.ErrorIs(t, err, transition.ErrUnknownState)
@@ -149,19 +149,19 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 		_, err := reconcile.NewLoop(opt)
 		require.Error(t, err, name)
 	}
-	for name, opt := range map[string]transition.Option{
-		"negative history":    transition.History(-1),
-		"overflowing history": transition.History(1 << 40),
-		"negative retries":    transition.Retries(-1),
-		"overflowing retries": transition.Retries(1 << 40),
-		"1 MB actor":          transition.Actor(strings.Repeat("a", 1<<20)),
+	for name, opt := range map[string]transition.PersistedOptions[state.Status]{
+		"negative history":    {History: -1},
+		"overflowing history": {History: 1 << 40},
+		"negative retries":    {Retries: -2},
+		"overflowing retries": {Retries: 1 << 40},
+		"1 MB actor":          {Actor: strings.Repeat("a", 1<<20)},
 	} {
 		_, err := transition.NewPersisted(state.Lifecycle(), storage.NewMemory(), "ex-1", opt)
 		require.Error(t, err, name)
 	}
-	_, err := boltstore.Open(filepath.Join(t.TempDir(), "db"), &boltstore.Options{Timeout: -time.Second})
+	_, err := boltstore.Open(filepath.Join(t.TempDir(), "db"), boltstore.Options{Timeout: -time.Second})
 	require.ErrorContains(t, err, "negative Timeout")
-	_, err = boltstore.Open(filepath.Join(t.TempDir(), "db"), &boltstore.Options{LogSize: -1})
+	_, err = boltstore.Open(filepath.Join(t.TempDir(), "db"), boltstore.Options{LogSize: -1})
 	require.ErrorContains(t, err, "negative LogSize")
 	cl, err := shared.Client()
 	require.NoError(t, err)

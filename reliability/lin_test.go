@@ -63,7 +63,7 @@ func etcdStore(t testing.TB) (*etcdstore.Store, string) {
 
 func boltStore(t testing.TB) *boltstore.Store {
 	t.Helper()
-	db, err := boltstore.Open(filepath.Join(t.TempDir(), "db"), nil)
+	db, err := boltstore.Open(filepath.Join(t.TempDir(), "db"), boltstore.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	s, err := db.Store("executions")

@@ -49,7 +49,7 @@ func Example_relocation() {
 	ctx := context.Background()
 	table := state.Lifecycle()
 	store := storage.NewMemory()
-	master, _ := transition.NewPersisted(table, store, "ex-42", transition.Actor("master"))
+	master, _ := transition.NewPersisted(table, store, "ex-42", transition.PersistedOptions[state.Status]{Actor: "master"})
 	_, _ = master.Create(ctx, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
 	_, _ = master.Fire(ctx, state.Scheduling, "allocator dequeued it")
 	_, _ = master.Fire(ctx, state.Initializing, "controller placed")

@@ -92,7 +92,7 @@ func TestRelocatingIsReachableFromEveryRunningStatusButStopping(t *testing.T) {
 func TestLifecycleRelocatedExecutionReturnsToTheStatusItLeft(t *testing.T) {
 	ctx := context.Background()
 	for _, left := range []state.Status{state.Running, state.Recovering, state.Failing, state.Paused} {
-		m, err := transition.NewMachine(state.Lifecycle(), transition.StartIn(left))
+		m, err := transition.NewMachineAt(state.Lifecycle(), left, transition.MachineOptions[state.Status]{})
 		require.NoError(t, err)
 		_, err = m.Fire(ctx, state.Relocating, "node drained")
 		require.NoError(t, err)
@@ -114,7 +114,7 @@ func TestLifecycleRelocatedExecutionReturnsToTheStatusItLeft(t *testing.T) {
 func TestLifecycleWritingTheCurrentStatusIsAnIdempotentSuccess(t *testing.T) {
 	ctx := context.Background()
 	for s := range state.All.All() {
-		m, err := transition.NewMachine(state.Lifecycle(), transition.StartIn(s))
+		m, err := transition.NewMachineAt(state.Lifecycle(), s, transition.MachineOptions[state.Status]{})
 		require.NoError(t, err)
 		c, err := m.Fire(ctx, s, "again")
 		require.NoError(t, err, "%s", s)

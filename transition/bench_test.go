@@ -13,8 +13,8 @@ import (
 // The benchmarks move an execution between running and paused on the
 // canonical lifecycle; bench/ runs the same moves on peer libraries.
 
-func benchMachine(b *testing.B, opts ...transition.Option) *transition.Machine[state.Status] {
-	m, err := transition.NewMachine(state.Lifecycle(), append([]transition.Option{transition.StartIn(state.Running)}, opts...)...)
+func benchMachine(b *testing.B, opts transition.MachineOptions[state.Status]) *transition.Machine[state.Status] {
+	m, err := transition.NewMachineAt(state.Lifecycle(), state.Running, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func benchMachine(b *testing.B, opts ...transition.Option) *transition.Machine[s
 }
 
 func BenchmarkMachineFire(b *testing.B) {
-	m := benchMachine(b)
+	m := benchMachine(b, transition.MachineOptions[state.Status]{})
 	ctx := context.Background()
 	targets := [2]state.Status{state.Paused, state.Running}
 	b.ReportAllocs()
@@ -34,7 +34,7 @@ func BenchmarkMachineFire(b *testing.B) {
 }
 
 func BenchmarkMachineFireRejected(b *testing.B) {
-	m := benchMachine(b)
+	m := benchMachine(b, transition.MachineOptions[state.Status]{})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for range b.N {
@@ -52,7 +52,7 @@ func BenchmarkMachineFireGuarded(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := transition.NewMachine(table, transition.StartIn(state.Running))
+	m, err := transition.NewMachineAt(table, state.Running, transition.MachineOptions[state.Status]{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func BenchmarkMachineFireGuarded(b *testing.B) {
 
 func BenchmarkMachineFireObserved(b *testing.B) {
 	n := 0
-	m := benchMachine(b, transition.OnChange(func(transition.Change[state.Status]) { n++ }))
+	m := benchMachine(b, transition.MachineOptions[state.Status]{OnChange: []func(transition.Change[state.Status]){func(transition.Change[state.Status]) { n++ }}})
 	ctx := context.Background()
 	targets := [2]state.Status{state.Paused, state.Running}
 	b.ReportAllocs()
@@ -87,7 +87,7 @@ func BenchmarkMachineFireParallel(b *testing.B) {
 	b.Run("own", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			m := benchMachine(b)
+			m := benchMachine(b, transition.MachineOptions[state.Status]{})
 			for i := 0; pb.Next(); i++ {
 				if _, err := m.Fire(ctx, targets[i&1], "toggle"); err != nil {
 					b.Error(err)
@@ -97,7 +97,7 @@ func BenchmarkMachineFireParallel(b *testing.B) {
 		})
 	})
 	b.Run("shared", func(b *testing.B) {
-		m := benchMachine(b)
+		m := benchMachine(b, transition.MachineOptions[state.Status]{})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for i := 0; pb.Next(); i++ {
@@ -157,7 +157,7 @@ func BenchmarkMermaid(b *testing.B) {
 
 func BenchmarkPersistedFireMemoryStore(b *testing.B) {
 	store := storage.NewMemory()
-	p, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1")
+	p, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,6 +29,23 @@
 // again ([Persisted.Apply] makes that decision a function of the fresh
 // record).
 //
+// # Observers
+//
+// The OnChange functions of a Machine or a Persisted ([MachineOptions],
+// [PersistedOptions]) see every change it made exactly once, in the
+// order the changes were written, one at a time, each change by every
+// observer in the order they were given. No lock is held while an
+// observer runs, so an observer may call back into the machine that
+// called it: that change is delivered after the current one, once the
+// observer returns. It follows that Fire may return before observers have
+// seen its change, when another goroutine (or an observer up the stack)
+// is delivering; they will see it.
+//
+// An observer that panics is recovered: the change it was given is made
+// (and written) already, so the caller of Fire gets no panic for it, and
+// the other observers still see it. The panic goes to OnObserverPanic,
+// or is logged.
+//
 // # Ownership
 //
 // A controller drives an execution only while it owns it (see package

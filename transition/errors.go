@@ -64,3 +64,11 @@ func (e *Error) Unwrap() error { return e.Guard }
 func notAllowed(id, from, to, reason string) *Error {
 	return &Error{ID: id, From: from, To: to, Reason: reason}
 }
+
+// Errors of zero values: every method of a zero Machine or Persisted that
+// could block or write returns one, saying which constructor to use,
+// rather than panicking or hanging.
+var (
+	errZeroMachine   = errors.New("transition: zero Machine: make one with NewMachine or NewMachineAt")
+	errZeroPersisted = errors.New("transition: zero Persisted: make one with NewPersisted")
+)

@@ -21,7 +21,9 @@ func (t *Table[S]) Mermaid() string {
 		ids[i] = fmt.Sprintf("s%d", i)
 		fmt.Fprintf(&b, "    state %q as %s\n", strings.ReplaceAll(name, `"`, "'"), ids[i])
 	}
-	fmt.Fprintf(&b, "    [*] --> %s\n", ids[t.initial])
+	if t.n > 0 {
+		fmt.Fprintf(&b, "    [*] --> %s\n", ids[t.initial])
+	}
 	for i := range t.n {
 		for j := range t.n {
 			if label := t.edgeLabel(i, j); label != "-" {
@@ -54,7 +56,9 @@ func (t *Table[S]) DOT() string {
 		}
 		fmt.Fprintf(&b, "    n%d [label=%s%s];\n", i, dotQuote(name), shape)
 	}
-	fmt.Fprintf(&b, "    start -> n%d;\n", t.initial)
+	if t.n > 0 {
+		fmt.Fprintf(&b, "    start -> n%d;\n", t.initial)
+	}
 	for i := range t.n {
 		for j := range t.n {
 			label := t.edgeLabel(i, j)

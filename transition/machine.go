@@ -2,7 +2,6 @@ package transition
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -49,39 +48,45 @@ func unpack(w uint64) (cur, prevPlus1 int, seq uint64) {
 	return int(w & 0xff), int(w >> prevShift & 0xff), w >> seqShift
 }
 
-// NewMachine returns a machine over table in its initial state, or in the
-// state given by [StartIn]. It accepts [OnChange], [StartIn], [Clock],
-// [Actor] and [ID].
-func NewMachine[S comparable](table *Table[S], opts ...Option) (*Machine[S], error) {
-	if table == nil {
-		return nil, errors.New("transition: NewMachine: nil table")
+// NewMachine returns a machine over table in its initial state.
+func NewMachine[S comparable](table *Table[S], opts MachineOptions[S]) (*Machine[S], error) {
+	if err := table.usable("NewMachine"); err != nil {
+		return nil, err
 	}
-	s := newSettings(forMachine, opts)
-	observers, err := observersFor[S](s)
+	return newMachine(table, int(table.initial), opts)
+}
+
+// NewMachineAt returns a machine over table in state start, for a machine
+// rebuilt from a state read elsewhere. It remembers no earlier state, so
+// return edges out of start are closed until it moves. A start the table
+// does not have is [ErrUnknownState].
+func NewMachineAt[S comparable](table *Table[S], start S, opts MachineOptions[S]) (*Machine[S], error) {
+	if err := table.usable("NewMachineAt"); err != nil {
+		return nil, err
+	}
+	i, known := table.lookup(start)
+	if !known {
+		return nil, fmt.Errorf("transition: NewMachineAt: %w %s", ErrUnknownState, quote.Limited(nameOf(start)))
+	}
+	return newMachine(table, i, opts)
+}
+
+func newMachine[S comparable](table *Table[S], start int, opts MachineOptions[S]) (*Machine[S], error) {
+	s, err := opts.settings()
 	if err != nil {
-		s.errs = append(s.errs, err)
+		return nil, err
 	}
-	start := int(table.initial)
-	if s.hasStart {
-		v, ok := s.start.(S)
-		if !ok {
-			s.errs = append(s.errs, fmt.Errorf("transition: StartIn(%T) for a machine of %T", s.start, table.states[0]))
-		} else if i, known := table.lookup(v); !known {
-			s.errs = append(s.errs, fmt.Errorf("transition: StartIn: %w %s", ErrUnknownState, quote.Limited(nameOf(v))))
-		} else {
-			start = i
-		}
-	}
-	if len(s.errs) > 0 {
-		return nil, errors.Join(s.errs...)
-	}
-	m := &Machine[S]{table: table, notify: newNotifier(observers), clock: s.clock, actor: s.actor, id: s.id}
+	m := &Machine[S]{table: table, notify: newNotifier(s.observers, s.onPanic), clock: s.clock, actor: s.actor, id: s.id}
 	m.word.Store(pack(start, noPrev, 0))
 	return m, nil
 }
 
-// State returns the current state.
+// State returns the current state (the zero S for a zero Machine).
 func (m *Machine[S]) State() S {
+	if m.table == nil {
+		var zero S
+		return zero
+	}
 	cur, _, _ := unpack(m.word.Load())
 	return m.table.states[cur]
 }
@@ -90,7 +95,7 @@ func (m *Machine[S]) State() S {
 // if the machine has not moved since it was made.
 func (m *Machine[S]) Previous() (S, bool) {
 	_, prev, _ := unpack(m.word.Load())
-	if prev == noPrev {
+	if prev == noPrev || m.table == nil {
 		var zero S
 		return zero, false
 	}
@@ -111,6 +116,9 @@ func (m *Machine[S]) Fire(ctx context.Context, to S, reason string) (Change[S], 
 		return Change[S]{}, err
 	}
 	t := m.table
+	if t == nil {
+		return Change[S]{}, errZeroMachine
+	}
 	j, ok := t.lookup(to)
 	if !ok {
 		cur, _, _ := unpack(m.word.Load())

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -18,14 +20,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var bg = context.Background()
 
-func newMachine(t testing.TB, table *transition.Table[SimState], opts ...transition.Option) *transition.Machine[SimState] {
-	m, err := transition.NewMachine(table, opts...)
+func newMachine(t testing.TB, table *transition.Table[SimState], opts transition.MachineOptions[SimState]) *transition.Machine[SimState] {
+	m, err := transition.NewMachine(table, opts)
 	require.NoError(t, err)
 	return m
 }
 
 func TestMachineFiresAllowedMovesAndRefusesOthers(t *testing.T) {
-	m := newMachine(t, simTable(t), transition.ID("sim-1"), transition.Actor("manager"))
+	m := newMachine(t, simTable(t), transition.MachineOptions[SimState]{ID: "sim-1", Actor: "manager"})
 	require.Equal(t, Idle, m.State())
 	_, had := m.Previous()
 	require.False(t, had)
@@ -51,7 +53,8 @@ func TestMachineFiresAllowedMovesAndRefusesOthers(t *testing.T) {
 }
 
 func TestMachineRefusesEveryMoveOutOfATerminalState(t *testing.T) {
-	m := newMachine(t, simTable(t), transition.StartIn(Gone))
+	m, err := transition.NewMachineAt(simTable(t), Gone, transition.MachineOptions[SimState]{})
+	require.NoError(t, err)
 	for _, to := range []SimState{Idle, Starting, Running, Errored} {
 		_, err := m.Fire(bg, to, "")
 		require.ErrorIs(t, err, transition.ErrNotAllowed)
@@ -63,7 +66,7 @@ func TestMachineRefusesEveryMoveOutOfATerminalState(t *testing.T) {
 }
 
 func TestMachineRefusesAStateTheTableDoesNotKnow(t *testing.T) {
-	m := newMachine(t, simTable(t))
+	m := newMachine(t, simTable(t), transition.MachineOptions[SimState]{})
 	_, err := m.Fire(bg, "exploded", "")
 	// A state the table lacks is a move it does not allow, and the error
 	// is one a test can build and compare whole.
@@ -83,7 +86,7 @@ func TestMachineGuardVetoUnwrapsToTheGuardsError(t *testing.T) {
 		return nil
 	}).Build()
 	require.NoError(t, err)
-	m := newMachine(t, table, transition.Clock(func() time.Time { return time.Unix(100, 0) }))
+	m := newMachine(t, table, transition.MachineOptions[SimState]{Clock: func() time.Time { return time.Unix(100, 0) }})
 
 	_, err = m.Fire(bg, Starting, "unlicensed")
 	require.ErrorIs(t, err, transition.ErrGuard)
@@ -109,7 +112,7 @@ func TestMachineTableWideGuardsRunFirst(t *testing.T) {
 		GuardAll(func(context.Context, transition.Change[SimState]) error { order = append(order, "all"); return nil }).
 		Build()
 	require.NoError(t, err)
-	_, err = newMachine(t, table).Fire(bg, Starting, "")
+	_, err = newMachine(t, table, transition.MachineOptions[SimState]{}).Fire(bg, Starting, "")
 	require.NoError(t, err)
 	require.Equal(t, []string{"all", "edge"}, order)
 }
@@ -117,7 +120,7 @@ func TestMachineTableWideGuardsRunFirst(t *testing.T) {
 func TestMachineHonoursContextBeforeAndAfterGuards(t *testing.T) {
 	done, cancel := context.WithCancel(bg)
 	cancel()
-	m := newMachine(t, simTable(t))
+	m := newMachine(t, simTable(t), transition.MachineOptions[SimState]{})
 	_, err := m.Fire(done, Starting, "")
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, Idle, m.State())
@@ -128,7 +131,7 @@ func TestMachineHonoursContextBeforeAndAfterGuards(t *testing.T) {
 		return nil
 	}).Build()
 	require.NoError(t, err)
-	m = newMachine(t, table)
+	m = newMachine(t, table, transition.MachineOptions[SimState]{})
 	_, err = m.Fire(live, Starting, "")
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, Idle, m.State(), "nothing is written once the context is done")
@@ -140,30 +143,26 @@ func TestMachineHonoursContextBeforeAndAfterGuards(t *testing.T) {
 
 func TestNewMachineRefusesBadOptions(t *testing.T) {
 	table := simTable(t)
-	for name, opt := range map[string]transition.Option{
-		"persisted-only option":    transition.History(3),
-		"nil observer":             transition.OnChange[SimState](nil),
-		"observer of another type": transition.OnChange(func(transition.Change[int]) {}),
-		"start in unknown state":   transition.StartIn[SimState]("nowhere"),
-		"start of another type":    transition.StartIn(3),
-		"nil clock":                transition.Clock(nil),
-		"nil option":               nil,
+	for name, opts := range map[string]transition.MachineOptions[SimState]{
+		"nil observer": {OnChange: []func(transition.Change[SimState]){nil}},
+		"a huge actor": {Actor: strings.Repeat("a", storage.MaxOwnerLen+1)},
 	} {
-		_, err := transition.NewMachine(table, opt)
+		_, err := transition.NewMachine(table, opts)
 		require.Error(t, err, name)
 	}
-	_, err := transition.NewMachine[SimState](nil)
+	_, err := transition.NewMachine(nil, transition.MachineOptions[SimState]{})
+	require.Error(t, err)
+	_, err = transition.NewMachineAt(table, "nowhere", transition.MachineOptions[SimState]{})
+	require.ErrorIs(t, err, transition.ErrUnknownState)
+	_, err = transition.NewMachineAt(nil, Idle, transition.MachineOptions[SimState]{})
 	require.Error(t, err)
 }
 
 func TestMachineObserversSeeEveryChangeInOrder(t *testing.T) {
 	var got []string
-	m := newMachine(t, simTable(t),
-		transition.OnChange(func(c transition.Change[SimState]) {
-			got = append(got, fmt.Sprintf("1:%s>%s@%d", c.From, c.To, c.Revision))
-		}),
-		transition.OnChange(func(c transition.Change[SimState]) { got = append(got, fmt.Sprintf("2:%s>%s", c.From, c.To)) }),
-	)
+	m := newMachine(t, simTable(t), transition.MachineOptions[SimState]{OnChange: []func(transition.Change[SimState]){func(c transition.Change[SimState]) {
+		got = append(got, fmt.Sprintf("1:%s>%s@%d", c.From, c.To, c.Revision))
+	}, func(c transition.Change[SimState]) { got = append(got, fmt.Sprintf("2:%s>%s", c.From, c.To)) }}})
 	for _, to := range []SimState{Starting, Starting, Running, Paused} {
 		_, err := m.Fire(bg, to, "")
 		require.NoError(t, err)
@@ -180,14 +179,14 @@ func TestMachineObserversSeeEveryChangeInOrder(t *testing.T) {
 func TestMachineObserverMayFireTheMachineItObserves(t *testing.T) {
 	var m *transition.Machine[SimState]
 	var got []SimState
-	m = newMachine(t, simTable(t), transition.OnChange(func(c transition.Change[SimState]) {
+	m = newMachine(t, simTable(t), transition.MachineOptions[SimState]{OnChange: []func(transition.Change[SimState]){func(c transition.Change[SimState]) {
 		got = append(got, c.To)
 		if c.To == Starting {
 			_, err := m.Fire(bg, Running, "auto-start")
 			require.NoError(t, err)
 			require.Equal(t, Running, m.State())
 		}
-	}))
+	}}})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -202,19 +201,55 @@ func TestMachineObserverMayFireTheMachineItObserves(t *testing.T) {
 	require.Equal(t, []SimState{Starting, Running}, got)
 }
 
-func TestMachineStaysUsableAfterAnObserverPanics(t *testing.T) {
-	calls := 0
-	m := newMachine(t, simTable(t), transition.OnChange(func(c transition.Change[SimState]) {
-		calls++
-		if c.To == Starting {
-			panic("observer bug")
-		}
-	}))
-	require.Panics(t, func() { _, _ = m.Fire(bg, Starting, "") })
-	require.Equal(t, Starting, m.State(), "the change was made before observers ran")
-	_, err := m.Fire(bg, Running, "")
+// A panicking observer is recovered: the change stands, the caller gets
+// no panic for it, the other observers still see it, and the panic is
+// reported. (It went up to the caller of Fire, and the observers after
+// the panicking one missed the change.)
+func TestMachineObserverThatPanicsIsRecoveredAndTheOthersStillSeeTheChange(t *testing.T) {
+	var first, second []SimState
+	var panics []any
+	m := newMachine(t, simTable(t), transition.MachineOptions[SimState]{
+		OnChange: []func(transition.Change[SimState]){
+			func(c transition.Change[SimState]) {
+				first = append(first, c.To)
+				if c.To == Starting {
+					panic("observer bug")
+				}
+			},
+			func(c transition.Change[SimState]) { second = append(second, c.To) },
+		},
+		OnObserverPanic: func(c transition.Change[SimState], recovered any) {
+			require.Equal(t, Starting, c.To)
+			panics = append(panics, recovered)
+		},
+	})
+	c, err := m.Fire(bg, Starting, "")
+	require.NoError(t, err, "the change was made: no panic, no error")
+	require.Equal(t, Starting, c.To)
+	_, err = m.Fire(bg, Running, "")
 	require.NoError(t, err)
-	require.Equal(t, 2, calls, "the next change is still delivered")
+	require.Equal(t, []SimState{Starting, Running}, first)
+	require.Equal(t, []SimState{Starting, Running}, second, "the observer after the panicking one saw every change")
+	require.Equal(t, []any{"observer bug"}, panics)
+}
+
+// The same holds for a Persisted, whose write is durable: the caller of
+// Fire learns it succeeded, and a handler that panics itself is
+// recovered too.
+func TestPersistedObserverThatPanicsDoesNotTurnADurableWriteIntoAPanic(t *testing.T) {
+	var seen []Job
+	p, store := created(t, transition.PersistedOptions[Job]{
+		OnChange: []func(transition.Change[Job]){
+			func(transition.Change[Job]) { panic("observer bug") },
+			func(c transition.Change[Job]) { seen = append(seen, c.To) },
+		},
+		OnObserverPanic: func(transition.Change[Job], any) { panic("handler bug too") },
+	})
+	c, err := p.Fire(bg, Work, "")
+	require.NoError(t, err)
+	require.Equal(t, Work, c.To)
+	require.Equal(t, "working", mustGet(t, store).Status)
+	require.Equal(t, []Job{Queued, Work}, seen)
 }
 
 // Concurrent Fire calls are linearizable: along a chain of states, every
@@ -231,12 +266,12 @@ func TestMachineConcurrentFireHasOneWinnerPerStep(t *testing.T) {
 	require.NoError(t, err)
 	var observed []int
 	for _, observe := range []bool{false, true} {
-		var opts []transition.Option
+		var opts transition.MachineOptions[int]
 		if observe {
 			observed = nil
-			opts = append(opts, transition.OnChange(func(c transition.Change[int]) { observed = append(observed, c.To) }))
+			opts.OnChange = []func(transition.Change[int]){func(c transition.Change[int]) { observed = append(observed, c.To) }}
 		}
-		m, err := transition.NewMachine(table, opts...)
+		m, err := transition.NewMachine(table, opts)
 		require.NoError(t, err)
 		var winners [steps + 1]atomic.Int32
 		var wg sync.WaitGroup
@@ -281,7 +316,7 @@ func TestMachineConcurrentFireHasOneWinnerPerStep(t *testing.T) {
 func TestMachineFireWithoutGuardsOrObserversAllocatesNothing(t *testing.T) {
 	table, err := transition.New(false).Allow(false, true).Allow(true, false).Build()
 	require.NoError(t, err)
-	m, err := transition.NewMachine(table)
+	m, err := transition.NewMachine(table, transition.MachineOptions[bool]{})
 	require.NoError(t, err)
 	to := true
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -302,9 +337,9 @@ func ExampleMachine() {
 		Allow("paused", "running", "done").
 		Terminal("done").
 		Build()
-	m, _ := transition.NewMachine(table, transition.OnChange(func(c transition.Change[string]) {
+	m, _ := transition.NewMachine(table, transition.MachineOptions[string]{OnChange: []func(transition.Change[string]){func(c transition.Change[string]) {
 		fmt.Printf("%s → %s (%s)\n", c.From, c.To, c.Reason)
-	}))
+	}}})
 	ctx := context.Background()
 	_, _ = m.Fire(ctx, "running", "started")
 	c, _ := m.Fire(ctx, "running", "started again")

@@ -13,17 +13,18 @@ import "sync"
 // next: no deadlock, no reordering, no change seen twice.
 type notifier[S comparable] struct {
 	observers []func(Change[S])
+	onPanic   func(Change[S], any)
 
 	mu         sync.Mutex
 	queue      []Change[S]
 	delivering bool
 }
 
-func newNotifier[S comparable](observers []func(Change[S])) *notifier[S] {
+func newNotifier[S comparable](observers []func(Change[S]), onPanic func(Change[S], any)) *notifier[S] {
 	if len(observers) == 0 {
 		return nil
 	}
-	return &notifier[S]{observers: observers}
+	return &notifier[S]{observers: observers, onPanic: onPanic}
 }
 
 func (n *notifier[S]) enqueue(c Change[S]) {
@@ -54,20 +55,26 @@ func (n *notifier[S]) drain() {
 	n.mu.Unlock()
 }
 
-// deliver calls every observer with c. If one panics, the panic goes on up
-// to the caller of Fire, but the notifier stays usable: the next drain
-// delivers what is still queued.
+// deliver calls every observer with c. An observer that panics is
+// recovered and reported; the others still see c.
 func (n *notifier[S]) deliver(c Change[S]) {
-	done := false
+	for _, o := range n.observers {
+		n.call(o, c)
+	}
+}
+
+func (n *notifier[S]) call(o func(Change[S]), c Change[S]) {
 	defer func() {
-		if !done {
-			n.mu.Lock()
-			n.delivering = false
-			n.mu.Unlock()
+		if r := recover(); r != nil {
+			n.report(c, r)
 		}
 	}()
-	for _, o := range n.observers {
-		o(c)
-	}
-	done = true
+	o(c)
+}
+
+// report hands a recovered panic to onPanic. A panicking handler is
+// recovered too: it has nobody left to tell.
+func (n *notifier[S]) report(c Change[S], recovered any) {
+	defer func() { _ = recover() }()
+	n.onPanic(c, recovered)
 }

@@ -68,29 +68,28 @@ type handles[S comparable] struct {
 
 // NewPersisted returns the execution id of store, under table, written as
 // an outside authority (see [Persisted.Acquire] to own it). It does not
-// touch the store. It accepts [OnChange], [Clock], [Actor], [History] and
-// [Retries].
-func NewPersisted[S comparable](table *Table[S], store storage.Store, id string, opts ...Option) (*Persisted[S], error) {
-	s := newSettings(forPersisted, opts)
-	if table == nil {
-		s.errs = append(s.errs, errors.New("transition: NewPersisted: nil table"))
+// touch the store.
+func NewPersisted[S comparable](table *Table[S], store storage.Store, id string, opts PersistedOptions[S]) (*Persisted[S], error) {
+	var errs []error
+	if err := table.usable("NewPersisted"); err != nil {
+		errs = append(errs, err)
 	}
 	if store == nil {
-		s.errs = append(s.errs, errors.New("transition: NewPersisted: nil store"))
+		errs = append(errs, errors.New("transition: NewPersisted: nil store"))
 	}
 	if err := storage.ValidateID(id); err != nil {
-		s.errs = append(s.errs, fmt.Errorf("transition: NewPersisted: %w", err))
+		errs = append(errs, fmt.Errorf("transition: NewPersisted: %w", err))
 	}
-	observers, err := observersFor[S](s)
+	s, err := opts.settings()
 	if err != nil {
-		s.errs = append(s.errs, err)
+		errs = append(errs, err)
 	}
-	if len(s.errs) > 0 {
-		return nil, errors.Join(s.errs...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return &Persisted[S]{
 		table: table, store: store, id: id, actor: s.actor, history: s.history, retries: s.retries, clock: s.clock,
-		shared: &handles[S]{observers: observers, notify: newNotifier(observers), sem: make(chan struct{}, 1)},
+		shared: &handles[S]{observers: s.observers, notify: newNotifier(s.observers, s.onPanic), sem: make(chan struct{}, 1)},
 	}, nil
 }
 
@@ -119,7 +118,7 @@ func (p *Persisted[S]) Ownership() storage.Ownership { return p.own }
 // held while it waits). If a live holder owns the record the error
 // matches [storage.ErrHeld] (with lease.Wait, once ctx has ended).
 func (p *Persisted[S]) Acquire(ctx context.Context, lease storage.Lease) (*Persisted[S], storage.Record, error) {
-	if err := storecall.Check(ctx, "transition", "Acquire"); err != nil {
+	if err := p.check(ctx, "Acquire"); err != nil {
 		return nil, storage.Record{}, err
 	}
 	// The store may wait for a live holder (lease.Wait): not under the
@@ -182,7 +181,7 @@ func (p *Persisted[S]) deliver(c Change[S]) {
 // with that id already present is [storage.ErrExists]. Observers see the
 // creation as a change from the zero value of S to u.To.
 func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record, error) {
-	if err := storecall.Check(ctx, "transition", "Create"); err != nil {
+	if err := p.check(ctx, "Create"); err != nil {
 		return storage.Record{}, err
 	}
 	name, ok := p.table.Name(u.To)
@@ -212,10 +211,18 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record,
 	return stored, nil
 }
 
+// check refuses a nil or done ctx and a zero Persisted.
+func (p *Persisted[S]) check(ctx context.Context, op string) error {
+	if p.shared == nil {
+		return errZeroPersisted
+	}
+	return storecall.Check(ctx, "transition", op)
+}
+
 // Load reads the record from the store and returns it with its state.
 func (p *Persisted[S]) Load(ctx context.Context) (S, storage.Record, error) {
 	var zero S
-	if err := storecall.Check(ctx, "transition", "Load"); err != nil {
+	if err := p.check(ctx, "Load"); err != nil {
 		return zero, storage.Record{}, err
 	}
 	if err := lock(ctx, p.shared.sem); err != nil {
@@ -282,7 +289,7 @@ func (p *Persisted[S]) Fire(ctx context.Context, to S, reason string) (Change[S]
 // It returns the change, with the revision written, and the record as
 // stored.
 func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec storage.Record) (Update[S], error)) (Change[S], storage.Record, error) {
-	if err := storecall.Check(ctx, "transition", "Apply"); err != nil {
+	if err := p.check(ctx, "Apply"); err != nil {
 		return Change[S]{}, storage.Record{}, err
 	}
 	if decide == nil {

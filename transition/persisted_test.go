@@ -60,22 +60,27 @@ func fixedClock() func() time.Time {
 	}
 }
 
-func newJob(t testing.TB, store storage.Store, opts ...transition.Option) *transition.Persisted[Job] {
-	p, err := transition.NewPersisted(jobTable(t), store, "ex-1", append([]transition.Option{transition.Clock(fixedClock())}, opts...)...)
+// newJob returns a handle on ex-1 of store; a nil Clock in opts is a
+// fixed clock that ticks a second per reading.
+func newJob(t testing.TB, store storage.Store, opts transition.PersistedOptions[Job]) *transition.Persisted[Job] {
+	if opts.Clock == nil {
+		opts.Clock = fixedClock()
+	}
+	p, err := transition.NewPersisted(jobTable(t), store, "ex-1", opts)
 	require.NoError(t, err)
 	return p
 }
 
-func created(t testing.TB, opts ...transition.Option) (*transition.Persisted[Job], *storage.Memory) {
+func created(t testing.TB, opts transition.PersistedOptions[Job]) (*transition.Persisted[Job], *storage.Memory) {
 	store := storage.NewMemory()
-	p := newJob(t, store, opts...)
+	p := newJob(t, store, opts)
 	_, err := p.Create(bg, transition.Update[Job]{To: Queued, Reason: "submitted", Meta: map[string]string{"owner": "alice"}})
 	require.NoError(t, err)
 	return p, store
 }
 
 func TestPersistedCreatesFiresAndLoads(t *testing.T) {
-	p, store := created(t, transition.Actor("master"))
+	p, store := created(t, transition.PersistedOptions[Job]{Actor: "master"})
 	rec, err := store.Get(bg, "ex-1")
 	require.NoError(t, err)
 	require.Equal(t, "queued", rec.Status)
@@ -107,7 +112,7 @@ func TestPersistedCreatesFiresAndLoads(t *testing.T) {
 }
 
 func TestPersistedWritingTheCurrentStateWritesNothing(t *testing.T) {
-	p, store := created(t)
+	p, store := created(t, transition.PersistedOptions[Job]{})
 	before, err := store.Get(bg, "ex-1")
 	require.NoError(t, err)
 	c, err := p.Fire(bg, Queued, "again")
@@ -124,7 +129,7 @@ func TestPersistedRefusedMovesWriteNothing(t *testing.T) {
 	table, err := jobBuilder().Guard(Work, Done, func(context.Context, transition.Change[Job]) error { return errNope }).Build()
 	require.NoError(t, err)
 	store := storage.NewMemory()
-	p, err := transition.NewPersisted(table, store, "ex-1")
+	p, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[Job]{})
 	require.NoError(t, err)
 	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
 	require.NoError(t, err)
@@ -149,7 +154,7 @@ func mustGet(t require.TestingT, s storage.Store) storage.Record {
 }
 
 func TestPersistedReturnEdgeLeadsBackToTheRecordedPreviousState(t *testing.T) {
-	p, store := created(t)
+	p, store := created(t, transition.PersistedOptions[Job]{})
 	for _, to := range []Job{Work, Hold, Moving} {
 		_, err := p.Fire(bg, to, "")
 		require.NoError(t, err)
@@ -157,7 +162,7 @@ func TestPersistedReturnEdgeLeadsBackToTheRecordedPreviousState(t *testing.T) {
 	require.Equal(t, "held", mustGet(t, store).Previous)
 
 	// A different process, reading only the store, still knows where to go.
-	other := newJob(t, store)
+	other := newJob(t, store, transition.PersistedOptions[Job]{})
 	_, err := other.Fire(bg, Work, "resume")
 	require.ErrorIs(t, err, transition.ErrNotAllowed)
 	require.Contains(t, err.Error(), "moving returns only to held")
@@ -167,7 +172,7 @@ func TestPersistedReturnEdgeLeadsBackToTheRecordedPreviousState(t *testing.T) {
 
 func TestPersistedRecordCreatedInARememberingStateCannotReturn(t *testing.T) {
 	store := storage.NewMemory()
-	p := newJob(t, store)
+	p := newJob(t, store, transition.PersistedOptions[Job]{})
 	_, err := p.Create(bg, transition.Update[Job]{To: Moving, Reason: "adopted mid-move"})
 	require.NoError(t, err)
 	_, err = p.Fire(bg, Work, "")
@@ -178,7 +183,7 @@ func TestPersistedRecordCreatedInARememberingStateCannotReturn(t *testing.T) {
 }
 
 func TestPersistedAuditTrailIsBounded(t *testing.T) {
-	p, store := created(t, transition.History(3))
+	p, store := created(t, transition.PersistedOptions[Job]{History: 3})
 	for _, to := range []Job{Work, Hold, Work, Hold, Work} {
 		_, err := p.Fire(bg, to, "to "+string(to))
 		require.NoError(t, err)
@@ -190,15 +195,12 @@ func TestPersistedAuditTrailIsBounded(t *testing.T) {
 		require.Equal(t, rec.History[k-1].To, rec.History[k].From)
 		require.Greater(t, rec.History[k].Revision, rec.History[k-1].Revision)
 	}
-
-	_, err := transition.NewPersisted(jobTable(t), store, "ex-1", transition.History(0))
-	require.Error(t, err, "a record keeps at least its last change")
 }
 
 // The trail's length is the record's: a writer with another History
 // option, the store's take-over and the deadline reaper all keep it.
 func TestEveryWriterKeepsTheRecordsOwnTrailLength(t *testing.T) {
-	creator, store := created(t, transition.History(200))
+	creator, store := created(t, transition.PersistedOptions[Job]{History: 200})
 	for k := range 40 {
 		to := Work
 		if k%2 == 1 {
@@ -211,7 +213,7 @@ func TestEveryWriterKeepsTheRecordsOwnTrailLength(t *testing.T) {
 	require.Equal(t, 200, rec.HistoryLimit)
 	require.Len(t, rec.History, 41)
 
-	other := newJob(t, store, transition.History(3)) // its own option applies to records it creates
+	other := newJob(t, store, transition.PersistedOptions[Job]{History: 3}) // its own option applies to records it creates
 	owned, _, err := other.Acquire(bg, lease("pod-a"))
 	require.NoError(t, err)
 	require.Len(t, mustGet(t, store).History, 42, "the take-over kept the trail")
@@ -221,7 +223,7 @@ func TestEveryWriterKeepsTheRecordsOwnTrailLength(t *testing.T) {
 }
 
 func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {
-	p, store := created(t)
+	p, store := created(t, transition.PersistedOptions[Job]{})
 	_, rec, err := p.Apply(bg, func(cur Job, rec storage.Record) (transition.Update[Job], error) {
 		require.Equal(t, "alice", rec.Meta["owner"])
 		return transition.Update[Job]{To: Work, Reason: "started", Meta: map[string]string{"restarts": "0"}, Unset: []string{"owner"}}, nil
@@ -249,7 +251,7 @@ func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {
 }
 
 func TestPersistedDecideErrorWritesNothing(t *testing.T) {
-	p, store := created(t)
+	p, store := created(t, transition.PersistedOptions[Job]{})
 	rev := mustGet(t, store).Revision
 	errRefuse := errors.New("refuse")
 	_, _, err := p.Apply(bg, func(Job, storage.Record) (transition.Update[Job], error) {
@@ -263,7 +265,7 @@ func TestPersistedDecideErrorWritesNothing(t *testing.T) {
 
 // Hostile updates get a clear error and nothing is written.
 func TestPersistedHostileUpdatesWriteNothing(t *testing.T) {
-	p, store := created(t)
+	p, store := created(t, transition.PersistedOptions[Job]{})
 	before := mustGet(t, store)
 	huge := strings.Repeat("r", 1<<20)
 	for name, u := range map[string]transition.Update[Job]{
@@ -277,14 +279,23 @@ func TestPersistedHostileUpdatesWriteNothing(t *testing.T) {
 		require.ErrorIs(t, err, storage.ErrInvalidRecord, name)
 		require.Equal(t, before, mustGet(t, store), name)
 	}
-	_, err := transition.NewPersisted(jobTable(t), store, strings.Repeat("i", storage.MaxIDLen+1))
+	_, err := transition.NewPersisted(jobTable(t), store, strings.Repeat("i", storage.MaxIDLen+1), transition.PersistedOptions[Job]{})
 	require.ErrorIs(t, err, storage.ErrInvalidRecord)
-	_, err = transition.NewPersisted(jobTable(t), store, "")
+	_, err = transition.NewPersisted(jobTable(t), store, "", transition.PersistedOptions[Job]{})
 	require.ErrorIs(t, err, storage.ErrInvalidRecord)
-	_, err = transition.NewPersisted(jobTable(t), nil, "x")
+	_, err = transition.NewPersisted(jobTable(t), nil, "x", transition.PersistedOptions[Job]{})
 	require.Error(t, err)
-	_, err = transition.NewPersisted(jobTable(t), store, "x", transition.StartIn(Work))
-	require.Error(t, err, "StartIn is a Machine option")
+	for name, opts := range map[string]transition.PersistedOptions[Job]{
+		"negative history":   {History: -1},
+		"history too long":   {History: storage.MaxHistory + 1},
+		"retries too many":   {Retries: transition.MaxRetries + 1},
+		"retries below none": {Retries: transition.NoRetries - 1},
+		"nil observer":       {OnChange: []func(transition.Change[Job]){nil}},
+		"a huge actor":       {Actor: huge},
+	} {
+		_, err = transition.NewPersisted(jobTable(t), store, "x", opts)
+		require.Error(t, err, name)
+	}
 	for name, l := range map[string]storage.Lease{
 		"no holder":      {TTL: time.Minute},
 		"huge holder":    {Holder: huge, TTL: time.Minute},
@@ -313,7 +324,7 @@ func TestPersistedRefusesARecordWithAStatusItsTableDoesNotKnow(t *testing.T) {
 	store := storage.NewMemory()
 	_, err := store.Create(bg, storage.Record{ID: "ex-1", Status: "exploded"})
 	require.NoError(t, err)
-	p := newJob(t, store)
+	p := newJob(t, store, transition.PersistedOptions[Job]{})
 	_, _, err = p.Load(bg)
 	require.ErrorIs(t, err, transition.ErrUnknownState)
 	_, err = p.Fire(bg, Work, "")
@@ -322,7 +333,7 @@ func TestPersistedRefusesARecordWithAStatusItsTableDoesNotKnow(t *testing.T) {
 }
 
 func TestPersistedDoneContextWritesNothing(t *testing.T) {
-	p, store := created(t)
+	p, store := created(t, transition.PersistedOptions[Job]{})
 	rev := mustGet(t, store).Revision
 	done, cancel := context.WithCancel(bg)
 	cancel()
@@ -337,7 +348,7 @@ func lease(holder string) storage.Lease {
 }
 
 func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
-	master, store := created(t, transition.Actor("master"))
+	master, store := created(t, transition.PersistedOptions[Job]{Actor: "master"})
 	_, err := master.Fire(bg, Work, "scheduled")
 	require.NoError(t, err)
 
@@ -407,7 +418,7 @@ func (s unnoticing) Acquire(ctx context.Context, id string, l storage.Lease) (st
 
 func TestPersistedFencesByEpochAnOwnerThatHasNotNoticedItsLoss(t *testing.T) {
 	store := unnoticing{storage.NewMemory()}
-	master := newJob(t, store)
+	master := newJob(t, store, transition.PersistedOptions[Job]{})
 	_, err := master.Create(bg, transition.Update[Job]{To: Queued})
 	require.NoError(t, err)
 	podA, _, err := master.Acquire(bg, lease("pod-a"))
@@ -433,7 +444,7 @@ func TestPersistedObserversOfDerivedHandlesRunOneAtATime(t *testing.T) {
 		overlaps int
 		revs     []uint64
 	)
-	observe := transition.OnChange(func(c transition.Change[Job]) {
+	observe := transition.PersistedOptions[Job]{OnChange: []func(transition.Change[Job]){func(c transition.Change[Job]) {
 		mu.Lock()
 		inside++
 		if inside > 1 {
@@ -445,7 +456,7 @@ func TestPersistedObserversOfDerivedHandlesRunOneAtATime(t *testing.T) {
 		mu.Lock()
 		inside--
 		mu.Unlock()
-	})
+	}}}
 	master, store := created(t, observe)
 	owner, _, err := master.Acquire(bg, lease("pod-a"))
 	require.NoError(t, err)
@@ -497,15 +508,15 @@ func (s *interfering) CompareAndSwap(ctx context.Context, id string, expect uint
 }
 
 func TestPersistedApplyDecidesAgainOnTheFreshRecord(t *testing.T) {
-	base, mem := created(t)
+	base, mem := created(t, transition.PersistedOptions[Job]{})
 	_, err := base.Fire(bg, Work, "")
 	require.NoError(t, err)
-	master := newJob(t, mem, transition.Actor("master"))
+	master := newJob(t, mem, transition.PersistedOptions[Job]{Actor: "master"})
 	store := &interfering{Store: mem, n: 1, write: func() {
 		_, err := master.Fire(bg, Halt, "cluster master: stop")
 		require.NoError(t, err)
 	}}
-	controller := newJob(t, store, transition.Actor("controller"))
+	controller := newJob(t, store, transition.PersistedOptions[Job]{Actor: "controller"})
 
 	var saw []Job
 	c, rec, err := controller.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
@@ -522,7 +533,7 @@ func TestPersistedApplyDecidesAgainOnTheFreshRecord(t *testing.T) {
 }
 
 func TestPersistedGivesUpAfterItsRetries(t *testing.T) {
-	base, mem := created(t)
+	base, mem := created(t, transition.PersistedOptions[Job]{})
 	n := 0
 	store := &interfering{Store: mem, n: 100, write: func() {
 		n++
@@ -531,7 +542,7 @@ func TestPersistedGivesUpAfterItsRetries(t *testing.T) {
 		})
 		require.NoError(t, err)
 	}}
-	p := newJob(t, store, transition.Retries(2))
+	p := newJob(t, store, transition.PersistedOptions[Job]{Retries: 2})
 	_, err := p.Fire(bg, Work, "")
 	require.ErrorIs(t, err, storage.ErrConflict)
 	require.Contains(t, err.Error(), "gave up after 3 conflicting writes")
@@ -541,13 +552,13 @@ func TestPersistedGivesUpAfterItsRetries(t *testing.T) {
 func TestPersistedObserversSeeWritesInOrderAndMayWriteAgain(t *testing.T) {
 	var got []string
 	var p *transition.Persisted[Job]
-	p, _ = created(t, transition.OnChange(func(c transition.Change[Job]) {
+	p, _ = created(t, transition.PersistedOptions[Job]{OnChange: []func(transition.Change[Job]){func(c transition.Change[Job]) {
 		got = append(got, fmt.Sprintf("%s>%s", c.From, c.To))
 		if c.To == Work {
 			_, err := p.Fire(bg, Hold, "observer pauses at once")
 			require.NoError(t, err)
 		}
-	}))
+	}}})
 	_, err := p.Fire(bg, Work, "")
 	require.NoError(t, err)
 	require.Equal(t, []string{">queued", "queued>working", "working>held"}, got, "the creation, then the moves")
@@ -565,7 +576,7 @@ func TestPersistedConcurrentWritersStateMachine(t *testing.T) {
 		store := storage.NewMemory()
 		handles := make([]*transition.Persisted[Job], 3)
 		for k := range handles {
-			p, err := transition.NewPersisted(table, store, "ex-1", transition.History(storage.MaxHistory), transition.Retries(1000))
+			p, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[Job]{History: storage.MaxHistory, Retries: 1000})
 			require.NoError(rt, err)
 			handles[k] = p
 		}
@@ -658,7 +669,7 @@ func ExamplePersisted() {
 		Terminal("done").
 		Build()
 	store := storage.NewMemory()
-	master, _ := transition.NewPersisted(table, store, "ex-1", transition.Actor("master"))
+	master, _ := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[string]{Actor: "master"})
 	ctx := context.Background()
 	_, _ = master.Create(ctx, transition.Update[string]{To: "queued", Reason: "submitted"})
 
@@ -694,8 +705,8 @@ func ExamplePersisted() {
 // or skips one as idempotent, on that memory alone: the record may have
 // moved on under another writer.
 func TestPersistedDecidesAgainOnAFreshReadWhenItsLastWriteIsStale(t *testing.T) {
-	controller, store := created(t)
-	master := newJob(t, store)
+	controller, store := created(t, transition.PersistedOptions[Job]{})
+	master := newJob(t, store, transition.PersistedOptions[Job]{})
 	_, err := controller.Fire(bg, Work, "")
 	require.NoError(t, err)
 	_, err = master.Fire(bg, Halt, "stop")
@@ -704,8 +715,8 @@ func TestPersistedDecidesAgainOnAFreshReadWhenItsLastWriteIsStale(t *testing.T) 
 	require.NoError(t, err, "working → done is refused only on the stale memory; halting → done is allowed")
 	require.Equal(t, Halt, c.From)
 
-	a, store := created(t)
-	b := newJob(t, store)
+	a, store := created(t, transition.PersistedOptions[Job]{})
+	b := newJob(t, store, transition.PersistedOptions[Job]{})
 	_, err = a.Fire(bg, Work, "")
 	require.NoError(t, err)
 	_, err = a.Fire(bg, Hold, "")
@@ -720,9 +731,9 @@ func TestPersistedDecidesAgainOnAFreshReadWhenItsLastWriteIsStale(t *testing.T) 
 
 // With a warm cache the usual write is a single compare-and-swap.
 func TestPersistedWarmWriteIsOneRoundTrip(t *testing.T) {
-	_, mem := created(t)
+	_, mem := created(t, transition.PersistedOptions[Job]{})
 	counting := &countingStore{Store: mem}
-	p2 := newJob(t, counting)
+	p2 := newJob(t, counting, transition.PersistedOptions[Job]{})
 	_, err := p2.Fire(bg, Work, "")
 	require.NoError(t, err)
 	counting.gets, counting.cas = 0, 0
@@ -764,7 +775,7 @@ func TestPersistedGuardsAndDecideMayCallBackIntoTheirPersisted(t *testing.T) {
 		return nil
 	}).Build()
 	require.NoError(t, err)
-	p, err = transition.NewPersisted(table, store, "ex-1")
+	p, err = transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[Job]{})
 	require.NoError(t, err)
 	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
 	require.NoError(t, err)

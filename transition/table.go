@@ -426,7 +426,25 @@ func (t *Table[S]) Has(s S) bool {
 }
 
 // Initial returns the state executions begin in.
-func (t *Table[S]) Initial() S { return t.states[t.initial] }
+func (t *Table[S]) Initial() S {
+	if t.n == 0 {
+		var zero S
+		return zero
+	}
+	return t.states[t.initial]
+}
+
+// usable returns an error naming ctor for a nil or zero Table: only
+// Builder.Build makes a table.
+func (t *Table[S]) usable(ctor string) error {
+	if t == nil {
+		return fmt.Errorf("transition: %s: nil table", ctor)
+	}
+	if t.n == 0 {
+		return fmt.Errorf("transition: %s: the zero Table has no states: build one with New(...).Build()", ctor)
+	}
+	return nil
+}
 
 // IsTerminal reports whether s is a terminal state of the table.
 func (t *Table[S]) IsTerminal(s S) bool {

@@ -60,7 +60,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	printTable(w, table)
 	fmt.Fprintf(w, "\nStore: %s\n", f.Kind)
 
-	logChange := transition.OnChange(func(c transition.Change[state.Status]) {
+	logChange := func(c transition.Change[state.Status]) {
 		who := c.Actor
 		if c.Owner != "" {
 			who = fmt.Sprintf("%s@%d", c.Owner, c.Epoch)
@@ -70,9 +70,10 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 		} else {
 			fmt.Fprintf(w, "  rev %-3d %-10s %-12s   (owner)      %s\n", c.Revision, who, c.From, c.Reason)
 		}
-	})
+	}
 	open := func(actor string) (*transition.Persisted[state.Status], error) {
-		return transition.NewPersisted(table, store, "ex-42", transition.Actor(actor), logChange)
+		return transition.NewPersisted(table, store, "ex-42", transition.PersistedOptions[state.Status]{
+			Actor: actor, OnChange: []func(transition.Change[state.Status]){logChange}})
 	}
 	// Each controller's policy: the platform restarts controllers and the
 	// work can move, so SIGTERM relocates. Its lease is how long a

@@ -86,8 +86,7 @@ func controller(cfg controllerConfig) (int, error) {
 		return 0, err
 	}
 	defer closeStore()
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, cfg.Execution,
-		transition.Actor(cfg.Name), transition.History(storage.MaxHistory))
+	exec, err := transition.NewPersisted(state.Lifecycle(), store, cfg.Execution, transition.PersistedOptions[state.Status]{Actor: cfg.Name, History: storage.MaxHistory})
 	if err != nil {
 		return 0, err
 	}

@@ -158,7 +158,7 @@ func (s *supervisor) withStore(fn func(storage.Store) error) error {
 }
 
 func (s *supervisor) master(st storage.Store, id string) (*transition.Persisted[state.Status], error) {
-	return transition.NewPersisted(state.Lifecycle(), st, id, transition.Actor("master"), transition.History(storage.MaxHistory))
+	return transition.NewPersisted(state.Lifecycle(), st, id, transition.PersistedOptions[state.Status]{Actor: "master", History: storage.MaxHistory})
 }
 
 // submit creates the execution and schedules it, as the cluster master.

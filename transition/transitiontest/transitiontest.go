@@ -133,7 +133,7 @@ func Check[S comparable](t *testing.T, table *transition.Table[S]) {
 // machineFollowsTable fires random targets and compares the machine with
 // a model kept here: the current state and the one it was entered from.
 func machineFollowsTable[S comparable](t *rapid.T, table *transition.Table[S]) {
-	m, err := transition.NewMachine(table)
+	m, err := transition.NewMachine(table, transition.MachineOptions[S]{})
 	if err != nil {
 		t.Fatalf("NewMachine: %v", err)
 	}

@@ -92,7 +92,7 @@ func (c Config) Open() (storage.Store, func(), error) {
 	case "memory":
 		return storage.NewMemory(), func() {}, nil
 	case "bolt":
-		db, err := boltstore.Open(c.BoltPath, &boltstore.Options{Timeout: 10 * time.Second})
+		db, err := boltstore.Open(c.BoltPath, boltstore.Options{Timeout: 10 * time.Second})
 		if err != nil {
 			return nil, nil, err
 		}
