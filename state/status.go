@@ -18,26 +18,36 @@ type Status uint8
 // The statuses, in lifecycle order. Each paragraph says what the status
 // means, who moves an execution out of it, and what a controller that
 // finds it on startup (after a crash, a relocation or a restart) must do.
+// Its "Moves to" line is every status [Lifecycle] allows next; a test
+// holds it to the table.
 const (
 	// Pending: the execution was submitted and waits in the cluster
 	// master's queue. Nothing runs yet. The cluster master moves it to
 	// Scheduling when it dequeues it, or to Rejected if it will never
 	// schedule it; a user may stop it. Found on controller startup: the
 	// controller was started early; start normally.
+	//
+	// Moves to: scheduling, stopping, rejected.
 	Pending Status = iota + 1
 
 	// Scheduling: the cluster master is placing the execution controller
 	// (allocating the slicer). It moves to Initializing once placed, or to
-	// Failed or Rejected if placement fails. If the cluster master dies
-	// here, its replacement re-reads the record and retries: no controller
-	// process exists yet. Found on controller startup: start normally.
+	// Failed or Rejected if placement fails; a user may stop it. If the
+	// cluster master dies here, its replacement re-reads the record and
+	// retries: no controller process exists yet. Found on controller
+	// startup: start normally.
+	//
+	// Moves to: initializing, stopping, rejected, failed.
 	Scheduling
 
 	// Initializing: the execution controller process exists and is
 	// setting up (loading assets, creating slicers, waiting for workers).
 	// The controller moves it to Running, or to Recovering when the
-	// execution resumes an earlier one; a setup error moves it to Failed.
-	// Found on startup: start normally.
+	// execution resumes an earlier one; a setup error moves it to Failed,
+	// a stop request to Stopping, a shutdown before it got going to
+	// Terminated. Found on startup: start normally.
+	//
+	// Moves to: running, recovering, stopping, failed, terminated.
 	Initializing
 
 	// Running: the controller is producing work and workers are
@@ -48,12 +58,18 @@ const (
 	// marked Relocating: the previous controller died without being asked
 	// (OOM kill, node loss); recovery.Startup decides between resuming
 	// within a restart budget and Failed, never "keep running".
+	//
+	// Moves to: relocating, failing, paused, stopping, completed, failed,
+	// terminated.
 	Running
 
 	// Recovering: like Running, but the controller first re-processes the
 	// unfinished work of an earlier execution. It moves to Running when the
 	// recovered work is done, and otherwise like Running. Found on startup:
 	// as for Running.
+	//
+	// Moves to: running, relocating, failing, paused, stopping, completed,
+	// failed, terminated.
 	Recovering
 
 	// Relocating: the platform is moving a healthy controller to another
@@ -63,48 +79,73 @@ const (
 	// finding it on startup takes ownership (a new epoch, which fences the
 	// old process) and returns to the remembered status, so a paused
 	// execution comes back paused. Relocating that lasts past its deadline
-	// (nobody took over) is moved to Failed by a reconciler. This is a
-	// running status: the execution is alive, only moving.
+	// (nobody took over) is moved to Failed by a reconciler; the cluster
+	// master may stop it meanwhile, and a new controller may re-run its
+	// setup (Initializing) instead of returning. This is a running
+	// status: the execution is alive, only moving.
+	//
+	// Moves to: initializing, running, recovering, failing, paused,
+	// stopping, failed, terminated (of running, recovering, failing and
+	// paused only the remembered one).
 	Relocating
 
 	// Failing: slices are failing; the slice watchdog is on probation. It
 	// moves back to Running (or Recovering) when slices succeed again for
 	// a probation window, or to Failed when the execution ends with
 	// errors. Found on startup: as for Running.
+	//
+	// Moves to: running, recovering, relocating, paused, stopping, failed,
+	// terminated.
 	Failing
 
 	// Paused: a user asked the cluster master to pause; the controller
 	// keeps its state but dispatches nothing. Resume moves it back to
 	// Running. Found on startup: as for Running (a crash while paused is
 	// still a crash); after a relocation it comes back Paused.
+	//
+	// Moves to: running, relocating, stopping, failed, terminated.
 	Paused
 
 	// Stopping: the cluster master asked the execution to stop. The
 	// controller finishes in-flight work and moves it to Stopped, or to
-	// Completed if the work happened to finish first. A SIGTERM in this
+	// Completed if the work happened to finish first; an error while
+	// stopping moves it to Failed, a cluster shutdown to Terminated. A
+	// SIGTERM in this
 	// status means "shut down", never "relocate". Stopping that lasts past
 	// the shutdown timeout is moved to Stopped by a reaper.
+	//
+	// Moves to: completed, stopped, failed, terminated.
 	Stopping
 
 	// Completed: the work finished without errors. Terminal: no status
 	// follows and a controller finding it on startup refuses to run.
+	//
+	// Moves to: nothing.
 	Completed
 
 	// Stopped: the execution was stopped on request. Terminal.
+	//
+	// Moves to: nothing.
 	Stopped
 
 	// Rejected: the cluster master refused the execution before it was
 	// scheduled. Terminal.
+	//
+	// Moves to: nothing.
 	Rejected
 
 	// Failed: the execution ended because of an error: slice failures,
 	// a setup error, a crash outside the restart budget, a relocation no
 	// controller took over. The record's reason says which. Terminal.
+	//
+	// Moves to: nothing.
 	Failed
 
 	// Terminated: the execution was shut down before its work could
 	// finish and without a stop request (the controller or the whole
 	// cluster was shut down). Terminal.
+	//
+	// Moves to: nothing.
 	Terminated
 )
 

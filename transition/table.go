@@ -176,31 +176,59 @@ func (b *Builder[S]) Build() (*Table[S], error) {
 	if b == nil {
 		return nil, &BuildError{Problems: []string{"nil Builder (use transition.New)"}}
 	}
-	var problems []string
-	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-
-	states := b.seen
-	if b.closed {
-		states = nil
-		dup := map[S]bool{}
-		for _, s := range b.declared {
-			if dup[s] {
-				add("state %s declared twice", nameOf(s))
-				continue
-			}
-			dup[s] = true
-			states = append(states, s)
-		}
-		for _, s := range b.seen {
-			if !dup[s] {
-				add("unknown state %s (not in States)", nameOf(s))
-			}
-		}
-	}
+	p := &problems{}
+	states := b.states(p)
 	if len(states) > MaxStates {
-		return nil, &BuildError{Problems: append(problems, fmt.Sprintf("%d states, at most %d", len(states), MaxStates))}
+		p.add("%d states, at most %d", len(states), MaxStates)
+		return nil, &BuildError{Problems: p.list}
 	}
+	t := newTable(states, p)
+	t.mark(b.initial, b.terminal)
+	t.addEdges(b.edges, p)
+	t.checkReturnEdges(p)
+	t.addGuards(b.guards, b.anyGuard, p)
+	t.dense.addEdges(t.edges, t.n)
+	if t.n > 0 {
+		p.list = append(p.list, t.graphProblems()...)
+	}
+	if len(p.list) > 0 {
+		return nil, &BuildError{Problems: p.list}
+	}
+	return t, nil
+}
 
+// problems collects what is wrong with a table, to report all at once.
+type problems struct{ list []string }
+
+func (p *problems) add(format string, args ...any) { p.list = append(p.list, fmt.Sprintf(format, args...)) }
+
+// states returns the table's states in declaration order: those given to
+// States if it was called (each once, and every state an edge or a guard
+// names among them), otherwise every state mentioned.
+func (b *Builder[S]) states(p *problems) []S {
+	if !b.closed {
+		return b.seen
+	}
+	var states []S
+	declared := map[S]bool{}
+	for _, s := range b.declared {
+		if declared[s] {
+			p.add("state %s declared twice", nameOf(s))
+			continue
+		}
+		declared[s] = true
+		states = append(states, s)
+	}
+	for _, s := range b.seen {
+		if !declared[s] {
+			p.add("unknown state %s (not in States)", nameOf(s))
+		}
+	}
+	return states
+}
+
+// newTable indexes states and checks their text forms.
+func newTable[S comparable](states []S, p *problems) *Table[S] {
 	t := &Table[S]{
 		states:   append([]S(nil), states...),
 		names:    make([]string, len(states)),
@@ -217,45 +245,59 @@ func (b *Builder[S]) Build() (*Table[S], error) {
 		t.names[i] = name
 		switch {
 		case name == "":
-			add("state %d has an empty text form", i)
+			p.add("state %d has an empty text form", i)
 		case len(name) > MaxNameLen:
-			add("state %.32q… has a text form of %d bytes, at most %d", name, len(name), MaxNameLen)
+			p.add("state %.32q… has a text form of %d bytes, at most %d", name, len(name), MaxNameLen)
 		case !utf8.ValidString(name):
-			add("state %q has a text form that is not valid UTF-8", name)
+			p.add("state %q has a text form that is not valid UTF-8", name)
 		}
 		if j, dup := t.byName[name]; dup {
-			add("states %d and %d share the text form %q", j, i, name)
+			p.add("states %d and %d share the text form %q", j, i, name)
 		}
 		t.byName[name] = uint8(i)
 	}
 	t.dense = newDenseIndex(states)
-	known := func(s S) (int, bool) {
-		i, ok := t.index[s]
-		return int(i), ok
-	}
-	if i, ok := known(b.initial); ok {
+	return t
+}
+
+// known returns the index of s while the table is being built (before
+// the dense index has its edges).
+func (t *Table[S]) known(s S) (int, bool) {
+	i, ok := t.index[s]
+	return int(i), ok
+}
+
+// mark records the initial and the terminal states; unknown ones are
+// reported by states.
+func (t *Table[S]) mark(initial S, terminal []S) {
+	if i, ok := t.known(initial); ok {
 		t.initial = uint8(i)
 	}
-	for _, s := range b.terminal {
-		if i, ok := known(s); ok {
+	for _, s := range terminal {
+		if i, ok := t.known(s); ok {
 			t.terminal[i] = true
 		}
 	}
-	for _, e := range b.edges {
-		i, ok1 := known(e.from)
-		j, ok2 := known(e.to)
+}
+
+// addEdges fills the edge matrix, refusing self edges, duplicates and
+// edges out of a terminal state.
+func (t *Table[S]) addEdges(edges []edgeDecl[S], p *problems) {
+	for _, e := range edges {
+		i, ok1 := t.known(e.from)
+		j, ok2 := t.known(e.to)
 		if !ok1 || !ok2 {
-			continue // reported as unknown above
+			continue // reported as unknown by states
 		}
 		switch {
 		case i == j:
-			add("self edge %s → %s: writing the current state is always an idempotent no-op", t.names[i], t.names[j])
+			p.add("self edge %s → %s: writing the current state is always an idempotent no-op", t.names[i], t.names[j])
 			continue
 		case t.edges[i*t.n+j] != 0:
-			add("duplicate edge %s → %s", t.names[i], t.names[j])
+			p.add("duplicate edge %s → %s", t.names[i], t.names[j])
 			continue
 		case t.terminal[i]:
-			add("edge %s → %s leaves terminal state %s", t.names[i], t.names[j], t.names[i])
+			p.add("edge %s → %s leaves terminal state %s", t.names[i], t.names[j], t.names[i])
 		}
 		flags := edgeAllowed
 		if e.ret {
@@ -263,44 +305,44 @@ func (b *Builder[S]) Build() (*Table[S], error) {
 		}
 		t.edges[i*t.n+j] = flags
 	}
-	// A return edge R → X can only be taken after X → R.
+}
+
+// checkReturnEdges refuses a return edge R → X that can never be taken:
+// it is taken only after X → R.
+func (t *Table[S]) checkReturnEdges(p *problems) {
 	for i := range t.n {
 		for j := range t.n {
 			if t.edges[i*t.n+j]&edgeReturn != 0 && t.edges[j*t.n+i] == 0 {
-				add("return edge %s → %s can never be taken: %s has no edge into %s", t.names[i], t.names[j], t.names[j], t.names[i])
+				p.add("return edge %s → %s can never be taken: %s has no edge into %s", t.names[i], t.names[j], t.names[j], t.names[i])
 			}
 		}
 	}
-	for _, g := range b.guards {
-		i, ok1 := known(g.from)
-		j, ok2 := known(g.to)
+}
+
+// addGuards attaches the edge guards and the table-wide ones.
+func (t *Table[S]) addGuards(guards []guardDecl[S], anyGuard []Guard[S], p *problems) {
+	for _, g := range guards {
+		i, ok1 := t.known(g.from)
+		j, ok2 := t.known(g.to)
 		switch {
 		case !ok1 || !ok2:
-			add("guard on %s → %s names an unknown state", nameOf(g.from), nameOf(g.to))
+			p.add("guard on %s → %s names an unknown state", nameOf(g.from), nameOf(g.to))
 		case g.g == nil:
-			add("nil guard on %s → %s", t.names[i], t.names[j])
+			p.add("nil guard on %s → %s", t.names[i], t.names[j])
 		case t.edges[i*t.n+j] == 0:
-			add("guard on %s → %s, which is not an allowed edge", t.names[i], t.names[j])
+			p.add("guard on %s → %s, which is not an allowed edge", t.names[i], t.names[j])
 		default:
 			t.edges[i*t.n+j] |= edgeGuarded
 			t.guards[i*t.n+j] = append(t.guards[i*t.n+j], g.g)
 		}
 	}
-	for k, g := range b.anyGuard {
+	for k, g := range anyGuard {
 		if g == nil {
-			add("nil guard %d in GuardAll", k)
+			p.add("nil guard %d in GuardAll", k)
 		}
 	}
-	t.anyGuard = append([]Guard[S](nil), b.anyGuard...)
+	t.anyGuard = append([]Guard[S](nil), anyGuard...)
 	t.guarded = len(t.anyGuard) > 0 || len(t.guards) > 0
-	t.dense.addEdges(t.edges, t.n)
-	if t.n > 0 {
-		problems = append(problems, t.graphProblems()...)
-	}
-	if len(problems) > 0 {
-		return nil, &BuildError{Problems: problems}
-	}
-	return t, nil
 }
 
 // graphProblems reports unreachable states and traps.

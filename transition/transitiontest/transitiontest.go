@@ -27,7 +27,8 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Check runs every standard property of table as a subtest:
+// Check runs every standard property of table, each as a subtest when t
+// is a *testing.T:
 //
 //   - Names: every state has a distinct text form that parses back to it.
 //   - Reachable: every state can be reached from the initial one.
@@ -40,13 +41,14 @@ import (
 //     a model of the table (return edges included; a guarded move may be
 //     vetoed, never allowed when the table forbids it).
 //   - WalksStayInTable: random walks only take allowed moves.
-func Check[S comparable](t *testing.T, table *transition.Table[S]) {
+func Check[S comparable](t testing.TB, table *transition.Table[S]) {
 	t.Helper()
+	run := subtests(t)
 	if table == nil {
 		t.Fatal("transitiontest.Check: nil table")
 	}
 	states := table.States()
-	t.Run("Names", func(t *testing.T) {
+	run("Names", func(t testing.TB) {
 		seen := map[string]S{}
 		for _, s := range states {
 			name, ok := table.Name(s)
@@ -63,7 +65,7 @@ func Check[S comparable](t *testing.T, table *transition.Table[S]) {
 			}
 		}
 	})
-	t.Run("Reachable", func(t *testing.T) {
+	run("Reachable", func(t testing.TB) {
 		reached := closure(table, []S{table.Initial()})
 		for _, s := range states {
 			if !reached[s] {
@@ -71,7 +73,7 @@ func Check[S comparable](t *testing.T, table *transition.Table[S]) {
 			}
 		}
 	})
-	t.Run("Finishes", func(t *testing.T) {
+	run("Finishes", func(t testing.TB) {
 		var goals []S
 		for _, s := range states {
 			if table.IsTerminal(s) {
@@ -95,14 +97,14 @@ func Check[S comparable](t *testing.T, table *transition.Table[S]) {
 			}
 		}
 	})
-	t.Run("TerminalIsFinal", func(t *testing.T) {
+	run("TerminalIsFinal", func(t testing.TB) {
 		for _, s := range states {
 			if table.IsTerminal(s) && len(table.Next(s)) != 0 {
 				t.Errorf("terminal state %v has moves to %v", s, table.Next(s))
 			}
 		}
 	})
-	t.Run("AllowedMatchesNext", func(t *testing.T) {
+	run("AllowedMatchesNext", func(t testing.TB) {
 		for _, a := range states {
 			next := table.Next(a)
 			for _, b := range states {
@@ -112,10 +114,10 @@ func Check[S comparable](t *testing.T, table *transition.Table[S]) {
 			}
 		}
 	})
-	t.Run("MachineFollowsTable", func(t *testing.T) {
+	run("MachineFollowsTable", func(t testing.TB) {
 		rapid.Check(t, func(t *rapid.T) { machineFollowsTable(t, table) })
 	})
-	t.Run("WalksStayInTable", func(t *testing.T) {
+	run("WalksStayInTable", func(t testing.TB) {
 		rapid.Check(t, func(t *rapid.T) {
 			path := Walk(table, 64).Draw(t, "path")
 			if len(path) == 0 || path[0] != table.Initial() {
@@ -128,6 +130,19 @@ func Check[S comparable](t *testing.T, table *transition.Table[S]) {
 			}
 		})
 	})
+}
+
+// subtests runs each property as a subtest of a *testing.T, so every
+// failure is named and one property's Fatal does not stop the others; in
+// a benchmark or a fuzz target (any other testing.TB) the properties run
+// one after another, their failures naming what they found.
+func subtests(t testing.TB) func(name string, property func(testing.TB)) {
+	if tt, ok := t.(*testing.T); ok {
+		return func(name string, property func(testing.TB)) {
+			tt.Run(name, func(t *testing.T) { property(t) })
+		}
+	}
+	return func(_ string, property func(testing.TB)) { property(t) }
 }
 
 // machineFollowsTable fires random targets and compares the machine with
