@@ -200,7 +200,9 @@ func (b *Builder[S]) Build() (*Table[S], error) {
 // problems collects what is wrong with a table, to report all at once.
 type problems struct{ list []string }
 
-func (p *problems) add(format string, args ...any) { p.list = append(p.list, fmt.Sprintf(format, args...)) }
+func (p *problems) add(format string, args ...any) {
+	p.list = append(p.list, fmt.Sprintf(format, args...))
+}
 
 // states returns the table's states in declaration order: those given to
 // States if it was called (each once, and every state an edge or a guard
