@@ -94,9 +94,9 @@ func controller(spec controllerSpec) (int, error) {
 	fmt.Println("lease", exec.Claim().Epoch)
 	fmt.Println("verdict", v.Decision, v.To)
 	switch v.Decision {
-	case recovery.Fail:
+	case recovery.DecisionFail:
 		return 4, own.Release(ctx)
-	case recovery.Start:
+	case recovery.DecisionStart:
 		if _, err := exec.Fire(ctx, state.Running, "slicer ready"); err != nil {
 			return 0, err
 		}

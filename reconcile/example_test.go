@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/execfsm/execfsm/reconcile"
 )
@@ -28,10 +29,14 @@ func ExampleLoop() {
 	if err != nil {
 		panic(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// Run returns once its context is done: here, when the loop is idle
+	// (or, should something be wrong, after a minute at most).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	done := make(chan error)
 	go func() { done <- loop.Run(ctx) }()
-	_ = loop.Idle(ctx)
+	if err := loop.Idle(ctx); err != nil {
+		fmt.Println("not idle:", err)
+	}
 	cancel()
 	<-done
 	fmt.Println("reconciled", loop.Stats().Reconciles)

@@ -196,15 +196,15 @@ func TestDecisionsOnAUserTable(t *testing.T) {
 		to              Sim
 		sigterm         recovery.ActionKind
 	}{
-		{SimIdle, "", recovery.Start, SimIdle, recovery.Shutdown},
-		{SimError, "", recovery.Start, SimError, recovery.Shutdown},
-		{SimStarting, "", recovery.Resume, SimStarting, recovery.Relocate},
-		{SimRunning, "", recovery.Resume, SimRunning, recovery.Relocate},
-		{SimPaused, "", recovery.Resume, SimPaused, recovery.Relocate},
-		{SimRelocating, SimPaused, recovery.Resume, SimPaused, recovery.Relocate},
-		{SimRelocating, "", recovery.Resume, SimIdle, recovery.Relocate},
-		{SimStopping, "", recovery.Stop, SimStopping, recovery.Shutdown},
-		{SimGone, "", recovery.Refuse, SimGone, recovery.Shutdown},
+		{SimIdle, "", recovery.DecisionStart, SimIdle, recovery.ActionShutdown},
+		{SimError, "", recovery.DecisionStart, SimError, recovery.ActionShutdown},
+		{SimStarting, "", recovery.DecisionResume, SimStarting, recovery.ActionRelocate},
+		{SimRunning, "", recovery.DecisionResume, SimRunning, recovery.ActionRelocate},
+		{SimPaused, "", recovery.DecisionResume, SimPaused, recovery.ActionRelocate},
+		{SimRelocating, SimPaused, recovery.DecisionResume, SimPaused, recovery.ActionRelocate},
+		{SimRelocating, "", recovery.DecisionResume, SimIdle, recovery.ActionRelocate},
+		{SimStopping, "", recovery.DecisionStop, SimStopping, recovery.ActionShutdown},
+		{SimGone, "", recovery.DecisionRefuse, SimGone, recovery.ActionShutdown},
 	} {
 		v, err := recovery.Startup(roles, rec(tc.found, tc.previous), p)
 		require.NoError(t, err)
@@ -220,14 +220,14 @@ func TestDecisionsOnAUserTable(t *testing.T) {
 	crashed.Meta = map[string]string{recovery.MetaRestarts: strconv.FormatInt(t0.Add(-time.Minute).UnixMilli(), 10)}
 	v, err := recovery.Startup(roles, crashed, p)
 	require.NoError(t, err)
-	require.Equal(t, recovery.Fail, v.Decision)
+	require.Equal(t, recovery.DecisionFail, v.Decision)
 	require.Equal(t, SimError, v.To)
 	// Past the stopping deadline the stop's end is written: idle.
 	old := rec(SimStopping, "")
 	old.Since = t0.Add(-time.Hour)
 	v, err = recovery.Startup(roles, old, recovery.Policy[Sim]{Now: t0})
 	require.NoError(t, err)
-	require.Equal(t, recovery.Stop, v.Decision)
+	require.Equal(t, recovery.DecisionStop, v.Decision)
 	require.Equal(t, SimIdle, v.To)
 }
 
@@ -255,10 +255,10 @@ func TestApplyOnAUserTable(t *testing.T) {
 	p := recovery.Policy[Sim]{Restarts: true, Work: recovery.Restartability(true)}
 	v, mgrA, err := recovery.ApplyStartup(context.Background(), roles, manager, lease("mgr-a"), p)
 	require.NoError(t, err)
-	require.Equal(t, recovery.Resume, v.Decision, "a manager restarted while its simulator ran resumes it")
+	require.Equal(t, recovery.DecisionResume, v.Decision, "a manager restarted while its simulator ran resumes it")
 	a, err := recovery.ApplyTerminate(context.Background(), roles, mgrA, p, nil)
 	require.NoError(t, err)
-	require.Equal(t, recovery.Relocate, a.Kind)
+	require.Equal(t, recovery.ActionRelocate, a.Kind)
 	cur, rec, err := manager.Load(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, SimRelocating, cur)
@@ -266,7 +266,7 @@ func TestApplyOnAUserTable(t *testing.T) {
 
 	v, mgrB, err := recovery.ApplyStartup(context.Background(), roles, manager, lease("mgr-b"), p)
 	require.NoError(t, err)
-	require.Equal(t, recovery.Resume, v.Decision)
+	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, SimPaused, v.To, "back to where it was relocated from")
 	require.NoError(t, mgrB.Ownership().Release(context.Background()))
 }
@@ -292,6 +292,6 @@ func TestApplyRefusesRolesOfAnotherTable(t *testing.T) {
 	require.NoError(t, err)
 	v, owned, err := recovery.ApplyStartup(context.Background(), roles, exec, lease("mgr-a"), recovery.Policy[Sim]{})
 	require.NoError(t, err)
-	require.Equal(t, recovery.Start, v.Decision)
+	require.Equal(t, recovery.DecisionStart, v.Decision)
 	require.NoError(t, owned.Ownership().Release(context.Background()))
 }

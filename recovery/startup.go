@@ -18,36 +18,37 @@ type Decision uint8
 
 // The startup decisions.
 const (
-	// Start: the execution has not started (an init status); set it up
-	// as usual.
-	Start Decision = iota + 1
-	// Resume: carry on in Verdict.To as the execution's new owner, after
-	// a relocation (To is the status it was relocated from) or within
-	// the restart budget after a crash (To is the status it had).
-	Resume
-	// Stop: the execution was being stopped when its controller went
-	// away. To is Stopping (finish the shutdown, then write Stopped) or,
-	// past the stopping deadline, Stopped.
-	Stop
-	// Fail: the execution cannot go on; Failed is written with the
-	// reason. Do not run it.
-	Fail
-	// Refuse: the execution is over (a terminal status). Write nothing,
-	// do not run; Verdict.Err says why.
-	Refuse
+	// DecisionStart: the execution has not started (a not-started
+	// state); set it up as usual.
+	DecisionStart Decision = iota + 1
+	// DecisionResume: carry on in Verdict.To as the execution's new
+	// owner, after a relocation (To is the state it was relocated from)
+	// or within the restart budget after a crash (To is the state it
+	// had).
+	DecisionResume
+	// DecisionStop: the execution was being stopped when its controller
+	// went away. To is the stopping state (finish the shutdown, then
+	// write the stop's end) or, past the stopping deadline, its end.
+	DecisionStop
+	// DecisionFail: the execution cannot go on; the roles' Failed state
+	// is written with the reason. Do not run it.
+	DecisionFail
+	// DecisionRefuse: the execution is over (a terminal state). Write
+	// nothing, do not run; Verdict.Err says why.
+	DecisionRefuse
 )
 
 func (d Decision) String() string {
 	switch d {
-	case Start:
+	case DecisionStart:
 		return "start"
-	case Resume:
+	case DecisionResume:
 		return "resume"
-	case Stop:
+	case DecisionStop:
 		return "stop"
-	case Fail:
+	case DecisionFail:
 		return "fail"
-	case Refuse:
+	case DecisionRefuse:
 		return "refuse"
 	}
 	return fmt.Sprintf("Decision(%d)", uint8(d))
@@ -57,10 +58,10 @@ func (d Decision) String() string {
 type Verdict[S comparable] struct {
 	Decision Decision
 	From     S                 // the state found
-	To       S                 // the state to write (From for Start and Refuse)
+	To       S                 // the state to write (From for DecisionStart and DecisionRefuse)
 	Reason   string            // for people and for the record
 	Meta     map[string]string // metadata to write with it (the restart count)
-	Err      error             // for Refuse: matches ErrTerminalStatus
+	Err      error             // for DecisionRefuse: matches ErrTerminalStatus
 }
 
 // ErrTerminalStatus: the execution is already over.
@@ -104,27 +105,27 @@ func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Ve
 	v := Verdict[S]{From: cur, To: cur}
 	switch role {
 	case RoleTerminal:
-		v.Decision = Refuse
+		v.Decision = DecisionRefuse
 		v.Reason = fmt.Sprintf("execution %s was starting in %s status (invalid state: terminal)", rec.ID, rec.Status)
 		v.Err = fmt.Errorf("recovery: %s: %w", v.Reason, ErrTerminalStatus)
 		return v, nil
 	case RoleNotStarted:
-		v.Decision = Start
+		v.Decision = DecisionStart
 		v.Reason = fmt.Sprintf("controller started for %s execution", rec.Status)
 		return v, nil
 	}
 	if dl, left, ok := deadline(rec, cur, p.Deadlines, p.Now); ok && left <= 0 {
 		u := deadlineUpdate(roles, rec, dl, p.Now)
 		v.To, v.Reason, v.Meta = u.To, u.Reason, u.Meta
-		v.Decision = Fail
+		v.Decision = DecisionFail
 		if _, stopped, ok := roles.Stopping(); ok && dl.Then == stopped {
-			v.Decision = Stop
+			v.Decision = DecisionStop
 		}
 		return v, nil
 	}
 	switch role {
 	case RoleRelocating:
-		v.Decision = Resume
+		v.Decision = DecisionResume
 		back, err := t.Parse(rec.Previous)
 		if err != nil || !t.IsReturn(cur, back) {
 			v.To = roles.restart
@@ -136,7 +137,7 @@ func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Ve
 		v.Reason = fmt.Sprintf("relocated controller took over; back to %s", rec.Previous)
 		return v, nil
 	case RoleStopping:
-		v.Decision = Stop
+		v.Decision = DecisionStop
 		v.Reason = "controller restarted while stopping; finishing the stop"
 		return v, nil
 	}
@@ -146,7 +147,7 @@ func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Ve
 // unexpectedRestart decides on a running state found on startup.
 func unexpectedRestart[S comparable](roles *Roles[S], rec storage.Record, p Policy[S], v Verdict[S]) Verdict[S] {
 	fail := func(reason string) Verdict[S] {
-		v.Decision, v.To = Fail, roles.failed
+		v.Decision, v.To = DecisionFail, roles.failed
 		v.Reason = fmt.Sprintf("controller restarted unexpectedly in %s status (OOM kill or node loss?): %s", rec.Status, reason)
 		if v.Meta == nil {
 			v.Meta = map[string]string{}
@@ -170,7 +171,7 @@ func unexpectedRestart[S comparable](roles *Roles[S], rec storage.Record, p Poli
 		return fail(fmt.Sprintf("restart budget spent: %d unexpected restarts within %v, at most %d",
 			len(recent), p.RestartWindow, p.RestartBudget))
 	}
-	v.Decision = Resume
+	v.Decision = DecisionResume
 	v.Reason = fmt.Sprintf("controller restarted unexpectedly in %s status; resuming (unexpected restart %d of %d within %v)",
 		rec.Status, len(recent), p.RestartBudget, p.RestartWindow)
 	return v
@@ -206,7 +207,7 @@ func deadlineUpdate[S comparable](roles *Roles[S], rec storage.Record, dl Deadli
 // over and writes what [Startup] decides. It always ends with the caller
 // owning the execution at a new epoch, or with nothing written:
 //
-//  1. It reads the record. A terminal status is refused ([Refuse],
+//  1. It reads the record. A terminal status is refused ([DecisionRefuse],
 //     ErrTerminalStatus): nothing is written, nothing is owned.
 //  2. It acquires the execution through the store ([storage.Lease]):
 //     the holder becomes the owner at the next epoch, which fences every
@@ -249,7 +250,7 @@ func ApplyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 		if err != nil {
 			return Verdict[S]{}, nil, err
 		}
-		if v.Decision == Refuse {
+		if v.Decision == DecisionRefuse {
 			return v, nil, v.Err
 		}
 		if lease.Reason == "" {
@@ -266,7 +267,7 @@ func ApplyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 			return transition.Update[S]{}, err
 		}
 		verdict = v
-		if v.Decision == Refuse {
+		if v.Decision == DecisionRefuse {
 			return transition.Update[S]{}, v.Err
 		}
 		return transition.Update[S]{To: v.To, Reason: v.Reason, Meta: v.Meta}, nil

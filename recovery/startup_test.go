@@ -43,7 +43,7 @@ func startup(t *testing.T, rec storage.Record, p recovery.Policy[state.Status]) 
 func TestStartupTerminalStatusRefusesNamingTheStatus(t *testing.T) {
 	for s := range state.TerminalStatuses.All() {
 		v := startup(t, record(s), policy())
-		require.Equal(t, recovery.Refuse, v.Decision)
+		require.Equal(t, recovery.DecisionRefuse, v.Decision)
 		require.Equal(t, s, v.To)
 		require.ErrorIs(t, v.Err, recovery.ErrTerminalStatus)
 		require.Contains(t, v.Err.Error(), "in "+s.String()+" status (invalid state: terminal)")
@@ -54,7 +54,7 @@ func TestStartupTerminalStatusRefusesNamingTheStatus(t *testing.T) {
 func TestStartupInitStatusStarts(t *testing.T) {
 	for s := range state.InitStatuses.All() {
 		v := startup(t, record(s), recovery.Policy[state.Status]{Now: t0})
-		require.Equal(t, recovery.Start, v.Decision, "%s", s)
+		require.Equal(t, recovery.DecisionStart, v.Decision, "%s", s)
 		require.Equal(t, s, v.To)
 	}
 }
@@ -65,7 +65,7 @@ func TestStartupRelocatingResumesToRememberedStatus(t *testing.T) {
 		rec.Previous = left.String()
 		// Relocation is expected: no restart budget, no restartability needed.
 		v := startup(t, rec, recovery.Policy[state.Status]{Now: t0})
-		require.Equal(t, recovery.Resume, v.Decision)
+		require.Equal(t, recovery.DecisionResume, v.Decision)
 		require.Equal(t, left, v.To, "a relocated %s execution comes back %s", left, left)
 		require.Nil(t, v.Meta, "a relocation is not an unexpected restart")
 	}
@@ -76,7 +76,7 @@ func TestStartupRelocatingWithoutMemoryReinitializes(t *testing.T) {
 		rec := record(state.Relocating)
 		rec.Previous = prev
 		v := startup(t, rec, policy())
-		require.Equal(t, recovery.Resume, v.Decision)
+		require.Equal(t, recovery.DecisionResume, v.Decision)
 		require.Equal(t, state.Initializing, v.To, "previous %q", prev)
 	}
 }
@@ -87,7 +87,7 @@ func TestStartupRelocatingPastItsDeadlineFails(t *testing.T) {
 	rec.Since = t0.Add(-11 * time.Minute)
 	rec.UpdatedAt = t0.Add(-time.Second) // re-owned lately: the clock still runs from entering relocating
 	v := startup(t, rec, policy())
-	require.Equal(t, recovery.Fail, v.Decision)
+	require.Equal(t, recovery.DecisionFail, v.Decision)
 	require.Equal(t, state.Failed, v.To)
 	require.Contains(t, v.Reason, "relocating for 11m0s, past its deadline of 10m0s")
 	require.Equal(t, v.Reason, v.Meta[recovery.MetaFailure])
@@ -95,13 +95,13 @@ func TestStartupRelocatingPastItsDeadlineFails(t *testing.T) {
 
 func TestStartupStoppingFinishesTheStopAndPastTheDeadlineIsStopped(t *testing.T) {
 	v := startup(t, record(state.Stopping), recovery.Policy[state.Status]{Now: t0})
-	require.Equal(t, recovery.Stop, v.Decision)
+	require.Equal(t, recovery.DecisionStop, v.Decision)
 	require.Equal(t, state.Stopping, v.To)
 
 	rec := record(state.Stopping)
 	rec.Since = t0.Add(-time.Hour)
 	v = startup(t, rec, recovery.Policy[state.Status]{Now: t0})
-	require.Equal(t, recovery.Stop, v.Decision)
+	require.Equal(t, recovery.DecisionStop, v.Decision)
 	require.Equal(t, state.Stopped, v.To)
 	require.Nil(t, v.Meta, "a stop that timed out is no failure")
 }
@@ -113,18 +113,18 @@ func TestStartupUnexpectedRestartResumesOnlyRestartableWorkOnARestartingPlatform
 		want   recovery.Decision
 		reason string
 	}{
-		{"restartable, platform restarts", policy(), recovery.Resume, "unexpected restart 1 of 3"},
-		{"platform does not restart", recovery.Policy[state.Status]{Now: t0, Work: slicer{true}}, recovery.Fail, "the platform does not restart controllers"},
-		{"work says no", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{false}}, recovery.Fail, "the work is not restartable"},
-		{"work that says nothing", recovery.Policy[state.Status]{Now: t0, Restarts: true}, recovery.Fail, "the work is not restartable"},
-		{"a plain flag", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: recovery.Restartability(false)}, recovery.Fail, "the work is not restartable"},
-		{"no work at all", recovery.Policy[state.Status]{Now: t0, Restarts: true}, recovery.Fail, "the work is not restartable"},
+		{"restartable, platform restarts", policy(), recovery.DecisionResume, "unexpected restart 1 of 3"},
+		{"platform does not restart", recovery.Policy[state.Status]{Now: t0, Work: slicer{true}}, recovery.DecisionFail, "the platform does not restart controllers"},
+		{"work says no", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{false}}, recovery.DecisionFail, "the work is not restartable"},
+		{"work that says nothing", recovery.Policy[state.Status]{Now: t0, Restarts: true}, recovery.DecisionFail, "the work is not restartable"},
+		{"a plain flag", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: recovery.Restartability(false)}, recovery.DecisionFail, "the work is not restartable"},
+		{"no work at all", recovery.Policy[state.Status]{Now: t0, Restarts: true}, recovery.DecisionFail, "the work is not restartable"},
 	} {
 		for _, s := range []state.Status{state.Running, state.Recovering, state.Failing, state.Paused} {
 			v := startup(t, record(s), tc.policy)
 			require.Equal(t, tc.want, v.Decision, "%s: %s", tc.name, s)
 			require.Contains(t, v.Reason, tc.reason)
-			if tc.want == recovery.Resume {
+			if tc.want == recovery.DecisionResume {
 				require.Equal(t, s, v.To, "a crash does not change what the execution was doing")
 			} else {
 				require.Equal(t, state.Failed, v.To)
@@ -141,7 +141,7 @@ func TestStartupRestartsOutsideTheWindowDoNotCount(t *testing.T) {
 	recent := t0.Add(-time.Minute).UnixMilli()
 	rec.Meta = map[string]string{recovery.MetaRestarts: fmt.Sprintf("%d,%d,%d,%d", old, old, old, recent)}
 	v := startup(t, rec, policy())
-	require.Equal(t, recovery.Resume, v.Decision)
+	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, fmt.Sprintf("%d,%d", recent, t0.UnixMilli()), v.Meta[recovery.MetaRestarts], "old restarts are dropped")
 }
 
@@ -149,7 +149,7 @@ func TestStartupUnreadableRestartCountFailsInsteadOfLooping(t *testing.T) {
 	rec := record(state.Running)
 	rec.Meta = map[string]string{recovery.MetaRestarts: "yesterday,-5"}
 	v := startup(t, rec, policy())
-	require.Equal(t, recovery.Fail, v.Decision)
+	require.Equal(t, recovery.DecisionFail, v.Decision)
 	require.Contains(t, v.Reason, "the restart count is unreadable")
 }
 
@@ -226,7 +226,7 @@ func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T)
 			p := recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: budget}
 			v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease(fmt.Sprintf("pod-%d", k+1)), p)
 			decisions = append(decisions, v.Decision)
-			if v.Decision == recovery.Refuse {
+			if v.Decision == recovery.DecisionRefuse {
 				require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 				continue
 			}
@@ -238,11 +238,11 @@ func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T)
 		for k, d := range decisions {
 			switch {
 			case k < want:
-				require.Equal(t, recovery.Resume, d, "budget %d, restart %d", budget, k+1)
+				require.Equal(t, recovery.DecisionResume, d, "budget %d, restart %d", budget, k+1)
 			case k == want:
-				require.Equal(t, recovery.Fail, d, "budget %d, restart %d", budget, k+1)
+				require.Equal(t, recovery.DecisionFail, d, "budget %d, restart %d", budget, k+1)
 			default:
-				require.Equal(t, recovery.Refuse, d, "budget %d, restart %d", budget, k+1)
+				require.Equal(t, recovery.DecisionRefuse, d, "budget %d, restart %d", budget, k+1)
 			}
 		}
 		cur, rec, err := exec.Load(context.Background())
@@ -258,7 +258,7 @@ func TestApplyStartupFencesThePreviousOwner(t *testing.T) {
 	old := crashed(t, exec, "pod-0")
 	v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
-	require.Equal(t, recovery.Resume, v.Decision)
+	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, storage.Claim{Owner: "pod-1", Epoch: 2}, owned.Claim())
 	_, err = old.Fire(context.Background(), state.Failed, "old pod")
 	require.ErrorIs(t, err, storage.ErrFenced)
@@ -272,7 +272,7 @@ func TestApplyStartupRefusalWritesNothing(t *testing.T) {
 	before, _ := store.Get(context.Background(), "ex-1")
 	v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
-	require.Equal(t, recovery.Refuse, v.Decision)
+	require.Equal(t, recovery.DecisionRefuse, v.Decision)
 	require.Nil(t, owned)
 	after, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, before.Revision, after.Revision)
@@ -294,7 +294,7 @@ func TestApplyStartupReleasesWhenTheExecutionEndedMeanwhile(t *testing.T) {
 	require.NoError(t, err)
 	v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
-	require.Equal(t, recovery.Refuse, v.Decision)
+	require.Equal(t, recovery.DecisionRefuse, v.Decision)
 	require.Nil(t, owned)
 	own, _, err := store.Memory.Acquire(context.Background(), "ex-1", lease("operator"))
 	require.NoError(t, err, "the ownership taken for the refused start was released")

@@ -17,25 +17,25 @@ type ActionKind uint8
 
 // The terminate actions.
 const (
-	// Shutdown: stop producing work, wait for workers, write the final
+	// ActionShutdown: stop producing work, wait for workers, write the final
 	// status (stopped, completed, terminated) and exit 0.
-	Shutdown ActionKind = iota + 1
-	// Relocate: the platform is moving a healthy controller. The status
+	ActionShutdown ActionKind = iota + 1
+	// ActionRelocate: the platform is moving a healthy controller. The status
 	// is now relocating; exit with Action.ExitCode without shutting the
 	// execution down, so a new controller resumes it.
-	Relocate
-	// Leave: another controller owns the execution now (this one was
+	ActionRelocate
+	// ActionLeave: another controller owns the execution now (this one was
 	// fenced). Exit without writing or shutting anything down.
-	Leave
+	ActionLeave
 )
 
 func (k ActionKind) String() string {
 	switch k {
-	case Shutdown:
+	case ActionShutdown:
 		return "shutdown"
-	case Relocate:
+	case ActionRelocate:
 		return "relocate"
-	case Leave:
+	case ActionLeave:
 		return "leave"
 	}
 	return fmt.Sprintf("ActionKind(%d)", uint8(k))
@@ -96,15 +96,15 @@ func Terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 		return Action{}, fmt.Errorf("recovery: execution %s: %w", quote.Limited(rec.ID), err)
 	}
 	if claim.Owner != "" && (rec.Owner != claim.Owner || rec.Epoch != claim.Epoch) {
-		return Action{Kind: Leave, Reason: fmt.Sprintf("execution is owned by %s at epoch %d now", rec.Owner, rec.Epoch)}, nil
+		return Action{Kind: ActionLeave, Reason: fmt.Sprintf("execution is owned by %s at epoch %d now", rec.Owner, rec.Epoch)}, nil
 	}
-	shutdown := func(reason string) (Action, error) { return Action{Kind: Shutdown, Reason: reason}, nil }
+	shutdown := func(reason string) (Action, error) { return Action{Kind: ActionShutdown, Reason: reason}, nil }
 	role, _ := roles.Role(cur)
 	switch {
 	case role == RoleStopping:
 		return shutdown("SIGTERM while stopping: the cluster master asked to stop")
 	case role == RoleRelocating:
-		return Action{Kind: Relocate, Reason: "SIGTERM while relocating", ExitCode: p.RelocateExitCode}, nil
+		return Action{Kind: ActionRelocate, Reason: "SIGTERM while relocating", ExitCode: p.RelocateExitCode}, nil
 	case role == RoleNotStarted:
 		return shutdown(fmt.Sprintf("SIGTERM in %s status: nothing is running", rec.Status))
 	case role == RoleTerminal:
@@ -116,7 +116,7 @@ func Terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 	case !restartable(p.Work):
 		return shutdown(fmt.Sprintf("SIGTERM in %s status: the work is not restartable", rec.Status))
 	}
-	return Action{Kind: Relocate, ExitCode: p.RelocateExitCode,
+	return Action{Kind: ActionRelocate, ExitCode: p.RelocateExitCode,
 		Reason: fmt.Sprintf("SIGTERM in %s status, not stopping: the platform is moving the controller", rec.Status)}, nil
 }
 
@@ -153,7 +153,7 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 		return Action{}, err
 	}
 	first, err := Terminate(roles, rec, exec.Claim(), p)
-	if err != nil || first.Kind != Relocate {
+	if err != nil || first.Kind != ActionRelocate {
 		return first, err
 	}
 	var checkpointErr error
@@ -167,7 +167,7 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 			return transition.Update[S]{}, err
 		}
 		final = a
-		if a.Kind == Relocate {
+		if a.Kind == ActionRelocate {
 			return transition.Update[S]{To: roles.relocating, Reason: a.Reason}, nil
 		}
 		return transition.Update[S]{To: cur}, nil // decided otherwise on the fresh record: write nothing
@@ -175,14 +175,14 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 	var fenced *storage.FencedError
 	if errors.As(err, &fenced) {
 		if fenced.Lost {
-			return Action{Kind: Leave, Reason: "this controller's ownership of the execution has ended"}, nil
+			return Action{Kind: ActionLeave, Reason: "this controller's ownership of the execution has ended"}, nil
 		}
-		return Action{Kind: Leave, Reason: fmt.Sprintf("execution is owned by %s at epoch %d now", fenced.CurrentOwner, fenced.CurrentEpoch)}, nil
+		return Action{Kind: ActionLeave, Reason: fmt.Sprintf("execution is owned by %s at epoch %d now", fenced.CurrentOwner, fenced.CurrentEpoch)}, nil
 	}
 	if err != nil {
 		return Action{}, err
 	}
-	if final.Kind == Relocate {
+	if final.Kind == ActionRelocate {
 		final.CheckpointErr = checkpointErr
 		if own := exec.Ownership(); own != nil {
 			final.ReleaseErr = own.Release(ctx)

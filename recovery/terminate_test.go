@@ -29,7 +29,7 @@ func terminate(t *testing.T, s state.Status, p recovery.Policy[state.Status]) re
 
 func TestTerminateWhileStoppingShutsDown(t *testing.T) {
 	a := terminate(t, state.Stopping, policy())
-	require.Equal(t, recovery.Shutdown, a.Kind)
+	require.Equal(t, recovery.ActionShutdown, a.Kind)
 	require.Zero(t, a.ExitCode)
 	require.Contains(t, a.Reason, "the cluster master asked to stop")
 }
@@ -37,7 +37,7 @@ func TestTerminateWhileStoppingShutsDown(t *testing.T) {
 func TestTerminateInARunningStatusRelocatesRestartableWork(t *testing.T) {
 	for _, s := range []state.Status{state.Running, state.Recovering, state.Failing, state.Paused, state.Relocating} {
 		a := terminate(t, s, policy())
-		require.Equal(t, recovery.Relocate, a.Kind, "%s", s)
+		require.Equal(t, recovery.ActionRelocate, a.Kind, "%s", s)
 		require.Equal(t, recovery.DefaultRelocateExitCode, a.ExitCode, "never 0: a Job would count it a success")
 	}
 	p := policy()
@@ -52,10 +52,10 @@ func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
 		"work that says nothing":    {Now: t0, Restarts: true},
 	} {
 		a := terminate(t, state.Running, p)
-		require.Equal(t, recovery.Shutdown, a.Kind, name)
+		require.Equal(t, recovery.ActionShutdown, a.Kind, name)
 	}
 	for s := range state.InitStatuses.Union(state.TerminalStatuses).All() {
-		require.Equal(t, recovery.Shutdown, terminate(t, s, policy()).Kind, "%s", s)
+		require.Equal(t, recovery.ActionShutdown, terminate(t, s, policy()).Kind, "%s", s)
 	}
 }
 
@@ -64,7 +64,7 @@ func TestTerminateLeavesAnExecutionSomeoneElseOwns(t *testing.T) {
 	rec.Owner, rec.Epoch = "pod-b", 2
 	a, err := recovery.Terminate(state.Roles(), rec, podA, policy())
 	require.NoError(t, err)
-	require.Equal(t, recovery.Leave, a.Kind)
+	require.Equal(t, recovery.ActionLeave, a.Kind)
 	require.Equal(t, "leave", a.Kind.String())
 }
 
@@ -79,7 +79,7 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 		return nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, recovery.Relocate, a.Kind)
+	require.Equal(t, recovery.ActionRelocate, a.Kind)
 	require.NoError(t, a.CheckpointErr)
 	require.Equal(t, 1, checkpoints)
 	rec, _ := store.Get(context.Background(), "ex-1")
@@ -107,7 +107,7 @@ func TestApplyTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 	a, err := recovery.ApplyTerminate(context.Background(), state.Roles(), owner(t, exec, "pod-0"),
 		recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, func(context.Context) error { return errFlush })
 	require.NoError(t, err)
-	require.Equal(t, recovery.Relocate, a.Kind)
+	require.Equal(t, recovery.ActionRelocate, a.Kind)
 	require.ErrorIs(t, a.CheckpointErr, errFlush)
 	rec, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, "relocating", rec.Status)
@@ -121,7 +121,7 @@ func TestApplyTerminateShutdownWritesNothing(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, recovery.Shutdown, a.Kind)
+	require.Equal(t, recovery.ActionShutdown, a.Kind)
 	after, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, before.Revision, after.Revision, "the shutdown itself writes the final status, not the decision")
 }
@@ -133,7 +133,7 @@ func TestApplyTerminateByAFencedControllerLeaves(t *testing.T) {
 	before, _ := store.Get(context.Background(), "ex-1")
 	a, err := recovery.ApplyTerminate(context.Background(), state.Roles(), stale, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, nil)
 	require.NoError(t, err)
-	require.Equal(t, recovery.Leave, a.Kind)
+	require.Equal(t, recovery.ActionLeave, a.Kind)
 	after, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, before.Revision, after.Revision)
 }
@@ -187,16 +187,16 @@ func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testin
 			}
 		}
 		switch action.Kind {
-		case recovery.Relocate:
+		case recovery.ActionRelocate:
 			require.Equal(t, []string{"relocating", "stopping"}, trail)
-		case recovery.Shutdown:
+		case recovery.ActionShutdown:
 			require.Equal(t, []string{"stopping"}, trail)
 		default:
 			t.Fatalf("unexpected action %v", action.Kind)
 		}
 		counts[action.Kind]++
 	}
-	t.Logf("relocated first %d times, saw the stop first %d times", counts[recovery.Relocate], counts[recovery.Shutdown])
+	t.Logf("relocated first %d times, saw the stop first %d times", counts[recovery.ActionRelocate], counts[recovery.ActionShutdown])
 }
 
 // TestDecisionTableInPackageDocIsTrue recomputes every cell of the table
@@ -246,7 +246,7 @@ func startCell(t *testing.T, s state.Status, budgetSpent bool) string {
 	}
 	v := startup(t, rec, p)
 	cell := v.Decision.String()
-	if v.To != v.From && (v.Decision == recovery.Resume || v.Decision == recovery.Fail) {
+	if v.To != v.From && (v.Decision == recovery.DecisionResume || v.Decision == recovery.DecisionFail) {
 		cell += " → " + v.To.String()
 	}
 	return cell
@@ -256,7 +256,7 @@ func sigtermCell(t *testing.T, s state.Status) string {
 	a, err := recovery.Terminate(state.Roles(), tableRecord(s), podA, policy())
 	require.NoError(t, err)
 	cell := a.Kind.String()
-	if a.Kind == recovery.Relocate && s != state.Relocating {
+	if a.Kind == recovery.ActionRelocate && s != state.Relocating {
 		cell += " → relocating"
 	}
 	return cell

@@ -100,7 +100,7 @@ func childCrashWriter(ctx context.Context, spec childSpec) error {
 		return err
 	}
 	fmt.Printf("verdict %s %s\n", v.Decision, v.To)
-	if v.Decision == recovery.Start {
+	if v.Decision == recovery.DecisionStart {
 		if _, err := exec.Fire(ctx, state.Running, "controller ready"); err != nil {
 			return err
 		}

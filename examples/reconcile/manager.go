@@ -322,7 +322,7 @@ func (m *manager) own(ctx context.Context, uuid string) (*transition.Persisted[S
 	}
 	lease := storage.Lease{Holder: m.holder, TTL: leaseTTL, Wait: true, Reason: m.holder + " starting"}
 	v, owned, err := recovery.ApplyStartup(ctx, m.roles, exec, lease, simulatorPolicy)
-	if v.Decision == recovery.Refuse {
+	if v.Decision == recovery.DecisionRefuse {
 		return nil, errOver
 	}
 	if err != nil {
@@ -348,7 +348,7 @@ func (m *manager) terminate() int {
 	for _, uuid := range slices.Sorted(maps.Keys(owned)) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		a, err := recovery.ApplyTerminate(ctx, m.roles, owned[uuid], simulatorPolicy, nil)
-		if err == nil && a.Kind != recovery.Relocate {
+		if err == nil && a.Kind != recovery.ActionRelocate {
 			err = owned[uuid].Ownership().Release(ctx)
 		}
 		cancel()
@@ -357,7 +357,7 @@ func (m *manager) terminate() int {
 			continue
 		}
 		fmt.Printf("%s %s\n", a.Kind, uuid)
-		if a.Kind == recovery.Relocate {
+		if a.Kind == recovery.ActionRelocate {
 			code = a.ExitCode
 		}
 	}

@@ -111,9 +111,9 @@ func controller(cfg controllerConfig) (int, error) {
 	defer func() { _ = exec.Ownership().Release(context.Background()) }()
 	say("owner %s at epoch %d", exec.Claim().Owner, exec.Claim().Epoch)
 	switch verdict.Decision {
-	case recovery.Fail:
+	case recovery.DecisionFail:
 		return exitFailed, nil
-	case recovery.Stop:
+	case recovery.DecisionStop:
 		if verdict.To == state.Stopping {
 			if _, err := exec.Fire(ctx, state.Stopped, "stop finished by the restarted controller"); err != nil {
 				return 0, err
@@ -121,7 +121,7 @@ func controller(cfg controllerConfig) (int, error) {
 		}
 		say("status stopped")
 		return 0, nil
-	case recovery.Start:
+	case recovery.DecisionStart:
 		if _, err := exec.Fire(ctx, state.Running, "slicer ready, workers connected"); err != nil {
 			return 0, err
 		}
@@ -177,7 +177,7 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 	}
 	say("terminate %s: %s", action.Kind, action.Reason)
 	switch action.Kind {
-	case recovery.Relocate:
+	case recovery.ActionRelocate:
 		// ApplyTerminate let go of the execution: the successor takes
 		// over at once instead of after the lease's TTL.
 		if action.ReleaseErr != nil {
@@ -197,7 +197,7 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 			}
 		}
 		return action.ExitCode, nil
-	case recovery.Leave:
+	case recovery.ActionLeave:
 		return 0, nil
 	}
 	// Shutdown: finish, then write the final status as Teraslice does.

@@ -147,7 +147,7 @@ func startupOnUnownedTakesOwnership(t *testing.T, store storage.Store) {
 	v, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
 	require.NoError(t, err)
 	releaseAtEnd(t, podA)
-	require.Equal(t, recovery.Start, v.Decision)
+	require.Equal(t, recovery.DecisionStart, v.Decision)
 	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim(), "a controller that starts owns the execution")
 	rec := get(t, store, "ex-1")
 	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, storage.Claim{Owner: rec.Owner, Epoch: rec.Epoch})
@@ -158,7 +158,7 @@ func startupOnUnownedTakesOwnership(t *testing.T, store storage.Store) {
 	v, podB, err := startup(t, store, "ex-1", "pod-b", lease(""))
 	require.NoError(t, err)
 	releaseAtEnd(t, podB)
-	require.Equal(t, recovery.Resume, v.Decision)
+	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, state.Running, v.To)
 	require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, podB.Claim())
 
@@ -215,7 +215,7 @@ func secondJustAfterFirstIsHeld(t *testing.T, store storage.Store) {
 	v, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
 	require.NoError(t, err)
 	releaseAtEnd(t, podA)
-	require.Equal(t, recovery.Resume, v.Decision)
+	require.Equal(t, recovery.DecisionResume, v.Decision)
 	before := get(t, store, "ex-1")
 	require.Contains(t, before.Meta, recovery.MetaRestarts, "the crash before pod-a counted once")
 
@@ -259,7 +259,7 @@ func startupWaitsForCrashedPredecessor(t *testing.T, store storage.Store) {
 	case r := <-got:
 		require.NoError(t, r.err)
 		releaseAtEnd(t, r.exec)
-		require.Equal(t, recovery.Resume, r.v.Decision)
+		require.Equal(t, recovery.DecisionResume, r.v.Decision)
 		require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, r.exec.Claim())
 		restarts := get(t, store, "ex-1").Meta[recovery.MetaRestarts]
 		require.NotEmpty(t, restarts, "the crash was counted")
@@ -303,7 +303,7 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 		require.ErrorIs(t, err, storage.ErrHeld)
 		a, err := recovery.ApplyTerminate(bounded(t), state.Roles(), pod0, policy(), nil)
 		require.NoError(t, err)
-		require.Equal(t, recovery.Relocate, a.Kind)
+		require.Equal(t, recovery.ActionRelocate, a.Kind)
 		require.NoError(t, a.ReleaseErr)
 		before := get(t, store, id)
 		require.Equal(t, "relocating", before.Status)
@@ -338,7 +338,7 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 		require.NotEqual(t, -1, winner, "round %d: neither started: %v", round, errs)
 		releaseAtEnd(t, execs[winner])
 		wins[pods[winner]]++
-		require.Equal(t, recovery.Resume, verdicts[winner].Decision)
+		require.Equal(t, recovery.DecisionResume, verdicts[winner].Decision)
 		rec := get(t, store, id)
 		require.Equal(t, "running", rec.Status)
 		require.Equal(t, storage.Claim{Owner: pods[winner], Epoch: before.Epoch + 1}, storage.Claim{Owner: rec.Owner, Epoch: rec.Epoch},
