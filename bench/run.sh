@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Writes BENCHMARKS.md at the repository root from one run of every
 # benchmark: execfsm side by side with looplab/fsm and qmuntal/stateless
-# (./bench), then the core, the recovery loop and the stores, whose
+# (./bench), then the core, the reconcile loop and the stores, whose
 # benchmarks report their ratios to raw stores and bare loops themselves,
-# then the load run through the recovery loop (./reliability).
+# then the load run through the reconcile loop (./reliability).
 #
 #   bench/run.sh            # COUNT=5 runs of each
 #   COUNT=10 bench/run.sh
@@ -18,7 +18,7 @@ header=$(mktemp)
 trap 'rm -f "$out" "$header"' EXIT
 
 go test -run '^$' -bench . -benchmem -count "$count" ./bench/ | tee -a "$out"
-go test -run '^$' -bench . -benchmem -count "$count" ./transition/ ./recovery/ ./boltstore/ ./etcdstore/ | tee -a "$out"
+go test -run '^$' -bench . -benchmem -count "$count" ./transition/ ./reconcile/ ./boltstore/ ./etcdstore/ | tee -a "$out"
 # The load run (EXECFSM_LOAD executions x transitions, default 10000x100)
 # takes minutes, so once.
 go test -run '^$' -bench Load -benchtime 1x -count 1 -timeout 60m ./reliability/ | tee -a "$out"
@@ -27,9 +27,9 @@ cat > "$header" <<HEADER
 # Benchmarks
 
 Made by \`bench/run.sh\` (\`go test -run '^\$' -bench . -benchmem -count $count\`
-over ./bench, ./transition, ./recovery, ./boltstore and ./etcdstore, and
+over ./bench, ./transition, ./reconcile, ./boltstore and ./etcdstore, and
 the load run in ./reliability once, at ${EXECFSM_LOAD:-10000x100}
-executions × transitions through the recovery Loop with 32 workers) on
+executions × transitions through the reconcile Loop with 32 workers) on
 $(date -u +%Y-%m-%d) with $(go version | cut -d' ' -f3-4). Every figure is the median of
 $count runs made in that one invocation, on the machine described below; the
 ratios are what carries over to other machines, not the nanoseconds.

@@ -129,7 +129,7 @@ func Write(w io.Writer, run *Run, header string) error {
 		}
 	}
 	if len(others) > 0 {
-		b.WriteString("\n## Stores, the recovery loop and the core\n\nMedian of the runs, every metric the benchmark reports.\n\n| package | benchmark | metrics |\n| --- | --- | --- |\n")
+		b.WriteString("\n## Stores, the reconcile loop and the core\n\nMedian of the runs, every metric the benchmark reports.\n\n| package | benchmark | metrics |\n| --- | --- | --- |\n")
 		for _, r := range others {
 			units := make([]string, 0, len(r.Metrics))
 			for u := range r.Metrics {
