@@ -2,6 +2,7 @@ package recovery_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,4 +62,48 @@ func ExampleReaper() {
 	cur, rec, _ := exec.Load(context.Background())
 	fmt.Println(cur, "—", rec.Reason)
 	// Output: failed — relocating for 1h0m0s, past its deadline of 10m0s
+}
+
+// A controller with a table of its own gives its states roles, and the
+// decisions work for it as for executions: a VILLAS simulator manager
+// restarted while its simulator was paused resumes it.
+func ExampleDefineRoles() {
+	type Sim string
+	table, err := transition.New[Sim]("idle").
+		Allow("idle", "running").
+		Allow("running", "paused", "stopping", "error", "relocating").
+		Allow("paused", "running", "stopping", "error", "relocating").
+		Return("relocating", "running", "paused").
+		Allow("relocating", "idle", "error").
+		Allow("stopping", "idle", "error").
+		Allow("error", "idle", "gone").
+		Allow("idle", "gone").
+		Terminal("gone").
+		Build()
+	if err != nil {
+		panic(err)
+	}
+	roles, err := recovery.DefineRoles(table).
+		NotStarted("idle", "error").
+		Running("running", "paused").
+		Relocating("relocating", "idle").
+		Stopping("stopping", "idle").
+		Failed("error").
+		Build()
+	if err != nil {
+		panic(err)
+	}
+	role, _ := roles.Role("paused")
+	fmt.Println("paused is", role)
+
+	rec := storage.Record{ID: "sim-1", Status: "relocating", Previous: "paused", UpdatedAt: time.Now(), Since: time.Now()}
+	v, _ := recovery.Startup(roles, rec, recovery.Policy[Sim]{Now: time.Now()})
+	fmt.Println(v.Decision, v.From, "→", v.To)
+
+	_, err = recovery.DefineRoles(table).Running("running").Failed("idle").Build()
+	fmt.Println(errors.Is(err, recovery.ErrInvalidRoles))
+	// Output:
+	// paused is running
+	// resume relocating → paused
+	// true
 }
