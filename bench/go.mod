@@ -3,7 +3,7 @@ module github.com/execfsm/execfsm/bench
 go 1.23.0
 
 require (
-	github.com/execfsm/execfsm v0.0.0
+	github.com/execfsm/execfsm v0.1.0
 	github.com/looplab/fsm v1.0.3
 	github.com/qmuntal/stateless v1.7.2
 	github.com/stretchr/testify v1.12.1
@@ -11,5 +11,3 @@ require (
 )
 
 require go.yaml.in/yaml/v3 v3.0.5 // indirect
-
-replace github.com/execfsm/execfsm => ../

@@ -36,7 +36,6 @@ import (
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/internal/locallease"
-	"github.com/execfsm/execfsm/internal/storecall"
 	"github.com/execfsm/execfsm/internal/watchlog"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -360,7 +359,7 @@ func (s *Store) check(ctx context.Context, op string) error {
 	if s.db == nil {
 		return fmt.Errorf("boltstore: %s: %w", op, errZeroStore)
 	}
-	if err := storecall.Check(ctx, "boltstore", op); err != nil {
+	if err := storage.CheckContext(ctx, "boltstore: "+op); err != nil {
 		return err
 	}
 	s.db.mu.Lock()

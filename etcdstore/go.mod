@@ -3,7 +3,7 @@ module github.com/execfsm/execfsm/etcdstore
 go 1.26.0
 
 require (
-	github.com/execfsm/execfsm v0.0.0-00010101000000-000000000000
+	github.com/execfsm/execfsm v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/etcd/api/v3 v3.6.16
 	go.etcd.io/etcd/client/v3 v3.6.16
@@ -71,7 +71,3 @@ require (
 	sigs.k8s.io/json v0.0.0-20211020170558-c049b76a60c6 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
-
-// Developed against the core module in this repository; go.work ties
-// them together and this keeps the module building without it.
-replace github.com/execfsm/execfsm => ../

@@ -9,7 +9,6 @@ import (
 
 	"github.com/execfsm/execfsm/storage"
 
-	"github.com/execfsm/execfsm/internal/storecall"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -87,7 +86,16 @@ func (s *Store) call(ctx context.Context, op string) (context.Context, context.C
 	if s.client == nil {
 		return nil, nil, errZeroStore
 	}
-	return storecall.Context(ctx, "etcdstore", op, s.timeout)
+	if err := storage.CheckContext(ctx, "etcdstore: "+op); err != nil {
+		return nil, nil, err
+	}
+	// A call without a deadline gets the store's timeout, so an
+	// unreachable backend yields an error, not a hang.
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return ctx, cancel, nil
 }
 
 // errZeroStore is what the methods of a zero Store return: it has no

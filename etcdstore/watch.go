@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/storecall"
 	"github.com/execfsm/execfsm/storage"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -26,7 +25,7 @@ func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.
 	if s.client == nil {
 		return nil, errZeroStore
 	}
-	if err := storecall.Check(ctx, "etcdstore", "Watch"); err != nil {
+	if err := storage.CheckContext(ctx, "etcdstore: Watch"); err != nil {
 		return nil, err
 	}
 	if err := s.client.Ctx().Err(); err != nil {

@@ -3,8 +3,8 @@ module github.com/execfsm/execfsm/examples
 go 1.26.0
 
 require (
-	github.com/execfsm/execfsm v0.0.0
-	github.com/execfsm/execfsm/etcdstore v0.0.0-00010101000000-000000000000
+	github.com/execfsm/execfsm v0.1.0
+	github.com/execfsm/execfsm/etcdstore v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
@@ -71,12 +71,4 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	sigs.k8s.io/json v0.0.0-20211020170558-c049b76a60c6 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
-)
-
-// The examples are developed against the core module in this repository;
-// the committed go.work ties them together and this keeps them building
-// without it.
-replace (
-	github.com/execfsm/execfsm => ../
-	github.com/execfsm/execfsm/etcdstore => ../etcdstore
 )

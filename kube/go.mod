@@ -3,7 +3,7 @@ module github.com/execfsm/execfsm/kube
 go 1.26.0
 
 require (
-	github.com/execfsm/execfsm v0.0.0
+	github.com/execfsm/execfsm v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.37.2
@@ -70,5 +70,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/execfsm/execfsm => ../

@@ -13,7 +13,6 @@ import (
 
 	"github.com/execfsm/execfsm/storage"
 
-	"github.com/execfsm/execfsm/internal/storecall"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -134,7 +133,16 @@ func (s *Store) call(ctx context.Context, op string) (context.Context, context.C
 	if s.client == nil {
 		return nil, nil, errZeroStore
 	}
-	return storecall.Context(ctx, "kube", op, s.timeout)
+	if err := storage.CheckContext(ctx, "kube: "+op); err != nil {
+		return nil, nil, err
+	}
+	// A call without a deadline gets the store's timeout, so an
+	// unreachable backend yields an error, not a hang.
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return ctx, cancel, nil
 }
 
 // errZeroStore is what the methods of a zero Store return: it has no

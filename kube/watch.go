@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/storecall"
 	"github.com/execfsm/execfsm/storage"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +25,7 @@ func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.
 	if s.client == nil {
 		return nil, errZeroStore
 	}
-	if err := storecall.Check(ctx, "kube", "Watch"); err != nil {
+	if err := storage.CheckContext(ctx, "kube: Watch"); err != nil {
 		return nil, err
 	}
 	ch := make(chan storage.WatchEvent)

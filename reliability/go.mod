@@ -2,11 +2,11 @@ module github.com/execfsm/execfsm/reliability
 
 go 1.26.0
 
-require github.com/execfsm/execfsm v0.0.0
+require github.com/execfsm/execfsm v0.1.0
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
-	github.com/execfsm/execfsm/etcdstore v0.0.0-00010101000000-000000000000
+	github.com/execfsm/execfsm/etcdstore v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.37.2
@@ -60,7 +60,7 @@ require (
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
-	github.com/execfsm/execfsm/kube v0.0.0-00010101000000-000000000000
+	github.com/execfsm/execfsm/kube v0.1.0
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
@@ -114,10 +114,3 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace (
-	github.com/execfsm/execfsm => ../
-	github.com/execfsm/execfsm/etcdstore => ../etcdstore
-)
-
-replace github.com/execfsm/execfsm/kube => ../kube

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -83,3 +84,20 @@ func (e *FencedError) Error() string {
 
 // Is makes errors.Is(err, ErrFenced) hold.
 func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// errNilContext is what CheckContext returns for a nil context. It is not
+// exported: as in the standard library, a nil context is a programming
+// error to fix, not a condition to handle. It is an error and not a panic
+// only because nothing in this module panics on input.
+var errNilContext = errors.New("nil context.Context (pass context.Background() or context.TODO())")
+
+// CheckContext is how every call of a [Store] begins: it returns an error
+// naming op ("boltstore: Get") for a nil ctx, and ctx's own error for a
+// done one. A store of your own that starts its calls with it refuses a
+// nil or done context the way storage/storagetest expects.
+func CheckContext(ctx context.Context, op string) error {
+	if ctx == nil {
+		return fmt.Errorf("%s: %w", op, errNilContext)
+	}
+	return ctx.Err()
+}

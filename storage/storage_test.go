@@ -131,3 +131,13 @@ func TestMemoryWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
 	require.Equal(t, "ex-18", testwait.Recv(t, ch2, "the replay of ex-18").ID)
 	require.Equal(t, "ex-19", testwait.Recv(t, ch2, "the replay of ex-19").ID)
 }
+
+func TestCheckContextRefusesNilAndDoneContexts(t *testing.T) {
+	//lint:ignore SA1012 the point is that a nil context is an error, not a panic
+	err := storage.CheckContext(nil, "mystore: Get") //nolint:staticcheck
+	require.ErrorContains(t, err, "mystore: Get: nil context.Context")
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	require.ErrorIs(t, storage.CheckContext(ctx, "mystore: Get"), context.Canceled)
+	require.NoError(t, storage.CheckContext(bg, "mystore: Get"))
+}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/internal/quote"
-	"github.com/execfsm/execfsm/internal/storecall"
 	"github.com/execfsm/execfsm/storage"
 )
 
@@ -216,7 +215,7 @@ func (p *Persisted[S]) check(ctx context.Context, op string) error {
 	if p.shared == nil {
 		return errZeroPersisted
 	}
-	return storecall.Check(ctx, "transition", op)
+	return storage.CheckContext(ctx, "transition: "+op)
 }
 
 // Load reads the record from the store and returns it with its state.
