@@ -38,7 +38,7 @@ Targets (from the design): \`Machine.Fire\` ≥ 30× looplab/fsm \`Event\` and
 ≥ 10× qmuntal/stateless \`Fire\`, 0 allocs/op; \`Allowed\` within 2× of a
 bare array lookup; \`Persisted\` on etcd ≤ 1.10× a raw clientv3 Txn doing
 the same compare-and-swap; the Loop's resync ≤ 2× a bare loop, one event
-costing the same among 1k and 100k keys. README.md's design section says
+costing the same among 1k and 100k keys. docs/decisions/2026-12-02-design.md says
 which are met and why the others are not.
 HEADER
 

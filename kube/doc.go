@@ -1,11 +1,47 @@
-// Package kube makes execfsm native on Kubernetes: a [storage.Store]
-// on the API server (one ConfigMap per execution, compare-and-swap on
-// resourceVersion, a watch that re-lists on 410 Gone), ownership through
-// coordination.k8s.io/v1 Leases, adoption of batch/v1 Jobs by the
-// identity in their labels and annotations, and adapters between
-// reconcile.Reconciler and controller-runtime.
+// Package kube makes execfsm native on Kubernetes: a [storage.Store] on
+// the API server, ownership through coordination.k8s.io/v1 Leases,
+// adoption of batch/v1 Jobs by the identity in their labels and
+// annotations, and adapters between reconcile.Reconciler and
+// controller-runtime. Install it with
+//
+//	go get github.com/execfsm/execfsm/kube
+//
+// Pick [Store] when your controllers already run on Kubernetes and you
+// would rather not operate an etcd of your own: each execution is a
+// ConfigMap (no CRD to install; `kubectl get cm -l
+// execfsm.io/status=relocating` lists executions by status), written with
+// optimistic concurrency on resourceVersion, watched with a re-list on 410
+// Gone.
+//
+//	client := kubernetes.NewForConfigOrDie(ctrl.GetConfigOrDie())
+//	store, err := kube.New(client, kube.Options{Namespace: "teraslice"})
+//
+// Then the startup and SIGTERM path of package recovery, unchanged.
+//
+// # Ownership
+//
+// The Lease's holderIdentity is the owner, its leaseTransitions the
+// epoch. A live holder (renewed within leaseDurationSeconds) cannot be
+// taken over; a relocated pod's successor takes the Lease once the old
+// one is released or expired, and the old pod's writes are fenced.
+//
+// # Adoption
+//
+// [Jobs] lists a controller's Jobs by a label selector, keys each by one
+// label and hands the Adopter their labels and annotations as the item's
+// identity. The ownerReference trap: Jobs owned by the controller's own
+// Pod are garbage-collected when that Pod is replaced, which a relocation
+// does; own them by something that survives (the controller's Deployment
+// or Job) or by nothing.
+//
+// # controller-runtime
+//
+// [ForControllerRuntime] runs a reconcile.Reconciler in a manager
+// (RequeueAfter and terminal errors carry over); [FromControllerRuntime]
+// runs a controller-runtime reconciler in a reconcile.Loop to give it the
+// recovery pass.
 //
 // Its tests run against a real kube-apiserver and etcd started by
-// controller-runtime's envtest; kube/hack/test-assets.sh builds and
-// caches the binaries.
+// controller-runtime's envtest; kube/hack/test-assets.sh builds and caches
+// both from the Go module proxy.
 package kube

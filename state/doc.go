@@ -21,7 +21,7 @@
 // The text form of a status is its lowercase name, Teraslice's `_status`
 // values, and is what [Status.MarshalText] writes and [Parse] reads.
 //
-// The lifecycle as a diagram (the README's copy is checked against
+// The lifecycle as a diagram (docs/lifecycle.md's copy is checked against
 // [Lifecycle] by this package's tests):
 //
 //	pending → scheduling → initializing → running ⇄ failing

@@ -4,7 +4,10 @@
 # holds them (for KUBEBUILDER_ASSETS):
 #
 #   kube-apiserver  built from k8s.io/kubernetes through the Go module proxy
-#   etcd            Debian's etcd-server package
+#   etcd            built from go.etcd.io/etcd/server/v3 the same way
+#
+# Nothing but the Go toolchain and its module proxy is needed: no package
+# manager, no root.
 #
 # Idempotent: the binaries are cached outside the clone, keyed on their
 # versions ($EXECFSM_KUBE_ASSETS, default ~/.cache/execfsm/kube-assets),
@@ -15,31 +18,32 @@ set -euo pipefail
 
 k8s_version=1.37.2
 staging_version=0.37.2
-etcd_package=etcd-server
+etcd_version=3.6.16
 root=${EXECFSM_KUBE_ASSETS:-$HOME/.cache/execfsm/kube-assets}
 dir="$root/kubernetes-$k8s_version"
 log() { echo "test-assets: $*" >&2; }
 
 mkdir -p "$dir"
 
-if [ ! -x "$dir/etcd" ]; then
-	if ! command -v etcd >/dev/null 2>&1; then
-		log "installing Debian's $etcd_package"
-		sudo=""
-		[ "$(id -u)" = 0 ] || sudo="sudo"
-		$sudo apt-get update -qq >&2 || true
-		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$etcd_package" >&2
-	fi
-	cp "$(command -v etcd)" "$dir/etcd.tmp"
+# Each build runs in a module of its own under a temporary directory,
+# removed on exit whatever happens.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export GOWORK=off GOFLAGS=-mod=mod
+
+if [ ! -x "$dir/etcd" ] || [ "$(cat "$dir/etcd.version" 2>/dev/null)" != "$etcd_version" ]; then
+	log "building etcd $etcd_version from the module proxy (first run only, about 2 minutes)"
+	mkdir -p "$work/etcd" && cd "$work/etcd"
+	go mod init execfsm.local/etcd-assets >&2 2>/dev/null
+	go get "go.etcd.io/etcd/server/v3@v$etcd_version" >&2
+	go build -o "$dir/etcd.tmp" go.etcd.io/etcd/server/v3 >&2
 	mv "$dir/etcd.tmp" "$dir/etcd"
+	echo "$etcd_version" > "$dir/etcd.version"
 fi
 
 if [ ! -x "$dir/kube-apiserver" ]; then
-	log "building kube-apiserver $k8s_version from the module proxy (first run only)"
-	work=$(mktemp -d)
-	trap 'rm -rf "$work"' EXIT
-	cd "$work"
-	export GOWORK=off GOFLAGS=-mod=mod
+	log "building kube-apiserver $k8s_version from the module proxy (first run only, about 12 minutes on 2 cores)"
+	mkdir -p "$work/kube" && cd "$work/kube"
 	go mod init execfsm.local/kube-assets >&2 2>/dev/null
 	cat > tools.go <<'GO'
 //go:build tools
@@ -66,6 +70,6 @@ fi
 "$dir/kube-apiserver" --version >&2
 # Not "| head -1": under pipefail, etcd writing its remaining lines
 # after head has exited is a SIGPIPE (exit 141) that fails the script.
-etcd_version=$("$dir/etcd" --version 2>&1)
-echo "${etcd_version%%$'\n'*}" >&2
+etcd_said=$("$dir/etcd" --version 2>&1)
+echo "${etcd_said%%$'\n'*}" >&2
 echo "$dir"

@@ -1,0 +1,371 @@
+// Command testall runs every test of every module of this repository the
+// way its users get each module: on the module's own go.mod (GOWORK=off,
+// so the dependency versions are the module's, not the workspace's), with
+// the repository's other modules served at their next version from a local
+// module proxy packed from the working tree, under the race detector.
+//
+// Before that it makes sure the Kubernetes test assets exist (built once
+// per machine, with the build's progress shown), and proves installation
+// as a user does it: in a fresh module it `go get`s the public modules and
+// builds every Go block of README.md marked `<!-- go: build -->`, running
+// those marked `<!-- go: run -->`.
+//
+//	go run ./tools/testall              # from the repository root
+//	go run ./tools/testall -run Lease   # flags go to every go test
+//
+// Interrupting it stops every process it started.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/execfsm/execfsm/tools/internal/proxy"
+	"golang.org/x/mod/modfile"
+)
+
+// repoPrefix is the path every module of the repository starts with.
+const repoPrefix = "github.com/execfsm/execfsm"
+
+// testTimeout bounds each module's go test run: the first run on a new
+// machine compiles etcd and Kubernetes client code under -race.
+const testTimeout = "30m"
+
+func main() {
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: go run ./tools/testall [go test flags]")
+	}
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	err := run(ctx, flag.Args())
+	fmt.Fprintf(os.Stderr, "testall: %s after %s\n", verdict(err), time.Since(start).Round(time.Second))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testall:", err)
+		os.Exit(1)
+	}
+}
+
+func verdict(err error) string {
+	if err != nil {
+		return "FAIL"
+	}
+	return "ok"
+}
+
+type mod struct{ path, dir string }
+
+func run(ctx context.Context, testFlags []string) error {
+	mods, err := workspaceModules(ctx)
+	if err != nil {
+		return err
+	}
+	version, err := releaseVersion(mods)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "execfsm-testall-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	env, err := moduleEnv(ctx, tmp, mods, version)
+	if err != nil {
+		return err
+	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		step("Kubernetes test assets (built once per machine, then cached)")
+		assets, err := output(ctx, mods[0].dir, nil, "bash", filepath.Join("kube", "hack", "test-assets.sh"))
+		if err != nil {
+			return fmt.Errorf("kube/hack/test-assets.sh: %w", err)
+		}
+		env = append(env, "KUBEBUILDER_ASSETS="+strings.TrimSpace(assets))
+	}
+
+	step(fmt.Sprintf("installing the public modules at %s in a fresh module, as the README says", version))
+	if err := installTest(ctx, tmp, mods, env, version); err != nil {
+		return fmt.Errorf("installation: %w", err)
+	}
+
+	var failed []string
+	for _, m := range mods {
+		step(fmt.Sprintf("%s, on its own go.mod", m.path))
+		if err := testModule(ctx, tmp, m, env, testFlags); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			failed = append(failed, m.path)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("tests failed in %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+func step(what string) {
+	fmt.Fprintf(os.Stderr, "\n== %s  [%s]\n", what, time.Now().Format("15:04:05"))
+}
+
+// workspaceModules lists the modules of go.work, the root first.
+func workspaceModules(ctx context.Context) ([]mod, error) {
+	out, err := output(ctx, "", nil, "go", "list", "-m", "-f", "{{.Path}}\t{{.Dir}}")
+	if err != nil {
+		return nil, fmt.Errorf("listing the workspace's modules (run from the repository): %w", err)
+	}
+	var mods []mod
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		path, dir, _ := strings.Cut(line, "\t")
+		if path == repoPrefix || strings.HasPrefix(path, repoPrefix+"/") {
+			mods = append(mods, mod{path, dir})
+		}
+	}
+	slices.SortStableFunc(mods, func(a, b mod) int { return len(a.path) - len(b.path) })
+	if len(mods) == 0 || mods[0].path != repoPrefix {
+		return nil, errors.New("the workspace has no " + repoPrefix + " module: run from the repository")
+	}
+	return mods, nil
+}
+
+// releaseVersion is the version the modules require each other at: the
+// one they will be released at together. They must agree.
+func releaseVersion(mods []mod) (string, error) {
+	versions := map[string][]string{}
+	for _, m := range mods {
+		data, err := os.ReadFile(filepath.Join(m.dir, "go.mod"))
+		if err != nil {
+			return "", err
+		}
+		f, err := modfile.ParseLax(filepath.Join(m.dir, "go.mod"), data, nil)
+		if err != nil {
+			return "", err
+		}
+		for _, r := range f.Require {
+			if r.Mod.Path == repoPrefix || strings.HasPrefix(r.Mod.Path, repoPrefix+"/") {
+				versions[r.Mod.Version] = append(versions[r.Mod.Version], m.path+" → "+r.Mod.Path)
+			}
+		}
+	}
+	if len(versions) != 1 {
+		return "", fmt.Errorf("the modules require each other at %d versions, want one (hack/release.sh sets them): %v", len(versions), versions)
+	}
+	for v := range versions {
+		return v, nil
+	}
+	panic("unreachable")
+}
+
+// moduleEnv packs every module into a proxy under tmp and returns the
+// environment that installs them from it, each checked against its own
+// go.mod and the checksum database for everything else.
+func moduleEnv(ctx context.Context, tmp string, mods []mod, version string) ([]string, error) {
+	// The go command keeps what it downloaded by version and would go on
+	// using a copy packed from an older working tree: forget every copy
+	// of this repository's modules first.
+	if err := forgetDownloads(ctx); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(tmp, "proxy")
+	for _, m := range mods {
+		if _, err := proxy.Pack(version, dir, m.dir); err != nil {
+			return nil, err
+		}
+	}
+	upstream, err := output(ctx, "", nil, "go", "env", "GOPROXY")
+	if err != nil {
+		return nil, err
+	}
+	return append(os.Environ(),
+		"GOWORK=off",
+		"GOPROXY=file://"+filepath.ToSlash(dir)+","+strings.TrimSpace(upstream),
+		// The local versions are not in the checksum database (they are
+		// not published); everything else still is checked against it.
+		"GONOSUMDB="+repoPrefix,
+		"GOFLAGS=-mod=mod",
+	), nil
+}
+
+// forgetDownloads removes this repository's modules from the module
+// cache (extracted copies and downloads), which the go command keeps
+// read-only.
+func forgetDownloads(ctx context.Context) error {
+	cache, err := output(ctx, "", nil, "go", "env", "GOMODCACHE")
+	if err != nil {
+		return err
+	}
+	cache = strings.TrimSpace(cache)
+	// Nested modules sit under the root's path, the root itself next to
+	// it as path@version.
+	dirs, _ := filepath.Glob(filepath.Join(cache, repoPrefix+"@*"))
+	dirs = append(dirs, filepath.Join(cache, repoPrefix), filepath.Join(cache, "cache", "download", repoPrefix))
+	for _, dir := range dirs {
+		if err := removeReadOnly(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeReadOnly removes dir and everything in it, its directories made
+// writable first.
+func removeReadOnly(dir string) error {
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(path, 0o755)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// testModule runs go test over every package of m, with a copy of its
+// go.mod and go.sum (-modfile) so that the checksums of the local
+// versions are never written into the working tree.
+func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string) error {
+	name := strings.ReplaceAll(strings.TrimPrefix(m.path, repoPrefix), "/", "_")
+	modFile := filepath.Join(tmp, "root"+name+".mod")
+	if err := copyFile(filepath.Join(m.dir, "go.mod"), modFile); err != nil {
+		return err
+	}
+	sum, err := os.ReadFile(filepath.Join(m.dir, "go.sum"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.WriteFile(strings.TrimSuffix(modFile, ".mod")+".sum", withoutOwnSums(sum), 0o644); err != nil {
+		return err
+	}
+	args := append([]string{"test", "-race", "-timeout", testTimeout, "-modfile=" + modFile}, testFlags...)
+	return stream(ctx, m.dir, env, "go", append(args, "./...")...)
+}
+
+// readmeBlock matches a Go block of README.md marked for the
+// installation test.
+var readmeBlock = regexp.MustCompile("(?s)<!-- go: (build|run) -->\\s*```go\n(.*?)```")
+
+// installTest makes a fresh module, gets the public modules the way the
+// README says, and builds (and runs, where marked) its Go blocks.
+func installTest(ctx context.Context, tmp string, mods []mod, env []string, version string) error {
+	readme, err := os.ReadFile(filepath.Join(mods[0].dir, "README.md"))
+	if err != nil {
+		return err
+	}
+	blocks := readmeBlock.FindAllSubmatch(readme, -1)
+	if len(blocks) == 0 {
+		return errors.New("README.md has no Go block marked <!-- go: build --> or <!-- go: run -->")
+	}
+	dir := filepath.Join(tmp, "user")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := stream(ctx, dir, env, "go", "mod", "init", "example.com/user"); err != nil {
+		return err
+	}
+	var run []string
+	for k, b := range blocks {
+		pkg := fmt.Sprintf("readme%d", k+1)
+		if err := os.MkdirAll(filepath.Join(dir, pkg), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, pkg, "main.go"), b[2], 0o644); err != nil {
+			return err
+		}
+		if string(b[1]) == "run" {
+			run = append(run, "./"+pkg)
+		}
+	}
+	get := []string{"get"}
+	for _, m := range mods {
+		if public(m.path) {
+			get = append(get, m.path+"@"+version)
+		}
+	}
+	for _, args := range [][]string{get, {"mod", "tidy"}, {"vet", "./..."}} {
+		if err := stream(ctx, dir, env, "go", args...); err != nil {
+			return err
+		}
+	}
+	for _, pkg := range run {
+		if err := stream(ctx, dir, env, "go", "run", pkg); err != nil {
+			return fmt.Errorf("the README's %s: %w", pkg, err)
+		}
+	}
+	return nil
+}
+
+// public reports whether users install the module: the library and its
+// stores, not the examples, the suites or these tools.
+func public(path string) bool {
+	switch strings.TrimPrefix(path, repoPrefix) {
+	case "", "/etcdstore", "/kube":
+		return true
+	}
+	return false
+}
+
+// withoutOwnSums drops the checksums of this repository's modules: the
+// local versions' change with every commit (a go.sum that recorded one
+// would refuse the next as tampered with).
+func withoutOwnSums(sum []byte) []byte {
+	var out []byte
+	for _, line := range bytes.SplitAfter(sum, []byte("\n")) {
+		path, _, _ := bytes.Cut(line, []byte(" "))
+		if p := string(path); p == repoPrefix || strings.HasPrefix(p, repoPrefix+"/") {
+			continue
+		}
+		out = append(out, line...)
+	}
+	return out
+}
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o644)
+}
+
+// command runs in its own process group, so that stopping testall stops
+// everything under it (go test's test binaries, their etcd and
+// kube-apiserver children), never leaving an orphan.
+func command(ctx context.Context, dir string, env []string, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
+}
+
+// stream runs a command with its output going straight to ours, so a long
+// first build shows its progress as it happens.
+func stream(ctx context.Context, dir string, env []string, name string, args ...string) error {
+	fmt.Fprintf(os.Stderr, "$ %s %s\n", name, strings.Join(args, " "))
+	cmd := command(ctx, dir, env, name, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	return cmd.Run()
+}
+
+// output runs a command and returns its standard output; its standard
+// error (progress) goes straight to ours.
+func output(ctx context.Context, dir string, env []string, name string, args ...string) (string, error) {
+	cmd := command(ctx, dir, env, name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	err := cmd.Run()
+	return out.String(), err
+}

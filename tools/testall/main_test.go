@@ -1,0 +1,37 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestWithoutOwnSumsDropsOnlyThisRepositorysModules(t *testing.T) {
+	sum := "github.com/execfsm/execfsm v0.1.0 h1:a=\n" +
+		"github.com/execfsm/execfsm/etcdstore v0.1.0/go.mod h1:b=\n" +
+		"github.com/execfsm/execfsmother v1.0.0 h1:c=\n" +
+		"go.etcd.io/bbolt v1.4.3 h1:d=\n"
+	require.Equal(t, "github.com/execfsm/execfsmother v1.0.0 h1:c=\ngo.etcd.io/bbolt v1.4.3 h1:d=\n", string(withoutOwnSums([]byte(sum))))
+}
+
+func TestReleaseVersionIsTheOneEveryModuleRequires(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, gomod string) mod {
+		d := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "go.mod"), []byte(gomod), 0o644))
+		return mod{dir: d}
+	}
+	root := write("root", "module github.com/execfsm/execfsm\n\ngo 1.23\n")
+	a := write("a", "module github.com/execfsm/execfsm/a\n\ngo 1.23\n\nrequire github.com/execfsm/execfsm v0.3.0\n")
+	b := write("b", "module github.com/execfsm/execfsm/b\n\ngo 1.23\n\nrequire (\n\tgithub.com/execfsm/execfsm v0.3.0\n\tgithub.com/execfsm/execfsm/a v0.3.0\n)\n")
+	v, err := releaseVersion([]mod{root, a, b})
+	require.NoError(t, err)
+	require.Equal(t, "v0.3.0", v)
+
+	c := write("c", "module github.com/execfsm/execfsm/c\n\ngo 1.23\n\nrequire github.com/execfsm/execfsm v0.2.0\n")
+	_, err = releaseVersion([]mod{root, a, b, c})
+	require.ErrorContains(t, err, "2 versions")
+}
