@@ -377,17 +377,5 @@ func TestZeroDBAndStoreFailWithAnError(t *testing.T) {
 	_, err := db.Store("executions")
 	require.ErrorContains(t, err, "Open")
 
-	var s boltstore.Store
-	_, err = s.Get(bg, "ex-1")
-	require.ErrorContains(t, err, "DB.Store")
-	_, err = s.Create(bg, storagetest.Sample("ex-1"))
-	require.ErrorContains(t, err, "DB.Store")
-	_, err = s.CompareAndSwap(bg, "ex-1", 1, storagetest.Sample("ex-1"))
-	require.ErrorContains(t, err, "DB.Store")
-	_, _, err = s.Acquire(bg, "ex-1", storagetest.Lease("pod-a"))
-	require.ErrorContains(t, err, "DB.Store")
-	_, _, err = s.List(bg)
-	require.ErrorContains(t, err, "DB.Store")
-	_, err = s.Watch(bg, 0)
-	require.ErrorContains(t, err, "DB.Store")
+	storagetest.Unusable(t, &boltstore.Store{}, "DB.Store")
 }

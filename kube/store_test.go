@@ -206,17 +206,5 @@ func recv[T any](t testing.TB, ch <-chan T, what string) T {
 
 // A zero Store says to use New instead of panicking on its nil client.
 func TestZeroStoreFailsWithAnError(t *testing.T) {
-	var s kube.Store
-	_, err := s.Get(bg, "ex-1")
-	require.ErrorContains(t, err, "New")
-	_, err = s.Create(bg, storagetest.Sample("ex-1"))
-	require.ErrorContains(t, err, "New")
-	_, err = s.CompareAndSwap(bg, "ex-1", 1, storagetest.Sample("ex-1"))
-	require.ErrorContains(t, err, "New")
-	_, _, err = s.Acquire(bg, "ex-1", storagetest.Lease("pod-a"))
-	require.ErrorContains(t, err, "New")
-	_, _, err = s.List(bg)
-	require.ErrorContains(t, err, "New")
-	_, err = s.Watch(bg, 0)
-	require.ErrorContains(t, err, "New")
+	storagetest.Unusable(t, &kube.Store{}, "New")
 }

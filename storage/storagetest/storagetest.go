@@ -542,3 +542,35 @@ func watchEndsWithContext(t *testing.T, s storage.Store) {
 	_, err = w.Watch(done, 0)
 	require.ErrorIs(t, err, context.Canceled, "a watch with a done context is refused")
 }
+
+// Unusable checks that store, a value that was not made by its
+// constructor (a zero value), refuses every call with an error that
+// mentions hint (the constructor to use), and neither panics nor hangs.
+// Its Lister and Watcher methods are checked too, if it has them.
+func Unusable(t testing.TB, store storage.Store, hint string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	refused := func(op string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), hint) {
+			t.Errorf("%s of an unusable store: %v, want an error mentioning %q", op, err, hint)
+		}
+	}
+	_, err := store.Get(ctx, "ex-1")
+	refused("Get", err)
+	_, err = store.Create(ctx, Sample("ex-1"))
+	refused("Create", err)
+	_, err = store.CompareAndSwap(ctx, "ex-1", 1, Sample("ex-1"))
+	refused("CompareAndSwap", err)
+	_, _, err = store.Acquire(ctx, "ex-1", Lease("pod-a"))
+	refused("Acquire", err)
+	if l, ok := store.(storage.Lister); ok {
+		_, _, err = l.List(ctx)
+		refused("List", err)
+	}
+	if w, ok := store.(storage.Watcher); ok {
+		_, err = w.Watch(ctx, 0)
+		refused("Watch", err)
+	}
+}
