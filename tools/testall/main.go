@@ -13,7 +13,8 @@
 //	go run ./tools/testall              # from the repository root
 //	go run ./tools/testall -run Lease   # flags go to every go test
 //
-// Interrupting it stops every process it started.
+// Interrupting it stops every process it started, and any a test left
+// behind (on Linux testall adopts orphans and kills them).
 package main
 
 import (
@@ -50,8 +51,14 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := adoptOrphans(); err != nil {
+		fmt.Fprintln(os.Stderr, "testall: cannot adopt orphaned processes:", err)
+	}
 	start := time.Now()
 	err := run(ctx, flag.Args())
+	if left := killOrphans(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "testall: killed what was left behind: %s\n", strings.Join(left, ", "))
+	}
 	fmt.Fprintf(os.Stderr, "testall: %s after %s\n", verdict(err), time.Since(start).Round(time.Second))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testall:", err)
@@ -357,7 +364,11 @@ func stream(ctx context.Context, dir string, env []string, name string, args ...
 	fmt.Fprintf(os.Stderr, "$ %s %s\n", name, strings.Join(args, " "))
 	cmd := command(ctx, dir, env, name, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	return cmd.Run()
+	err := cmd.Run()
+	if left := killOrphans(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "testall: %s %s left processes behind, killed: %s\n", name, strings.Join(args, " "), strings.Join(left, ", "))
+	}
+	return err
 }
 
 // output runs a command and returns its standard output; its standard
