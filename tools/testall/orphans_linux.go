@@ -20,8 +20,10 @@ func adoptOrphans() error {
 }
 
 // killOrphans kills and reaps every child testall has that it did not
-// start itself, that is, every orphan it adopted, and returns what they
-// were. It is called when nothing testall started is running.
+// start itself, that is, every orphan it adopted, and returns what was
+// still running. An orphan that has exited already (a detached child
+// process an example's test waited for) is only reaped. It is called
+// when nothing testall started is running.
 func killOrphans() []string {
 	var killed []string
 	for range 10 { // an orphan's own children may be adopted as it dies
@@ -45,11 +47,13 @@ func killOrphans() []string {
 				continue
 			}
 			found = true
-			comm := s[strings.IndexByte(s, '(')+1 : end]
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			if fields[0] != "Z" { // not a zombie: still running
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				comm := s[strings.IndexByte(s, '(')+1 : end]
+				killed = append(killed, fmt.Sprintf("%s (pid %d)", comm, pid))
+			}
 			var status syscall.WaitStatus
 			_, _ = syscall.Wait4(pid, &status, 0, nil)
-			killed = append(killed, fmt.Sprintf("%s (pid %d)", comm, pid))
 		}
 		if !found {
 			break
