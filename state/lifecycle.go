@@ -56,8 +56,13 @@ func LifecycleBuilder() *transition.Builder[Status] {
 
 	// Paused: the cluster master resumes (Running) or stops (Stopping);
 	// the paused controller is relocated (Relocating), fails (Failed) or
-	// is shut down (Terminated).
-	b.Allow(Paused, Running, Stopping, Relocating, Failed, Terminated)
+	// is shut down (Terminated). The work may also finish while paused
+	// (Completed): a pause stops dispatching new slices, not the ones
+	// already dispatched, so a once job whose last slices were out when it
+	// was paused completes paused, and Teraslice's controller writes
+	// completed. Refusing it would leave the record paused, and the
+	// cluster master would turn it into failed when the controller exits.
+	b.Allow(Paused, Running, Stopping, Relocating, Completed, Failed, Terminated)
 
 	// Stopping: the controller finishes in-flight work (Stopped), or the
 	// work happened to finish first (Completed: Teraslice accepts this);

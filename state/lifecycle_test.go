@@ -25,7 +25,7 @@ var spec = map[state.Status]string{
 	state.Running:      "failing paused stopping relocating completed failed terminated",
 	state.Recovering:   "running failing paused stopping relocating completed failed terminated",
 	state.Failing:      "running recovering paused stopping relocating failed terminated",
-	state.Paused:       "running stopping relocating failed terminated",
+	state.Paused:       "running stopping relocating completed failed terminated",
 	state.Stopping:     "stopped completed failed terminated",
 	state.Relocating:   "<running <recovering <failing <paused initializing failed stopping terminated",
 	state.Completed:    "",

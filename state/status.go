@@ -100,10 +100,13 @@ const (
 
 	// Paused: a user asked the cluster master to pause; the controller
 	// keeps its state but dispatches nothing. Resume moves it back to
-	// Running. Found on startup: as for Running (a crash while paused is
-	// still a crash); after a relocation it comes back Paused.
+	// Running; slices dispatched before the pause may finish the work,
+	// and the controller writes Completed. Found on startup: as for
+	// Running (a crash while paused is still a crash); after a relocation
+	// it comes back Paused.
 	//
-	// Moves to: running, relocating, stopping, failed, terminated.
+	// Moves to: running, relocating, stopping, completed, failed,
+	// terminated.
 	Paused
 
 	// Stopping: the cluster master asked the execution to stop. The
