@@ -359,7 +359,7 @@ func (s *Store) check(ctx context.Context, op string) error {
 	if s.db == nil {
 		return fmt.Errorf("boltstore: %s: %w", op, errZeroStore)
 	}
-	if err := storage.CheckContext(ctx, "boltstore: "+op); err != nil {
+	if err := storage.CheckContext(ctx, "boltstore", op); err != nil {
 		return err
 	}
 	s.db.mu.Lock()

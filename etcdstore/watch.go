@@ -25,7 +25,7 @@ func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.
 	if s.client == nil {
 		return nil, errZeroStore
 	}
-	if err := storage.CheckContext(ctx, "etcdstore: Watch"); err != nil {
+	if err := storage.CheckContext(ctx, "etcdstore", "Watch"); err != nil {
 		return nil, err
 	}
 	if err := s.client.Ctx().Err(); err != nil {

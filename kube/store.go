@@ -133,7 +133,7 @@ func (s *Store) call(ctx context.Context, op string) (context.Context, context.C
 	if s.client == nil {
 		return nil, nil, errZeroStore
 	}
-	if err := storage.CheckContext(ctx, "kube: "+op); err != nil {
+	if err := storage.CheckContext(ctx, "kube", op); err != nil {
 		return nil, nil, err
 	}
 	// A call without a deadline gets the store's timeout, so an

@@ -25,7 +25,7 @@ func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.
 	if s.client == nil {
 		return nil, errZeroStore
 	}
-	if err := storage.CheckContext(ctx, "kube: Watch"); err != nil {
+	if err := storage.CheckContext(ctx, "kube", "Watch"); err != nil {
 		return nil, err
 	}
 	ch := make(chan storage.WatchEvent)

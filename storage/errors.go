@@ -92,12 +92,14 @@ func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 var errNilContext = errors.New("nil context.Context (pass context.Background() or context.TODO())")
 
 // CheckContext is how every call of a [Store] begins: it returns an error
-// naming op ("boltstore: Get") for a nil ctx, and ctx's own error for a
-// done one. A store of your own that starts its calls with it refuses a
-// nil or done context the way storage/storagetest expects.
-func CheckContext(ctx context.Context, op string) error {
+// naming pkg and op ("boltstore: Get: …") for a nil ctx, and ctx's own
+// error for a done one. A store of your own that starts its calls with it
+// refuses a nil or done context the way storage/storagetest expects. The
+// name comes in two parts so that no caller builds a string on every
+// call for an error that is almost never returned.
+func CheckContext(ctx context.Context, pkg, op string) error {
 	if ctx == nil {
-		return fmt.Errorf("%s: %w", op, errNilContext)
+		return fmt.Errorf("%s: %s: %w", pkg, op, errNilContext)
 	}
 	return ctx.Err()
 }

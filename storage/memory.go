@@ -128,7 +128,7 @@ func NewMemory() *Memory { return &Memory{} }
 
 // Get implements [Store].
 func (s *Memory) Get(ctx context.Context, id string) (Record, error) {
-	if err := CheckContext(ctx, "storage: Get"); err != nil {
+	if err := CheckContext(ctx, "storage", "Get"); err != nil {
 		return Record{}, err
 	}
 	if err := ValidateID(id); err != nil {
@@ -145,7 +145,7 @@ func (s *Memory) Get(ctx context.Context, id string) (Record, error) {
 
 // Create implements [Store].
 func (s *Memory) Create(ctx context.Context, rec Record) (Record, error) {
-	if err := CheckContext(ctx, "storage: Create"); err != nil {
+	if err := CheckContext(ctx, "storage", "Create"); err != nil {
 		return Record{}, err
 	}
 	if err := rec.Validate(); err != nil {
@@ -164,7 +164,7 @@ func (s *Memory) Create(ctx context.Context, rec Record) (Record, error) {
 
 // CompareAndSwap implements [Store].
 func (s *Memory) CompareAndSwap(ctx context.Context, id string, expect uint64, next Record) (Record, error) {
-	if err := CheckContext(ctx, "storage: CompareAndSwap"); err != nil {
+	if err := CheckContext(ctx, "storage", "CompareAndSwap"); err != nil {
 		return Record{}, err
 	}
 	if next.ID != id {
@@ -191,7 +191,7 @@ func (s *Memory) CompareAndSwap(ctx context.Context, id string, expect uint64, n
 // Acquire implements [Store]. The ownership lives in this process, as the
 // store does: it lasts until released (see [Ownership]).
 func (s *Memory) Acquire(ctx context.Context, id string, lease Lease) (Ownership, Record, error) {
-	if err := CheckContext(ctx, "storage: Acquire"); err != nil {
+	if err := CheckContext(ctx, "storage", "Acquire"); err != nil {
 		return nil, Record{}, err
 	}
 	if err := lease.Validate(); err != nil {
@@ -255,7 +255,7 @@ func (s *Memory) put(rec Record) Record {
 
 // List implements [Lister]. A Memory holds no unreadable record.
 func (s *Memory) List(ctx context.Context) ([]Record, []Unreadable, error) {
-	if err := CheckContext(ctx, "storage: List"); err != nil {
+	if err := CheckContext(ctx, "storage", "List"); err != nil {
 		return nil, nil, err
 	}
 	s.mu.Lock()
@@ -269,7 +269,7 @@ func (s *Memory) List(ctx context.Context) ([]Record, []Unreadable, error) {
 
 // Watch implements [Watcher].
 func (s *Memory) Watch(ctx context.Context, fromRevision uint64) (<-chan WatchEvent, error) {
-	if err := CheckContext(ctx, "storage: Watch"); err != nil {
+	if err := CheckContext(ctx, "storage", "Watch"); err != nil {
 		return nil, err
 	}
 	return watchlog.Channel(ctx, &s.hub, memoryLog{s}, fromRevision, watchEvent), nil

@@ -134,10 +134,10 @@ func TestMemoryWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
 
 func TestCheckContextRefusesNilAndDoneContexts(t *testing.T) {
 	//lint:ignore SA1012 the point is that a nil context is an error, not a panic
-	err := storage.CheckContext(nil, "mystore: Get") //nolint:staticcheck
+	err := storage.CheckContext(nil, "mystore", "Get") //nolint:staticcheck
 	require.ErrorContains(t, err, "mystore: Get: nil context.Context")
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
-	require.ErrorIs(t, storage.CheckContext(ctx, "mystore: Get"), context.Canceled)
-	require.NoError(t, storage.CheckContext(bg, "mystore: Get"))
+	require.ErrorIs(t, storage.CheckContext(ctx, "mystore", "Get"), context.Canceled)
+	require.NoError(t, storage.CheckContext(bg, "mystore", "Get"))
 }

@@ -112,7 +112,7 @@ func (m *Machine[S]) Table() *Table[S] { return m.table }
 // one matching [ErrGuard]. A done ctx returns its error before anything
 // changes, and again after the guards ran.
 func (m *Machine[S]) Fire(ctx context.Context, to S, reason string) (Change[S], error) {
-	if err := storage.CheckContext(ctx, "transition: Fire"); err != nil {
+	if err := storage.CheckContext(ctx, "transition", "Fire"); err != nil {
 		return Change[S]{}, err
 	}
 	t := m.table

@@ -215,7 +215,7 @@ func (p *Persisted[S]) check(ctx context.Context, op string) error {
 	if p.shared == nil {
 		return errZeroPersisted
 	}
-	return storage.CheckContext(ctx, "transition: "+op)
+	return storage.CheckContext(ctx, "transition", op)
 }
 
 // Load reads the record from the store and returns it with its state.
