@@ -75,13 +75,12 @@ type Roles[S comparable] struct {
 
 // RolesBuilder collects the roles of a table's states; see [DefineRoles].
 type RolesBuilder[S comparable] struct {
-	table    *transition.Table[S]
-	given    []roleGiven[S]
-	twice    []string
-	r        Roles[S]
-	hasFail  bool
-	notStart []S
-	running  []S
+	table   *transition.Table[S]
+	given   []roleGiven[S]
+	twice   []string
+	r       Roles[S]
+	hasFail bool
+	running []S
 }
 
 type roleGiven[S comparable] struct {
@@ -122,7 +121,6 @@ func (b *RolesBuilder[S]) once(what string, done bool) bool {
 // NotStarted gives states [RoleNotStarted].
 func (b *RolesBuilder[S]) NotStarted(states ...S) *RolesBuilder[S] {
 	b.give(RoleNotStarted, states...)
-	b.notStart = append(b.notStart, states...)
 	return b
 }
 
@@ -289,9 +287,10 @@ func (r *Roles[S]) DefaultDeadlines() Deadlines[S] {
 }
 
 // ends reports whether s is what a failure or a finished stop writes.
-func (r *Roles[S]) ends(s S) bool {
-	return s == r.failed || (r.hasStopping && s == r.stopped)
-}
+func (r *Roles[S]) ends(s S) bool { return s == r.failed || r.stopEnd(s) }
+
+// stopEnd reports whether s is what a finished stop writes.
+func (r *Roles[S]) stopEnd(s S) bool { return r.hasStopping && s == r.stopped }
 
 // fits reports whether table has the very states the roles were given
 // for, so decisions made with the roles can be written through it (a

@@ -118,7 +118,7 @@ func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Ve
 		u := deadlineUpdate(roles, rec, dl, p.Now)
 		v.To, v.Reason, v.Meta = u.To, u.Reason, u.Meta
 		v.Decision = DecisionFail
-		if _, stopped, ok := roles.Stopping(); ok && dl.Then == stopped {
+		if roles.stopEnd(dl.Then) {
 			v.Decision = DecisionStop
 		}
 		return v, nil
@@ -197,7 +197,7 @@ func deadline[S comparable](rec storage.Record, cur S, d Deadlines[S], now time.
 func deadlineUpdate[S comparable](roles *Roles[S], rec storage.Record, dl Deadline[S], now time.Time) transition.Update[S] {
 	reason := fmt.Sprintf("%s for %v, past its deadline of %v", rec.Status, now.Sub(since(rec)).Round(time.Second), dl.After)
 	u := transition.Update[S]{To: dl.Then, Reason: reason}
-	if _, stopped, ok := roles.Stopping(); !ok || dl.Then != stopped {
+	if !roles.stopEnd(dl.Then) {
 		u.Meta = map[string]string{MetaFailure: reason}
 	}
 	return u

@@ -59,10 +59,9 @@ type Persisted[S comparable] struct {
 // handles is what the handles of one record derived from one another
 // share.
 type handles[S comparable] struct {
-	observers []func(Change[S])
-	notify    *notifier[S]
-	sem       chan struct{}  // one write at a time; a channel so waiting honours ctx
-	cache     storage.Record // the record as last read or written; guarded by sem
+	notify *notifier[S]
+	sem    chan struct{}  // one write at a time; a channel so waiting honours ctx
+	cache  storage.Record // the record as last read or written; guarded by sem
 }
 
 // NewPersisted returns the execution id of store, under table, written as
@@ -88,7 +87,7 @@ func NewPersisted[S comparable](table *Table[S], store storage.Store, id string,
 	}
 	return &Persisted[S]{
 		table: table, store: store, id: id, actor: s.actor, history: s.history, retries: s.retries, clock: s.clock,
-		shared: &handles[S]{observers: s.observers, notify: newNotifier(s.observers, s.onPanic), sem: make(chan struct{}, 1)},
+		shared: &handles[S]{notify: newNotifier(s.observers, s.onPanic), sem: make(chan struct{}, 1)},
 	}, nil
 }
 
