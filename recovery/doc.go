@@ -57,6 +57,39 @@
 // writing stopping. The package's tests enumerate this table from the
 // functions themselves and fail if this copy disagrees.
 //
+// # The final status
+//
+// [Finish] decides what a controller writes when its work ends or it is
+// shut down, from the stored status and the work's [Ending]: whether it
+// finished, how many units failed, whether an error ended it. Teraslice's
+// execution controller makes the same decision on exit. For the
+// execution lifecycle (a relocating record is the successor's to end):
+//
+//	stored status  finished     with failures  with an error  shut down early
+//	pending        not allowed  not allowed    not allowed    not allowed
+//	scheduling     not allowed  → failed       → failed       not allowed
+//	initializing   not allowed  → failed       → failed       → terminated
+//	running        → completed  → failed       → failed       → terminated
+//	recovering     → completed  → failed       → failed       → terminated
+//	relocating     leave        leave          leave          leave
+//	failing        → completed  → failed       → failed       → terminated
+//	paused         → completed  → failed       → failed       → terminated
+//	stopping       → completed  → failed       → failed       → stopped
+//	completed      keep         keep           keep           keep
+//	stopped        keep         keep           keep           keep
+//	rejected       keep         keep           keep           keep
+//	failed         keep         keep           keep           keep
+//	terminated     keep         keep           keep           keep
+//
+// "keep" writes only the caller's metadata (the work's statistics) on an
+// execution that has already ended: a reaper stopped it meanwhile, or
+// the controller failed it earlier; an ended execution is never given
+// another status (Teraslice would write completed over stopped).
+// "leave" writes nothing. "not allowed" is an error: the table has no
+// such move (work cannot finish before it ran). [ApplyFinish] writes the
+// decision with the statistics and lets the execution go; the process
+// then exits 0 whatever the status: the outcome is in the record.
+//
 // # Deadlines
 //
 // Some statuses must not last: relocating that nobody takes over, stopping

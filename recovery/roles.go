@@ -69,8 +69,11 @@ type Roles[S comparable] struct {
 	stopping    S
 	stopped     S // what a finished (or overdue) stop writes
 	failed      S // what a failure writes
+	completed   S // what work that finished well writes
+	terminated  S // what work shut down before it finished writes
 	hasRelocate bool
 	hasStopping bool
+	hasEnds     bool
 }
 
 // RolesBuilder collects the roles of a table's states; see [DefineRoles].
@@ -154,6 +157,20 @@ func (b *RolesBuilder[S]) Stopping(stopping, stopped S) *RolesBuilder[S] {
 	if b.once("Stopping", b.r.hasStopping) {
 		b.give(RoleStopping, stopping)
 		b.r.stopping, b.r.stopped, b.r.hasStopping = stopping, stopped, true
+	}
+	return b
+}
+
+// Ends names what the end of the work writes ([Finish]): completed when
+// it ran to its end without failures, terminated when the controller was
+// shut down before it did. Both must be terminal or not-started states
+// every running state can move to, and completed one the stopping state
+// can move to too (the work may finish before a stop does). A table
+// whose controllers never finish work (a simulator runs until stopped)
+// leaves this out; Finish then refuses with [ErrInvalidRoles].
+func (b *RolesBuilder[S]) Ends(completed, terminated S) *RolesBuilder[S] {
+	if b.once("Ends", b.r.hasEnds) {
+		b.r.completed, b.r.terminated, b.r.hasEnds = completed, terminated, true
 	}
 	return b
 }
@@ -242,6 +259,25 @@ func (b *RolesBuilder[S]) Build() (*Roles[S], error) {
 			add("Stopping's end %s must be a terminal or a not-started state Stopping %s can move to", name(r.stopped), name(r.stopping))
 		}
 	}
+	if r.hasEnds {
+		for _, end := range []struct {
+			what string
+			s    S
+		}{{"Ends' completed", r.completed}, {"Ends' terminated", r.terminated}} {
+			if !t.Has(end.s) || !ends(end.s) {
+				add("%s %s must be a terminal or a not-started state of the table", end.what, name(end.s))
+				continue
+			}
+			for _, s := range b.running {
+				if t.Has(s) && !t.Allowed(s, end.s) {
+					add("running %s cannot move to %s %s", name(s), end.what, name(end.s))
+				}
+			}
+		}
+		if r.hasStopping && t.Has(r.stopping) && t.Has(r.completed) && !t.Allowed(r.stopping, r.completed) {
+			add("Stopping %s cannot move to Ends' completed %s (work that finishes before its stop)", name(r.stopping), name(r.completed))
+		}
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("recovery: %w:\n  %s", ErrInvalidRoles, strings.Join(problems, "\n  "))
 	}
@@ -268,6 +304,12 @@ func (r *Roles[S]) Relocating() (S, bool) { return r.relocating, r.hasRelocate }
 // and false if the table has no stopping state.
 func (r *Roles[S]) Stopping() (stopping, stopped S, ok bool) {
 	return r.stopping, r.stopped, r.hasStopping
+}
+
+// Ends returns what work that finished well writes and what work shut
+// down before it finished writes, and false if the roles have no Ends.
+func (r *Roles[S]) Ends() (completed, terminated S, ok bool) {
+	return r.completed, r.terminated, r.hasEnds
 }
 
 // DefaultDeadlines: a relocation nobody takes over within ten minutes

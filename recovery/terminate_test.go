@@ -202,22 +202,7 @@ func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testin
 // TestDecisionTableInPackageDocIsTrue recomputes every cell of the table
 // in doc.go from the functions and fails if the doc disagrees.
 func TestDecisionTableInPackageDocIsTrue(t *testing.T) {
-	src, err := os.ReadFile("doc.go")
-	require.NoError(t, err)
-	var rows [][]string
-	split := regexp.MustCompile(`\s{2,}`)
-	inTable := false
-	for _, line := range strings.Split(string(src), "\n") {
-		body, ok := strings.CutPrefix(line, "//\t")
-		switch {
-		case ok && strings.HasPrefix(body, "stored status"):
-			inTable = true
-		case ok && inTable:
-			rows = append(rows, split.Split(strings.TrimSpace(body), -1))
-		case inTable:
-			inTable = false
-		}
-	}
+	rows := docTable(t, "stored status  start")
 	require.Len(t, rows, state.NumStatuses, "one row per status")
 	for _, row := range rows {
 		require.Len(t, row, 5, "%q", row)
@@ -275,4 +260,28 @@ func stopCell(t *testing.T, s state.Status) string {
 		return "no-op"
 	}
 	return "→ stopping"
+}
+
+// docTable returns the cells of the table in doc.go whose header line
+// starts with header, one row per line, columns split at two spaces.
+func docTable(t *testing.T, header string) [][]string {
+	t.Helper()
+	src, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	var rows [][]string
+	split := regexp.MustCompile(`\s{2,}`)
+	inTable := false
+	for _, line := range strings.Split(string(src), "\n") {
+		body, ok := strings.CutPrefix(line, "//\t")
+		switch {
+		case ok && strings.HasPrefix(body, header):
+			inTable = true
+		case ok && inTable:
+			rows = append(rows, split.Split(strings.TrimSpace(body), -1))
+		case inTable:
+			inTable = false
+		}
+	}
+	require.NotEmpty(t, rows, "no table headed %q in doc.go", header)
+	return rows
 }

@@ -52,7 +52,10 @@ func LifecycleBuilder() *transition.Builder[Status] {
 	// Failing: the watchdog's probation ends well and the controller goes
 	// back to what it was doing (Running or Recovering), or the work ends
 	// with errors (Failed); pause, stop, relocation and shutdown as above.
-	b.Allow(Failing, Running, Recovering, Paused, Stopping, Relocating, Failed, Terminated)
+	// The work may also end while on probation with no slice left failed
+	// (the failures were retried): Completed, as Teraslice's controller
+	// writes whatever running status it finds (recovery.Finish decides).
+	b.Allow(Failing, Running, Recovering, Paused, Stopping, Relocating, Completed, Failed, Terminated)
 
 	// Paused: the cluster master resumes (Running) or stops (Stopping);
 	// the paused controller is relocated (Relocating), fails (Failed) or
@@ -113,6 +116,7 @@ var roles = sync.OnceValues(func() (*recovery.Roles[Status], error) {
 		// the record does not say, re-runs its setup.
 		Relocating(Relocating, Initializing).
 		Stopping(Stopping, Stopped).
+		Ends(Completed, Terminated).
 		Failed(Failed).
 		Build()
 })
@@ -121,7 +125,9 @@ var roles = sync.OnceValues(func() (*recovery.Roles[Status], error) {
 // recovery: the init statuses are not started; running, recovering,
 // failing and paused are running; relocating is the return state a
 // relocation writes (a record without its previous status restarts in
-// initializing); stopping ends in stopped; a failure writes failed; the
+// initializing); stopping ends in stopped; work that finished writes
+// completed, work shut down before it finished terminated; a failure
+// writes failed; the
 // terminal statuses are terminal. Pass it to recovery.Startup,
 // Terminate, their Apply helpers and the Reaper. Built once and shared;
 // Roles are immutable.

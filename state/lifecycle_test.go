@@ -24,7 +24,7 @@ var spec = map[state.Status]string{
 	state.Initializing: "running recovering failed stopping terminated",
 	state.Running:      "failing paused stopping relocating completed failed terminated",
 	state.Recovering:   "running failing paused stopping relocating completed failed terminated",
-	state.Failing:      "running recovering paused stopping relocating failed terminated",
+	state.Failing:      "running recovering paused stopping relocating completed failed terminated",
 	state.Paused:       "running stopping relocating completed failed terminated",
 	state.Stopping:     "stopped completed failed terminated",
 	state.Relocating:   "<running <recovering <failing <paused initializing failed stopping terminated",

@@ -91,11 +91,12 @@ const (
 
 	// Failing: slices are failing; the slice watchdog is on probation. It
 	// moves back to Running (or Recovering) when slices succeed again for
-	// a probation window, or to Failed when the execution ends with
-	// errors. Found on startup: as for Running.
+	// a probation window, to Failed when the execution ends with errors,
+	// or to Completed when it ends with none left failed. Found on
+	// startup: as for Running.
 	//
-	// Moves to: running, recovering, relocating, paused, stopping, failed,
-	// terminated.
+	// Moves to: running, recovering, relocating, paused, stopping,
+	// completed, failed, terminated.
 	Failing
 
 	// Paused: a user asked the cluster master to pause; the controller

@@ -148,14 +148,18 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err := fire(ctx, master, state.Running, "user resumed the execution"); err != nil {
 		return err
 	}
-	if err := fire(ctx, podB, state.Completed, "all slices processed"); err != nil {
+	// The work ends: Finish decides the final status, ApplyFinish writes it
+	// with the work's statistics and lets the execution go.
+	end, err := recovery.ApplyFinish(ctx, state.Roles(), podB, recovery.Ending{Finished: true}, map[string]string{"slices": "100"})
+	if err != nil {
 		return err
 	}
-	if _, err := podB.Fire(ctx, state.Running, "restart?"); !errors.Is(err, transition.ErrNotAllowed) {
+	if end.ReleaseErr != nil {
+		return end.ReleaseErr
+	}
+	fmt.Fprintf(w, "  pod-b finished: %s → %s (%s)\n", end.From, end.To, end.Reason)
+	if _, err := master.Fire(ctx, state.Running, "restart?"); !errors.Is(err, transition.ErrNotAllowed) {
 		return fmt.Errorf("completed must be final, got %v", err)
-	}
-	if err := podB.Ownership().Release(ctx); err != nil {
-		return err
 	}
 
 	_, rec, err := master.Load(ctx)

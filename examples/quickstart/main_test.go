@@ -32,7 +32,8 @@ func quickstart(t *testing.T, kind string) {
 		"pod-b@2    relocating   → paused",
 		"pod-a refused:",
 		"writer fenced by a newer owner",
-		"pod-b@2    running      → completed    all slices processed",
+		"pod-b@2    running      → completed    the work finished",
+		"pod-b finished: running → completed (the work finished)",
 		"Final record: completed, owner pod-b at epoch 2",
 	} {
 		require.Contains(t, got, want)

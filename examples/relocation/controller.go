@@ -114,13 +114,9 @@ func controller(cfg controllerConfig) (int, error) {
 	case recovery.DecisionFail:
 		return exitFailed, nil
 	case recovery.DecisionStop:
-		if verdict.To == state.Stopping {
-			if _, err := exec.Fire(ctx, state.Stopped, "stop finished by the restarted controller"); err != nil {
-				return 0, err
-			}
-		}
-		say("status stopped")
-		return 0, nil
+		// Nothing of the work runs: end the stop (the deadline may have
+		// ended it already, and then only the statistics are written).
+		return finish(ctx, exec, recovery.Ending{}, nil)
 	case recovery.DecisionStart:
 		if _, err := exec.Fire(ctx, state.Running, "slicer ready, workers connected"); err != nil {
 			return 0, err
@@ -152,14 +148,7 @@ func controller(cfg controllerConfig) (int, error) {
 			say("slices %d", work.done)
 		}
 		if work.done >= cfg.Slices {
-			if err := checkpoint(ctx); err != nil {
-				return 0, err
-			}
-			if _, err := exec.Fire(ctx, state.Completed, fmt.Sprintf("all %d slices processed", cfg.Slices)); err != nil {
-				return 0, err
-			}
-			say("status completed")
-			return 0, nil
+			return finish(ctx, exec, recovery.Ending{Finished: true}, map[string]string{metaSlices: strconv.Itoa(work.done)})
 		}
 		if work.done%checkpointEvery == 0 {
 			if err := checkpoint(ctx); err != nil {
@@ -200,18 +189,23 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 	case recovery.ActionLeave:
 		return 0, nil
 	}
-	// Shutdown: finish, then write the final status as Teraslice does.
-	cur, _, err := exec.Load(ctx)
+	// Shutdown: the work stops before it finished; the final status is
+	// stopped if the cluster master asked, terminated otherwise.
+	return finish(ctx, exec, recovery.Ending{}, nil)
+}
+
+// finish writes the final status the work earned, with its statistics,
+// and lets the execution go. The process exits 0 whatever the status: the
+// outcome is in the record.
+func finish(ctx context.Context, exec *transition.Persisted[state.Status], ending recovery.Ending, stats map[string]string) (int, error) {
+	end, err := recovery.ApplyFinish(ctx, state.Roles(), exec, ending, stats)
 	if err != nil {
 		return 0, err
 	}
-	final, reason := state.Terminated, "received shutdown before the slicer could complete"
-	if cur == state.Stopping {
-		final, reason = state.Stopped, "stopped on request"
+	if end.ReleaseErr != nil {
+		return 0, end.ReleaseErr
 	}
-	if _, err := exec.Fire(ctx, final, reason); err != nil {
-		return 0, err
-	}
-	say("status %s", final)
+	say("finish %s: %s", end.Kind, end.Reason)
+	say("status %s", end.To)
 	return 0, nil
 }

@@ -1,0 +1,213 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// Ending is what a controller knows of its work when the work loop
+// returns, because the work ended or because the controller is shutting
+// down: the input of [Finish].
+type Ending struct {
+	// Finished: the work ran to its end (Teraslice: the slicers are done
+	// and every dispatched slice came back). False when the controller
+	// is shutting down before that.
+	Finished bool
+	// Failures counts the units of work that did not succeed: slices in
+	// error, or dispatched and never answered. Any failure fails a
+	// finished execution. It must not be negative.
+	Failures int
+	// Err is an error that ended the work (a setup error, the slicer's
+	// error). It fails the execution, whatever else the Ending says.
+	Err error
+}
+
+// ErrInvalidEnding is matched by the error [Finish] returns for an
+// [Ending] no decision can be made on (a negative failure count).
+var ErrInvalidEnding = errors.New("invalid ending")
+
+// EndKind is what [Finish] decided to write.
+type EndKind uint8
+
+// The kinds of end.
+const (
+	// EndWrite: write End.To with End.Reason (and the caller's
+	// metadata: the work's statistics).
+	EndWrite EndKind = iota + 1
+	// EndKeep: the execution has already ended (a reaper stopped it
+	// meanwhile, the controller failed it earlier): keep its status,
+	// write only the caller's metadata.
+	EndKeep
+	// EndLeave: the execution is not this controller's to end: another
+	// controller owns it, or it is relocating to one, which will
+	// finish it. Write nothing.
+	EndLeave
+)
+
+func (k EndKind) String() string {
+	switch k {
+	case EndWrite:
+		return "write"
+	case EndKeep:
+		return "keep"
+	case EndLeave:
+		return "leave"
+	}
+	return fmt.Sprintf("EndKind(%d)", uint8(k))
+}
+
+// End is the outcome of [Finish]. A controller exits 0 after any end:
+// the execution's outcome is in its record, and on a Kubernetes Job a
+// non-zero exit would only start a replacement that refuses to run.
+type End[S comparable] struct {
+	Kind   EndKind
+	From   S      // the state found
+	To     S      // the state to write; From for EndKeep and EndLeave
+	Reason string // for people and for the record
+	// ReleaseErr is the error of releasing the ownership after
+	// [ApplyFinish] wrote, if it failed.
+	ReleaseErr error
+}
+
+// Finish decides the final status of the execution in rec for the
+// controller holding claim, whose work ended as ending says, by the role
+// of the state it finds (see [Roles]; the roles need [RolesBuilder.Ends]).
+// It is a pure function; [ApplyFinish] writes its outcome. The rules,
+// which are Teraslice's execution controller's on exit:
+//
+//   - The record is owned by another controller, or by this owner at
+//     another epoch, or is relocating: Leave.
+//   - A terminal state: Keep (only the metadata is written; Teraslice
+//     would write completed over stopped, this never changes an ended
+//     execution).
+//   - ending.Err: the Failed state, with the error as the reason.
+//   - Finished with failures: Failed, saying how many.
+//   - Finished: the Ends' completed state, from stopping too (the work
+//     finished before the stop did).
+//   - Shut down before finishing: the stop's end while stopping (the
+//     stop asked for it), the Ends' terminated state otherwise.
+//
+// A move the table does not allow (work that reports having finished
+// while its record is still initializing) is an error matching
+// [transition.ErrNotAllowed], as are nil roles or roles without Ends
+// ([ErrInvalidRoles]), an invalid ending ([ErrInvalidEnding]) and a
+// status the table does not know.
+func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, ending Ending) (End[S], error) {
+	switch {
+	case roles == nil:
+		return End[S]{}, fmt.Errorf("recovery: %w: nil roles (state.Roles() for the execution lifecycle)", ErrInvalidRoles)
+	case !roles.hasEnds:
+		return End[S]{}, fmt.Errorf("recovery: %w: Finish needs roles with Ends (what finished and shut-down work write)", ErrInvalidRoles)
+	case ending.Failures < 0:
+		return End[S]{}, fmt.Errorf("recovery: %w: Failures %d is negative", ErrInvalidEnding, ending.Failures)
+	}
+	t := roles.table
+	cur, err := t.Parse(rec.Status)
+	if err != nil {
+		return End[S]{}, fmt.Errorf("recovery: execution %s: %w", quote.Limited(rec.ID), err)
+	}
+	end := End[S]{Kind: EndWrite, From: cur, To: cur}
+	if claim.Owner != "" && (rec.Owner != claim.Owner || rec.Epoch != claim.Epoch) {
+		end.Kind, end.Reason = EndLeave, fmt.Sprintf("execution is owned by %s at epoch %d now", rec.Owner, rec.Epoch)
+		return end, nil
+	}
+	role, _ := roles.Role(cur)
+	switch {
+	case role == RoleRelocating:
+		end.Kind, end.Reason = EndLeave, "execution is relocating: the controller that takes it over finishes it"
+		return end, nil
+	case role == RoleTerminal:
+		end.Kind, end.Reason = EndKeep, fmt.Sprintf("execution has already ended in %s status", rec.Status)
+		return end, nil
+	case ending.Err != nil:
+		end.To, end.Reason = roles.failed, reasonOf(ending.Err)
+	case ending.Finished && ending.Failures > 0:
+		end.To, end.Reason = roles.failed, fmt.Sprintf("the work finished with %d failures", ending.Failures)
+	case ending.Finished:
+		end.To, end.Reason = roles.completed, "the work finished"
+	case role == RoleStopping:
+		end.To, end.Reason = roles.stopped, "stopped on request"
+	default:
+		end.To, end.Reason = roles.terminated, "shut down before the work could finish"
+	}
+	if !t.Allowed(cur, end.To) {
+		to, _ := t.Name(end.To)
+		return End[S]{}, fmt.Errorf("recovery: execution %s: the work ended in %s status, which cannot move to %s: %w",
+			quote.Limited(rec.ID), rec.Status, to, transition.ErrNotAllowed)
+	}
+	return end, nil
+}
+
+// reasonOf is err's text, cut to what a record's reason holds (a whole
+// stack trace fits, as in Teraslice's _failureReason).
+func reasonOf(err error) string {
+	s := err.Error()
+	if len(s) <= storage.MaxReasonLen {
+		return s
+	}
+	const cut = "… (cut)"
+	s = s[:storage.MaxReasonLen-len(cut)]
+	for !utf8.ValidString(s) { // never split a character
+		s = s[:len(s)-1]
+	}
+	return s + cut
+}
+
+// ApplyFinish writes the final status of the execution exec drives
+// (exec should hold the controller's claim), as [Finish] decides it for
+// ending, with meta (the work's statistics; nil for none) in the same
+// write, by compare-and-swap; if the record changed meanwhile (the
+// cluster master wrote stopping) it decides again on the fresh record. A
+// fenced write means another controller owns the execution: Leave.
+//
+// After writing it releases exec's ownership: the execution is over, or
+// stopped, and nothing more is written. The controller then exits 0.
+func ApplyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], ending Ending, meta map[string]string) (End[S], error) {
+	if exec == nil {
+		return End[S]{}, errors.New("recovery: ApplyFinish: nil execution")
+	}
+	if roles != nil {
+		if err := roles.fits(exec.Table()); err != nil {
+			return End[S]{}, err
+		}
+	}
+	var end End[S]
+	_, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
+		e, err := Finish(roles, rec, exec.Claim(), ending)
+		if err != nil {
+			return transition.Update[S]{}, err
+		}
+		end = e
+		switch e.Kind {
+		case EndWrite:
+			return transition.Update[S]{To: e.To, Reason: e.Reason, Meta: meta}, nil
+		case EndKeep:
+			return transition.Update[S]{To: cur, Meta: meta}, nil
+		}
+		return transition.Update[S]{To: cur}, nil // leave: write nothing
+	})
+	var fenced *storage.FencedError
+	if errors.As(err, &fenced) {
+		end = End[S]{Kind: EndLeave, From: end.From, To: end.From,
+			Reason: fmt.Sprintf("execution is owned by %s at epoch %d now", fenced.CurrentOwner, fenced.CurrentEpoch)}
+		if fenced.Lost {
+			end.Reason = "this controller's ownership of the execution has ended"
+		}
+		return end, nil
+	}
+	if err != nil {
+		return End[S]{}, err
+	}
+	if end.Kind != EndLeave {
+		if own := exec.Ownership(); own != nil {
+			end.ReleaseErr = own.Release(ctx)
+		}
+	}
+	return end, nil
+}

@@ -1,0 +1,227 @@
+package recovery_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+func finish(t *testing.T, s state.Status, e recovery.Ending) recovery.End[state.Status] {
+	t.Helper()
+	end, err := recovery.Finish(state.Roles(), record(s), podA, e)
+	require.NoError(t, err)
+	return end
+}
+
+var (
+	finished    = recovery.Ending{Finished: true}
+	withFailure = recovery.Ending{Finished: true, Failures: 2}
+	withError   = recovery.Ending{Err: errors.New("slicer: index missing")}
+	shutDown    = recovery.Ending{}
+)
+
+func TestFinishInARunningStatusWritesWhatTheWorkDid(t *testing.T) {
+	for s := range state.RunningStatuses.All() {
+		if s == state.Relocating || s == state.Stopping {
+			continue
+		}
+		require.Equal(t, state.Completed, finish(t, s, finished).To, "%s", s)
+		end := finish(t, s, withFailure)
+		require.Equal(t, state.Failed, end.To, "%s", s)
+		require.Equal(t, "the work finished with 2 failures", end.Reason)
+		end = finish(t, s, withError)
+		require.Equal(t, state.Failed, end.To, "%s", s)
+		require.Equal(t, "slicer: index missing", end.Reason, "the error is the record's reason")
+		end = finish(t, s, shutDown)
+		require.Equal(t, recovery.EndWrite, end.Kind)
+		require.Equal(t, state.Terminated, end.To, "%s shut down before finishing", s)
+	}
+}
+
+func TestFinishWhileStoppingEndsTheStopUnlessTheWorkFinishedFirst(t *testing.T) {
+	require.Equal(t, state.Stopped, finish(t, state.Stopping, shutDown).To)
+	require.Equal(t, state.Completed, finish(t, state.Stopping, finished).To, "the work finished before the stop did")
+	require.Equal(t, state.Failed, finish(t, state.Stopping, withFailure).To)
+}
+
+func TestFinishKeepsAnExecutionThatHasEnded(t *testing.T) {
+	for s := range state.TerminalStatuses.All() {
+		for _, e := range []recovery.Ending{finished, withFailure, withError, shutDown} {
+			end := finish(t, s, e)
+			require.Equal(t, recovery.EndKeep, end.Kind, "%s", s)
+			require.Equal(t, s, end.To, "stopped is never overwritten with completed")
+		}
+	}
+}
+
+func TestFinishLeavesWhatIsNotThisControllersToEnd(t *testing.T) {
+	end := finish(t, state.Relocating, finished)
+	require.Equal(t, recovery.EndLeave, end.Kind)
+	require.Contains(t, end.Reason, "relocating")
+
+	rec := record(state.Running)
+	rec.Owner, rec.Epoch = "pod-b", 2
+	end, err := recovery.Finish(state.Roles(), rec, podA, finished)
+	require.NoError(t, err)
+	require.Equal(t, recovery.EndLeave, end.Kind)
+	require.Equal(t, "execution is owned by pod-b at epoch 2 now", end.Reason)
+}
+
+func TestFinishRefusesInputItCannotDecideOn(t *testing.T) {
+	_, err := recovery.Finish(state.Roles(), record(state.Initializing), podA, finished)
+	require.ErrorIs(t, err, transition.ErrNotAllowed, "work cannot finish before it ran")
+	require.Contains(t, err.Error(), "initializing status, which cannot move to completed")
+
+	_, err = recovery.Finish(state.Roles(), record(state.Running), podA, recovery.Ending{Finished: true, Failures: -1})
+	require.ErrorIs(t, err, recovery.ErrInvalidEnding)
+
+	_, err = recovery.Finish[state.Status](nil, record(state.Running), podA, finished)
+	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
+
+	noEnds, err := recovery.DefineRoles(state.Lifecycle()).
+		NotStarted(state.Pending, state.Scheduling, state.Initializing).
+		Running(state.Running, state.Recovering, state.Failing, state.Paused).
+		Relocating(state.Relocating, state.Initializing).
+		Stopping(state.Stopping, state.Stopped).
+		Failed(state.Failed).Build()
+	require.NoError(t, err)
+	_, err = recovery.Finish(noEnds, record(state.Running), podA, finished)
+	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
+	require.Contains(t, err.Error(), "Ends")
+
+	rec := record(state.Running)
+	rec.Status = "Running"
+	_, err = recovery.Finish(state.Roles(), rec, podA, finished)
+	require.ErrorIs(t, err, transition.ErrUnknownState)
+}
+
+func TestFinishCutsAHugeErrorToWhatARecordHolds(t *testing.T) {
+	huge := strings.Repeat("é", storage.MaxReasonLen) // two bytes each
+	end := finish(t, state.Running, recovery.Ending{Err: errors.New(huge)})
+	require.LessOrEqual(t, len(end.Reason), storage.MaxReasonLen)
+	require.True(t, utf8.ValidString(end.Reason))
+	require.True(t, strings.HasSuffix(end.Reason, "… (cut)"))
+}
+
+func TestRolesEndsAreCheckedAgainstTheTable(t *testing.T) {
+	_, err := recovery.DefineRoles(state.Lifecycle()).
+		NotStarted(state.Pending, state.Scheduling, state.Initializing).
+		Running(state.Running, state.Recovering, state.Failing, state.Paused).
+		Relocating(state.Relocating, state.Initializing).
+		Stopping(state.Stopping, state.Stopped).
+		Ends(state.Rejected, state.Running).
+		Failed(state.Failed).Build()
+	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
+	require.Contains(t, err.Error(), `running "running" cannot move to Ends' completed "rejected"`)
+	require.Contains(t, err.Error(), `Stopping "stopping" cannot move to Ends' completed "rejected"`)
+	require.Contains(t, err.Error(), `Ends' terminated "running" must be a terminal or a not-started state`)
+}
+
+func TestApplyFinishWritesTheEndWithTheStatisticsAndLetsGo(t *testing.T) {
+	exec, store := newExecution(t, state.Running, time.Now)
+	owned := owner(t, exec, "pod-0")
+	end, err := recovery.ApplyFinish(context.Background(), state.Roles(), owned, withFailure, map[string]string{"processed": "98"})
+	require.NoError(t, err)
+	require.Equal(t, recovery.EndWrite, end.Kind)
+	require.NoError(t, end.ReleaseErr)
+	rec, err := store.Get(context.Background(), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, "failed", rec.Status)
+	require.Equal(t, "the work finished with 2 failures", rec.Reason)
+	require.Equal(t, "98", rec.Meta["processed"])
+	select {
+	case <-owned.Ownership().Lost():
+	default:
+		t.Fatal("a controller that wrote the final status still owns the execution")
+	}
+}
+
+func TestApplyFinishOnAnEndedExecutionWritesOnlyTheStatistics(t *testing.T) {
+	exec, store := newExecution(t, state.Running, time.Now)
+	owned := owner(t, exec, "pod-0")
+	// The cluster master stops it and a reaper ends the stop meanwhile.
+	_, err := exec.Fire(context.Background(), state.Stopping, "user stop")
+	require.NoError(t, err)
+	_, err = exec.Fire(context.Background(), state.Stopped, "stop overdue")
+	require.NoError(t, err)
+	end, err := recovery.ApplyFinish(context.Background(), state.Roles(), owned, finished, map[string]string{"processed": "100"})
+	require.NoError(t, err)
+	require.Equal(t, recovery.EndKeep, end.Kind)
+	rec, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, "stopped", rec.Status)
+	require.Equal(t, "stop overdue", rec.Reason, "the reason of the end stays")
+	require.Equal(t, "100", rec.Meta["processed"])
+}
+
+// The cluster master's stop lands between the controller's read and its
+// write: the write conflicts, Finish decides again on the stopping record,
+// and the execution ends stopped, not terminated.
+func TestApplyFinishDecidesAgainWhenTheStopLandsFirst(t *testing.T) {
+	exec, store := newExecution(t, state.Running, time.Now)
+	owned := owner(t, exec, "pod-0")
+	_, _, err := owned.Load(context.Background()) // the controller's cached view: running
+	require.NoError(t, err)
+	_, err = exec.Fire(context.Background(), state.Stopping, "user stop")
+	require.NoError(t, err)
+	end, err := recovery.ApplyFinish(context.Background(), state.Roles(), owned, shutDown, nil)
+	require.NoError(t, err)
+	require.Equal(t, state.Stopped, end.To)
+	rec, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, "stopped", rec.Status)
+	require.Equal(t, []string{"running→stopping", "stopping→stopped"}, moves(rec)[len(moves(rec))-2:])
+}
+
+func TestApplyFinishByAFencedControllerLeaves(t *testing.T) {
+	exec, store := newExecution(t, state.Running, time.Now)
+	stale := crashed(t, exec, "pod-0")
+	owner(t, exec, "pod-1")
+	before, _ := store.Get(context.Background(), "ex-1")
+	end, err := recovery.ApplyFinish(context.Background(), state.Roles(), stale, finished, nil)
+	require.NoError(t, err)
+	require.Equal(t, recovery.EndLeave, end.Kind)
+	after, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, before.Revision, after.Revision)
+}
+
+func moves(rec storage.Record) []string {
+	var out []string
+	for _, e := range rec.History {
+		out = append(out, e.From+"→"+e.To)
+	}
+	return out
+}
+
+// TestFinishTableInPackageDocIsTrue recomputes every cell of the final
+// status table in doc.go from Finish and fails if the doc disagrees.
+func TestFinishTableInPackageDocIsTrue(t *testing.T) {
+	rows := docTable(t, "stored status  finished")
+	require.Len(t, rows, state.NumStatuses, "one row per status")
+	for _, row := range rows {
+		require.Len(t, row, 5, "%q", row)
+		s, err := state.Parse(row[0])
+		require.NoError(t, err)
+		require.Equal(t, []string{row[0], finishCell(s, finished), finishCell(s, withFailure), finishCell(s, withError), finishCell(s, shutDown)}, row)
+	}
+}
+
+func finishCell(s state.Status, e recovery.Ending) string {
+	end, err := recovery.Finish(state.Roles(), tableRecord(s), podA, e)
+	switch {
+	case errors.Is(err, transition.ErrNotAllowed):
+		return "not allowed"
+	case err != nil:
+		return err.Error()
+	case end.Kind == recovery.EndWrite:
+		return "→ " + end.To.String()
+	}
+	return end.Kind.String()
+}
