@@ -107,3 +107,57 @@ func ExampleDefineRoles() {
 	// resume relocating → paused
 	// true
 }
+
+// When the work ends, or the controller is shut down before it does, the
+// stored status and what the work did decide the final status.
+func ExampleFinish() {
+	for _, c := range []struct {
+		status string
+		ending recovery.Ending
+	}{
+		{"running", recovery.Ending{Finished: true}},
+		{"running", recovery.Ending{Finished: true, Failures: 3}},
+		{"running", recovery.Ending{}},  // SIGTERM, shut down early
+		{"stopping", recovery.Ending{}}, // the cluster master asked
+		{"stopped", recovery.Ending{}},  // ended meanwhile: statistics only
+	} {
+		end, _ := recovery.Finish(state.Roles(), storage.Record{ID: "ex-1", Status: c.status}, storage.Claim{}, c.ending)
+		fmt.Printf("%-8s %-5s → %s (%s)\n", c.status, end.Kind, end.To, end.Reason)
+	}
+	// Output:
+	// running  write → completed (the work finished)
+	// running  write → failed (the work finished with 3 failures)
+	// running  write → terminated (shut down before the work could finish)
+	// stopping write → stopped (stopped on request)
+	// stopped  keep  → stopped (execution has already ended in stopped status)
+}
+
+// A failed execution is recovered into a new one, which starts pending and
+// whose controller learns on startup what it recovers.
+func ExampleRecover() {
+	ctx := context.Background()
+	store := storage.NewMemory()
+	open := func(id string) *transition.Persisted[state.Status] {
+		exec, _ := transition.NewPersisted(state.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: "master"})
+		return exec
+	}
+	failed := open("ex-1")
+	_, _ = failed.Create(ctx, transition.Update[state.Status]{To: state.Failed, Reason: "slice failures"})
+
+	rec, err := recovery.Recover(ctx, state.Roles(), failed, open("ex-2"), recovery.Recovery{SliceType: "failed"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(rec.ID, rec.Status, rec.Reason)
+
+	v, _ := recovery.Startup(state.Roles(), rec, recovery.Policy[state.Status]{Now: time.Now()})
+	fmt.Println(v.Decision, "then recovering:", v.Recovers)
+
+	_, err = recovery.Recover(ctx, state.Roles(), open("ex-2"), open("ex-3"), recovery.Recovery{})
+	fmt.Println(errors.Is(err, recovery.ErrNotEnded))
+	// Output:
+	// ex-2 pending recovers ex-1
+	// start then recovering: ex-1
+	// true
+}

@@ -62,6 +62,11 @@ type Verdict[S comparable] struct {
 	Reason   string            // for people and for the record
 	Meta     map[string]string // metadata to write with it (the restart count)
 	Err      error             // for DecisionRefuse: matches ErrTerminalStatus
+	// Recovers is the id of the execution this one recovers ([Recover]),
+	// "" if it is not a recovery. A recovery that starts runs in its
+	// recovering state after its setup (state.Recovering, not Running),
+	// re-processing what the old execution left unfinished.
+	Recovers string
 }
 
 // ErrTerminalStatus: the execution is already over.
@@ -103,6 +108,7 @@ func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Ve
 	}
 	role, _ := roles.Role(cur)
 	v := Verdict[S]{From: cur, To: cur}
+	v.Recovers, _ = RecoveredFrom(rec)
 	switch role {
 	case RoleTerminal:
 		v.Decision = DecisionRefuse

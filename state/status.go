@@ -64,9 +64,12 @@ const (
 	Running
 
 	// Recovering: like Running, but the controller first re-processes the
-	// unfinished work of an earlier execution. It moves to Running when the
-	// recovered work is done, and otherwise like Running. Found on startup:
-	// as for Running.
+	// unfinished work of an earlier, ended execution: this one was created
+	// by recovery.Recover, and its startup verdict names the execution it
+	// recovers (Verdict.Recovers), so after its setup the controller
+	// writes Recovering instead of Running. It moves to Running when the
+	// recovered work is done, and otherwise like Running. Found on
+	// startup: as for Running.
 	//
 	// Moves to: running, relocating, failing, paused, stopping, completed,
 	// failed, terminated.
