@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/storage"
 
 	corev1 "k8s.io/api/core/v1"
@@ -173,6 +174,11 @@ func (s *Store) encode(rec storage.Record, cm *corev1.ConfigMap) error {
 	} else {
 		delete(cm.Labels, StatusLabel)
 	}
+	if v, ok := recovery.RecordedRestartability(rec); ok {
+		cm.Labels[RelocatableLabel] = strconv.FormatBool(bool(v))
+	} else {
+		delete(cm.Labels, RelocatableLabel)
+	}
 	cm.Annotations[IDAnnotation] = rec.ID
 	cm.BinaryData = map[string][]byte{recordKey: data}
 	return nil
@@ -180,6 +186,13 @@ func (s *Store) encode(rec storage.Record, cm *corev1.ConfigMap) error {
 
 // StatusLabel mirrors the record's status on its ConfigMap.
 const StatusLabel = "execfsm.io/status"
+
+// RelocatableLabel mirrors whether the execution's work can be restarted
+// elsewhere ([recovery.MetaRelocatable]: "true" or "false") on its
+// ConfigMap, and on the controller's Job and pod, so operators and drain
+// tooling can select the controllers that can move:
+// kubectl get jobs -l execfsm.io/relocatable=false.
+const RelocatableLabel = "execfsm.io/relocatable"
 
 func (s *Store) decode(id string, cm *corev1.ConfigMap) (storage.Record, error) {
 	var rec storage.Record

@@ -12,6 +12,7 @@ import (
 
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/recovery/recoverytest"
+	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/transition"
@@ -72,6 +73,43 @@ func TestAnyIDFitsAConfigMapAndStatusIsALabel(t *testing.T) {
 		require.LessOrEqual(t, len(cm.Name), 253)
 	}
 	require.Equal(t, "execfsm-ex-1", s.Name("ex-1"))
+}
+
+// The relocatable flag recorded on an execution is a label beside the
+// status label, kept as the record changes, and gone when the record no
+// longer says.
+func TestRelocatableFlagIsALabel(t *testing.T) {
+	s := newStore(t)
+	label := func() (string, bool) {
+		cm, err := clientset.CoreV1().ConfigMaps(s.Namespace()).Get(bg, s.Name("ex-1"), metav1.GetOptions{})
+		require.NoError(t, err)
+		v, ok := cm.Labels[kube.RelocatableLabel]
+		return v, ok
+	}
+	rec := storagetest.Sample("ex-1")
+	rec.Meta = map[string]string{recovery.MetaRelocatable: "true"}
+	rec, err := s.Create(bg, rec)
+	require.NoError(t, err)
+	v, ok := label()
+	require.True(t, ok)
+	require.Equal(t, "true", v)
+	for _, flag := range []string{"false", "maybe"} {
+		next := rec.Clone()
+		next.Meta[recovery.MetaRelocatable] = flag
+		rec, err = s.CompareAndSwap(bg, "ex-1", rec.Revision, next)
+		require.NoError(t, err)
+	}
+	_, ok = label()
+	require.False(t, ok, "a flag that is neither true nor false is no label")
+	next := rec.Clone()
+	next.Meta[recovery.MetaRelocatable] = "false"
+	_, err = s.CompareAndSwap(bg, "ex-1", rec.Revision, next)
+	require.NoError(t, err)
+	v, _ = label()
+	require.Equal(t, "false", v)
+	selected, err := clientset.CoreV1().ConfigMaps(s.Namespace()).List(bg, metav1.ListOptions{LabelSelector: kube.RelocatableLabel + "=false"})
+	require.NoError(t, err)
+	require.Len(t, selected.Items, 1, "drain tooling selects the controllers that cannot move")
 }
 
 // A stale update gets 409 Conflict from the API server, which the store

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/execfsm/execfsm/storage"
 )
 
 // Restartable is implemented by work (a slicer, a simulator driver) that
@@ -23,8 +25,50 @@ type Restartability bool
 // IsRestartable implements [Restartable].
 func (r Restartability) IsRestartable() bool { return bool(r) }
 
-// restartable reports whether work says it can be restarted.
-func restartable(work Restartable) bool { return work != nil && work.IsRestartable() }
+// MetaRelocatable is the record metadata key under which an execution
+// carries whether its work can be restarted elsewhere ("true" or
+// "false"; Teraslice's relocatable flag), so that operators, drain tooling
+// and a controller that cannot ask its work yet can see it. The cluster
+// master records it when it creates the execution (it validated the
+// job); [ApplyStartup] refreshes it from [Policy].Work. The kube store
+// mirrors it in a label beside the status label.
+const MetaRelocatable = "execfsm.relocatable"
+
+// RecordedRestartability returns the flag recorded on rec under
+// [MetaRelocatable], and false if none is (or it is neither "true" nor
+// "false").
+func RecordedRestartability(rec storage.Record) (Restartability, bool) {
+	switch rec.Meta[MetaRelocatable] {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// restartability says whether the work of the execution in rec can be
+// restarted, and why: the work itself when the policy has it, otherwise
+// the flag recorded on the execution (the controller has not loaded its
+// work yet, or cannot ask it), otherwise not.
+func restartability(work Restartable, rec storage.Record) (bool, string) {
+	if work != nil {
+		if work.IsRestartable() {
+			return true, ""
+		}
+		return false, "the work is not restartable"
+	}
+	recorded, ok := RecordedRestartability(rec)
+	switch {
+	case !ok && rec.Meta[MetaRelocatable] != "":
+		return false, fmt.Sprintf("the recorded %s=%.16q is neither true nor false, and the policy has no Work to ask", MetaRelocatable, rec.Meta[MetaRelocatable])
+	case !ok:
+		return false, "nothing says the work is restartable (no Work in the policy, no " + MetaRelocatable + " recorded)"
+	case !bool(recorded):
+		return false, "the execution's recorded flag says its work is not restartable"
+	}
+	return true, ""
+}
 
 // Defaults for a zero [Policy].
 const (
@@ -94,8 +138,10 @@ type Policy[S comparable] struct {
 	// execution, and SIGTERM always means shut down.
 	Restarts bool
 
-	// Work is the execution's work; it is restartable if it is not nil
-	// and says so ([Restartability] for a plain flag).
+	// Work is the execution's work; it is restartable if it says so
+	// ([Restartability] for a plain flag). When it is nil (the controller
+	// has not loaded its work yet) the flag recorded on the execution
+	// ([MetaRelocatable]) answers instead; without one, it is not.
 	Work Restartable
 
 	// RestartBudget is how many unexpected restarts (a running status

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"time"
 
 	"github.com/execfsm/execfsm/storage"
@@ -97,6 +99,23 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 // invalid policy ([ErrInvalidPolicy]) or a status the table does not
 // know (transition.ErrUnknownState).
 func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Verdict[S], error) {
+	v, err := startup(roles, rec, p)
+	if err != nil || v.Decision == DecisionRefuse || p.Work == nil {
+		return v, err
+	}
+	// The work has answered: record what it said, for operators and for
+	// the next controller that cannot ask it.
+	if flag := strconv.FormatBool(p.Work.IsRestartable()); rec.Meta[MetaRelocatable] != flag {
+		v.Meta = maps.Clone(v.Meta)
+		if v.Meta == nil {
+			v.Meta = map[string]string{}
+		}
+		v.Meta[MetaRelocatable] = flag
+	}
+	return v, nil
+}
+
+func startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Verdict[S], error) {
 	p, err := p.withDefaults(roles)
 	if err != nil {
 		return Verdict[S]{}, err
@@ -164,8 +183,8 @@ func unexpectedRestart[S comparable](roles *Roles[S], rec storage.Record, p Poli
 	if !p.Restarts {
 		return fail("the platform does not restart controllers")
 	}
-	if !restartable(p.Work) {
-		return fail("the work is not restartable")
+	if ok, why := restartability(p.Work, rec); !ok {
+		return fail(why)
 	}
 	recent, err := restartsSince(rec.Meta[MetaRestarts], p.Now.Add(-p.RestartWindow))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,21 +108,30 @@ func TestStartupStoppingFinishesTheStopAndPastTheDeadlineIsStopped(t *testing.T)
 }
 
 func TestStartupUnexpectedRestartResumesOnlyRestartableWorkOnARestartingPlatform(t *testing.T) {
+	noWork := recovery.Policy[state.Status]{Now: t0, Restarts: true}
 	for _, tc := range []struct {
-		name   string
-		policy recovery.Policy[state.Status]
-		want   recovery.Decision
-		reason string
+		name     string
+		policy   recovery.Policy[state.Status]
+		recorded string // the execution's MetaRelocatable
+		want     recovery.Decision
+		reason   string
 	}{
-		{"restartable, platform restarts", policy(), recovery.DecisionResume, "unexpected restart 1 of 3"},
-		{"platform does not restart", recovery.Policy[state.Status]{Now: t0, Work: slicer{true}}, recovery.DecisionFail, "the platform does not restart controllers"},
-		{"work says no", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{false}}, recovery.DecisionFail, "the work is not restartable"},
-		{"work that says nothing", recovery.Policy[state.Status]{Now: t0, Restarts: true}, recovery.DecisionFail, "the work is not restartable"},
-		{"a plain flag", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: recovery.Restartability(false)}, recovery.DecisionFail, "the work is not restartable"},
-		{"no work at all", recovery.Policy[state.Status]{Now: t0, Restarts: true}, recovery.DecisionFail, "the work is not restartable"},
+		{"restartable, platform restarts", policy(), "", recovery.DecisionResume, "unexpected restart 1 of 3"},
+		{"platform does not restart", recovery.Policy[state.Status]{Now: t0, Work: slicer{true}}, "", recovery.DecisionFail, "the platform does not restart controllers"},
+		{"work says no", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{false}}, "", recovery.DecisionFail, "the work is not restartable"},
+		{"work says no over the record's yes", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{false}}, "true", recovery.DecisionFail, "the work is not restartable"},
+		{"a plain flag", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: recovery.Restartability(false)}, "", recovery.DecisionFail, "the work is not restartable"},
+		{"no work, nothing recorded", noWork, "", recovery.DecisionFail, "nothing says the work is restartable"},
+		{"no work, recorded yes", noWork, "true", recovery.DecisionResume, "unexpected restart 1 of 3"},
+		{"no work, recorded no", noWork, "false", recovery.DecisionFail, "the execution's recorded flag says its work is not restartable"},
+		{"no work, recorded garbage", noWork, "yes", recovery.DecisionFail, `the recorded execfsm.relocatable="yes" is neither true nor false`},
 	} {
 		for _, s := range []state.Status{state.Running, state.Recovering, state.Failing, state.Paused} {
-			v := startup(t, record(s), tc.policy)
+			rec := record(s)
+			if tc.recorded != "" {
+				rec.Meta = map[string]string{recovery.MetaRelocatable: tc.recorded}
+			}
+			v := startup(t, rec, tc.policy)
 			require.Equal(t, tc.want, v.Decision, "%s: %s", tc.name, s)
 			require.Contains(t, v.Reason, tc.reason)
 			if tc.want == recovery.DecisionResume {
@@ -133,6 +143,50 @@ func TestStartupUnexpectedRestartResumesOnlyRestartableWorkOnARestartingPlatform
 			}
 		}
 	}
+}
+
+// The work's answer is recorded with every startup decision that writes,
+// so the flag on the execution is never older than its last controller.
+func TestStartupRecordsWhatTheWorkSaysAboutRestarting(t *testing.T) {
+	for _, s := range []state.Status{state.Initializing, state.Running, state.Relocating, state.Stopping} {
+		for _, ok := range []bool{true, false} {
+			p := policy()
+			p.Work = slicer{ok}
+			v := startup(t, record(s), p)
+			require.Equal(t, strconv.FormatBool(ok), v.Meta[recovery.MetaRelocatable], "%s", s)
+
+			rec := record(s)
+			rec.Meta = map[string]string{recovery.MetaRelocatable: strconv.FormatBool(ok)}
+			v = startup(t, rec, p)
+			_, written := v.Meta[recovery.MetaRelocatable]
+			require.False(t, written, "an unchanged flag is not written again")
+		}
+		v := startup(t, record(s), recovery.Policy[state.Status]{Now: t0})
+		_, written := v.Meta[recovery.MetaRelocatable]
+		require.False(t, written, "without Work nothing is known to record")
+	}
+	v := startup(t, record(state.Completed), policy())
+	require.Nil(t, v.Meta, "a refusal writes nothing")
+}
+
+// Written through ApplyStartup: the creation's flag (the cluster master's)
+// is refreshed by the controller that starts.
+func TestApplyStartupRefreshesTheRecordedFlag(t *testing.T) {
+	ctx := context.Background()
+	store := storage.NewMemory()
+	master, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	require.NoError(t, err)
+	_, err = master.Create(ctx, transition.Update[state.Status]{To: state.Initializing, Meta: map[string]string{recovery.MetaRelocatable: "true"}})
+	require.NoError(t, err)
+	_, exec, err := recovery.ApplyStartup(ctx, state.Roles(), master, lease("pod-a"), recovery.Policy[state.Status]{Work: recovery.Restartability(false)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = exec.Ownership().Release(ctx) })
+	rec, err := store.Get(ctx, "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, "false", rec.Meta[recovery.MetaRelocatable])
+	got, ok := recovery.RecordedRestartability(rec)
+	require.True(t, ok)
+	require.False(t, bool(got))
 }
 
 func TestStartupRestartsOutsideTheWindowDoNotCount(t *testing.T) {

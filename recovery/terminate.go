@@ -113,8 +113,9 @@ func Terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 		return shutdown(fmt.Sprintf("SIGTERM in %s status: the table has no relocating state", rec.Status))
 	case !p.Restarts:
 		return shutdown(fmt.Sprintf("SIGTERM in %s status: the platform does not restart controllers", rec.Status))
-	case !restartable(p.Work):
-		return shutdown(fmt.Sprintf("SIGTERM in %s status: the work is not restartable", rec.Status))
+	}
+	if ok, why := restartability(p.Work, rec); !ok {
+		return shutdown(fmt.Sprintf("SIGTERM in %s status: %s", rec.Status, why))
 	}
 	return Action{Kind: ActionRelocate, ExitCode: p.RelocateExitCode,
 		Reason: fmt.Sprintf("SIGTERM in %s status, not stopping: the platform is moving the controller", rec.Status)}, nil

@@ -59,6 +59,26 @@ func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
 	}
 }
 
+// A SIGTERM may come before the controller has loaded its work: the flag
+// recorded on the execution answers for it.
+func TestTerminateAsksTheRecordedFlagWhenTheWorkCannotAnswer(t *testing.T) {
+	noWork := recovery.Policy[state.Status]{Now: t0, Restarts: true}
+	for flag, want := range map[string]recovery.ActionKind{"true": recovery.ActionRelocate, "false": recovery.ActionShutdown, "": recovery.ActionShutdown} {
+		rec := record(state.Running)
+		rec.Meta = map[string]string{recovery.MetaRelocatable: flag}
+		a, err := recovery.Terminate(state.Roles(), rec, podA, noWork)
+		require.NoError(t, err)
+		require.Equal(t, want, a.Kind, "recorded %q", flag)
+	}
+	rec := record(state.Running)
+	rec.Meta = map[string]string{recovery.MetaRelocatable: "true"}
+	p := noWork
+	p.Work = slicer{false}
+	a, err := recovery.Terminate(state.Roles(), rec, podA, p)
+	require.NoError(t, err)
+	require.Equal(t, recovery.ActionShutdown, a.Kind, "the work's own answer wins over the record's")
+}
+
 func TestTerminateLeavesAnExecutionSomeoneElseOwns(t *testing.T) {
 	rec := record(state.Running)
 	rec.Owner, rec.Epoch = "pod-b", 2

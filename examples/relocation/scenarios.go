@@ -16,6 +16,7 @@ import (
 
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
+	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/transition"
 )
@@ -168,7 +169,10 @@ func (s *supervisor) submit(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := m.Create(ctx, transition.Update[state.Status]{To: state.Pending, Reason: "job submitted"}); err != nil {
+		// Recorded at creation as Teraslice's master does after validating
+		// the job; each controller refreshes it from its work on startup.
+		relocatable := map[string]string{recovery.MetaRelocatable: "true"}
+		if _, err := m.Create(ctx, transition.Update[state.Status]{To: state.Pending, Reason: "job submitted", Meta: relocatable}); err != nil {
 			return err
 		}
 		if _, err := m.Fire(ctx, state.Scheduling, "allocator dequeued it"); err != nil {
