@@ -11,8 +11,8 @@ import (
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/kube"
-	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/transition"
