@@ -29,6 +29,12 @@ func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
 		{state.Relocating, 4 * time.Minute, state.Relocating, 6 * time.Minute},
 		{state.Stopping, 5 * time.Minute, state.Stopped, 0},
 		{state.Stopping, time.Minute, state.Stopping, 4 * time.Minute},
+		// Stranded: the master died placing it, or its controller died
+		// in setup and nobody replaced it.
+		{state.Scheduling, state.StrandedAfter, state.Failed, 0},
+		{state.Initializing, state.StrandedAfter + time.Hour, state.Failed, 0},
+		{state.Initializing, time.Minute, state.Initializing, state.StrandedAfter - time.Minute},
+		{state.Pending, 100 * time.Hour, state.Pending, 0}, // a queue may be long
 		{state.Running, 100 * time.Hour, state.Running, 0},
 		{state.Completed, time.Hour, state.Completed, 0},
 	} {

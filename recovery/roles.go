@@ -3,6 +3,7 @@ package recovery
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +75,7 @@ type Roles[S comparable] struct {
 	hasRelocate bool
 	hasStopping bool
 	hasEnds     bool
+	deadlines   Deadlines[S] // given with RolesBuilder.Deadline
 }
 
 // RolesBuilder collects the roles of a table's states; see [DefineRoles].
@@ -172,6 +174,24 @@ func (b *RolesBuilder[S]) Ends(completed, terminated S) *RolesBuilder[S] {
 	if b.once("Ends", b.r.hasEnds) {
 		b.r.completed, b.r.terminated, b.r.hasEnds = completed, terminated, true
 	}
+	return b
+}
+
+// Deadline gives state s a default deadline: it must not last longer
+// than after, and then moves to then (a terminal state, or the Failed or
+// stopped state), as [Deadline] says. It is part of
+// [Roles.DefaultDeadlines], checked with the roles when they are built.
+// A status nobody retries when its owner dies belongs here (Teraslice
+// re-queues only pending executions after a cluster master restart:
+// scheduling and initializing would be stranded forever).
+func (b *RolesBuilder[S]) Deadline(s S, after time.Duration, then S) *RolesBuilder[S] {
+	if b.r.deadlines == nil {
+		b.r.deadlines = Deadlines[S]{}
+	}
+	if _, twice := b.r.deadlines[s]; twice {
+		b.twice = append(b.twice, fmt.Sprintf("the deadline for %v is given twice", s))
+	}
+	b.r.deadlines[s] = Deadline[S]{After: after, Then: then}
 	return b
 }
 
@@ -278,6 +298,11 @@ func (b *RolesBuilder[S]) Build() (*Roles[S], error) {
 			add("Stopping %s cannot move to Ends' completed %s (work that finishes before its stop)", name(r.stopping), name(r.completed))
 		}
 	}
+	if len(problems) == 0 && len(r.deadlines) > 0 {
+		if err := r.deadlines.Validate(&r); err != nil {
+			add("%s", strings.TrimPrefix(err.Error(), "recovery: "))
+		}
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("recovery: %w:\n  %s", ErrInvalidRoles, strings.Join(problems, "\n  "))
 	}
@@ -316,7 +341,9 @@ func (r *Roles[S]) Ends() (completed, terminated S, ok bool) {
 // fails the execution; a stop that takes more than five minutes is
 // considered done (Teraslice's cluster master reaps stuck stopping
 // executions after its shutdown timeout the same way). A table without a
-// relocating or a stopping state has no deadline for it.
+// relocating or a stopping state has no deadline for it. Deadlines given
+// with [RolesBuilder.Deadline] come on top, and win.
+// It returns a new map each time: the caller may change it.
 func (r *Roles[S]) DefaultDeadlines() Deadlines[S] {
 	d := Deadlines[S]{}
 	if r.hasRelocate {
@@ -325,6 +352,7 @@ func (r *Roles[S]) DefaultDeadlines() Deadlines[S] {
 	if r.hasStopping {
 		d[r.stopping] = Deadline[S]{After: 5 * time.Minute, Then: r.stopped}
 	}
+	maps.Copy(d, r.deadlines)
 	return d
 }
 

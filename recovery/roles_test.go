@@ -295,3 +295,47 @@ func TestApplyRefusesRolesOfAnotherTable(t *testing.T) {
 	require.Equal(t, recovery.DecisionStart, v.Decision)
 	require.NoError(t, owned.Ownership().Release(context.Background()))
 }
+
+// Deadlines given with the roles join the defaults, win over them, and are
+// checked when the roles are built.
+func TestRolesDeadlinesAreDefaultsCheckedAtBuild(t *testing.T) {
+	build := func(extra func(*recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim]) (*recovery.Roles[Sim], error) {
+		b := recovery.DefineRoles(simTable(t)).
+			NotStarted(SimIdle, SimError).
+			Running(SimStarting, SimRunning, SimPaused).
+			Relocating(SimRelocating, SimIdle).
+			Stopping(SimStopping, SimIdle).
+			Failed(SimError)
+		return extra(b).Build()
+	}
+	roles, err := build(func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+		return b.Deadline(SimStarting, time.Minute, SimError).Deadline(SimStopping, time.Hour, SimIdle)
+	})
+	require.NoError(t, err)
+	require.Equal(t, recovery.Deadlines[Sim]{
+		SimRelocating: {After: 10 * time.Minute, Then: SimError},
+		SimStopping:   {After: time.Hour, Then: SimIdle},
+		SimStarting:   {After: time.Minute, Then: SimError},
+	}, roles.DefaultDeadlines())
+	roles.DefaultDeadlines()[SimStarting] = recovery.Deadline[Sim]{}
+	require.Equal(t, time.Minute, roles.DefaultDeadlines()[SimStarting].After, "the caller's copy is its own")
+
+	for name, extra := range map[string]func(*recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim]{
+		"to a live state": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+			return b.Deadline(SimStarting, time.Minute, SimRunning)
+		},
+		"not positive": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+			return b.Deadline(SimStarting, 0, SimError)
+		},
+		"twice": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+			return b.Deadline(SimStarting, time.Minute, SimError).Deadline(SimStarting, time.Hour, SimError)
+		},
+		"for a terminal state": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+			return b.Deadline(SimGone, time.Minute, SimError)
+		},
+	} {
+		_, err := build(extra)
+		require.ErrorIs(t, err, recovery.ErrInvalidRoles, name)
+		require.ErrorContains(t, err, "deadline", name)
+	}
+}

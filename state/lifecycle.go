@@ -2,6 +2,7 @@ package state
 
 import (
 	"sync"
+	"time"
 
 	"github.com/execfsm/execfsm/recovery"
 
@@ -118,8 +119,19 @@ var roles = sync.OnceValues(func() (*recovery.Roles[Status], error) {
 		Stopping(Stopping, Stopped).
 		Ends(Completed, Terminated).
 		Failed(Failed).
+		// Nothing retries these when the cluster master or the controller
+		// dies in them (Teraslice re-queues only pending executions), so
+		// they end by deadline, like Teraslice's slicer_timeout.
+		Deadline(Scheduling, StrandedAfter, Failed).
+		Deadline(Initializing, StrandedAfter, Failed).
 		Build()
 })
+
+// StrandedAfter is how long an execution may stay scheduling or
+// initializing: past it, recovery.Reaper fails it (the placement or the
+// controller's setup never finished, and nothing retries them). A
+// controller that starts before the reaper gets there takes it normally.
+const StrandedAfter = 10 * time.Minute
 
 // Roles returns what each status means to the decisions of package
 // recovery: the init statuses are not started; running, recovering,
@@ -127,7 +139,8 @@ var roles = sync.OnceValues(func() (*recovery.Roles[Status], error) {
 // relocation writes (a record without its previous status restarts in
 // initializing); stopping ends in stopped; work that finished writes
 // completed, work shut down before it finished terminated; a failure
-// writes failed; the
+// writes failed; scheduling and initializing have deadlines
+// (StrandedAfter) on top of relocating's and stopping's; the
 // terminal statuses are terminal. Pass it to recovery.Startup,
 // Terminate, their Apply helpers and the Reaper. Built once and shared;
 // Roles are immutable.

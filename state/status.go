@@ -32,10 +32,11 @@ const (
 
 	// Scheduling: the cluster master is placing the execution controller
 	// (allocating the slicer). It moves to Initializing once placed, or to
-	// Failed or Rejected if placement fails; a user may stop it. If the
-	// cluster master dies here, its replacement re-reads the record and
-	// retries: no controller process exists yet. Found on controller
-	// startup: start normally.
+	// Failed or Rejected if placement fails; a user may stop it. Nothing
+	// retries a placement whose cluster master died here (Teraslice
+	// re-queues only pending executions): past StrandedAfter the
+	// deadline reaper (recovery.Reaper with Roles()) fails it. Found on
+	// controller startup: start normally.
 	//
 	// Moves to: initializing, stopping, rejected, failed.
 	Scheduling
@@ -45,7 +46,9 @@ const (
 	// The controller moves it to Running, or to Recovering when the
 	// execution resumes an earlier one; a setup error moves it to Failed,
 	// a stop request to Stopping, a shutdown before it got going to
-	// Terminated. Found on startup: start normally.
+	// Terminated; a setup that never ends (the controller died and nobody
+	// replaced it) is failed by the deadline reaper past StrandedAfter.
+	// Found on startup: start normally.
 	//
 	// Moves to: running, recovering, stopping, failed, terminated.
 	Initializing
