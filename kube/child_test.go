@@ -84,8 +84,10 @@ func controller(spec controllerSpec) (int, error) {
 	defer cancel()
 	v, exec, err := recovery.ApplyStartup(waitCtx, state.Roles(), exec, storage.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true}, policy)
 	if errors.Is(err, recovery.ErrTerminalStatus) {
+		// Exit 0: the outcome is in the record, and on a Job a non-zero
+		// exit would only start another pod that refuses.
 		fmt.Println("refused", err)
-		return 3, nil
+		return 0, nil
 	}
 	if err != nil {
 		return 0, err
@@ -93,10 +95,10 @@ func controller(spec controllerSpec) (int, error) {
 	own := exec.Ownership()
 	fmt.Println("lease", exec.Claim().Epoch)
 	fmt.Println("verdict", v.Decision, v.To)
-	switch v.Decision {
-	case recovery.DecisionFail:
-		return 4, own.Release(ctx)
-	case recovery.DecisionStart:
+	if v.Decision == recovery.DecisionFail {
+		return 0, own.Release(ctx) // failed is written: exit 0, as for a refusal
+	}
+	if v.Decision == recovery.DecisionStart {
 		if _, err := exec.Fire(ctx, state.Running, "slicer ready"); err != nil {
 			return 0, err
 		}
@@ -111,6 +113,13 @@ func controller(spec controllerSpec) (int, error) {
 	if a.ReleaseErr != nil { // ApplyTerminate released the Lease on relocation
 		return 0, a.ReleaseErr
 	}
+	if a.Kind == recovery.ActionShutdown {
+		end, err := recovery.ApplyFinish(ctx, state.Roles(), exec, recovery.Ending{}, nil)
+		if err != nil {
+			return 0, err
+		}
+		fmt.Println("finish", end.To)
+	}
 	return a.ExitCode, nil
 }
 
@@ -118,8 +127,14 @@ func controller(spec controllerSpec) (int, error) {
 // starting a pod would.
 func pod(t *testing.T, ns, id, name string) (*exec.Cmd, <-chan string) {
 	t.Helper()
+	return podWithBudget(t, ns, id, name, 2)
+}
+
+// podWithBudget is pod with a restart budget of its own.
+func podWithBudget(t *testing.T, ns, id, name string, budget int) (*exec.Cmd, <-chan string) {
+	t.Helper()
 	raw, err := json.Marshal(controllerSpec{Host: cfg.Host, CA: cfg.CAData, Cert: cfg.CertData, Key: cfg.KeyData,
-		Namespace: ns, ID: id, Pod: name, Budget: 2})
+		Namespace: ns, ID: id, Pod: name, Budget: budget})
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))

@@ -34,6 +34,17 @@
 // does; own them by something that survives (the controller's Deployment
 // or Job) or by nothing.
 //
+// # The controller's Job
+//
+// [ControllerJob] builds the batch/v1 Job that runs an execution's
+// controller: restartPolicy Never, the execution's identity, status and
+// relocatable labels on the Job and its pods, an owner that outlives its
+// pods, and a podFailurePolicy under which a relocation (exit 143, or a
+// pod marked DisruptionTarget by a drain or an eviction) is never a
+// failed pod while an OOM kill still is. [LabelJob] keeps the labels
+// current; [JobFailure] says when the Job's crash limit was reached
+// before the execution's restart budget.
+//
 // # controller-runtime
 //
 // [ForControllerRuntime] runs a reconcile.Reconciler in a manager

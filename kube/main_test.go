@@ -16,8 +16,9 @@ import (
 )
 
 var (
-	cfg       *rest.Config
-	clientset *kubernetes.Clientset
+	cfg          *rest.Config
+	clientset    *kubernetes.Clientset
+	controlPlane *kubetest.ControlPlane
 )
 
 // TestMain starts a real kube-apiserver and etcd with envtest. Their
@@ -37,8 +38,11 @@ func run(m *testing.M) int {
 	// watches from etcd rather than the watch cache, so the tests meet
 	// 410 Gone, which production watches meet after a while, within
 	// seconds.
-	opts := kubetest.Options{APIServerFlags: map[string]string{"etcd-compaction-interval": "1s", "watch-cache": "false"}}
-	return kubetest.Main(m, opts, func(cp *kubetest.ControlPlane) { cfg, clientset = cp.Config, cp.Clientset })
+	// The real Job controller runs against it for the controller Job
+	// tests; the tests play the kubelet.
+	opts := kubetest.Options{APIServerFlags: map[string]string{"etcd-compaction-interval": "1s", "watch-cache": "false"},
+		Controllers: []string{"job"}}
+	return kubetest.Main(m, opts, func(cp *kubetest.ControlPlane) { cfg, clientset, controlPlane = cp.Config, cp.Clientset, cp })
 }
 
 var namespaces atomic.Int64

@@ -61,7 +61,7 @@ func ExampleReaper() {
 	_, _ = reaper.Reconcile(context.Background(), "ex-1")
 	cur, rec, _ := exec.Load(context.Background())
 	fmt.Println(cur, "—", rec.Reason)
-	// Output: failed — relocating for 1h0m0s, past its deadline of 10m0s
+	// Output: failed — relocating for 1h0m0s, past its deadline of 15m0s
 }
 
 // A controller with a table of its own gives its states roles, and the

@@ -337,8 +337,11 @@ func (r *Roles[S]) Ends() (completed, terminated S, ok bool) {
 	return r.completed, r.terminated, r.hasEnds
 }
 
-// DefaultDeadlines: a relocation nobody takes over within ten minutes
-// fails the execution; a stop that takes more than five minutes is
+// DefaultDeadlines: a relocation nobody takes over within fifteen minutes
+// fails the execution (longer than the longest wait Kubernetes' Job
+// controller puts between a failed pod and its replacement, ten minutes,
+// plus a pod's start: a quick run of node drains must not fail a healthy
+// execution); a stop that takes more than five minutes is
 // considered done (Teraslice's cluster master reaps stuck stopping
 // executions after its shutdown timeout the same way). A table without a
 // relocating or a stopping state has no deadline for it. Deadlines given
@@ -347,7 +350,7 @@ func (r *Roles[S]) Ends() (completed, terminated S, ok bool) {
 func (r *Roles[S]) DefaultDeadlines() Deadlines[S] {
 	d := Deadlines[S]{}
 	if r.hasRelocate {
-		d[r.relocating] = Deadline[S]{After: 10 * time.Minute, Then: r.failed}
+		d[r.relocating] = Deadline[S]{After: RelocatingDeadline, Then: r.failed}
 	}
 	if r.hasStopping {
 		d[r.stopping] = Deadline[S]{After: 5 * time.Minute, Then: r.stopped}
@@ -355,6 +358,10 @@ func (r *Roles[S]) DefaultDeadlines() Deadlines[S] {
 	maps.Copy(d, r.deadlines)
 	return d
 }
+
+// RelocatingDeadline is how long a relocation may wait for a controller
+// to take over before the default deadline fails the execution.
+const RelocatingDeadline = 15 * time.Minute
 
 // ends reports whether s is what a failure or a finished stop writes.
 func (r *Roles[S]) ends(s S) bool { return s == r.failed || r.stopEnd(s) }

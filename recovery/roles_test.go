@@ -76,7 +76,7 @@ func TestRolesOfAUserTable(t *testing.T) {
 	require.False(t, ok)
 	require.Equal(t, SimError, roles.Failed())
 	require.Equal(t, recovery.Deadlines[Sim]{
-		SimRelocating: {After: 10 * time.Minute, Then: SimError},
+		SimRelocating: {After: recovery.RelocatingDeadline, Then: SimError},
 		SimStopping:   {After: 5 * time.Minute, Then: SimIdle},
 	}, roles.DefaultDeadlines())
 }
@@ -313,7 +313,7 @@ func TestRolesDeadlinesAreDefaultsCheckedAtBuild(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, recovery.Deadlines[Sim]{
-		SimRelocating: {After: 10 * time.Minute, Then: SimError},
+		SimRelocating: {After: recovery.RelocatingDeadline, Then: SimError},
 		SimStopping:   {After: time.Hour, Then: SimIdle},
 		SimStarting:   {After: time.Minute, Then: SimError},
 	}, roles.DefaultDeadlines())

@@ -85,12 +85,12 @@ func TestStartupRelocatingWithoutMemoryReinitializes(t *testing.T) {
 func TestStartupRelocatingPastItsDeadlineFails(t *testing.T) {
 	rec := record(state.Relocating)
 	rec.Previous = "running"
-	rec.Since = t0.Add(-11 * time.Minute)
+	rec.Since = t0.Add(-16 * time.Minute)
 	rec.UpdatedAt = t0.Add(-time.Second) // re-owned lately: the clock still runs from entering relocating
 	v := startup(t, rec, policy())
 	require.Equal(t, recovery.DecisionFail, v.Decision)
 	require.Equal(t, state.Failed, v.To)
-	require.Contains(t, v.Reason, "relocating for 11m0s, past its deadline of 10m0s")
+	require.Contains(t, v.Reason, "relocating for 16m0s, past its deadline of 15m0s")
 	require.Equal(t, v.Reason, v.Meta[recovery.MetaFailure])
 }
 

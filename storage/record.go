@@ -50,7 +50,7 @@ type Record struct {
 	UpdatedAt time.Time `json:"updated_at"`
 	// Since is when the record entered its current status; UpdatedAt
 	// also moves on writes that keep the status (a take-over, metadata).
-	// Deadlines ("relocating for more than ten minutes") count from it.
+	// Deadlines ("relocating for more than fifteen minutes") count from it.
 	Since  time.Time `json:"since"`
 	Reason string    `json:"reason,omitempty"` // of the last change
 	// History is the audit trail of the most recent changes, oldest

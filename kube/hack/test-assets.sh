@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Provides the two binaries controller-runtime's envtest needs to run a
-# real Kubernetes API server on 127.0.0.1, and prints the directory that
+# Provides the binaries controller-runtime's envtest needs to run a real
+# Kubernetes API server on 127.0.0.1, and the controller manager whose Job
+# controller the Job tests run against it, and prints the directory that
 # holds them (for KUBEBUILDER_ASSETS):
 #
-#   kube-apiserver  built from k8s.io/kubernetes through the Go module proxy
-#   etcd            built from go.etcd.io/etcd/server/v3 the same way
+#   kube-apiserver           built from k8s.io/kubernetes through the Go
+#                            module proxy
+#   kube-controller-manager  the same way, from the same module
+#   etcd                     built from go.etcd.io/etcd/server/v3
 #
 # Nothing but the Go toolchain and its module proxy is needed: no package
 # manager, no root.
@@ -64,8 +67,10 @@ if [ ! -x "$dir/etcd" ] || [ "$(cat "$dir/etcd.version" 2>/dev/null)" != "$etcd_
 	echo "$etcd_version" > "$dir/etcd.version"
 fi
 
-if [ ! -x "$dir/kube-apiserver" ]; then
-	log "building kube-apiserver $k8s_version from the module proxy (first run only, about 12 minutes on 2 cores)"
+# kube-apiserver and kube-controller-manager (whose Job controller the
+# Job tests run) come from one module, so the second build reuses most of
+# the first's packages.
+if [ ! -x "$dir/kube-apiserver" ] || [ ! -x "$dir/kube-controller-manager" ]; then
 	mkdir -p "$work/kube" && cd "$work/kube"
 	go mod init execfsm.local/kube-assets >&2 2>/dev/null
 	cat > tools.go <<'GO'
@@ -73,7 +78,10 @@ if [ ! -x "$dir/kube-apiserver" ]; then
 
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+)
 GO
 	go mod edit -require="k8s.io/kubernetes@v$k8s_version"
 	# k8s.io/kubernetes requires its staging modules at v0.0.0 and
@@ -85,12 +93,17 @@ GO
 		go mod edit -replace="$m=$m@v$staging_version"
 	done
 	go mod tidy -e >&2
-	build kube-apiserver -tags tools -ldflags "-X k8s.io/component-base/version.gitVersion=v$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$k8s_version" | cut -d. -f2)" \
-		-o "$dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-	mv "$dir/kube-apiserver.tmp" "$dir/kube-apiserver"
+	ldflags="-X k8s.io/component-base/version.gitVersion=v$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$k8s_version" | cut -d. -f2)"
+	for bin in kube-apiserver kube-controller-manager; do
+		[ -x "$dir/$bin" ] && continue
+		log "building $bin $k8s_version from the module proxy (first run only, about 12 minutes on 2 cores for the first, 4 for the second)"
+		build "$bin" -tags tools -ldflags "$ldflags" -o "$dir/$bin.tmp" "k8s.io/kubernetes/cmd/$bin"
+		mv "$dir/$bin.tmp" "$dir/$bin"
+	done
 fi
 
 "$dir/kube-apiserver" --version >&2
+"$dir/kube-controller-manager" --version >&2
 # Not "| head -1": under pipefail, etcd writing its remaining lines
 # after head has exited is a SIGPIPE (exit 141) that fails the script.
 etcd_said=$("$dir/etcd" --version 2>&1)

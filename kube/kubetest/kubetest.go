@@ -38,6 +38,11 @@ type Options struct {
 	// APIServerFlags are set on kube-apiserver, such as
 	// "etcd-compaction-interval": "1s".
 	APIServerFlags map[string]string
+	// Controllers, if any, are run by a real kube-controller-manager
+	// (from the same assets) against the API server, such as "job" for
+	// the Job controller. Nothing plays the kubelet or the scheduler: a
+	// test does, through the API.
+	Controllers []string
 }
 
 // ControlPlane is a running kube-apiserver and etcd.
@@ -45,6 +50,7 @@ type ControlPlane struct {
 	Config    *rest.Config
 	Clientset *kubernetes.Clientset
 	env       *envtest.Environment
+	kcm       *controllerManager // nil without Options.Controllers
 }
 
 // Start starts a control plane. Its error says why it could not, and
@@ -86,15 +92,26 @@ func Start(opts Options) (*ControlPlane, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
-	return &ControlPlane{Config: cfg, Clientset: clientset, env: env}, nil
+	cp := &ControlPlane{Config: cfg, Clientset: clientset, env: env}
+	if len(opts.Controllers) > 0 {
+		if cp.kcm, err = startControllerManager(env, assets, opts.Controllers); err != nil {
+			_ = env.Stop()
+			return nil, err
+		}
+	}
+	return cp, nil
 }
 
 // Stop stops the control plane.
 func (c *ControlPlane) Stop() error {
-	if err := c.env.Stop(); err != nil {
-		return fmt.Errorf("kubetest: stopping envtest: %w", err)
+	var errs []error
+	if c.kcm != nil {
+		errs = append(errs, c.kcm.stop())
 	}
-	return nil
+	if err := c.env.Stop(); err != nil {
+		errs = append(errs, fmt.Errorf("kubetest: stopping envtest: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // LingeringGoroutines are the goroutines client-go leaves idling after a
