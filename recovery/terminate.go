@@ -48,10 +48,12 @@ func (k ActionKind) String() string {
 //
 //   - Kubernetes Job (Teraslice's kubernetesV2 execution controller): a
 //     relocating controller must exit non-zero (143 by default) or the pod
-//     counts as the Job's success and nothing replaces it. Give the Job a
-//     backoffLimit that relocations cannot exhaust, or a podFailurePolicy
-//     rule that ignores pods with the DisruptionTarget condition or exit
-//     code 143. Shutdown exits 0 and the Job completes.
+//     counts as the Job's success and nothing replaces it; the Job needs a
+//     podFailurePolicy that ignores pods with the DisruptionTarget
+//     condition or exit code 143, or relocations exhaust its backoffLimit
+//     (kube.ControllerJob builds such a Job). Shutdown exits 0 and the
+//     Job completes; so does a controller whose startup failed or refused
+//     the execution: the outcome is in the record.
 //   - Kubernetes Deployment or StatefulSet: any exit code; the pod is
 //     replaced while the controller exists.
 //   - systemd with Restart=on-failure, Docker or Nomad "on-failure"

@@ -33,7 +33,10 @@ type controllerConfig struct {
 	LateWrite bool `json:"late_write"`
 }
 
-// Exit codes of a controller besides the ones recovery.Action gives.
+// Exit codes of a controller besides the ones recovery.Action gives, for
+// this example's supervisor to tell the outcomes apart. A controller run
+// by a Kubernetes Job exits 0 for these instead (see kube.ControllerJob):
+// any other code would start a replacement that refuses.
 const (
 	exitRefused = 3 // Startup refused: the execution is over
 	exitFailed  = 4 // Startup failed the execution (restart budget spent)
