@@ -225,3 +225,24 @@ func finishCell(s state.Status, e recovery.Ending) string {
 	}
 	return end.Kind.String()
 }
+
+// A force stop goes through stopping: the master writes it, kills the
+// controller, and ends the stop itself; the killed controller, had it
+// lived on, could write nothing more.
+func TestForceStopEndsThroughStoppingWrittenByTheMaster(t *testing.T) {
+	ctx := context.Background()
+	exec, store := newExecution(t, state.Running, time.Now)
+	controller := owner(t, exec, "pod-0")
+	_, err := exec.Fire(ctx, state.Stopped, "force stop")
+	require.ErrorIs(t, err, transition.ErrNotAllowed, "never straight to stopped")
+
+	_, err = exec.Fire(ctx, state.Stopping, "force stop")
+	require.NoError(t, err)
+	end, err := recovery.ApplyFinish(ctx, state.Roles(), exec, recovery.Ending{}, nil) // the master, after killing the pods
+	require.NoError(t, err)
+	require.Equal(t, state.Stopped, end.To)
+	_, err = controller.Fire(ctx, state.Completed, "late")
+	require.ErrorIs(t, err, transition.ErrNotAllowed)
+	rec, _ := store.Get(ctx, "ex-1")
+	require.Equal(t, []string{"running→stopping", "stopping→stopped"}, moves(rec)[len(moves(rec))-2:])
+}
