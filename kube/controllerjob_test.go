@@ -248,7 +248,9 @@ func TestControllerJobRelocationsNeverCount(t *testing.T) {
 		p, cmd, out = k.next()
 		expect(t, out, "verdict resume running")
 		expect(t, out, "running")
-		require.Zero(t, k.jobStatus().Failed, "a relocation is never a failed pod")
+		st := k.jobStatus()
+		require.Zero(t, st.Failed, "a relocation is never a failed pod")
+		require.Empty(t, ended(st), "the Job is still active")
 	}
 	require.Len(t, k.seen, drains+1, "N drains, N replacement pods")
 	require.NoError(t, kube.LabelJob(bg, clientset, ns, k.job, requireStatus(t, master, state.Running)))
@@ -278,17 +280,8 @@ func TestControllerJobRelocationsNeverCount(t *testing.T) {
 func TestControllerJobRestartBudgetEndsOOMsBeforeTheJobLimit(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
-	master, k := submit(t, ns, 6)
-	k.budget = 1
-
+	master, k := oomTwice(t, ns, 6, 1)
 	p, cmd, out := k.next()
-	expect(t, out, "running")
-	k.oom(p, cmd)
-	p, cmd, out = k.next()
-	expect(t, out, "verdict resume running")
-	expect(t, out, "running")
-	k.oom(p, cmd)
-	p, cmd, out = k.next()
 	expect(t, out, "verdict fail failed")
 	requireExit(t, cmd, 0)
 	k.exited(p.Name, 0, "Completed", false)
@@ -305,16 +298,7 @@ func TestControllerJobRestartBudgetEndsOOMsBeforeTheJobLimit(t *testing.T) {
 func TestControllerJobLimitReachedFirstFailsTheExecutionWithItsReason(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
-	master, k := submit(t, ns, 1)
-	k.budget = 5
-
-	p, cmd, out := k.next()
-	expect(t, out, "running")
-	k.oom(p, cmd)
-	p, cmd, out = k.next()
-	expect(t, out, "verdict resume running")
-	expect(t, out, "running")
-	k.oom(p, cmd)
+	master, k := oomTwice(t, ns, 1, 5)
 	job := waitJob(t, ns, k.job, batchv1.JobFailed)
 	why, failed := kube.JobFailure(job)
 	require.True(t, failed)
@@ -327,6 +311,23 @@ func TestControllerJobLimitReachedFirstFailsTheExecutionWithItsReason(t *testing
 	rec := requireStatus(t, master, state.Failed)
 	require.Equal(t, why, rec.Reason)
 	require.Equal(t, "cluster-master", rec.History[len(rec.History)-1].Actor)
+}
+
+// oomTwice submits an execution with the Job's crash limit and the
+// controllers' restart budget, lets its controller run, and OOM-kills it
+// twice: the first restart resumes, what follows the second is the test's.
+func oomTwice(t *testing.T, ns string, limit int32, budget int) (*transition.Persisted[state.Status], *kubelet) {
+	t.Helper()
+	master, k := submit(t, ns, limit)
+	k.budget = budget
+	p, cmd, out := k.next()
+	expect(t, out, "running")
+	k.oom(p, cmd)
+	p, cmd, out = k.next()
+	expect(t, out, "verdict resume running")
+	expect(t, out, "running")
+	k.oom(p, cmd)
+	return master, k
 }
 
 // waitJob waits for the Job's condition.
@@ -346,6 +347,17 @@ func waitJob(t *testing.T, ns, name string, cond batchv1.JobConditionType) *batc
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// ended returns the Job's terminal conditions, if any.
+func ended(st batchv1.JobStatus) []batchv1.JobConditionType {
+	var out []batchv1.JobConditionType
+	for _, c := range st.Conditions {
+		if (c.Type == batchv1.JobFailed || c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailureTarget) && c.Status == corev1.ConditionTrue {
+			out = append(out, c.Type)
+		}
+	}
+	return out
 }
 
 func conditions(job *batchv1.Job) string {

@@ -196,7 +196,17 @@ func moduleEnv(ctx context.Context, tmp string, mods []mod, version string) ([]s
 	if err != nil {
 		return nil, err
 	}
+	// The go command indexes a module in its cache once, by directory
+	// alone (cmd/go/internal/modindex: cached modules are immutable), so
+	// after a re-pack at the same version it would go on building the
+	// old file list: a file added since is not compiled, an import added
+	// since is not found. Without the index it reads the directories.
+	godebug := "goindex=0"
+	if prev := os.Getenv("GODEBUG"); prev != "" {
+		godebug = prev + "," + godebug
+	}
 	return append(os.Environ(),
+		"GODEBUG="+godebug,
 		"GOWORK=off",
 		"GOPROXY=file://"+filepath.ToSlash(dir)+","+strings.TrimSpace(upstream),
 		// The local versions are not in the checksum database (they are
