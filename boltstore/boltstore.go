@@ -1,8 +1,10 @@
 // Package boltstore is a durable [storage.Store] in one file on local
 // disk, on go.etcd.io/bbolt: the default for a controller that runs on a
-// single machine. Every write is one bbolt transaction, fsynced before it
-// returns, so a record acknowledged by CompareAndSwap survives a SIGKILL
-// or a power cut.
+// single machine. Every write is fsynced before it returns, so a record
+// acknowledged by CompareAndSwap survives a SIGKILL or a power cut. Writes
+// that wait together are committed together (group commit): one
+// transaction and one fsync for all of them, each still checked, and
+// refused, on its own.
 //
 // bbolt holds an exclusive lock on the file: one process at a time. A
 // second process opening it waits Options.Timeout and then fails with
@@ -84,10 +86,13 @@ type DB struct {
 	stores map[string]*Store
 	closed bool
 
-	// writer admits one write transaction at a time. bbolt's own writer
-	// lock is taken without looking at any context; waiting here instead
-	// lets a call give up at its deadline rather than long after it.
-	writer chan struct{}
+	// pending are the writes queued for the next leader (see commit.go).
+	// writer is the leader's turn: it admits one write transaction at a
+	// time, and waiting for it, unlike for bbolt's own writer lock, lets
+	// a call give up at its deadline rather than long after it.
+	pendingMu sync.Mutex
+	pending   []*request
+	writer    chan struct{}
 }
 
 var (
@@ -226,6 +231,8 @@ func (db *DB) Close() error {
 		s.owners.Close(fmt.Errorf("boltstore: %w", ErrClosed))
 	}
 	db.mu.Unlock()
+	// bbolt waits for a transaction being committed; writes queued after
+	// it fail with ErrClosed.
 	return db.bolt.Close()
 }
 
@@ -526,61 +533,12 @@ func (o ownership) Lost() <-chan struct{}         { return o.h.Lost() }
 func (o ownership) Release(context.Context) error { o.h.Release(); return nil }
 
 // write stores the record build returns at the next revision, in one
-// transaction with build's checks, and logs the write for watchers. It
-// waits for its turn among writers only while ctx allows; once its
-// transaction has begun it finishes (one fsync), whatever ctx says.
-//
-// The new revision is above the counter and above the revision of the
-// record being replaced, which a damaged counter could be below: a
-// record's revisions never go down.
+// transaction with build's checks, and logs the write for watchers, with
+// the writes waiting at the same time (see commit.go). It waits for its turn only while
+// ctx allows; once its write has been taken into a transaction it
+// finishes (one fsync), whatever ctx says.
 func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (storage.Record, error)) (storage.Record, error) {
-	var rec storage.Record
-	select {
-	case s.db.writer <- struct{}{}:
-	case <-ctx.Done():
-		return storage.Record{}, ctx.Err()
-	}
-	defer func() { <-s.db.writer }()
-	err := s.db.update("write", func(tx *bolt.Tx) error {
-		// A caller who gave up while its turn came gets nothing written.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		ns, records, log := s.buckets(tx)
-		var err error
-		if rec, err = build(records); err != nil {
-			return err
-		}
-		floor := rec.Revision // build returns the replaced record's revision, or 0
-		meta := tx.Bucket(metaBucket)
-		raw := meta.Get(revisionKey)
-		if raw != nil && len(raw) != 8 {
-			// Restarting the counter would reuse revisions and let a stale
-			// compare-and-swap succeed.
-			return fmt.Errorf("boltstore: %s: %w: the revision counter is %d bytes, want 8", s.db.path, storage.ErrCorrupt, len(raw))
-		}
-		rev := max(getUint(raw), floor) + 1
-		if err := meta.Put(revisionKey, putUint(rev)); err != nil {
-			return err
-		}
-		rec.Revision = rev
-		data, err := rec.MarshalBinary()
-		if err != nil {
-			return err
-		}
-		if err := records.Put([]byte(rec.ID), data); err != nil {
-			return err
-		}
-		return s.logWrite(ns, log, rev, rec.ID)
-	})
-	if err != nil {
-		if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
-			return storage.Record{}, fmt.Errorf("boltstore: %w", ErrClosed)
-		}
-		return storage.Record{}, err
-	}
-	s.hub.Notify()
-	return rec, nil
+	return s.submit(ctx, build)
 }
 
 // logWrite appends to the watch log and trims it to LogSize once it holds
