@@ -93,6 +93,7 @@ type DB struct {
 	pendingMu sync.Mutex
 	pending   []*request
 	writer    chan struct{}
+	heads     heads // the leader's: see heads.go
 }
 
 var (
@@ -452,17 +453,21 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 		return storage.Record{}, err
 	}
 	return s.write(ctx, func(records *bolt.Bucket) (storage.Record, error) {
-		cur, err := s.current(records, id)
+		cur, err := s.head(records, id)
 		if err != nil {
 			return storage.Record{}, err
 		}
-		if cur.Revision != expect {
-			return storage.Record{}, &storage.ConflictError{ID: id, Expected: expect, Current: cur}
+		if cur.revision != expect {
+			full, err := s.current(records, id)
+			if err != nil {
+				return storage.Record{}, err
+			}
+			return storage.Record{}, &storage.ConflictError{ID: id, Expected: expect, Current: full}
 		}
-		if err := storage.KeepsClaim(id, cur, next); err != nil {
-			return storage.Record{}, err
+		if next.Claim() != cur.claim {
+			return storage.Record{}, storage.ClaimChanged(id, cur.claim, next.Claim())
 		}
-		next.Revision = cur.Revision
+		next.Revision = cur.revision
 		return next, nil
 	})
 }

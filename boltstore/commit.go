@@ -150,6 +150,7 @@ func unwrapBatch(err error) error {
 func (db *DB) commitTx(batch []*request) ([]outcome, error) {
 	outcomes := make([]outcome, len(batch))
 	notify := make(map[*Store]bool, 1)
+	db.heads.begin()
 	err := db.update("write", func(tx *bolt.Tx) error {
 		for i, r := range batch {
 			// A writer who gave up while its turn came gets nothing
@@ -171,8 +172,10 @@ func (db *DB) commitTx(batch []*request) ([]outcome, error) {
 		return nil
 	})
 	if err != nil {
+		db.heads.rollback()
 		return nil, db.closedError(err)
 	}
+	db.heads.commit()
 	for s := range notify {
 		s.hub.Notify()
 	}
@@ -215,5 +218,6 @@ func (s *Store) apply(tx *bolt.Tx, build func(records *bolt.Bucket) (storage.Rec
 	if err := s.logWrite(ns, log, rec.Revision, rec.ID); err != nil {
 		return storage.Record{}, &errBatch{err}
 	}
+	s.db.heads.wrote(s.headKey(rec.ID), head{revision: rec.Revision, claim: rec.Claim()})
 	return rec, nil
 }
