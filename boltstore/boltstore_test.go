@@ -179,15 +179,20 @@ func TestSecondProcessGetsAClearErrorAfterTheTimeoutNotAHang(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second)
 }
 
+// childStore opens the executions store of path for a child process,
+// which exits (or is killed) without closing it.
+func childStore(path string) (*boltstore.Store, error) {
+	db, err := boltstore.Open(path, boltstore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return db.Store("executions")
+}
+
 // childWriter creates ex-N and bumps the counter record to N in a loop,
 // printing "ack N" only after both writes returned.
 func childWriter(path string) int {
-	db, err := boltstore.Open(path, boltstore.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	s, err := db.Store("executions")
+	s, err := childStore(path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -281,12 +286,7 @@ const (
 // metadata key on a record it shares, by compare-and-swap, retried on
 // conflict; it prints "ack <writer> <count>" after each acknowledged write.
 func childWriters(path string) int {
-	db, err := boltstore.Open(path, boltstore.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	s, err := db.Store("executions")
+	s, err := childStore(path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
