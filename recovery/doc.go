@@ -104,8 +104,8 @@
 // Some statuses must not last: relocating that nobody takes over, stopping
 // past the shutdown timeout, and whatever a table's roles add with
 // [RolesBuilder.Deadline] (the execution lifecycle's scheduling and
-// initializing, which nothing retries when their owner dies). [Deadlines] say for how long and what comes
-// next; [Startup] honours them (a stale relocating record is failed, not
+// initializing, which nothing retries when their owner dies). [Deadlines]
+// say for how long and what comes next; [Startup] honours them (a stale relocating record is failed, not
 // resumed, or relocating would become the new "stuck in running"), and
 // [Reaper] is the reconciler that enforces them while nobody starts.
 package recovery

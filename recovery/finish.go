@@ -113,8 +113,8 @@ func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Cla
 		return End[S]{}, fmt.Errorf("recovery: execution %s: %w", quote.Limited(rec.ID), err)
 	}
 	end := End[S]{Kind: EndWrite, From: cur, To: cur}
-	if claim.Owner != "" && (rec.Owner != claim.Owner || rec.Epoch != claim.Epoch) {
-		end.Kind, end.Reason = EndLeave, fmt.Sprintf("execution is owned by %s at epoch %d now", rec.Owner, rec.Epoch)
+	if why, ok := ownedByAnother(rec, claim); ok {
+		end.Kind, end.Reason = EndLeave, why
 		return end, nil
 	}
 	role, _ := roles.Role(cur)
@@ -192,14 +192,8 @@ func ApplyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 		}
 		return transition.Update[S]{To: cur}, nil // leave: write nothing
 	})
-	var fenced *storage.FencedError
-	if errors.As(err, &fenced) {
-		end = End[S]{Kind: EndLeave, From: end.From, To: end.From,
-			Reason: fmt.Sprintf("execution is owned by %s at epoch %d now", fenced.CurrentOwner, fenced.CurrentEpoch)}
-		if fenced.Lost {
-			end.Reason = "this controller's ownership of the execution has ended"
-		}
-		return end, nil
+	if why, ok := fencedReason(err); ok {
+		return End[S]{Kind: EndLeave, From: end.From, To: end.From, Reason: why}, nil
 	}
 	if err != nil {
 		return End[S]{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/storage"
@@ -83,9 +84,7 @@ func Recover[S comparable](ctx context.Context, roles *Roles[S], from, to *trans
 		return storage.Record{}, fmt.Errorf("recovery: execution %s is %s: %w; only an ended execution can be recovered", quote.Limited(old.ID), old.Status, ErrNotEnded)
 	}
 	meta := make(map[string]string, len(r.Meta)+2)
-	for k, v := range r.Meta {
-		meta[k] = v
-	}
+	maps.Copy(meta, r.Meta)
 	meta[MetaRecoveredExecution] = old.ID
 	if r.SliceType != "" {
 		meta[MetaRecoveredSliceType] = r.SliceType

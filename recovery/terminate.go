@@ -97,8 +97,8 @@ func Terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 	if err != nil {
 		return Action{}, fmt.Errorf("recovery: execution %s: %w", quote.Limited(rec.ID), err)
 	}
-	if claim.Owner != "" && (rec.Owner != claim.Owner || rec.Epoch != claim.Epoch) {
-		return Action{Kind: ActionLeave, Reason: fmt.Sprintf("execution is owned by %s at epoch %d now", rec.Owner, rec.Epoch)}, nil
+	if why, ok := ownedByAnother(rec, claim); ok {
+		return Action{Kind: ActionLeave, Reason: why}, nil
 	}
 	shutdown := func(reason string) (Action, error) { return Action{Kind: ActionShutdown, Reason: reason}, nil }
 	role, _ := roles.Role(cur)
@@ -175,12 +175,8 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 		}
 		return transition.Update[S]{To: cur}, nil // decided otherwise on the fresh record: write nothing
 	})
-	var fenced *storage.FencedError
-	if errors.As(err, &fenced) {
-		if fenced.Lost {
-			return Action{Kind: ActionLeave, Reason: "this controller's ownership of the execution has ended"}, nil
-		}
-		return Action{Kind: ActionLeave, Reason: fmt.Sprintf("execution is owned by %s at epoch %d now", fenced.CurrentOwner, fenced.CurrentEpoch)}, nil
+	if why, ok := fencedReason(err); ok {
+		return Action{Kind: ActionLeave, Reason: why}, nil
 	}
 	if err != nil {
 		return Action{}, err
@@ -198,4 +194,27 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 func isRelocating[S comparable](roles *Roles[S], rec storage.Record) bool {
 	cur, err := roles.table.Parse(rec.Status)
 	return err == nil && roles.hasRelocate && cur == roles.relocating
+}
+
+// ownedByAnother says why the controller holding claim must leave the
+// execution in rec alone: another owner, or this owner at another epoch,
+// holds it now. An outside authority (no claim) never has to.
+func ownedByAnother(rec storage.Record, claim storage.Claim) (string, bool) {
+	if claim.Owner == "" || (rec.Owner == claim.Owner && rec.Epoch == claim.Epoch) {
+		return "", false
+	}
+	return fmt.Sprintf("execution is owned by %s at epoch %d now", rec.Owner, rec.Epoch), true
+}
+
+// fencedReason says why a controller whose write failed with err must
+// leave the execution, if err is a fenced write.
+func fencedReason(err error) (string, bool) {
+	var fenced *storage.FencedError
+	switch {
+	case !errors.As(err, &fenced):
+		return "", false
+	case fenced.Lost:
+		return "this controller's ownership of the execution has ended", true
+	}
+	return fmt.Sprintf("execution is owned by %s at epoch %d now", fenced.CurrentOwner, fenced.CurrentEpoch), true
 }
