@@ -537,15 +537,6 @@ func (o ownership) Claim() storage.Claim {
 func (o ownership) Lost() <-chan struct{}         { return o.h.Lost() }
 func (o ownership) Release(context.Context) error { o.h.Release(); return nil }
 
-// write stores the record build returns at the next revision, in one
-// transaction with build's checks, and logs the write for watchers, with
-// the writes waiting at the same time (see commit.go). It waits for its turn only while
-// ctx allows; once its write has been taken into a transaction it
-// finishes (one fsync), whatever ctx says.
-func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (storage.Record, error)) (storage.Record, error) {
-	return s.submit(ctx, build)
-}
-
 // logWrite appends to the watch log and trims it to LogSize once it holds
 // twice that, so trimming costs O(1) per write on average.
 func (s *Store) logWrite(ns, log *bolt.Bucket, rev uint64, id string) error {

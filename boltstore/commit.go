@@ -64,11 +64,13 @@ type errBatch struct{ err error }
 func (e *errBatch) Error() string { return e.err.Error() }
 func (e *errBatch) Unwrap() error { return e.err }
 
-// submit queues build and waits until it is committed, by this writer
-// as the leader or by another. It gives up, writing nothing, if ctx ends
-// before a leader takes the write; once taken, the write finishes (one
-// fsync) whatever ctx says.
-func (s *Store) submit(ctx context.Context, build func(records *bolt.Bucket) (storage.Record, error)) (storage.Record, error) {
+// write stores the record build returns at the next revision, in one
+// transaction with build's checks (see apply), with the writes queued at
+// the same time. It waits, as the leader or for another, until the write
+// is committed. It gives up, writing nothing, if ctx ends before a leader
+// takes the write; once taken, the write finishes (one fsync) whatever
+// ctx says.
+func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (storage.Record, error)) (storage.Record, error) {
 	db := s.db
 	r := &request{ctx: ctx, store: s, build: build, done: make(chan outcome, 1)}
 	db.pendingMu.Lock()
@@ -117,8 +119,7 @@ func (db *DB) commit(batch []*request) {
 		return
 	}
 	outcomes, err := db.commitTx(taken)
-	var whole *errBatch
-	if err != nil && len(taken) > 1 && (errors.As(err, &whole) || !errors.Is(err, ErrClosed)) {
+	if err != nil && len(taken) > 1 && !errors.Is(err, ErrClosed) {
 		for _, r := range taken {
 			one, err := db.commitTx([]*request{r})
 			if err != nil {
