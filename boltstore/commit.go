@@ -151,7 +151,6 @@ func unwrapBatch(err error) error {
 func (db *DB) commitTx(batch []*request) ([]outcome, error) {
 	outcomes := make([]outcome, len(batch))
 	notify := make(map[*Store]bool, 1)
-	db.heads.begin()
 	err := db.update("write", func(tx *bolt.Tx) error {
 		for i, r := range batch {
 			// A writer who gave up while its turn came gets nothing

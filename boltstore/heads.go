@@ -35,8 +35,6 @@ type heads struct {
 	pending map[string]head // written by the transaction in progress
 }
 
-func (h *heads) begin() { h.pending = nil }
-
 func (h *heads) wrote(key string, hd head) {
 	if h.pending == nil {
 		h.pending = map[string]head{}
