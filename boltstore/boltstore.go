@@ -514,7 +514,7 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 			if err != nil {
 				return storage.Record{}, err
 			}
-			return lease.TakeOver(cur, cur.Epoch+1, time.Now()), nil
+			return lease.TakeOver(cur, cur.Epoch+1, time.Now())
 		})
 		return written.Owner, written.Epoch, err
 	})
@@ -537,25 +537,35 @@ func (o ownership) Claim() storage.Claim {
 func (o ownership) Lost() <-chan struct{}         { return o.h.Lost() }
 func (o ownership) Release(context.Context) error { o.h.Release(); return nil }
 
-// logWrite appends to the watch log and trims it to LogSize once it holds
-// twice that, so trimming costs O(1) per write on average.
+// logWrite appends to the watch log and keeps it at LogSize entries,
+// trimming the oldest as it goes: O(1) on every write, not just on
+// average.
 func (s *Store) logWrite(ns, log *bolt.Bucket, rev uint64, id string) error {
 	if err := log.Put(putUint(rev), []byte(id)); err != nil {
 		return err
 	}
 	count := getUint(ns.Get(logCountKey)) + 1
-	if count >= 2*uint64(s.db.logSize) {
+	if count > uint64(s.db.logSize) {
+		// Trim a little on every write instead of half the log at once:
+		// deleting logSize keys in one transaction every logSize writes
+		// made that one write, and the batch it belongs to, the slowest
+		// of all. Two per write is enough to bring back a log that grew
+		// past its size (one opened with a smaller LogSize).
 		c := log.Cursor()
 		var dropped uint64
-		for k, _ := c.First(); k != nil && count > uint64(s.db.logSize); k, _ = c.Next() {
+		k, _ := c.First()
+		for trimmed := 0; k != nil && count > uint64(s.db.logSize) && trimmed < 2; trimmed++ {
 			dropped = getUint(k)
 			if err := c.Delete(); err != nil {
 				return err
 			}
 			count--
+			k, _ = c.First()
 		}
-		if err := ns.Put(droppedKey, putUint(dropped)); err != nil {
-			return err
+		if dropped != 0 {
+			if err := ns.Put(droppedKey, putUint(dropped)); err != nil {
+				return err
+			}
 		}
 	}
 	return ns.Put(logCountKey, putUint(count))
