@@ -83,7 +83,7 @@ func TestPersistedLifecycleOnBolt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, state.Relocating, cur)
 	require.Equal(t, "running", rec.Previous)
-	require.Len(t, rec.History, 5)
+	require.Equal(t, 5, rec.History.Len())
 }
 
 func TestRevisionsIncreaseAcrossNamespacesAndReopens(t *testing.T) {

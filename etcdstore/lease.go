@@ -122,7 +122,10 @@ func (s *Store) takeOver(ctx context.Context, id string, lease storage.Lease, gr
 		if err != nil {
 			return nil, storage.Record{}, 0, err
 		}
-		next := lease.TakeOver(rec, rec.Epoch+1, time.Now())
+		next, err := lease.TakeOver(rec, rec.Epoch+1, time.Now())
+		if err != nil {
+			return nil, storage.Record{}, 0, err
+		}
 		value, err := encode(next)
 		if err != nil {
 			return nil, storage.Record{}, 0, err

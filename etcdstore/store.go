@@ -202,7 +202,8 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 	if next.ID != id {
 		return storage.Record{}, fmt.Errorf("etcdstore: CompareAndSwap %q: %w: record id is %q", id, storage.ErrInvalidRecord, next.ID)
 	}
-	if err := next.Validate(); err != nil {
+	value, err := encode(next) // validates it
+	if err != nil {
 		return storage.Record{}, err
 	}
 	ctx, cancel, err := s.call(ctx, "CompareAndSwap")
@@ -210,10 +211,6 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 		return storage.Record{}, err
 	}
 	defer cancel()
-	value, err := encode(next)
-	if err != nil {
-		return storage.Record{}, err
-	}
 	key, claimKey := s.recordKey(id), s.claimKey(id)
 	claim := encodeClaim(next.Owner, next.Epoch)
 	resp, err := s.client.Txn(ctx).

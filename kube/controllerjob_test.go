@@ -310,7 +310,7 @@ func TestControllerJobLimitReachedFirstFailsTheExecutionWithItsReason(t *testing
 	require.Equal(t, state.Failed, end.To)
 	rec := requireStatus(t, master, state.Failed)
 	require.Equal(t, why, rec.Reason)
-	require.Equal(t, "cluster-master", rec.History[len(rec.History)-1].Actor)
+	require.Equal(t, "cluster-master", rec.History.Entries()[rec.History.Len()-1].Actor)
 }
 
 // oomTwice submits an execution with the Job's crash limit and the

@@ -278,7 +278,11 @@ func (s *Store) ownRecord(ctx context.Context, id string, lease storage.Lease, e
 		if s.beforeTakeOverWrite != nil {
 			s.beforeTakeOverWrite()
 		}
-		written, err := s.update(ctx, id, rec.Revision, lease.TakeOver(rec, epoch, time.Now()))
+		next, err := lease.TakeOver(rec, epoch, time.Now())
+		if err != nil {
+			return storage.Record{}, err
+		}
+		written, err := s.update(ctx, id, rec.Revision, next)
 		var conflict *storage.ConflictError
 		if errors.As(err, &conflict) && attempt < 16 {
 			// An outside authority wrote meanwhile. Holding the Lease,

@@ -194,7 +194,7 @@ func TestApplyFinishByAFencedControllerLeaves(t *testing.T) {
 
 func moves(rec storage.Record) []string {
 	var out []string
-	for _, e := range rec.History {
+	for _, e := range rec.History.All() {
 		out = append(out, e.From+"→"+e.To)
 	}
 	return out

@@ -50,7 +50,7 @@ func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
 		if tc.want == state.Failed {
 			require.Contains(t, rec.Reason, "past its deadline")
 			require.Equal(t, rec.Reason, rec.Meta[recovery.MetaFailure])
-			require.Equal(t, "deadline-reaper", rec.History[len(rec.History)-1].Actor)
+			require.Equal(t, "deadline-reaper", rec.History.Entries()[rec.History.Len()-1].Actor)
 		}
 	}
 }
@@ -111,12 +111,12 @@ func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
 	require.NoError(t, err)
 	_, rec, err := exec.Load(ctx)
 	require.NoError(t, err)
-	require.Len(t, rec.History, 36)
+	require.Equal(t, 36, rec.History.Len())
 
 	_, err = (&recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Clock: clock}).Reconcile(ctx, "ex-1")
 	require.NoError(t, err)
 	cur, rec, err := exec.Load(ctx)
 	require.NoError(t, err)
 	require.Equal(t, state.Failed, cur)
-	require.Len(t, rec.History, 37, "the reaper kept every entry")
+	require.Equal(t, 37, rec.History.Len(), "the reaper kept every entry")
 }

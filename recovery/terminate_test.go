@@ -201,7 +201,7 @@ func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testin
 		require.NoError(t, err)
 		require.Equal(t, "stopping", rec.Status)
 		var trail []string
-		for _, e := range rec.History[1:] {
+		for _, e := range rec.History.Entries()[1:] {
 			if e.From != e.To { // the take-over keeps the status
 				trail = append(trail, e.To)
 			}

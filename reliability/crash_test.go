@@ -246,8 +246,9 @@ func restartsIn(rec storage.Record) string {
 func requireLegalTrail(t testing.TB, rec storage.Record) {
 	t.Helper()
 	table := state.Lifecycle()
-	for k := 1; k < len(rec.History); k++ {
-		prev, e := rec.History[k-1], rec.History[k]
+	trail := rec.History.Entries()
+	for k := 1; k < len(trail); k++ {
+		prev, e := trail[k-1], trail[k]
 		require.Equal(t, prev.To, e.From, "trail entry %d", k)
 		require.Greater(t, e.Revision, prev.Revision, "trail entry %d", k)
 		if e.From != e.To {
@@ -258,8 +259,8 @@ func requireLegalTrail(t testing.TB, rec storage.Record) {
 			require.True(t, table.Allowed(from, to), "trail entry %d: %s → %s", k, e.From, e.To)
 		}
 	}
-	if n := len(rec.History); n > 0 {
-		require.Equal(t, rec.Status, rec.History[n-1].To)
+	if n := len(trail); n > 0 {
+		require.Equal(t, rec.Status, trail[n-1].To)
 	}
 }
 

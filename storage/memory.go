@@ -205,8 +205,11 @@ func (s *Memory) Acquire(ctx context.Context, id string, lease Lease) (Ownership
 		if !ok {
 			return "", 0, fmt.Errorf("storage: %s: %w", quote.Limited(id), ErrNotFound)
 		}
-		next := lease.TakeOver(cur, cur.Epoch+1, time.Now())
-		if err := next.Validate(); err != nil {
+		next, err := lease.TakeOver(cur, cur.Epoch+1, time.Now())
+		if err == nil {
+			err = next.Validate()
+		}
+		if err != nil {
 			return "", 0, err
 		}
 		written = s.put(next)
@@ -234,12 +237,14 @@ func localHeld(id string, err error) error {
 	return err
 }
 
-// put stores a copy of rec at the next revision; s.mu must be held.
+// put stores a copy of rec at the next revision and returns rec at it;
+// s.mu must be held. The copy shares only the immutable trail with rec,
+// and rec with the caller that passed it in, so nothing the store keeps
+// can be changed from outside.
 func (s *Memory) put(rec Record) Record {
 	s.revision++
-	rec = rec.Clone()
 	rec.Revision = s.revision
-	s.records[rec.ID] = rec
+	s.records[rec.ID] = rec.Clone()
 	size := s.LogSize
 	if size <= 0 {
 		size = DefaultLogSize
@@ -250,7 +255,7 @@ func (s *Memory) put(rec Record) Record {
 		s.log = append(s.log[:0:0], s.log[len(s.log)-size:]...)
 	}
 	s.hub.Notify()
-	return rec.Clone()
+	return rec
 }
 
 // List implements [Lister]. A Memory holds no unreadable record.

@@ -66,8 +66,10 @@ func (l Lease) Validate() error {
 // TakeOver returns a copy of rec owned by the lease's holder at epoch,
 // with an audit entry for the take-over at the given time. Stores call it
 // to build the record their Acquire writes. The audit trail keeps the
-// record's own [Record.HistoryKept] entries, dropping the oldest.
-func (l Lease) TakeOver(rec Record, epoch uint64, at time.Time) Record {
+// record's own [Record.HistoryKept] entries, dropping the oldest. The
+// error (matching [ErrInvalidRecord]) says the entry cannot follow the
+// record's trail: a trail at or above the record's own revision.
+func (l Lease) TakeOver(rec Record, epoch uint64, at time.Time) (Record, error) {
 	next := rec.Clone()
 	at = at.UTC().Round(0)
 	reason := l.Reason
@@ -75,12 +77,13 @@ func (l Lease) TakeOver(rec Record, epoch uint64, at time.Time) Record {
 		reason = "acquired"
 	}
 	next.Owner, next.Epoch, next.UpdatedAt = l.Holder, epoch, at
-	next.History = append(next.History, Entry{From: rec.Status, To: rec.Status, Reason: reason,
-		Actor: l.Holder, Owner: l.Holder, Epoch: epoch, At: at, Revision: rec.Revision})
-	if keep := rec.HistoryKept(); len(next.History) > keep {
-		next.History = append([]Entry(nil), next.History[len(next.History)-keep:]...)
+	trail, err := next.History.Append(Entry{From: rec.Status, To: rec.Status, Reason: reason,
+		Actor: l.Holder, Owner: l.Holder, Epoch: epoch, At: at, Revision: rec.Revision}, rec.HistoryKept())
+	if err != nil {
+		return Record{}, fmt.Errorf("storage: record %s: %w", quote.Limited(rec.ID), err)
 	}
-	return next
+	next.History = trail
+	return next, nil
 }
 
 // Ownership is a controller's hold on one record, as a store's Acquire

@@ -56,7 +56,7 @@ type Record struct {
 	// History is the audit trail of the most recent changes, oldest
 	// first, written in the same atomic write as the change itself, each
 	// entry at a higher revision than the one before.
-	History []Entry `json:"history,omitempty"`
+	History Trail `json:"history"`
 	// HistoryLimit is how many entries History keeps: every writer (a
 	// Persisted, a store's Acquire) drops the oldest beyond it. 0 means
 	// DefaultHistoryLimit; at most MaxHistory. It is the record's, set
@@ -91,9 +91,9 @@ func (r Record) HistoryKept() int {
 	return r.HistoryLimit
 }
 
-// Clone returns a deep copy of r, sharing nothing with it.
+// Clone returns a copy of r that shares nothing mutable with it: its
+// Meta is copied, its History (immutable) shared.
 func (r Record) Clone() Record {
-	r.History = append([]Entry(nil), r.History...)
 	if r.Meta != nil {
 		r.Meta = maps.Clone(r.Meta)
 	}
@@ -112,36 +112,54 @@ func (r *Record) Validate() error {
 }
 
 // validate returns what is wrong with r, in words that name neither the
-// record nor a sentinel: its callers add those.
+// record nor a sentinel: its callers add those. It runs on every write
+// (twice when a store validates before encoding), so it checks field by
+// field without building anything: the audit trail is most of a record.
 func (r *Record) validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf(format, args...)
-	}
-	if err := checkText("id", r.ID, MaxIDLen, false); err != nil {
-		return bad("%v", err)
-	}
-	for _, f := range []struct {
-		name, value string
-		max         int
-		empty       bool
-	}{
-		{"status", r.Status, MaxStatusLen, false},
-		{"previous", r.Previous, MaxStatusLen, true},
-		{"owner", r.Owner, MaxOwnerLen, true},
-		{"reason", r.Reason, MaxReasonLen, true},
-	} {
-		if err := checkText(f.name, f.value, f.max, f.empty); err != nil {
-			return bad("%v", err)
+	if r.ID == "" || r.Status == "" || !validText(r.ID, MaxIDLen) || !validText(r.Status, MaxStatusLen) ||
+		!validText(r.Previous, MaxStatusLen) || !validText(r.Owner, MaxOwnerLen) || !validText(r.Reason, MaxReasonLen) {
+		// The slow path, only for a record that is wrong: say which field.
+		for _, f := range [...]struct {
+			name, value string
+			max         int
+			empty       bool
+		}{
+			{"id", r.ID, MaxIDLen, false}, {"status", r.Status, MaxStatusLen, false},
+			{"previous", r.Previous, MaxStatusLen, true}, {"owner", r.Owner, MaxOwnerLen, true},
+			{"reason", r.Reason, MaxReasonLen, true},
+		} {
+			if err := checkText(f.name, f.value, f.max, f.empty); err != nil {
+				return err
+			}
 		}
 	}
 	if r.HistoryLimit < 0 || r.HistoryLimit > MaxHistory {
-		return bad("history limit %d, want 0 (the default) to %d", r.HistoryLimit, MaxHistory)
+		return fmt.Errorf("history limit %d, want 0 (the default) to %d", r.HistoryLimit, MaxHistory)
 	}
-	if len(r.History) > r.HistoryKept() {
-		return bad("history has %d entries, at most %d", len(r.History), r.HistoryKept())
+	// A Trail was checked entry by entry when it was made.
+	if r.History.Len() > r.HistoryKept() {
+		return fmt.Errorf("history has %d entries, at most %d", r.History.Len(), r.HistoryKept())
 	}
-	for k, e := range r.History {
-		for _, f := range []struct {
+	if len(r.Meta) > MaxMetaEntries {
+		return fmt.Errorf("meta has %d entries, at most %d", len(r.Meta), MaxMetaEntries)
+	}
+	for k, v := range r.Meta {
+		if k == "" || !validText(k, MaxMetaKeyLen) {
+			return checkText("meta key", k, MaxMetaKeyLen, false)
+		}
+		if !validText(v, MaxMetaValueLen) {
+			return checkText("meta["+quote.Limited(k)+"]", v, MaxMetaValueLen, true)
+		}
+	}
+	return nil
+}
+
+// check returns what is wrong with one audit entry.
+func (e *Entry) check() error {
+	if !validText(e.From, MaxStatusLen) || !validText(e.To, MaxStatusLen) || !validText(e.Reason, MaxReasonLen) ||
+		!validText(e.Actor, MaxOwnerLen) || !validText(e.Owner, MaxOwnerLen) {
+		// The slow path, only for an entry that is wrong: say which field.
+		for _, f := range [...]struct {
 			name, value string
 			max         int
 		}{
@@ -149,41 +167,29 @@ func (r *Record) validate() error {
 			{"actor", e.Actor, MaxOwnerLen}, {"owner", e.Owner, MaxOwnerLen},
 		} {
 			if err := checkText(f.name, f.value, f.max, true); err != nil {
-				return bad("history[%d]: %v", k, err)
+				return err
 			}
-		}
-	}
-	if err := checkTrail(r.History); err != nil {
-		return bad("%v", err)
-	}
-	if len(r.Meta) > MaxMetaEntries {
-		return bad("meta has %d entries, at most %d", len(r.Meta), MaxMetaEntries)
-	}
-	for k, v := range r.Meta {
-		if err := checkText("meta key", k, MaxMetaKeyLen, false); err != nil {
-			return bad("%v", err)
-		}
-		if err := checkText("meta["+quote.Limited(k)+"]", v, MaxMetaValueLen, true); err != nil {
-			return bad("%v", err)
 		}
 	}
 	return nil
 }
 
-// checkTrail checks that an audit trail is in the order it was written:
-// each entry at a higher revision than the one before (the first may be
-// the creation, at 0). It does not require the trail to be one unbroken
-// path ending in the status: a writer that records nothing (a raw
-// CompareAndSwap, an operator's tool) may move the record between two
-// entries, and refusing every later write of such a record would lose
-// more than the gap in its trail.
-func checkTrail(trail []Entry) error {
-	for k := 1; k < len(trail); k++ {
-		if prev, e := trail[k-1], trail[k]; e.Revision <= prev.Revision {
-			return fmt.Errorf("history[%d] is at revision %d, not after history[%d] at %d", k, e.Revision, k-1, prev.Revision)
+// validText reports whether value is at most maxLen bytes of UTF-8.
+func validText(value string, maxLen int) bool {
+	if len(value) > maxLen {
+		return false
+	}
+	if len(value) >= 32 {
+		return utf8.ValidString(value) // word at a time
+	}
+	// Most fields are a few bytes of ASCII (a status, a name), for which
+	// the call costs more than the check.
+	for i := 0; i < len(value); i++ {
+		if value[i] >= utf8.RuneSelf {
+			return utf8.ValidString(value[i:])
 		}
 	}
-	return nil
+	return true
 }
 
 // ValidateID checks that id is one a record can have: 1 to MaxIDLen bytes
@@ -213,13 +219,33 @@ func checkText(name, value string, maxLen int, emptyOK bool) error {
 // instead of guessing, and a writer that adds a field bumps the format.
 const recordFormatJSON = 1
 
+// wireRecord is a Record as MarshalBinary stores it: the same JSON, with
+// the trail as a plain array so that encoding and decoding it costs no
+// second pass.
+type wireRecord struct {
+	ID           string            `json:"id"`
+	Status       string            `json:"status"`
+	Previous     string            `json:"previous,omitempty"`
+	Revision     uint64            `json:"revision"`
+	Owner        string            `json:"owner,omitempty"`
+	Epoch        uint64            `json:"epoch"`
+	UpdatedAt    time.Time         `json:"updated_at"`
+	Since        time.Time         `json:"since"`
+	Reason       string            `json:"reason,omitempty"`
+	History      []Entry           `json:"history,omitempty"`
+	HistoryLimit int               `json:"history_limit,omitempty"`
+	Meta         map[string]string `json:"meta,omitempty"`
+}
+
 // MarshalBinary encodes r for a store: one format byte, then JSON. It
 // validates r first, so nothing a store writes is unreadable.
 func (r Record) MarshalBinary() ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(r)
+	body, err := json.Marshal(wireRecord{ID: r.ID, Status: r.Status, Previous: r.Previous, Revision: r.Revision,
+		Owner: r.Owner, Epoch: r.Epoch, UpdatedAt: r.UpdatedAt, Since: r.Since, Reason: r.Reason,
+		History: r.History.entries, HistoryLimit: r.HistoryLimit, Meta: r.Meta})
 	if err != nil {
 		return nil, fmt.Errorf("storage: record %s: %w", quote.Limited(r.ID), err)
 	}
@@ -228,8 +254,8 @@ func (r Record) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes what MarshalBinary wrote. Anything else (empty
 // input, an unknown format byte, malformed JSON, unknown fields, trailing
-// bytes, a record breaking the limits) returns an error matching
-// [ErrCorrupt], and r is left unchanged.
+// bytes, a record breaking the limits, an audit trail out of order)
+// returns an error matching [ErrCorrupt], and r is left unchanged.
 func (r *Record) UnmarshalBinary(data []byte) error {
 	if len(data) == 0 {
 		return fmt.Errorf("storage: %w: empty", ErrCorrupt)
@@ -243,16 +269,28 @@ func (r *Record) UnmarshalBinary(data []byte) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data[1:]))
 	dec.DisallowUnknownFields()
-	var v Record
-	if err := dec.Decode(&v); err != nil {
+	var w wireRecord
+	if err := dec.Decode(&w); err != nil {
 		return fmt.Errorf("storage: %w: %v", ErrCorrupt, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("storage: %w: trailing data after the record", ErrCorrupt)
 	}
-	if err := v.validate(); err != nil {
-		// validate's own words, not Validate's: "storage: corrupt
-		// record: storage: record …: invalid record: …" says it twice.
+	v := Record{ID: w.ID, Status: w.Status, Previous: w.Previous, Revision: w.Revision, Owner: w.Owner,
+		Epoch: w.Epoch, UpdatedAt: w.UpdatedAt, Since: w.Since, Reason: w.Reason, HistoryLimit: w.HistoryLimit, Meta: w.Meta}
+	// validate's own words, not Validate's: "storage: corrupt record:
+	// storage: record …: invalid record: …" says it twice.
+	err := checkEntries(w.History)
+	if err == nil && len(w.History) > MaxHistory {
+		err = fmt.Errorf("history has %d entries, at most %d", len(w.History), MaxHistory)
+	}
+	if err == nil {
+		if len(w.History) > 0 {
+			v.History = Trail{entries: w.History}
+		}
+		err = v.validate()
+	}
+	if err != nil {
 		return fmt.Errorf("storage: record %s: %w: %v", quote.Limited(v.ID), ErrCorrupt, err)
 	}
 	*r = v

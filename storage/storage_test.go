@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/execfsm/execfsm/storage"
@@ -34,10 +35,14 @@ func TestRecordEncodingRoundTrips(t *testing.T) {
 	require.True(t, rec.UpdatedAt.Equal(back.UpdatedAt))
 	require.True(t, rec.Since.Equal(back.Since))
 	back.UpdatedAt, back.Since = rec.UpdatedAt, rec.Since
-	for k := range back.History {
-		require.True(t, rec.History[k].At.Equal(back.History[k].At))
-		back.History[k].At = rec.History[k].At
+	entries, backEntries := rec.History.Entries(), back.History.Entries()
+	require.Len(t, backEntries, len(entries))
+	for k := range backEntries {
+		require.True(t, entries[k].At.Equal(backEntries[k].At))
+		backEntries[k].At = entries[k].At
 	}
+	back.History, err = storage.NewTrail(backEntries...)
+	require.NoError(t, err)
 	require.Equal(t, rec, back)
 }
 
@@ -64,6 +69,12 @@ func TestRecordDecodingRefusesCorruptOrForeignBytes(t *testing.T) {
 		"JSON null":       []byte("\x01null"),
 		"negative epoch":  []byte("\x01" + `{"id":"ex-1","status":"running","revision":1,"epoch":-1,"updated_at":"2026-01-01T00:00:00Z"}`),
 		"overflowing rev": []byte("\x01" + `{"id":"ex-1","status":"running","revision":18446744073709551616,"epoch":0,"updated_at":"2026-01-01T00:00:00Z"}`),
+		"trail out of order": []byte("\x01" + `{"id":"ex-1","status":"running","revision":9,"epoch":0,"updated_at":"2026-01-01T00:00:00Z",` +
+			`"history":[{"from":"a","to":"b","epoch":0,"at":"2026-01-01T00:00:00Z","revision":5},{"from":"b","to":"c","epoch":0,"at":"2026-01-01T00:00:00Z","revision":3}]}`),
+		"unknown entry field": []byte("\x01" + `{"id":"ex-1","status":"running","revision":9,"epoch":0,"updated_at":"2026-01-01T00:00:00Z",` +
+			`"history":[{"from":"a","to":"b","epoch":0,"at":"2026-01-01T00:00:00Z","revision":5,"color":"red"}]}`),
+		"invalid entry": []byte("\x01" + `{"id":"ex-1","status":"running","revision":9,"epoch":0,"updated_at":"2026-01-01T00:00:00Z",` +
+			`"history":[{"from":"` + strings.Repeat("a", storage.MaxStatusLen+1) + `","to":"b","epoch":0,"at":"2026-01-01T00:00:00Z","revision":5}]}`),
 	} {
 		rec := storagetest.Sample("untouched")
 		err := rec.UnmarshalBinary(data)
@@ -94,7 +105,7 @@ func FuzzRecordUnmarshalBinary(f *testing.F) {
 		require.Equal(t, rec.ID, back.ID)
 		require.Equal(t, rec.Status, back.Status)
 		require.Equal(t, rec.Revision, back.Revision)
-		require.Equal(t, len(rec.History), len(back.History))
+		require.Equal(t, rec.History.Len(), back.History.Len())
 	})
 }
 

@@ -62,6 +62,9 @@ type handles[S comparable] struct {
 	notify *notifier[S]
 	sem    chan struct{}  // one write at a time; a channel so waiting honours ctx
 	cache  storage.Record // the record as last read or written; guarded by sem
+	// trails appends to the trails these handles wrote, in place: one
+	// copy every HistoryKept writes instead of one per write.
+	trails storage.TrailAppender
 }
 
 // NewPersisted returns the execution id of store, under table, written as
@@ -144,15 +147,20 @@ func (p *Persisted[S]) Acquire(ctx context.Context, lease storage.Lease) (*Persi
 	owned.claim, owned.own = own.Claim(), own
 	c := Change[S]{ID: p.id, From: cur, To: cur, Reason: lease.Reason, Actor: lease.Holder, At: rec.UpdatedAt,
 		Revision: rec.Revision, Owner: owned.claim.Owner, Epoch: owned.claim.Epoch}
-	if n := len(rec.History); n > 0 {
-		c.Reason = rec.History[n-1].Reason
+	if last, ok := rec.History.Last(); ok {
+		c.Reason = last.Reason
 	}
 	p.deliver(c)
-	return &owned, rec, nil
+	return &owned, rec.Clone(), nil
 }
 
 // lock takes sem, or fails when ctx ends first.
 func lock(ctx context.Context, sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}: // uncontended: no need to watch ctx
+		return nil
+	default:
+	}
 	select {
 	case sem <- struct{}{}:
 		return nil
@@ -187,9 +195,16 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record,
 		return storage.Record{}, &Error{ID: p.id, To: quote.Limited(name), Reason: "not a state of the table"}
 	}
 	at := p.now()
-	rec := storage.Record{ID: p.id, Status: name, UpdatedAt: at, Since: at, Reason: u.Reason, HistoryLimit: p.history,
-		History: []storage.Entry{{To: name, Reason: u.Reason, Actor: p.actor, At: at}}}
+	rec := storage.Record{ID: p.id, Status: name, UpdatedAt: at, Since: at, Reason: u.Reason, HistoryLimit: p.history}
 	rec.Meta, _ = mergeMeta(nil, u.Meta, u.Unset)
+	// The record's own check first: it names the record and the field.
+	err := rec.Validate()
+	if err == nil {
+		rec.History, err = storage.NewTrail(storage.Entry{To: name, Reason: u.Reason, Actor: p.actor, At: at})
+	}
+	if err != nil {
+		return storage.Record{}, err
+	}
 	stored, err := p.store.Create(ctx, rec)
 	if err != nil {
 		return storage.Record{}, err
@@ -206,7 +221,7 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record,
 		p.deliver(Change[S]{ID: p.id, From: zero, To: u.To, Reason: u.Reason, Actor: p.actor, At: at,
 			Revision: stored.Revision, Owner: p.claim.Owner, Epoch: p.claim.Epoch})
 	}
-	return stored, nil
+	return stored.Clone(), nil
 }
 
 // check refuses a nil or done ctx and a zero Persisted.
@@ -235,7 +250,7 @@ func (p *Persisted[S]) Load(ctx context.Context) (S, storage.Record, error) {
 	if err != nil {
 		return zero, storage.Record{}, err
 	}
-	return cur, rec, nil
+	return cur, rec.Clone(), nil
 }
 
 // read gets the record from the store and remembers it; the write lock is
@@ -262,10 +277,18 @@ func (p *Persisted[S]) stateOf(rec storage.Record) (S, error) {
 // current state succeeds and writes nothing. The change returned carries
 // the revision written.
 func (p *Persisted[S]) Fire(ctx context.Context, to S, reason string) (Change[S], error) {
-	c, _, err := p.Apply(ctx, func(S, storage.Record) (Update[S], error) {
-		return Update[S]{To: to, Reason: reason}, nil
-	})
+	if err := p.check(ctx, "Fire"); err != nil {
+		return Change[S]{}, err
+	}
+	c, _, err := p.apply(ctx, decider[S]{update: Update[S]{To: to, Reason: reason}})
 	return c, err
+}
+
+// decider is what Apply asks for an update: decide, or, when it is nil, the
+// fixed update (Fire's), for which no copy of the record is made.
+type decider[S comparable] struct {
+	decide func(cur S, rec storage.Record) (Update[S], error)
+	update Update[S]
 }
 
 // Apply is the general write: it reads the record, asks decide what to do
@@ -293,12 +316,20 @@ func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec storage
 	if decide == nil {
 		return Change[S]{}, storage.Record{}, errors.New("transition: Apply: nil decide function")
 	}
+	c, stored, err := p.apply(ctx, decider[S]{decide: decide})
+	// The handle keeps the record it returns as the start of its next
+	// write: the caller gets its own copy.
+	return c, stored.Clone(), err
+}
+
+// apply is Apply with the decision made by d.
+func (p *Persisted[S]) apply(ctx context.Context, d decider[S]) (Change[S], storage.Record, error) {
 	rec, cached, err := p.begin(ctx)
 	if err != nil {
 		return Change[S]{}, storage.Record{}, err
 	}
 	for attempt := 1; ; {
-		next, c, write, err := p.decide(ctx, rec, decide)
+		next, c, write, err := p.decide(ctx, rec, d)
 		if cached && (err != nil || !write) && ctx.Err() == nil {
 			// A decision made on the cached record that does not write
 			// is never trusted: decide again on what the store holds.
@@ -390,7 +421,7 @@ func (p *Persisted[S]) write(ctx context.Context, expect uint64, next storage.Re
 }
 
 // decide checks the fence, asks decide for an update of rec and plans it.
-func (p *Persisted[S]) decide(ctx context.Context, rec storage.Record, decide func(S, storage.Record) (Update[S], error)) (storage.Record, Change[S], bool, error) {
+func (p *Persisted[S]) decide(ctx context.Context, rec storage.Record, d decider[S]) (storage.Record, Change[S], bool, error) {
 	cur, err := p.stateOf(rec)
 	if err != nil {
 		return storage.Record{}, Change[S]{}, false, err
@@ -398,9 +429,11 @@ func (p *Persisted[S]) decide(ctx context.Context, rec storage.Record, decide fu
 	if err := p.fenced(rec); err != nil {
 		return storage.Record{}, Change[S]{}, false, err
 	}
-	u, err := decide(cur, rec.Clone())
-	if err != nil {
-		return storage.Record{}, Change[S]{}, false, err
+	u := d.update
+	if d.decide != nil {
+		if u, err = d.decide(cur, rec.Clone()); err != nil {
+			return storage.Record{}, Change[S]{}, false, err
+		}
 	}
 	return p.plan(ctx, cur, rec, u)
 }
@@ -469,7 +502,9 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec storage.Record, u Up
 	if err := ctx.Err(); err != nil {
 		return storage.Record{}, Change[S]{}, false, err
 	}
-	next = rec.Clone()
+	// rec is this handle's own (the cache, never modified): next shares
+	// its unchanged Meta and its immutable trail.
+	next = rec
 	next.Status = t.names[j]
 	if moves {
 		next.Previous = t.names[i]
@@ -480,45 +515,54 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec storage.Record, u Up
 	}
 	next.UpdatedAt = c.At
 	next.Meta = meta
-	// The trail keeps the record's own length, whoever writes.
-	keep := rec.History
-	if n := rec.HistoryKept(); len(keep) >= n {
-		keep = keep[len(keep)-n+1:]
+	if err := next.Validate(); err != nil { // the reason and the metadata: the rest came from the store
+		return storage.Record{}, Change[S]{}, false, err
 	}
-	next.History = append(append(make([]storage.Entry, 0, len(keep)+1), keep...), storage.Entry{
+	// The trail keeps the record's own length, whoever writes.
+	next.History, err = p.shared.trails.Append(rec.History, storage.Entry{
 		From: t.names[i], To: t.names[j], Reason: u.Reason, Actor: p.actor,
 		Owner: p.claim.Owner, Epoch: p.claim.Epoch, At: c.At, Revision: rec.Revision,
-	})
-	if err := next.Validate(); err != nil {
-		return storage.Record{}, Change[S]{}, false, err
+	}, rec.HistoryKept())
+	if err != nil {
+		return storage.Record{}, Change[S]{}, false, fmt.Errorf("transition: record %s: %w", quote.Limited(p.id), err)
 	}
 	return next, c, true, nil
 }
 
-// mergeMeta applies set and unset to a copy of meta and reports whether
-// anything changed. An empty result is nil.
+// mergeMeta applies set and unset to meta and reports whether anything
+// changed. meta is never modified: a change is made to a copy, and an
+// unchanged meta is returned as it is. An empty result is nil.
 func mergeMeta(meta, set map[string]string, unset []string) (map[string]string, bool) {
-	out := maps.Clone(meta)
-	changed := false
-	for k, v := range set {
-		if old, ok := out[k]; !ok || old != v {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[k] = v
-			changed = true
-		}
+	if !changesMeta(meta, set, unset) {
+		return meta, false
 	}
+	out := maps.Clone(meta)
+	if out == nil {
+		out = make(map[string]string, len(set))
+	}
+	maps.Copy(out, set)
 	for _, k := range unset {
-		if _, ok := out[k]; ok {
-			delete(out, k)
-			changed = true
-		}
+		delete(out, k)
 	}
 	if len(out) == 0 {
 		out = nil
 	}
-	return out, changed
+	return out, true
+}
+
+// changesMeta reports whether set or unset would change meta.
+func changesMeta(meta, set map[string]string, unset []string) bool {
+	for k, v := range set {
+		if old, ok := meta[k]; !ok || old != v {
+			return true
+		}
+	}
+	for _, k := range unset {
+		if _, ok := meta[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Persisted[S]) now() time.Time { return p.clock().UTC().Round(0) }

@@ -86,8 +86,8 @@ func TestPersistedCreatesFiresAndLoads(t *testing.T) {
 	require.Equal(t, "queued", rec.Status)
 	require.Equal(t, "submitted", rec.Reason)
 	require.Equal(t, map[string]string{"owner": "alice"}, rec.Meta)
-	require.Len(t, rec.History, 1)
-	require.Equal(t, storage.Entry{To: "queued", Reason: "submitted", Actor: "master", At: rec.UpdatedAt}, rec.History[0])
+	require.Equal(t, 1, rec.History.Len())
+	require.Equal(t, storage.Entry{To: "queued", Reason: "submitted", Actor: "master", At: rec.UpdatedAt}, rec.History.Entries()[0])
 
 	c, err := p.Fire(bg, Work, "controller ready")
 	require.NoError(t, err)
@@ -104,7 +104,7 @@ func TestPersistedCreatesFiresAndLoads(t *testing.T) {
 	require.Equal(t, "controller ready", loaded.Reason)
 	require.True(t, c.At.Equal(loaded.UpdatedAt))
 	require.True(t, c.At.Equal(loaded.Since), "Since moves with the status")
-	last := loaded.History[len(loaded.History)-1]
+	last, _ := loaded.History.Last()
 	require.Equal(t, storage.Entry{From: "queued", To: "working", Reason: "controller ready", Actor: "master", At: c.At, Revision: rec.Revision}, last)
 
 	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
@@ -189,11 +189,12 @@ func TestPersistedAuditTrailIsBounded(t *testing.T) {
 		require.NoError(t, err)
 	}
 	rec := mustGet(t, store)
-	require.Len(t, rec.History, 3)
-	require.Equal(t, []string{"working", "held", "working"}, []string{rec.History[0].To, rec.History[1].To, rec.History[2].To})
+	require.Equal(t, 3, rec.History.Len())
+	trail := rec.History.Entries()
+	require.Equal(t, []string{"working", "held", "working"}, []string{trail[0].To, trail[1].To, trail[2].To})
 	for k := 1; k < 3; k++ {
-		require.Equal(t, rec.History[k-1].To, rec.History[k].From)
-		require.Greater(t, rec.History[k].Revision, rec.History[k-1].Revision)
+		require.Equal(t, trail[k-1].To, trail[k].From)
+		require.Greater(t, trail[k].Revision, trail[k-1].Revision)
 	}
 }
 
@@ -211,15 +212,15 @@ func TestEveryWriterKeepsTheRecordsOwnTrailLength(t *testing.T) {
 	}
 	rec := mustGet(t, store)
 	require.Equal(t, 200, rec.HistoryLimit)
-	require.Len(t, rec.History, 41)
+	require.Equal(t, 41, rec.History.Len())
 
 	other := newJob(t, store, transition.PersistedOptions[Job]{History: 3}) // its own option applies to records it creates
 	owned, _, err := other.Acquire(bg, lease("pod-a"))
 	require.NoError(t, err)
-	require.Len(t, mustGet(t, store).History, 42, "the take-over kept the trail")
+	require.Equal(t, 42, mustGet(t, store).History.Len(), "the take-over kept the trail")
 	_, err = owned.Fire(bg, Moving, "SIGTERM")
 	require.NoError(t, err)
-	require.Len(t, mustGet(t, store).History, 43, "and so did a writer whose own option is 3")
+	require.Equal(t, 43, mustGet(t, store).History.Len(), "and so did a writer whose own option is 3")
 }
 
 func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {
@@ -373,7 +374,7 @@ func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 	require.Equal(t, uint64(2), recB.Epoch)
 	require.Equal(t, "moving", recB.Status, "taking over changes owner, not state")
 	require.True(t, recB.Since.Before(recB.UpdatedAt), "nor the time the state was entered")
-	last := recB.History[len(recB.History)-1]
+	last, _ := recB.History.Last()
 	require.Equal(t, storage.Entry{From: "moving", To: "moving", Reason: "relocated controller took over", Actor: "pod-b",
 		Owner: "pod-b", Epoch: 2, At: last.At, Revision: recA.Revision + 1}, last)
 
@@ -632,7 +633,7 @@ func TestPersistedConcurrentWritersStateMachine(t *testing.T) {
 				}
 				wg.Wait()
 				rec := mustGet(rt, store)
-				fresh := rec.History[entries:]
+				fresh := rec.History.Entries()[entries:]
 				require.Len(rt, fresh, len(revisions), "one audit entry per winning write")
 				seen := map[uint64]bool{}
 				for _, r := range revisions {
@@ -653,7 +654,7 @@ func TestPersistedConcurrentWritersStateMachine(t *testing.T) {
 			"": func(rt *rapid.T) {
 				rec := mustGet(rt, store)
 				require.Equal(rt, string(cur), rec.Status)
-				require.Len(rt, rec.History, entries)
+				require.Equal(rt, entries, rec.History.Len())
 				if hasPrev {
 					require.Equal(rt, string(prev), rec.Previous)
 				}
@@ -688,7 +689,7 @@ func ExamplePersisted() {
 	fmt.Println(c.From, "→", c.To, "by", c.Owner)
 
 	_, rec, _ := master.Load(ctx)
-	for _, e := range rec.History {
+	for _, e := range rec.History.All() {
 		fmt.Printf("%q → %q  %s (%s@%d)\n", e.From, e.To, e.Reason, e.Owner, e.Epoch)
 	}
 	// Output:

@@ -170,7 +170,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nFinal record: %s, owner %s at epoch %d, revision %d; audit trail:\n", rec.Status, rec.Owner, rec.Epoch, rec.Revision)
-	for _, e := range rec.History {
+	for _, e := range rec.History.All() {
 		from := e.From
 		if from == "" {
 			from = "(created)"

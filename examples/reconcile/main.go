@@ -300,7 +300,7 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 				continue
 			}
 			fmt.Fprintf(out, "\naudit trail of %s:\n", sim.Name)
-			for _, e := range rec.History {
+			for _, e := range rec.History.All() {
 				fmt.Fprintf(out, "  %s  rev %-4d %-18s %-9s → %-9s %s\n", e.At.Format("15:04:05.000000"), e.Revision, e.Actor, e.From, e.To, e.Reason)
 			}
 		}

@@ -243,7 +243,7 @@ func (s *supervisor) timeline(id string) {
 		return
 	}
 	fmt.Fprintf(s.out, "  timeline of %s:\n", id)
-	for _, e := range rec.History {
+	for _, e := range rec.History.All() {
 		at := e.At.Local().Format("15:04:05.000")
 		who := e.Actor
 		if e.Owner != "" {
@@ -264,7 +264,7 @@ func (s *supervisor) timeline(id string) {
 }
 
 func visited(rec storage.Record, status state.Status) bool {
-	for _, e := range rec.History {
+	for _, e := range rec.History.All() {
 		if e.To == status.String() && e.From != e.To {
 			return true
 		}

@@ -79,7 +79,7 @@ func acquireTakesTheRecordAtTheNextEpoch(t *testing.T, s storage.Store) {
 	require.Equal(t, uint64(1), rec.Epoch)
 	require.Equal(t, created.Status, rec.Status, "a take-over keeps the status")
 	require.True(t, created.Since.Equal(rec.Since), "and the time the status was entered")
-	last := rec.History[len(rec.History)-1]
+	last, _ := rec.History.Last()
 	require.Equal(t, storage.Entry{From: created.Status, To: created.Status, Reason: "controller pod-a started",
 		Actor: "pod-a", Owner: "pod-a", Epoch: 1, At: last.At, Revision: created.Revision}, last)
 	got, err := s.Get(ctx(t), "ex-1")
@@ -306,22 +306,23 @@ func concurrentAcquirersHaveOneWinner(t *testing.T, s storage.Store) {
 // take-over, whatever the store's own habits.
 func acquireKeepsTheTrailLength(t *testing.T, s storage.Store) {
 	rec := Unowned("ex-1")
-	rec.HistoryLimit, rec.History = 64, nil
+	rec.HistoryLimit, rec.History = 64, storage.Trail{}
 	rec, err := s.Create(ctx(t), rec)
 	require.NoError(t, err)
 	for k := range 40 { // writes that record themselves, as a Persisted's do
 		next := rec.Clone()
-		next.History = append(next.History, storage.Entry{From: rec.Status, To: rec.Status, Reason: fmt.Sprint("write ", k), Revision: rec.Revision})
+		next.History, err = next.History.Append(storage.Entry{From: rec.Status, To: rec.Status, Reason: fmt.Sprint("write ", k), Revision: rec.Revision}, 64)
+		require.NoError(t, err)
 		rec, err = s.CompareAndSwap(ctx(t), "ex-1", rec.Revision, next)
 		require.NoError(t, err)
 	}
 	own, taken, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
 	require.NoError(t, err)
 	release(t, own)
-	require.Len(t, taken.History, 41)
-	require.Equal(t, "write 0", taken.History[0].Reason, "nothing was dropped")
+	require.Equal(t, 41, taken.History.Len())
+	require.Equal(t, "write 0", taken.History.Entries()[0].Reason, "nothing was dropped")
 	got, err := s.Get(ctx(t), "ex-1")
 	require.NoError(t, err)
-	require.Len(t, got.History, 41)
+	require.Equal(t, 41, got.History.Len())
 	require.Equal(t, 64, got.HistoryLimit)
 }

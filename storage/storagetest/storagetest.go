@@ -86,17 +86,35 @@ func Sample(id string) storage.Record {
 		// One entry, at revision 0: a store assigns the record's revision
 		// on Create, and a trail must stay below the revisions that later
 		// writes append at.
-		History: []storage.Entry{
-			{From: "initializing", To: "running", Reason: "slicer ready ✓", Actor: "pod-a", Owner: "pod-a", Epoch: 3, At: at},
-		},
+		History: mustTrail(storage.NewTrail(
+			storage.Entry{From: "initializing", To: "running", Reason: "slicer ready ✓", Actor: "pod-a", Owner: "pod-a", Epoch: 3, At: at},
+		)),
 		HistoryLimit: 32,
 		Meta:         map[string]string{"restarts": "1", "realm": "lab-β"},
 	}
 }
 
-// Trail returns an audit trail of n entries that ends in running: one
-// path moving between running and paused, at revisions 1 to n.
-func Trail(n int) []storage.Entry {
+// mustTrail is for trails made here of entries known to be valid.
+func mustTrail(trail storage.Trail, err error) storage.Trail {
+	if err != nil {
+		panic("storagetest: a trail made here is invalid: " + err.Error())
+	}
+	return trail
+}
+
+// Trail returns an audit trail of n entries (at most storage.MaxHistory)
+// that ends in running: see [TrailEntries].
+func Trail(t testing.TB, n int) storage.Trail {
+	t.Helper()
+	trail, err := storage.NewTrail(TrailEntries(n)...)
+	require.NoError(t, err)
+	return trail
+}
+
+// TrailEntries returns the entries of an audit trail of n entries that
+// ends in running: one path moving between running and paused, at
+// revisions 1 to n.
+func TrailEntries(n int) []storage.Entry {
 	at := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
 	trail := make([]storage.Entry, n)
 	for k := range trail {
@@ -121,9 +139,10 @@ func requireSameRecord(t *testing.T, want, got storage.Record) {
 	require.Equal(t, want.Reason, got.Reason)
 	require.True(t, want.UpdatedAt.Equal(got.UpdatedAt), "UpdatedAt %v, want %v", got.UpdatedAt, want.UpdatedAt)
 	require.True(t, want.Since.Equal(got.Since), "Since %v, want %v", got.Since, want.Since)
-	require.Len(t, got.History, len(want.History))
-	for k := range want.History {
-		w, g := want.History[k], got.History[k]
+	require.Equal(t, want.History.Len(), got.History.Len())
+	wantTrail, gotTrail := want.History.Entries(), got.History.Entries()
+	for k := range wantTrail {
+		w, g := wantTrail[k], gotTrail[k]
 		require.True(t, w.At.Equal(g.At), "History[%d].At", k)
 		w.At, g.At = time.Time{}, time.Time{}
 		require.Equal(t, w, g, "History[%d]", k)
@@ -281,24 +300,21 @@ func invalidRecordsAreRefused(t *testing.T, s storage.Store) {
 	require.NoError(t, err)
 	huge := strings.Repeat("x", 1<<20)
 	cases := map[string]func(*storage.Record){
-		"empty id":            func(r *storage.Record) { r.ID = "" },
-		"long id":             func(r *storage.Record) { r.ID = strings.Repeat("i", storage.MaxIDLen+1) },
-		"invalid UTF-8 id":    func(r *storage.Record) { r.ID = "ex-\xff" },
-		"empty status":        func(r *storage.Record) { r.Status = "" },
-		"1 MB reason":         func(r *storage.Record) { r.Reason = huge },
-		"invalid UTF-8":       func(r *storage.Record) { r.Reason = "bad \xc3\x28" },
-		"long owner":          func(r *storage.Record) { r.Owner = huge },
-		"huge meta value":     func(r *storage.Record) { r.Meta = map[string]string{"k": huge} },
-		"empty meta key":      func(r *storage.Record) { r.Meta = map[string]string{"": "v"} },
-		"too many meta keys":  func(r *storage.Record) { r.Meta = manyKeys(storage.MaxMetaEntries + 1) },
-		"1 MB history reason": func(r *storage.Record) { r.History[0].Reason = huge },
-		"history too long": func(r *storage.Record) {
-			r.HistoryLimit, r.History = storage.MaxHistory, Trail(storage.MaxHistory+1)
-		},
-		"history beyond its limit": func(r *storage.Record) { r.HistoryLimit, r.History = 4, Trail(5) },
+		"empty id":           func(r *storage.Record) { r.ID = "" },
+		"long id":            func(r *storage.Record) { r.ID = strings.Repeat("i", storage.MaxIDLen+1) },
+		"invalid UTF-8 id":   func(r *storage.Record) { r.ID = "ex-\xff" },
+		"empty status":       func(r *storage.Record) { r.Status = "" },
+		"1 MB reason":        func(r *storage.Record) { r.Reason = huge },
+		"invalid UTF-8":      func(r *storage.Record) { r.Reason = "bad \xc3\x28" },
+		"long owner":         func(r *storage.Record) { r.Owner = huge },
+		"huge meta value":    func(r *storage.Record) { r.Meta = map[string]string{"k": huge} },
+		"empty meta key":     func(r *storage.Record) { r.Meta = map[string]string{"": "v"} },
+		"too many meta keys": func(r *storage.Record) { r.Meta = manyKeys(storage.MaxMetaEntries + 1) },
+		// A trail's own entries (lengths, order) are checked when the
+		// Trail is made: a record cannot carry a bad one.
+		"history beyond its limit": func(r *storage.Record) { r.HistoryLimit, r.History = 4, Trail(t, 5) },
 		"history limit too high":   func(r *storage.Record) { r.HistoryLimit = storage.MaxHistory + 1 },
 		"negative history limit":   func(r *storage.Record) { r.HistoryLimit = -1 },
-		"history out of order":     func(r *storage.Record) { r.History = Trail(3); r.History[2].Revision = 1 },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -312,8 +328,7 @@ func invalidRecordsAreRefused(t *testing.T, s storage.Store) {
 			_, err = s.Get(ctx(t), "ex-new")
 			require.ErrorIs(t, err, storage.ErrNotFound, "nothing was created")
 
-			next := created
-			next.History = append([]storage.Entry(nil), created.History...)
+			next := created.Clone()
 			mutate(&next)
 			if next.ID != created.ID {
 				return // the id case is CompareAndSwapChecksTheID
@@ -361,7 +376,6 @@ func returnedRecordsAreNotAliased(t *testing.T, s storage.Store) {
 	created, err := s.Create(ctx(t), rec)
 	require.NoError(t, err)
 	rec.Meta["realm"] = "changed after Create"
-	rec.History[0].Reason = "changed after Create"
 	created.Meta["restarts"] = "changed in the result"
 	got, err := s.Get(ctx(t), "ex-1")
 	require.NoError(t, err)
@@ -427,10 +441,13 @@ func concurrentWritersHaveOneWinner(t *testing.T, s storage.Store) {
 func largestValidRecordRoundTrips(t *testing.T, s storage.Store) {
 	rec := Sample("ex-" + strings.Repeat("é", (storage.MaxIDLen-3)/2))
 	rec.Reason = strings.Repeat("r", storage.MaxReasonLen)
-	rec.History = Trail(16)
-	for k := range rec.History {
-		rec.History[k].Reason = strings.Repeat("h", 1024)
+	entries := TrailEntries(16)
+	for k := range entries {
+		entries[k].Reason = strings.Repeat("h", 1024)
 	}
+	var err error
+	rec.History, err = storage.NewTrail(entries...)
+	require.NoError(t, err)
 	rec.Meta = manyKeys(storage.MaxMetaEntries)
 	rec.Meta["k0"] = strings.Repeat("v", storage.MaxMetaValueLen)
 	require.NoError(t, rec.Validate())

@@ -1,0 +1,196 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"sync"
+)
+
+// Trail is a record's audit trail: its most recent changes, oldest first,
+// each at a higher revision than the one before. A Trail is immutable
+// and checked when it is made ([NewTrail], [Trail.Append], decoding), so
+// every Trail is valid: records share their trails instead of copying
+// them, and a store checks the trail of a write in constant time. Its
+// zero value is the empty trail.
+//
+// The immutability is what makes a persisted transition cost a copy of
+// one trail instead of five and one check of its newest entry instead of
+// two of every entry (docs/decisions/2026-12-03-trail.md). Trails compare
+// equal with reflect.DeepEqual (and testify's Equal) when their entries
+// do.
+type Trail struct {
+	entries []Entry // never modified after the Trail is made; nil when empty
+}
+
+// NewTrail returns the trail of entries, oldest first. Each entry must
+// obey the record limits (valid UTF-8, bounded lengths) and be at a
+// higher revision than the one before it (the first may be at 0, the
+// creation); the error matches [ErrInvalidRecord]. At most [MaxHistory]
+// entries. The trail keeps its own copy of entries.
+func NewTrail(entries ...Entry) (Trail, error) {
+	return trailOf(append([]Entry(nil), entries...))
+}
+
+// trailOf is NewTrail taking entries over instead of copying them.
+func trailOf(entries []Entry) (Trail, error) {
+	if len(entries) > MaxHistory {
+		return Trail{}, fmt.Errorf("storage: trail: %w: %d entries, at most %d", ErrInvalidRecord, len(entries), MaxHistory)
+	}
+	if err := checkEntries(entries); err != nil {
+		return Trail{}, fmt.Errorf("storage: trail: %w: %v", ErrInvalidRecord, err)
+	}
+	if len(entries) == 0 {
+		return Trail{}, nil
+	}
+	return Trail{entries: entries}, nil
+}
+
+// checkEntries returns what is wrong with a trail's entries.
+func checkEntries(entries []Entry) error {
+	for k := range entries {
+		if err := entries[k].check(); err != nil {
+			return fmt.Errorf("history[%d]: %v", k, err)
+		}
+		if k > 0 && entries[k].Revision <= entries[k-1].Revision {
+			return fmt.Errorf("history[%d] is at revision %d, not after history[%d] at %d",
+				k, entries[k].Revision, k-1, entries[k-1].Revision)
+		}
+	}
+	return nil
+}
+
+// Append returns the trail with e added as its newest entry, keeping at
+// most keep entries (1 to [MaxHistory]) by dropping the oldest. e must
+// obey the record limits and be at a higher revision than the newest
+// entry; the error matches [ErrInvalidRecord]. t itself is unchanged.
+// Append copies the entries it keeps; a writer appending to its own
+// trails again and again does it without copying through a
+// [TrailAppender].
+func (t Trail) Append(e Entry, keep int) (Trail, error) {
+	if err := t.checkAppend(e, keep); err != nil {
+		return t, err
+	}
+	kept := t.entries[max(0, len(t.entries)-keep+1):]
+	next := make([]Entry, len(kept)+1)
+	copy(next, kept)
+	next[len(kept)] = e
+	return Trail{entries: next}, nil
+}
+
+// checkAppend returns what is wrong with appending e to t keeping keep.
+func (t Trail) checkAppend(e Entry, keep int) error {
+	if keep < 1 || keep > MaxHistory {
+		return fmt.Errorf("storage: trail: %w: keep %d, want 1 to %d", ErrInvalidRecord, keep, MaxHistory)
+	}
+	if err := e.check(); err != nil {
+		return fmt.Errorf("storage: trail: %w: new entry: %v", ErrInvalidRecord, err)
+	}
+	if last, ok := t.Last(); ok && e.Revision <= last.Revision {
+		return fmt.Errorf("storage: trail: %w: new entry at revision %d, not after the newest at %d",
+			ErrInvalidRecord, e.Revision, last.Revision)
+	}
+	return nil
+}
+
+// TrailAppender appends to the trails it made without copying them: a
+// writer that owns a record's trail (a transition.Persisted, which
+// appends to the trail of the record it last wrote) pays for a copy once
+// every keep appends instead of on every one. Appending to any other
+// trail copies, as [Trail.Append] does, so the result is the same
+// whatever is passed in. Its zero value is ready to use and it is safe
+// for concurrent use.
+//
+// Why it is safe to share the trails it makes: each one ends where the
+// appender had written up to, and holds no spare capacity (a full slice
+// expression), so nobody else can write past its end; the appender writes
+// only past the end of everything it has handed out.
+type TrailAppender struct {
+	mu      sync.Mutex
+	backing []Entry // len == cap; entries [0, end) are written
+	end     int
+}
+
+// Append is [Trail.Append], without copying when t is the trail this
+// appender made last.
+func (a *TrailAppender) Append(t Trail, e Entry, keep int) (Trail, error) {
+	if err := t.checkAppend(e, keep); err != nil {
+		return t, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := len(t.entries)
+	if n > 0 && a.end > 0 && a.end < len(a.backing) && &t.entries[n-1] == &a.backing[a.end-1] {
+		a.backing[a.end] = e
+		a.end++
+		start := a.end - min(n+1, keep)
+		return Trail{entries: a.backing[start:a.end:a.end]}, nil
+	}
+	kept := t.entries[max(0, n-keep+1):]
+	// Room for keep more appends before the next copy.
+	a.backing = make([]Entry, len(kept)+keep)
+	copy(a.backing, kept)
+	a.backing[len(kept)] = e
+	a.end = len(kept) + 1
+	return Trail{entries: a.backing[:a.end:a.end]}, nil
+}
+
+// Len returns the number of entries.
+func (t Trail) Len() int { return len(t.entries) }
+
+// Last returns the newest entry, and false for the empty trail.
+func (t Trail) Last() (Entry, bool) {
+	if len(t.entries) == 0 {
+		return Entry{}, false
+	}
+	return t.entries[len(t.entries)-1], true
+}
+
+// Entries returns a copy of the entries, oldest first; nil for the empty
+// trail.
+func (t Trail) Entries() []Entry {
+	if len(t.entries) == 0 {
+		return nil
+	}
+	return append([]Entry(nil), t.entries...)
+}
+
+// All yields the entries with their positions, oldest first, without
+// copying them.
+func (t Trail) All() iter.Seq2[int, Entry] {
+	return func(yield func(int, Entry) bool) {
+		for k, e := range t.entries {
+			if !yield(k, e) {
+				return
+			}
+		}
+	}
+}
+
+// MarshalJSON encodes the trail as a JSON array of its entries, oldest
+// first, the form records have always been stored in.
+func (t Trail) MarshalJSON() ([]byte, error) {
+	if len(t.entries) == 0 {
+		return []byte("[]"), nil
+	}
+	return json.Marshal(t.entries)
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote (null is the empty trail)
+// and checks it as [NewTrail] does. Unknown fields in an entry are an
+// error, as they are in a stored record.
+func (t *Trail) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var entries []Entry
+	if err := dec.Decode(&entries); err != nil {
+		return err
+	}
+	trail, err := trailOf(entries)
+	if err != nil {
+		return err
+	}
+	*t = trail
+	return nil
+}

@@ -1,0 +1,220 @@
+package storage_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storagetest"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+func TestNewTrailRefusesWhatNoRecordMayCarry(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	for name, mutate := range map[string]func([]storage.Entry) []storage.Entry{
+		"1 MB reason":   func(e []storage.Entry) []storage.Entry { e[0].Reason = huge; return e },
+		"invalid UTF-8": func(e []storage.Entry) []storage.Entry { e[1].Actor = "pod-\xff"; return e },
+		"long status": func(e []storage.Entry) []storage.Entry {
+			e[2].To = strings.Repeat("s", storage.MaxStatusLen+1)
+			return e
+		},
+		"out of order":      func(e []storage.Entry) []storage.Entry { e[2].Revision = 1; return e },
+		"repeated revision": func(e []storage.Entry) []storage.Entry { e[2].Revision = e[1].Revision; return e },
+		"beyond MaxHistory": func([]storage.Entry) []storage.Entry { return storagetest.TrailEntries(storage.MaxHistory + 1) },
+	} {
+		_, err := storage.NewTrail(mutate(storagetest.TrailEntries(3))...)
+		require.ErrorIs(t, err, storage.ErrInvalidRecord, name)
+	}
+}
+
+func TestTrailIsImmutable(t *testing.T) {
+	entries := storagetest.TrailEntries(3)
+	trail, err := storage.NewTrail(entries...)
+	require.NoError(t, err)
+	entries[0].Reason = "changed after NewTrail"
+	got := trail.Entries()
+	require.Equal(t, "move 0", got[0].Reason, "the trail keeps its own copy")
+	got[1].Reason = "changed in a copy"
+	require.Equal(t, "move 1", trail.Entries()[1].Reason, "Entries returns a copy")
+
+	longer, err := trail.Append(storage.Entry{From: "running", To: "paused", Revision: 10}, 3)
+	require.NoError(t, err)
+	require.Equal(t, 3, trail.Len(), "Append leaves its trail alone")
+	require.Equal(t, []string{"move 1", "move 2", ""}, reasons(longer), "and drops the oldest beyond keep")
+	// Two appends to one trail do not see each other.
+	other, err := trail.Append(storage.Entry{From: "running", To: "stopping", Reason: "other", Revision: 10}, 8)
+	require.NoError(t, err)
+	require.Equal(t, []string{"move 0", "move 1", "move 2", "other"}, reasons(other))
+	require.Equal(t, []string{"move 1", "move 2", ""}, reasons(longer))
+}
+
+func TestTrailAppendRefusesAndKeepsTheTrail(t *testing.T) {
+	trail := storagetest.Trail(t, 3) // revisions 1 to 3
+	for name, tc := range map[string]struct {
+		e    storage.Entry
+		keep int
+	}{
+		"at the newest revision": {storage.Entry{From: "a", To: "b", Revision: 3}, 8},
+		"below it":               {storage.Entry{From: "a", To: "b", Revision: 1}, 8},
+		"invalid text":           {storage.Entry{From: "a", To: "b", Reason: "\xc3\x28", Revision: 4}, 8},
+		"keep 0":                 {storage.Entry{From: "a", To: "b", Revision: 4}, 0},
+		"keep beyond MaxHistory": {storage.Entry{From: "a", To: "b", Revision: 4}, storage.MaxHistory + 1},
+	} {
+		got, err := trail.Append(tc.e, tc.keep)
+		require.ErrorIs(t, err, storage.ErrInvalidRecord, name)
+		require.Equal(t, trail, got, name)
+	}
+}
+
+func TestTrailJSONIsAnArrayOfEntries(t *testing.T) {
+	trail := storagetest.Trail(t, 2)
+	data, err := json.Marshal(trail)
+	require.NoError(t, err)
+	var entries []storage.Entry
+	require.NoError(t, json.Unmarshal(data, &entries), "the stored form: a plain array")
+	require.Len(t, entries, 2)
+	var back storage.Trail
+	require.NoError(t, json.Unmarshal(data, &back))
+	require.Equal(t, trail.Len(), back.Len())
+
+	empty, err := json.Marshal(storage.Trail{})
+	require.NoError(t, err)
+	require.JSONEq(t, `[]`, string(empty))
+	require.NoError(t, json.Unmarshal([]byte(`null`), &back))
+	require.Equal(t, storage.Trail{}, back, "null is the empty trail")
+
+	for name, bad := range map[string]string{
+		"out of order":  `[{"from":"a","to":"b","epoch":0,"at":"2026-01-01T00:00:00Z","revision":5},{"from":"b","to":"c","epoch":0,"at":"2026-01-01T00:00:00Z","revision":5}]`,
+		"unknown field": `[{"from":"a","to":"b","epoch":0,"at":"2026-01-01T00:00:00Z","revision":5,"color":"red"}]`,
+		"not an array":  `{"from":"a"}`,
+	} {
+		back = trail
+		require.Error(t, json.Unmarshal([]byte(bad), &back), name)
+		require.Equal(t, trail, back, "%s: a failed decode leaves the trail alone", name)
+	}
+}
+
+// Whatever a sequence of appends does, the trail holds the newest keep
+// entries in order, exactly those appended.
+func TestTrailAppendProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		keep := rapid.IntRange(1, storage.MaxHistory).Draw(rt, "keep")
+		n := rapid.IntRange(0, 3*storage.MaxHistory).Draw(rt, "appends")
+		var trail storage.Trail
+		var all []storage.Entry
+		at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+		for k := range n {
+			e := storage.Entry{From: "a", To: "b", Revision: uint64(k), At: at}
+			next, err := trail.Append(e, keep)
+			require.NoError(rt, err)
+			require.Equal(rt, min(k, keep), trail.Len(), "the trail appended to is unchanged")
+			trail, all = next, append(all, e)
+		}
+		want := all[max(0, len(all)-keep):]
+		if len(want) == 0 {
+			want = nil
+		}
+		require.Equal(rt, want, trail.Entries())
+		if last, ok := trail.Last(); ok {
+			require.Equal(rt, all[len(all)-1], last)
+		}
+		var seen int
+		for k, e := range trail.All() {
+			require.Equal(rt, want[k], e)
+			seen++
+		}
+		require.Equal(rt, len(want), seen)
+	})
+}
+
+func reasons(trail storage.Trail) []string {
+	var out []string
+	for _, e := range trail.All() {
+		out = append(out, e.Reason)
+	}
+	return out
+}
+
+// A TrailAppender gives what Trail.Append gives, whichever trail it is
+// handed (its own newest, an older one of its own, someone else's), and
+// never changes a trail it handed out before.
+func TestTrailAppenderMatchesAppendAndChangesNoTrail(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var a storage.TrailAppender
+		made := []storage.Trail{{}}
+		var snapshots [][]storage.Entry // what each trail in made held when made
+		snapshots = append(snapshots, nil)
+		steps := rapid.IntRange(1, 100).Draw(rt, "steps")
+		for k := range steps {
+			from := len(made) - 1 // usually the newest, as a Persisted does
+			if rapid.Bool().Draw(rt, "older") {
+				from = rapid.IntRange(0, len(made)-1).Draw(rt, "from")
+			}
+			keep := rapid.IntRange(1, 8).Draw(rt, "keep")
+			base := made[from]
+			rev := uint64(1000 + k)
+			e := storage.Entry{From: "a", To: "b", Reason: "step", Revision: rev}
+			want, werr := base.Append(e, keep)
+			got, gerr := a.Append(base, e, keep)
+			require.Equal(rt, werr == nil, gerr == nil)
+			require.Equal(rt, want.Entries(), got.Entries())
+			made, snapshots = append(made, got), append(snapshots, got.Entries())
+			for i, tr := range made {
+				require.Equal(rt, snapshots[i], tr.Entries(), "trail %d changed after it was made", i)
+			}
+		}
+	})
+}
+
+// Handles of one record append concurrently (their guards run unlocked):
+// the appender is safe for that, and every result is whole.
+func TestTrailAppenderConcurrentAppends(t *testing.T) {
+	var a storage.TrailAppender
+	base, err := a.Append(storagetest.Trail(t, 3), storage.Entry{From: "a", To: "b", Revision: 10}, 4)
+	require.NoError(t, err)
+	results := make(chan storage.Trail, 8)
+	for w := range 8 {
+		go func() {
+			tr, err := a.Append(base, storage.Entry{From: "a", To: "b", Reason: strings.Repeat("w", w), Revision: 11}, 4)
+			if err != nil {
+				panic(err)
+			}
+			results <- tr
+		}()
+	}
+	seen := map[string]bool{}
+	for range 8 {
+		tr := <-results
+		last, _ := tr.Last()
+		require.Equal(t, 4, tr.Len())
+		require.False(t, seen[last.Reason], "two appends share a slot")
+		seen[last.Reason] = true
+	}
+	require.Equal(t, 4, base.Len())
+}
+
+func FuzzTrailUnmarshalJSON(f *testing.F) {
+	good, _ := json.Marshal(storagetest.Trail(f, 3))
+	f.Add(good)
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`[{"from":"a","to":"b","epoch":0,"at":"2026-01-01T00:00:00Z","revision":5},{"from":"b","to":"c","epoch":0,"at":"2026-01-01T00:00:00Z","revision":5}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var trail storage.Trail
+		if err := json.Unmarshal(data, &trail); err != nil {
+			require.Equal(t, storage.Trail{}, trail, "a failed decode leaves the trail alone")
+			return
+		}
+		// Whatever decodes is a valid trail and survives a round trip.
+		again, err := storage.NewTrail(trail.Entries()...)
+		require.NoError(t, err)
+		data, err = json.Marshal(again)
+		require.NoError(t, err)
+		var back storage.Trail
+		require.NoError(t, json.Unmarshal(data, &back))
+		require.Equal(t, trail.Len(), back.Len())
+	})
+}
