@@ -99,7 +99,13 @@ var errNilContext = errors.New("nil context.Context (pass context.Background() o
 // call for an error that is almost never returned.
 func CheckContext(ctx context.Context, pkg, op string) error {
 	if ctx == nil {
-		return fmt.Errorf("%s: %s: %w", pkg, op, errNilContext)
+		return nilContext(pkg, op)
 	}
 	return ctx.Err()
+}
+
+// nilContext is CheckContext's error, apart so that CheckContext is
+// small enough to be inlined into the hot paths that start with it.
+func nilContext(pkg, op string) error {
+	return fmt.Errorf("%s: %s: %w", pkg, op, errNilContext)
 }

@@ -112,23 +112,18 @@ func (m *Machine[S]) Table() *Table[S] { return m.table }
 // one matching [ErrGuard]. A done ctx returns its error before anything
 // changes, and again after the guards ran.
 func (m *Machine[S]) Fire(ctx context.Context, to S, reason string) (Change[S], error) {
-	if err := storage.CheckContext(ctx, "transition", "Fire"); err != nil {
-		return Change[S]{}, err
-	}
 	t := m.table
-	if t == nil {
-		return Change[S]{}, errZeroMachine
+	if ctx == nil || t == nil || m.notify != nil || t.guarded {
+		return m.fireChecked(ctx, to, reason)
+	}
+	// The hot path: no clock, no lock, one compare-and-swap.
+	if err := ctx.Err(); err != nil {
+		return Change[S]{}, err
 	}
 	j, ok := t.lookup(to)
 	if !ok {
-		cur, _, _ := unpack(m.word.Load())
-		return Change[S]{}, &Error{ID: m.id, From: t.names[cur], To: quote.Limited(nameOf(to)),
-			Reason: "not a state of the table"}
+		return Change[S]{}, m.notInTable(to)
 	}
-	if m.notify != nil || t.guarded {
-		return m.fireSlow(ctx, j, to, reason)
-	}
-	// The hot path: no clock, no lock, one compare-and-swap.
 	for {
 		w := m.word.Load()
 		i, prev, seq := unpack(w)
@@ -144,6 +139,29 @@ func (m *Machine[S]) Fire(ctx context.Context, to S, reason string) (Change[S], 
 			return Change[S]{ID: m.id, From: t.states[i], To: to, Reason: reason, Actor: m.actor, Revision: seq + 1}, nil
 		}
 	}
+}
+
+// fireChecked is Fire on every path but the hot one: a nil ctx, a zero
+// Machine, guards or observers.
+func (m *Machine[S]) fireChecked(ctx context.Context, to S, reason string) (Change[S], error) {
+	if err := storage.CheckContext(ctx, "transition", "Fire"); err != nil {
+		return Change[S]{}, err
+	}
+	t := m.table
+	if t == nil {
+		return Change[S]{}, errZeroMachine
+	}
+	j, ok := t.lookup(to)
+	if !ok {
+		return Change[S]{}, m.notInTable(to)
+	}
+	return m.fireSlow(ctx, j, to, reason)
+}
+
+// notInTable is the error for a move to a state the table does not have.
+func (m *Machine[S]) notInTable(to S) error {
+	cur, _, _ := unpack(m.word.Load())
+	return &Error{ID: m.id, From: m.table.names[cur], To: quote.Limited(nameOf(to)), Reason: "not a state of the table"}
 }
 
 // fireSlow is Fire with guards or observers: the change is stamped, the
