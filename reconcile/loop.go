@@ -388,28 +388,34 @@ func (l *Loop[K]) delayer(ctx context.Context) {
 func (l *Loop[K]) work(ctx context.Context) {
 	for {
 		k, ok := l.q.get()
-		if !ok {
+		// While keys are queued, finishing one and taking the next is one
+		// trip through the queue's lock.
+		for ok {
+			if l.opt.Limiter != nil {
+				if err := l.opt.Limiter.Wait(ctx); err != nil {
+					if ctx.Err() != nil {
+						l.q.done(k)
+						return
+					}
+					// The limiter cannot give a token now: the key waits its
+					// backoff and this worker goes on, so neither is lost.
+					retry := l.q.backoff(k, l.backoff)
+					l.log.Error("rate limiter refused a reconcile; retrying the key", "key", k, "err", err, "retry_in", retry)
+					k, ok, _ = l.q.finishNext(k, false, retry, l.clock.Now())
+					continue
+				}
+			}
+			k, ok = l.process(ctx, k)
+		}
+		if ctx.Err() != nil {
 			return
 		}
-		if l.opt.Limiter != nil {
-			if err := l.opt.Limiter.Wait(ctx); err != nil {
-				if ctx.Err() != nil {
-					l.q.done(k)
-					return
-				}
-				// The limiter cannot give a token now: the key waits its
-				// backoff and this worker goes on, so neither is lost.
-				retry := l.q.backoff(k, l.backoff)
-				l.log.Error("rate limiter refused a reconcile; retrying the key", "key", k, "err", err, "retry_in", retry)
-				l.q.finish(k, false, retry, l.clock.Now())
-				continue
-			}
-		}
-		l.process(ctx, k)
 	}
 }
 
-func (l *Loop[K]) process(ctx context.Context, k K) {
+// process reconciles k, finishes it and returns the next queued key, if
+// any.
+func (l *Loop[K]) process(ctx context.Context, k K) (K, bool) {
 	var start time.Time
 	if l.reconcile != nil {
 		start = l.clock.Now()
@@ -447,12 +453,13 @@ func (l *Loop[K]) process(ctx context.Context, k K) {
 	if ev.RetryIn > 0 || l.reconcile != nil {
 		now = l.clock.Now()
 	}
-	l.q.finish(k, forget, ev.RetryIn, now)
+	next, ok, depth := l.q.finishNext(k, forget, ev.RetryIn, now)
 	if l.reconcile != nil {
 		ev.Duration = now.Sub(start)
-		ev.QueueDepth = l.q.depth()
+		ev.QueueDepth = depth
 		l.reconcile.ObserveReconcile(ev)
 	}
+	return next, ok
 }
 
 // call runs Reconcile, turning a panic into an error.

@@ -82,6 +82,11 @@ func (q *queue[K]) get() (K, bool) {
 		var zero K
 		return zero, false
 	}
+	return q.popLocked()
+}
+
+// popLocked hands the next queued key to the caller; one must be queued.
+func (q *queue[K]) popLocked() (K, bool) {
 	k := q.items[q.head]
 	var zero K
 	q.items[q.head] = zero
@@ -96,10 +101,12 @@ func (q *queue[K]) get() (K, bool) {
 	return k, true
 }
 
-// finish ends processing of k in one critical section: it resets k's
-// backoff if asked, schedules it again after retryIn if positive, and
-// queues it at once if it was added meanwhile.
-func (q *queue[K]) finish(k K, forget bool, retryIn time.Duration, now time.Time) {
+// finishNext ends processing of k and gets the next key without waiting,
+// in one critical section, so a busy worker takes the lock once per key
+// instead of twice: it resets k's backoff if asked, schedules k again
+// after retryIn if positive, queues it at once if it was added meanwhile,
+// and returns the next queued key, if any, with the depth after all that.
+func (q *queue[K]) finishNext(k K, forget bool, retryIn time.Duration, now time.Time) (next K, ok bool, depth int) {
 	q.mu.Lock()
 	if forget && len(q.failures) > 0 {
 		delete(q.failures, k)
@@ -108,7 +115,12 @@ func (q *queue[K]) finish(k K, forget bool, retryIn time.Duration, now time.Time
 		q.addAfterLocked(k, retryIn, now)
 	}
 	q.doneLocked(k)
+	if q.head < len(q.items) && !q.stopped {
+		next, ok = q.popLocked()
+	}
+	depth = q.depthLocked()
 	q.mu.Unlock()
+	return next, ok, depth
 }
 
 // done ends processing of k and queues it again if it was added meanwhile.
@@ -213,6 +225,10 @@ func (q *queue[K]) stop() {
 func (q *queue[K]) depth() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.depthLocked()
+}
+
+func (q *queue[K]) depthLocked() int {
 	return len(q.items) - q.head + len(q.due)
 }
 
