@@ -1,13 +1,21 @@
 module github.com/execfsm/execfsm/bench
 
-go 1.23.0
+go 1.26.0
 
 require (
 	github.com/execfsm/execfsm v0.1.0
 	github.com/looplab/fsm v1.0.3
 	github.com/qmuntal/stateless v1.7.2
 	github.com/stretchr/testify v1.12.1
+	k8s.io/client-go v0.37.2
 	pgregory.net/rapid v1.3.0
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	github.com/go-logr/logr v1.4.3 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/time v0.15.0 // indirect
+	k8s.io/apimachinery v0.37.2 // indirect
+	k8s.io/klog/v2 v2.140.0 // indirect
+	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
+)
