@@ -219,6 +219,21 @@ func checkText(name, value string, maxLen int, emptyOK bool) error {
 // instead of guessing, and a writer that adds a field bumps the format.
 const recordFormatJSON = 1
 
+// decodeJSON decodes a record with encoding/json: whatever it accepts as
+// a record, nothing more (no unknown field, nothing after the record).
+func decodeJSON(data []byte) (wireRecord, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var w wireRecord
+	if err := dec.Decode(&w); err != nil {
+		return wireRecord{}, fmt.Errorf("storage: %w: %v", ErrCorrupt, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return wireRecord{}, fmt.Errorf("storage: %w: trailing data after the record", ErrCorrupt)
+	}
+	return w, nil
+}
+
 // wireRecord is a Record as MarshalBinary stores it: the same JSON, with
 // the trail as a plain array so that encoding and decoding it costs no
 // second pass.
@@ -267,14 +282,12 @@ func (r *Record) UnmarshalBinary(data []byte) error {
 		// JSON would quietly turn the bad bytes into U+FFFD.
 		return fmt.Errorf("storage: %w: not valid UTF-8", ErrCorrupt)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data[1:]))
-	dec.DisallowUnknownFields()
-	var w wireRecord
-	if err := dec.Decode(&w); err != nil {
-		return fmt.Errorf("storage: %w: %v", ErrCorrupt, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("storage: %w: trailing data after the record", ErrCorrupt)
+	w, ok := decodeCanonical(data[1:])
+	if !ok {
+		var err error
+		if w, err = decodeJSON(data[1:]); err != nil {
+			return err
+		}
 	}
 	v := Record{ID: w.ID, Status: w.Status, Previous: w.Previous, Revision: w.Revision, Owner: w.Owner,
 		Epoch: w.Epoch, UpdatedAt: w.UpdatedAt, Since: w.Since, Reason: w.Reason, HistoryLimit: w.HistoryLimit, Meta: w.Meta}
