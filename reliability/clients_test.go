@@ -66,6 +66,8 @@ func runChild(raw string) int {
 		err = childLeaseHolder(ctx, spec)
 	case "crash-writer":
 		err = childCrashWriter(ctx, spec)
+	case "recover":
+		err = childRecover(ctx, spec)
 	default:
 		err = fmt.Errorf("unknown role %q", spec.Role)
 	}

@@ -1,0 +1,267 @@
+package reliability_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/etcdstore"
+	"github.com/execfsm/execfsm/etcdstore/embedded"
+	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+// recoveryResult is what a recovering child reports on its stdout.
+type recoveryResult struct {
+	Executions int   `json:"executions"`
+	Reconciled int64 `json:"reconciled"`
+	OpenNS     int64 `json:"open_ns"` // from its start until the store is open
+	ListNS     int64 `json:"list_ns"` // until the recovery pass has listed
+	IdleNS     int64 `json:"idle_ns"` // until every execution is reconciled once
+}
+
+// childRecover is a controller starting over the executions of a store:
+// it opens the store, lists every record as the recovery pass does,
+// adopts each (a handle per execution, as a controller keeps them) and
+// reconciles each once (reading the record and finding nothing to do),
+// with 32 workers, then reports and exits.
+func childRecover(ctx context.Context, spec childSpec) error {
+	start := time.Now()
+	var store interface {
+		storage.Store
+		storage.Lister
+	}
+	if spec.BoltPath != "" {
+		db, err := boltstore.Open(spec.BoltPath, boltstore.Options{})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		s, err := db.Store("executions")
+		if err != nil {
+			return err
+		}
+		store = s
+	} else {
+		cl, err := embedded.NewClient(spec.Etcd)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		s, err := etcdstore.New(cl, etcdstore.Options{Prefix: spec.Prefix})
+		if err != nil {
+			return err
+		}
+		store = s
+	}
+	res := recoveryResult{OpenNS: int64(time.Since(start))}
+	var mu sync.Mutex
+	handles := map[string]*transition.Persisted[state.Status]{}
+	var listed atomic.Int64
+	var reconciled atomic.Int64
+	adopter := reconcile.AdopterFunc[string](func(_ context.Context, item reconcile.Item[string]) error {
+		p, err := transition.NewPersisted(state.Lifecycle(), store, item.Key, transition.PersistedOptions[state.Status]{})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		handles[item.Key] = p
+		mu.Unlock()
+		return nil
+	})
+	reconciler := reconcile.ReconcilerFunc[string](func(ctx context.Context, key string) (reconcile.Result, error) {
+		mu.Lock()
+		p := handles[key]
+		mu.Unlock()
+		if p == nil {
+			return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("%s was never adopted", key))
+		}
+		_, _, err := p.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
+			return transition.Update[state.Status]{To: cur}, nil // the world agrees: nothing to write
+		})
+		if err == nil {
+			reconciled.Add(1)
+		}
+		return reconcile.Result{}, err
+	})
+	list := func(ctx context.Context) ([]reconcile.Item[string], error) {
+		recs, unreadable, err := store.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(unreadable) > 0 {
+			return nil, fmt.Errorf("%d unreadable records", len(unreadable))
+		}
+		items := make([]reconcile.Item[string], len(recs))
+		for k, rec := range recs {
+			items[k] = reconcile.Item[string]{Key: rec.ID, Identity: reconcile.Identity{Labels: rec.Meta}}
+		}
+		listed.Store(int64(time.Since(start)))
+		return items, nil
+	}
+	loop, err := reconcile.NewLoop(reconcile.Options[string]{
+		Reconciler: reconciler, Adopter: adopter, List: list, Resync: -1, Workers: 32,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	if err := loop.Idle(ctx); err != nil {
+		return err
+	}
+	res.IdleNS = int64(time.Since(start))
+	res.ListNS = listed.Load()
+	res.Reconciled = reconciled.Load()
+	res.Executions = len(handles)
+	cancel()
+	if err := <-done; err != nil {
+		return err
+	}
+	if errs := loop.Stats().Errors; errs != 0 {
+		return fmt.Errorf("%d reconciles failed", errs)
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// recoverySizes are the numbers of executions BenchmarkRecovery restarts
+// over: EXECFSM_RECOVERY, comma-separated (default 1000,10000,100000).
+func recoverySizes(b *testing.B) []int {
+	raw := os.Getenv("EXECFSM_RECOVERY")
+	if raw == "" {
+		raw = "1000,10000,100000"
+	}
+	var sizes []int
+	for _, f := range strings.Split(raw, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("EXECFSM_RECOVERY=%q: want sizes like 1000,10000", raw)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
+// BenchmarkRecovery is a controller restarted over n executions: the
+// time from starting its process until its recovery pass is done (the
+// store opened, every record listed, every execution adopted and
+// reconciled once), on bbolt and on etcd. The executions are made
+// beforehand, each with a full default audit trail and some metadata, as
+// a controller that has run a while leaves them. It reports ms (process
+// start to done, as the parent saw it) and the child's own split:
+// open-ms, list-ms (listing done) and the executions per second.
+//
+//	EXECFSM_RECOVERY=10000 go test ./reliability -run '^$' -bench Recovery -benchtime 1x
+func BenchmarkRecovery(b *testing.B) {
+	for _, n := range recoverySizes(b) {
+		for _, backend := range []string{"bolt", "etcd"} {
+			b.Run(fmt.Sprintf("%s/%d", backend, n), func(b *testing.B) {
+				spec := childSpec{Role: "recover"}
+				if backend == "bolt" {
+					spec.BoltPath = filepath.Join(b.TempDir(), "db")
+					db, err := boltstore.Open(spec.BoltPath, boltstore.Options{})
+					require.NoError(b, err)
+					s, err := db.Store("executions")
+					require.NoError(b, err)
+					makeExecutions(b, s, n)
+					require.NoError(b, db.Close()) // the child takes the file's lock
+				} else {
+					s, prefix := etcdStore(b)
+					spec.Prefix, spec.Etcd = prefix, shared.Endpoints()
+					makeExecutions(b, s, n)
+				}
+				b.ResetTimer()
+				var total, list time.Duration
+				for range b.N {
+					res, took := runRecoveryChild(b, spec)
+					require.Equal(b, n, res.Executions, "every execution adopted")
+					require.Equal(b, int64(n), res.Reconciled, "and reconciled once")
+					total += took
+					list += time.Duration(res.ListNS)
+				}
+				b.StopTimer()
+				per := total / time.Duration(b.N)
+				b.ReportMetric(float64(per.Milliseconds()), "ms")
+				b.ReportMetric(float64((list / time.Duration(b.N)).Milliseconds()), "list-ms")
+				b.ReportMetric(float64(n)/per.Seconds(), "executions/s")
+			})
+		}
+	}
+}
+
+// makeExecutions creates n executions, 32 at a time, each running with
+// a full default audit trail and the metadata recovery keeps.
+func makeExecutions(b *testing.B, store storage.Store, n int) {
+	b.Helper()
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	entries := make([]storage.Entry, storage.DefaultHistoryLimit)
+	for k := range entries {
+		from, to := "running", "paused"
+		if k%2 == 1 {
+			from, to = to, from
+		}
+		entries[k] = storage.Entry{From: from, To: to, Reason: "operator request", Actor: "controller-7f9c",
+			Owner: "controller-7f9c", Epoch: 3, At: at.Add(time.Duration(k) * time.Second), Revision: uint64(k)}
+	}
+	trail, err := storage.NewTrail(entries...)
+	require.NoError(b, err)
+	ids := make(chan int)
+	errs := make(chan error, 32)
+	for range 32 {
+		go func() {
+			var err error
+			for k := range ids {
+				if err == nil {
+					_, err = store.Create(context.Background(), storage.Record{
+						ID: fmt.Sprintf("ex-%06d", k), Status: "running", Previous: "paused", UpdatedAt: at, Since: at,
+						Reason: "operator request", History: trail,
+						Meta: map[string]string{"restarts": "1", "execfsm.io/relocatable": "true", "slicer": "persistent"},
+					})
+				}
+			}
+			errs <- err
+		}()
+	}
+	for k := range n {
+		ids <- k
+	}
+	close(ids)
+	for range 32 {
+		require.NoError(b, <-errs)
+	}
+}
+
+// runRecoveryChild starts a recovering controller and returns what it
+// reported and the time from starting its process until it exited.
+func runRecoveryChild(b *testing.B, spec childSpec) (recoveryResult, time.Duration) {
+	b.Helper()
+	raw, err := json.Marshal(spec)
+	require.NoError(b, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	took := time.Since(start)
+	require.NoError(b, err, "the recovering controller")
+	var res recoveryResult
+	require.NoError(b, json.Unmarshal(out, &res), "its report: %s", out)
+	return res, took
+}
