@@ -258,13 +258,22 @@ func (r Record) MarshalBinary() ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(wireRecord{ID: r.ID, Status: r.Status, Previous: r.Previous, Revision: r.Revision,
-		Owner: r.Owner, Epoch: r.Epoch, UpdatedAt: r.UpdatedAt, Since: r.Since, Reason: r.Reason,
-		History: r.History.entries, HistoryLimit: r.HistoryLimit, Meta: r.Meta})
+	w := r.wire()
+	if data, ok := appendCanonical(append(make([]byte, 0, 256+320*len(w.History)), recordFormatJSON), &w); ok {
+		return data, nil
+	}
+	body, err := json.Marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("storage: record %s: %w", quote.Limited(r.ID), err)
 	}
 	return append([]byte{recordFormatJSON}, body...), nil
+}
+
+// wire is r as MarshalBinary encodes it.
+func (r *Record) wire() wireRecord {
+	return wireRecord{ID: r.ID, Status: r.Status, Previous: r.Previous, Revision: r.Revision,
+		Owner: r.Owner, Epoch: r.Epoch, UpdatedAt: r.UpdatedAt, Since: r.Since, Reason: r.Reason,
+		History: r.History.entries, HistoryLimit: r.HistoryLimit, Meta: r.Meta}
 }
 
 // UnmarshalBinary decodes what MarshalBinary wrote. Anything else (empty
