@@ -544,3 +544,47 @@ func TestAStalledWatchConsumerGetsAReListNotEveryWrite(t *testing.T) {
 func TestZeroStoreFailsWithAnError(t *testing.T) {
 	storagetest.Unusable(t, &etcdstore.Store{}, "New")
 }
+
+// List reads a store of more records than one page of the range it
+// asks etcd for, every record once, in key order, and reports a record
+// that does not decode apart wherever it falls.
+func TestListPagesThroughManyRecords(t *testing.T) {
+	s := newStore(t, etcdstore.Options{})
+	cl := client(t, shared)
+	const n = 2345
+	ids := make(chan int)
+	errs := make(chan error, 16)
+	for range 16 {
+		go func() {
+			var err error
+			for k := range ids {
+				if err == nil {
+					_, err = s.Create(bg, storagetest.Sample(fmt.Sprintf("ex-%05d", k)))
+				}
+			}
+			errs <- err
+		}()
+	}
+	for k := range n {
+		ids <- k
+	}
+	close(ids)
+	for range 16 {
+		require.NoError(t, <-errs)
+	}
+	_, err := cl.Put(bg, s.Prefix()+"records/ex-01500", "\x01{not a record")
+	require.NoError(t, err)
+
+	recs, bad, err := s.List(bg)
+	require.NoError(t, err)
+	require.Len(t, recs, n-1)
+	require.Len(t, bad, 1)
+	require.Equal(t, "ex-01500", bad[0].ID)
+	for k, rec := range recs {
+		want := k
+		if k >= 1500 {
+			want++
+		}
+		require.Equal(t, fmt.Sprintf("ex-%05d", want), rec.ID)
+	}
+}
