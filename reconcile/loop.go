@@ -157,7 +157,7 @@ func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
 	if rl, ok := opt.Limiter.(*rate.Limiter); ok && rl == nil {
 		opt.Limiter = nil // a typed nil is no limiter, not a crash
 	}
-	l := &Loop[K]{opt: opt, backoff: b, clock: opt.Clock, log: opt.Logger, q: newQueue[K](), recovered: make(chan struct{})}
+	l := &Loop[K]{opt: opt, backoff: b, clock: opt.Clock, log: opt.Logger, recovered: make(chan struct{})}
 	if l.clock == nil {
 		l.clock = systemClock{}
 	}
@@ -168,6 +168,7 @@ func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
 	if l.opt.Workers == 0 {
 		l.opt.Workers = 1
 	}
+	l.q = newQueue[K](l.opt.Workers)
 	if l.opt.Resync == 0 {
 		l.opt.Resync = DefaultResync
 	}
@@ -263,8 +264,8 @@ func (l *Loop[K]) Run(ctx context.Context) error {
 		}
 	}
 	close(l.recovered)
-	for range l.opt.Workers {
-		goroutine(func() { l.work(ctx) })
+	for home := range l.opt.Workers {
+		goroutine(func() { l.work(ctx, home%len(l.q.shards)) })
 	}
 	<-ctx.Done()
 	return nil
@@ -385,9 +386,10 @@ func (l *Loop[K]) delayer(ctx context.Context) {
 	}
 }
 
-func (l *Loop[K]) work(ctx context.Context) {
+// work is one worker; home is the queue shard it takes keys from first.
+func (l *Loop[K]) work(ctx context.Context, home int) {
 	for {
-		k, ok := l.q.get()
+		k, ok := l.q.get(home)
 		// While keys are queued, finishing one and taking the next is one
 		// trip through the queue's lock.
 		for ok {
@@ -401,11 +403,11 @@ func (l *Loop[K]) work(ctx context.Context) {
 					// backoff and this worker goes on, so neither is lost.
 					retry := l.q.backoff(k, l.backoff)
 					l.log.Error("rate limiter refused a reconcile; retrying the key", "key", k, "err", err, "retry_in", retry)
-					k, ok, _ = l.q.finishNext(k, false, retry, l.clock.Now())
+					k, ok, _ = l.q.finishNext(k, home, false, retry, l.clock.Now())
 					continue
 				}
 			}
-			k, ok = l.process(ctx, k)
+			k, ok = l.process(ctx, k, home)
 		}
 		if ctx.Err() != nil {
 			return
@@ -415,7 +417,7 @@ func (l *Loop[K]) work(ctx context.Context) {
 
 // process reconciles k, finishes it and returns the next queued key, if
 // any.
-func (l *Loop[K]) process(ctx context.Context, k K) (K, bool) {
+func (l *Loop[K]) process(ctx context.Context, k K, home int) (K, bool) {
 	var start time.Time
 	if l.reconcile != nil {
 		start = l.clock.Now()
@@ -453,7 +455,7 @@ func (l *Loop[K]) process(ctx context.Context, k K) (K, bool) {
 	if ev.RetryIn > 0 || l.reconcile != nil {
 		now = l.clock.Now()
 	}
-	next, ok, depth := l.q.finishNext(k, forget, ev.RetryIn, now)
+	next, ok, depth := l.q.finishNext(k, home, forget, ev.RetryIn, now)
 	if l.reconcile != nil {
 		ev.Duration = now.Sub(start)
 		ev.QueueDepth = depth

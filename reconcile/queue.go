@@ -3,8 +3,10 @@ package reconcile
 import (
 	"container/heap"
 	"context"
+	"hash/maphash"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,138 +20,273 @@ import (
 //     seen during a pass is lost;
 //   - keys can be added after a delay (backoff, RequeueAfter); the
 //     earliest due time of a key wins.
+//
+// The keys are spread over shards by hash, one per worker (up to
+// maxShards), each with its own lock, and a key's state lives in its
+// shard only. A worker takes keys from its own shard first and from the
+// others when its own is empty, so no key waits while a worker is idle.
+// With one lock for every key, the workers and the goroutine adding keys
+// handed it back and forth on every key, and four workers were slower
+// than one. Keys come out of a shard in the order they went in; across
+// shards the order is roughly the order of adding.
 type queue[K comparable] struct {
-	mu       sync.Mutex
-	cond     sync.Cond
-	items    []K
-	head     int
-	keys     map[K]keyState // every key queued or processing; one map, few lookups
-	busy     int            // keys processing
+	shards []shard[K]
+	seed   maphash.Seed
+
+	queued  atomic.Int64 // keys waiting in some shard
+	busy    atomic.Int64 // keys being processed
+	stopped atomic.Bool
+
+	// Workers with nothing to do sleep on park; sleepers is counted
+	// before they look at queued one last time, and read by add after it
+	// counted its key, so a key never waits while every worker sleeps.
+	parkMu   sync.Mutex
+	park     sync.Cond
+	sleepers atomic.Int32
+
+	// Delays, retries and failure counts: only keys that fail or ask to
+	// be requeued come here.
+	delayMu  sync.Mutex
 	failures map[K]int
+	failed   atomic.Int64 // len(failures), read without delayMu
 	delayed  delayHeap[K]
 	due      map[K]time.Time // earliest due time per delayed key
-	stopped  bool
-	wake     chan struct{} // tells the delayer the earliest due time changed
-	changed  chan struct{} // closed on every change while someone waits for idle
-	waiters  int
+	delays   atomic.Int64    // len(due)
+	wake     chan struct{}   // tells the delayer the earliest due time changed
+
+	idleMu  sync.Mutex
+	idleNow chan struct{} // closed when the queue is idle or stopped while someone waits
+	idlers  atomic.Int32
 }
 
-func newQueue[K comparable]() *queue[K] {
+// maxShards bounds the shards: a worker that finds its own empty looks
+// at every other one.
+const maxShards = 64
+
+// shard holds the keys that hash to it.
+type shard[K comparable] struct {
+	mu    sync.Mutex
+	keys  map[K]keyState // every key queued or processing
+	items []K
+	head  int
+	_     [64]byte // keep neighbouring shards' locks off one cache line
+}
+
+func newQueue[K comparable](workers int) *queue[K] {
+	n := min(max(workers, 1), maxShards)
 	q := &queue[K]{
-		keys:     map[K]keyState{},
+		shards:   make([]shard[K], n),
+		seed:     maphash.MakeSeed(),
 		failures: map[K]int{},
 		due:      map[K]time.Time{},
 		wake:     make(chan struct{}, 1),
 	}
-	q.cond.L = &q.mu
+	for i := range q.shards {
+		q.shards[i].keys = map[K]keyState{}
+	}
+	q.park.L = &q.parkMu
 	return q
 }
 
-// addLocked queues k unless it is queued already or being processed.
-func (q *queue[K]) addLocked(k K) {
-	if q.stopped {
-		return
+func (q *queue[K]) shardOf(k K) *shard[K] {
+	if len(q.shards) == 1 {
+		return &q.shards[0]
 	}
-	switch st := q.keys[k]; st {
+	// maphash.Comparable was a quarter of an add's time: strings and
+	// integers, the keys controllers use, hash the cheap way. A bad
+	// spread costs speed (one busy shard), never correctness.
+	var h uint64
+	switch v := any(k).(type) {
+	case string:
+		h = maphash.String(q.seed, v)
+	case int:
+		h = fibonacci(uint64(v))
+	case int64:
+		h = fibonacci(uint64(v))
+	case uint64:
+		h = fibonacci(v)
+	case int32:
+		h = fibonacci(uint64(v))
+	case uint32:
+		h = fibonacci(uint64(v))
+	default:
+		h = maphash.Comparable(q.seed, k)
+	}
+	return &q.shards[h%uint64(len(q.shards))]
+}
+
+// fibonacci spreads consecutive integers over the high bits, which it
+// then brings down.
+func fibonacci(v uint64) uint64 { return (v * 0x9e3779b97f4a7c15) >> 32 }
+
+// addLocked queues k in s unless it is queued already or being processed;
+// s.mu must be held. It reports whether k was queued.
+func (q *queue[K]) addLocked(s *shard[K], k K) bool {
+	if q.stopped.Load() {
+		return false
+	}
+	switch st := s.keys[k]; st {
 	case queued, processingDirty:
-		return
+		return false
 	case processing:
-		q.keys[k] = processingDirty
-		return
+		s.keys[k] = processingDirty
+		return false
 	}
-	q.keys[k] = queued
-	q.items = append(q.items, k)
-	q.cond.Signal()
+	s.keys[k] = queued
+	s.items = append(s.items, k)
+	q.queued.Add(1)
+	return true
 }
 
 func (q *queue[K]) add(keys ...K) {
-	q.mu.Lock()
+	added := false
 	for _, k := range keys {
-		q.addLocked(k)
+		s := q.shardOf(k)
+		s.mu.Lock()
+		added = q.addLocked(s, k) || added
+		s.mu.Unlock()
 	}
-	q.changedLocked()
-	q.mu.Unlock()
+	if added {
+		q.wakeWorker()
+	}
 }
 
-// get blocks until a key is ready or the queue is stopped.
-func (q *queue[K]) get() (K, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for q.head == len(q.items) && !q.stopped {
-		q.cond.Wait()
+// wakeWorker wakes a sleeping worker, if there is one, for a key just
+// queued.
+func (q *queue[K]) wakeWorker() {
+	if q.sleepers.Load() > 0 {
+		q.parkMu.Lock()
+		q.park.Signal()
+		q.parkMu.Unlock()
 	}
-	if q.stopped {
-		var zero K
+}
+
+// popLocked hands the next key of s to the caller, if it has one; s.mu
+// must be held.
+func (q *queue[K]) popLocked(s *shard[K]) (K, bool) {
+	var zero K
+	if s.head == len(s.items) || q.stopped.Load() {
 		return zero, false
 	}
-	return q.popLocked()
-}
-
-// popLocked hands the next queued key to the caller; one must be queued.
-func (q *queue[K]) popLocked() (K, bool) {
-	k := q.items[q.head]
-	var zero K
-	q.items[q.head] = zero
-	q.head++
-	if q.head == len(q.items) {
-		q.items, q.head = q.items[:0], 0
-	} else if q.head > 1024 && q.head*2 > len(q.items) {
-		q.items, q.head = append(q.items[:0], q.items[q.head:]...), 0
+	k := s.items[s.head]
+	s.items[s.head] = zero
+	s.head++
+	if s.head == len(s.items) {
+		s.items, s.head = s.items[:0], 0
+	} else if s.head > 1024 && s.head*2 > len(s.items) {
+		s.items, s.head = append(s.items[:0], s.items[s.head:]...), 0
 	}
-	q.keys[k] = processing
-	q.busy++
+	s.keys[k] = processing
+	q.busy.Add(1)
+	q.queued.Add(-1)
 	return k, true
 }
 
-// finishNext ends processing of k and gets the next key without waiting,
-// in one critical section, so a busy worker takes the lock once per key
-// instead of twice: it resets k's backoff if asked, schedules k again
-// after retryIn if positive, queues it at once if it was added meanwhile,
-// and returns the next queued key, if any, with the depth after all that.
-func (q *queue[K]) finishNext(k K, forget bool, retryIn time.Duration, now time.Time) (next K, ok bool, depth int) {
-	q.mu.Lock()
-	if forget && len(q.failures) > 0 {
-		delete(q.failures, k)
+// tryGet takes a queued key without waiting: from shard home first, then
+// from the others.
+func (q *queue[K]) tryGet(home int) (K, bool) {
+	n := len(q.shards)
+	for i := range n {
+		if q.queued.Load() <= 0 {
+			break
+		}
+		s := &q.shards[(home+i)%n]
+		s.mu.Lock()
+		k, ok := q.popLocked(s)
+		s.mu.Unlock()
+		if ok {
+			return k, true
+		}
 	}
-	if retryIn > 0 {
-		q.addAfterLocked(k, retryIn, now)
+	var zero K
+	return zero, false
+}
+
+// get blocks until a key is ready or the queue is stopped; home is the
+// worker's own shard.
+func (q *queue[K]) get(home int) (K, bool) {
+	for {
+		if k, ok := q.tryGet(home); ok {
+			return k, true
+		}
+		if q.stopped.Load() {
+			var zero K
+			return zero, false
+		}
+		q.parkMu.Lock()
+		q.sleepers.Add(1)
+		// Counted as a sleeper before this last look: an add after it
+		// wakes this worker, an add before it is seen here.
+		if q.queued.Load() <= 0 && !q.stopped.Load() {
+			q.park.Wait()
+		}
+		q.sleepers.Add(-1)
+		q.parkMu.Unlock()
 	}
-	q.doneLocked(k)
-	if q.head < len(q.items) && !q.stopped {
-		next, ok = q.popLocked()
+}
+
+// finishNext ends processing of k and gets the next key without waiting:
+// it resets k's backoff if asked, schedules k again after retryIn if
+// positive, queues it at once if it was added meanwhile, and returns the
+// next queued key, if any (from k's shard while it holds its lock, then
+// from home and the others), with the depth after all that.
+func (q *queue[K]) finishNext(k K, home int, forget bool, retryIn time.Duration, now time.Time) (next K, ok bool, depth int) {
+	if (forget && q.failed.Load() > 0) || retryIn > 0 {
+		q.delayMu.Lock()
+		if forget && len(q.failures) > 0 {
+			delete(q.failures, k)
+			q.failed.Store(int64(len(q.failures)))
+		}
+		if retryIn > 0 {
+			q.addAfterLocked(k, retryIn, now)
+		}
+		q.delayMu.Unlock()
 	}
-	depth = q.depthLocked()
-	q.mu.Unlock()
-	return next, ok, depth
+	s := q.shardOf(k)
+	s.mu.Lock()
+	requeued := q.doneLocked(s, k)
+	next, ok = q.popLocked(s)
+	s.mu.Unlock()
+	if !ok {
+		next, ok = q.tryGet(home)
+	}
+	if requeued && !ok {
+		q.wakeWorker()
+	}
+	q.notifyIdle()
+	return next, ok, q.depth()
 }
 
 // done ends processing of k and queues it again if it was added meanwhile.
 func (q *queue[K]) done(k K) {
-	q.mu.Lock()
-	q.doneLocked(k)
-	q.mu.Unlock()
+	s := q.shardOf(k)
+	s.mu.Lock()
+	requeued := q.doneLocked(s, k)
+	s.mu.Unlock()
+	if requeued {
+		q.wakeWorker()
+	}
+	q.notifyIdle()
 }
 
-func (q *queue[K]) doneLocked(k K) {
-	q.busy--
-	if q.keys[k] != processingDirty || q.stopped {
-		delete(q.keys, k)
+// doneLocked ends processing of k in s, whose lock must be held, and
+// reports whether k was queued again.
+func (q *queue[K]) doneLocked(s *shard[K], k K) bool {
+	requeue := s.keys[k] == processingDirty && !q.stopped.Load()
+	if requeue {
+		s.keys[k] = queued
+		s.items = append(s.items, k)
+		q.queued.Add(1)
 	} else {
-		q.keys[k] = queued
-		q.items = append(q.items, k)
-		q.cond.Signal()
+		delete(s.keys, k)
 	}
-	q.changedLocked()
+	q.busy.Add(-1)
+	return requeue
 }
 
-// addAfterLocked queues k after d.
+// addAfterLocked queues k after d; delayMu must be held.
 func (q *queue[K]) addAfterLocked(k K, d time.Duration, now time.Time) {
-	if q.stopped {
-		return
-	}
-	if d <= 0 {
-		q.addLocked(k)
-		q.changedLocked()
+	if q.stopped.Load() {
 		return
 	}
 	at := now.Add(d)
@@ -157,6 +294,7 @@ func (q *queue[K]) addAfterLocked(k K, d time.Duration, now time.Time) {
 		return
 	}
 	q.due[k] = at
+	q.delays.Store(int64(len(q.due)))
 	heap.Push(&q.delayed, delayed[K]{key: k, at: at})
 	if q.delayed[0].key == k && q.delayed[0].at.Equal(at) {
 		select {
@@ -164,38 +302,46 @@ func (q *queue[K]) addAfterLocked(k K, d time.Duration, now time.Time) {
 		default:
 		}
 	}
-	q.changedLocked()
 }
 
 // promote queues the delayed keys due by now and returns the next due
 // time, if any.
 func (q *queue[K]) promote(now time.Time) (time.Time, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	var ready []K
+	var next time.Time
+	var pending bool
+	q.delayMu.Lock()
 	for len(q.delayed) > 0 {
-		next := q.delayed[0]
-		if cur, ok := q.due[next.key]; !ok || !cur.Equal(next.at) {
+		d := q.delayed[0]
+		if cur, ok := q.due[d.key]; !ok || !cur.Equal(d.at) {
 			heap.Pop(&q.delayed) // superseded by an earlier due time
 			continue
 		}
-		if next.at.After(now) {
-			return next.at, true
+		if d.at.After(now) {
+			next, pending = d.at, true
+			break
 		}
 		heap.Pop(&q.delayed)
-		delete(q.due, next.key)
-		q.addLocked(next.key)
+		delete(q.due, d.key)
+		ready = append(ready, d.key)
 	}
-	q.changedLocked()
-	return time.Time{}, false
+	// Queued while delayMu is still held, so that idle, which holds it
+	// too, never sees a key in neither place.
+	q.add(ready...)
+	q.delays.Store(int64(len(q.due)))
+	q.delayMu.Unlock()
+	q.notifyIdle()
+	return next, pending
 }
 
 // backoff counts a failure of k and returns how long to wait before the
 // next attempt.
 func (q *queue[K]) backoff(k K, b Backoff) time.Duration {
-	q.mu.Lock()
+	q.delayMu.Lock()
 	n := q.failures[k]
 	q.failures[k] = n + 1
-	q.mu.Unlock()
+	q.failed.Store(int64(len(q.failures)))
+	q.delayMu.Unlock()
 	d := b.delay(n)
 	if b.Jitter > 0 {
 		d -= time.Duration(float64(d) * b.Jitter * rand.Float64())
@@ -205,67 +351,104 @@ func (q *queue[K]) backoff(k K, b Backoff) time.Duration {
 
 // stop ends the queue: workers get no more keys, and the keys waiting
 // (queued or delayed) are dropped, so depth is 0 from then on. Keys being
-// processed finish; done and finish ignore them.
+// processed finish; done and finishNext forget them.
 func (q *queue[K]) stop() {
-	q.mu.Lock()
-	q.stopped = true
-	for _, k := range q.items[q.head:] {
-		delete(q.keys, k)
+	q.stopped.Store(true)
+	for i := range q.shards {
+		s := &q.shards[i]
+		s.mu.Lock()
+		for _, k := range s.items[s.head:] {
+			delete(s.keys, k)
+			q.queued.Add(-1)
+		}
+		s.items, s.head = nil, 0
+		s.mu.Unlock()
 	}
-	q.items, q.head = nil, 0
+	q.delayMu.Lock()
 	q.delayed = nil
 	clear(q.due)
+	q.delays.Store(0)
 	clear(q.failures)
-	q.cond.Broadcast()
-	q.changedLocked()
-	q.mu.Unlock()
+	q.failed.Store(0)
+	q.delayMu.Unlock()
+	q.parkMu.Lock()
+	q.park.Broadcast()
+	q.parkMu.Unlock()
+	q.notifyIdle()
 }
 
 // depth returns the number of keys waiting: queued and delayed.
 func (q *queue[K]) depth() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.depthLocked()
+	return int(q.queued.Load() + q.delays.Load())
 }
 
-func (q *queue[K]) depthLocked() int {
-	return len(q.items) - q.head + len(q.due)
+// mayBeIdle is idle as the counters say; they are read one after
+// another, so it is a hint. Every change updates them before it calls
+// notifyIdle, so the change that leaves the queue idle sees it.
+func (q *queue[K]) mayBeIdle() bool {
+	return q.queued.Load() == 0 && q.busy.Load() == 0 && q.delays.Load() == 0
 }
 
-func (q *queue[K]) idleLocked() bool {
-	return q.head == len(q.items) && q.busy == 0 && len(q.due) == 0
-}
-
-// changedLocked wakes idle waiters once the queue is idle or stopped;
-// waking them on every change would cost a channel per key.
-func (q *queue[K]) changedLocked() {
-	if q.waiters > 0 && q.changed != nil && (q.stopped || q.idleLocked()) {
-		close(q.changed)
-		q.changed = nil
+// idle reports whether nothing is queued, processing or delayed, from
+// one snapshot: delayMu and every shard's lock held (in that order, the
+// order promote takes them in).
+func (q *queue[K]) idle() bool {
+	q.delayMu.Lock()
+	defer q.delayMu.Unlock()
+	if len(q.due) > 0 {
+		return false
 	}
+	for i := range q.shards {
+		q.shards[i].mu.Lock()
+	}
+	empty := true
+	for i := range q.shards {
+		empty = empty && len(q.shards[i].keys) == 0
+	}
+	for i := range q.shards {
+		q.shards[i].mu.Unlock()
+	}
+	return empty
+}
+
+// notifyIdle wakes idle waiters once the queue is idle or stopped;
+// waking them on every change would cost a channel per key.
+func (q *queue[K]) notifyIdle() {
+	if q.idlers.Load() == 0 || (!q.stopped.Load() && !q.mayBeIdle()) {
+		return
+	}
+	if !q.stopped.Load() && !q.idle() {
+		return
+	}
+	q.idleMu.Lock()
+	if q.idleNow != nil {
+		close(q.idleNow)
+		q.idleNow = nil
+	}
+	q.idleMu.Unlock()
 }
 
 // waitIdle blocks until nothing is queued, processing or delayed.
 func (q *queue[K]) waitIdle(ctx context.Context) error {
 	for {
-		q.mu.Lock()
-		if q.idleLocked() || q.stopped {
-			q.mu.Unlock()
+		q.idleMu.Lock()
+		if q.idleNow == nil {
+			q.idleNow = make(chan struct{})
+		}
+		ch := q.idleNow
+		q.idlers.Add(1)
+		q.idleMu.Unlock()
+		// Registered before looking: a change that leaves the queue idle
+		// after this look closes ch.
+		if q.stopped.Load() || q.idle() {
+			q.idlers.Add(-1)
 			return nil
 		}
-		if q.changed == nil {
-			q.changed = make(chan struct{})
-		}
-		ch := q.changed
-		q.waiters++
-		q.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
 		}
-		q.mu.Lock()
-		q.waiters--
-		q.mu.Unlock()
+		q.idlers.Add(-1)
 		if err := ctx.Err(); err != nil {
 			return err
 		}

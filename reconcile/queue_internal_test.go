@@ -1,0 +1,109 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The sharded queue under concurrent adders and workers, some finishing
+// with a retry: no key is ever handed to two workers at once, and no add
+// is lost (the last time each key is handed out comes after its last
+// add), whichever shard a key lands in and whichever worker takes it.
+func TestQueueNeverLosesAnAddNorRunsAKeyTwiceAtOnce(t *testing.T) {
+	for _, workers := range []int{1, 3, 8} {
+		t.Run(fmt.Sprint("workers=", workers), func(t *testing.T) {
+			for seed := range uint64(5) {
+				stressQueue(t, workers, seed)
+			}
+		})
+	}
+}
+
+func stressQueue(t *testing.T, workers int, seed uint64) {
+	const keys, adders, addsEach = 50, 3, 2000
+	q := newQueue[int](workers)
+	var mu sync.Mutex
+	added := make([]int, keys) // adds of each key so far
+	seen := make([]int, keys)  // the adds a hand-out of the key came after
+	inFlight := make([]bool, keys)
+	var fault error
+
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			k, ok := q.get(w % len(q.shards))
+			for ok {
+				mu.Lock()
+				if inFlight[k] && fault == nil {
+					fault = fmt.Errorf("key %d handed to two workers at once", k)
+				}
+				inFlight[k] = true
+				seen[k] = max(seen[k], added[k])
+				mu.Unlock()
+				if rng.IntN(4) == 0 {
+					time.Sleep(time.Duration(rng.IntN(50)) * time.Microsecond)
+				}
+				mu.Lock()
+				inFlight[k] = false
+				mu.Unlock()
+				retry := time.Duration(0)
+				if rng.IntN(20) == 0 {
+					retry = time.Nanosecond // due at once: the delayer below queues it
+				}
+				k, ok, _ = q.finishNext(k, w%len(q.shards), retry == 0, retry, time.Now())
+				if !ok {
+					k, ok = q.get(w % len(q.shards))
+				}
+			}
+		}()
+	}
+	stopDelayer := make(chan struct{})
+	delayerDone := make(chan struct{})
+	go func() {
+		defer close(delayerDone)
+		for {
+			q.promote(time.Now())
+			select {
+			case <-stopDelayer:
+				return
+			case <-q.wake:
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	var adding sync.WaitGroup
+	for a := range adders {
+		adding.Add(1)
+		go func() {
+			defer adding.Done()
+			rng := rand.New(rand.NewPCG(seed, 100+uint64(a)))
+			for range addsEach {
+				k := rng.IntN(keys)
+				mu.Lock()
+				added[k]++
+				mu.Unlock()
+				q.add(k)
+			}
+		}()
+	}
+	adding.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, q.waitIdle(ctx), "the queue drains")
+	q.stop()
+	close(stopDelayer)
+	<-delayerDone
+	wg.Wait()
+	require.NoError(t, fault)
+	require.Equal(t, added, seen, "every key was handed out after its last add")
+	require.Zero(t, q.depth())
+}
