@@ -127,7 +127,7 @@ func clientGoPass(b *testing.B, keys []int, workers int) {
 // and not yet taken by a worker (100k keys, no worker running).
 func BenchmarkQueueMemory(b *testing.B) {
 	keys := queueKeys("distinct")
-	b.Run("client-go", func(b *testing.B) {
+	b.Run("lib=client-go", func(b *testing.B) {
 		for range b.N {
 			before := heapInUse()
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[int]())
@@ -139,7 +139,7 @@ func BenchmarkQueueMemory(b *testing.B) {
 			q.ShutDown()
 		}
 	})
-	b.Run("execfsm", func(b *testing.B) {
+	b.Run("lib=execfsm", func(b *testing.B) {
 		for range b.N {
 			before := heapInUse()
 			l, err := reconcile.NewLoop(reconcile.Options[int]{Reconciler: reconcile.ReconcilerFunc[int](noopReconcile), Resync: -1})

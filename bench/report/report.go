@@ -97,7 +97,7 @@ func Parse(r io.Reader) (*Run, error) {
 
 // peers are the libraries of the side-by-side benchmarks; execfsm is the
 // baseline of the speed-up column.
-var peers = []string{"execfsm", "looplab", "stateless-immediate", "stateless-queued", "bare-array"}
+var peers = []string{"execfsm", "looplab", "stateless-immediate", "stateless-queued", "client-go", "bare-array", "bare-cas"}
 
 // Write renders the run as Markdown.
 func Write(w io.Writer, run *Run, header string) error {
@@ -106,6 +106,7 @@ func Write(w io.Writer, run *Run, header string) error {
 	if len(run.Env) > 0 {
 		b.WriteString("\n```\n" + strings.Join(run.Env, "\n") + "\n```\n")
 	}
+	writeTargets(&b, run)
 	groups, order, others := group(run)
 	if len(order) > 0 {
 		b.WriteString("\n## execfsm and its peers\n\nMedian of the runs; speed-up is the peer's time over execfsm's (higher: execfsm is faster).\n")

@@ -74,3 +74,35 @@ func FuzzParse(f *testing.F) {
 		require.NoError(t, Write(&out, run, ""))
 	})
 }
+
+func TestTargetsAreComputedFromTheMediansAndJudged(t *testing.T) {
+	in := `pkg: github.com/execfsm/execfsm/bench
+BenchmarkFire/lifecycle/execfsm-2   	100	15.00 ns/op	0 B/op	0 allocs/op
+BenchmarkFire/lifecycle/looplab-2   	100	420.0 ns/op	289 B/op	5 allocs/op
+BenchmarkFire/lifecycle/bare-cas-2  	100	3.000 ns/op	0 B/op	0 allocs/op
+BenchmarkQueue/distinct/workers=4/client-go-2 	10	40000000 ns/op	400.0 ns/add
+BenchmarkQueue/distinct/workers=4/execfsm-2   	10	20000000 ns/op	200.0 ns/add
+pkg: github.com/execfsm/execfsm/reliability
+BenchmarkRecovery/bolt/10000-2 	1	900000000 ns/op	900.0 ms
+BenchmarkLoad/bolt/2000x50-2 	1	1 ns/op	12000 transitions/s	6000 p99-µs
+BenchmarkLoad/etcd/2000x50-2 	1	1 ns/op	5000 transitions/s	16000 p99-µs
+`
+	run, err := Parse(strings.NewReader(in))
+	require.NoError(t, err)
+	var out strings.Builder
+	require.NoError(t, Write(&out, run, "# Benchmarks\n"))
+	got := out.String()
+	for _, row := range []string{
+		"| 1 | bbolt load throughput over etcd's (10k × 100 through the Loop, 32 workers) | ≥ 2× | 2.40× | met |",
+		"| 1 | bbolt load p99 over etcd's | ≤ 1× | 0.38× | met |",
+		"| 3 | Machine.Fire against looplab/fsm on the lifecycle | ≥ 30× | 28.00× | not met |",
+		"| 3 | Machine.Fire allocations | 0 | 0 | met |",
+		"| 3 | Machine.Fire over one bare compare-and-swap (the floor) | — | 5.00× | — |",
+		"| 4 | Loop against client-go's workqueue, 100k distinct keys, 4 workers | ≥ 2× | 2.00× | met |",
+		"| 5 | recovery over 10k executions on bbolt | ≤ 1 s | 900 ms | met |",
+	} {
+		require.Contains(t, got, row)
+	}
+	require.NotContains(t, got, "recovery over 10k executions on etcd", "a target the run did not measure is left out")
+	require.Contains(t, got, "| bare-cas | 3 | 0 | 0 |", "bare-cas is a peer row")
+}

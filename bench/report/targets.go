@@ -1,0 +1,128 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+)
+
+// A target is one of the performance targets, as a ratio or a bound
+// computed from the run's medians.
+type target struct {
+	item  string // where it comes from
+	what  string
+	want  string
+	value func(*Run) (float64, bool)
+	met   func(float64) bool
+	unit  string // appended to the measured value
+}
+
+// targets are issue #17's, in its order.
+var targets = []target{
+	{"1", "bbolt load throughput over etcd's (10k × 100 through the Loop, 32 workers)", "≥ 2×",
+		ratio(metric("reliability", "BenchmarkLoad/bolt/", "transitions/s"), metric("reliability", "BenchmarkLoad/etcd/", "transitions/s")), atLeast(2), "×"},
+	{"1", "bbolt load p99 over etcd's", "≤ 1×",
+		ratio(metric("reliability", "BenchmarkLoad/bolt/", "p99-µs"), metric("reliability", "BenchmarkLoad/etcd/", "p99-µs")), atMost(1), "×"},
+	{"1", "a lone bbolt writer against one transaction per write", "≥ 1× (no slower)",
+		metric("boltstore", "BenchmarkConcurrentWriters/1", "x-one-tx-each"), atLeast(0.95), "×"},
+	{"1", "32 bbolt writers against one transaction per write", "faster",
+		metric("boltstore", "BenchmarkConcurrentWriters/32", "x-one-tx-each"), atLeast(1), "×"},
+	{"2", "Persisted.Fire on bbolt over the raw bbolt transaction", "≤ 1.10×",
+		metric("boltstore", "BenchmarkPersistedFire", "x-raw"), atMost(1.10), "×"},
+	{"2", "Persisted.Fire on etcd over a raw Txn doing the same compare-and-swap", "≤ 1.10×",
+		metric("etcdstore", "BenchmarkPersistedFire", "x-raw"), atMost(1.10), "×"},
+	{"2", "Persisted.Fire on storage.Memory", "≤ 1 µs",
+		metric("transition", "BenchmarkPersistedFireMemoryStore", "ns/op"), atMost(1000), " ns"},
+	{"3", "Machine.Fire against looplab/fsm on the lifecycle", "≥ 30×",
+		ratio(metric("bench", "BenchmarkFire/lifecycle/looplab", "ns/op"), metric("bench", "BenchmarkFire/lifecycle/execfsm", "ns/op")), atLeast(30), "×"},
+	{"3", "Machine.Fire allocations", "0",
+		metric("bench", "BenchmarkFire/lifecycle/execfsm", "allocs/op"), atMost(0), ""},
+	{"3", "Machine.Fire over one bare compare-and-swap (the floor)", "—",
+		ratio(metric("bench", "BenchmarkFire/lifecycle/execfsm", "ns/op"), metric("bench", "BenchmarkFire/lifecycle/bare-cas", "ns/op")), nil, "×"},
+	{"4", "Loop against client-go's workqueue, 100k distinct keys, 1 worker", "—",
+		queueRatio("distinct", 1), nil, "×"},
+	{"4", "Loop against client-go's workqueue, 100k distinct keys, 4 workers", "≥ 2×",
+		queueRatio("distinct", 4), atLeast(2), "×"},
+	{"4", "Loop against client-go's workqueue, 100k adds over 1k keys, 1 worker", "—",
+		queueRatio("hot", 1), nil, "×"},
+	{"4", "Loop against client-go's workqueue, 100k adds over 1k keys, 4 workers", "≥ 2×",
+		queueRatio("hot", 4), atLeast(2), "×"},
+	{"4", "Loop's heap per queued key over client-go's", "≤ 1×",
+		ratio(metric("bench", "BenchmarkQueueMemory/lib=execfsm", "B/key"), metric("bench", "BenchmarkQueueMemory/lib=client-go", "B/key")), atMost(1), "×"},
+	{"5", "recovery over 1k executions on bbolt (process start to recovered)", "—",
+		metric("reliability", "BenchmarkRecovery/bolt/1000", "ms"), nil, " ms"},
+	{"5", "recovery over 10k executions on bbolt", "≤ 1 s",
+		metric("reliability", "BenchmarkRecovery/bolt/10000", "ms"), atMost(1000), " ms"},
+	{"5", "recovery over 100k executions on bbolt", "—",
+		metric("reliability", "BenchmarkRecovery/bolt/100000", "ms"), nil, " ms"},
+	{"5", "recovery over 1k executions on etcd", "—",
+		metric("reliability", "BenchmarkRecovery/etcd/1000", "ms"), nil, " ms"},
+	{"5", "recovery over 10k executions on etcd", "≤ 2 s",
+		metric("reliability", "BenchmarkRecovery/etcd/10000", "ms"), atMost(2000), " ms"},
+	{"5", "recovery over 100k executions on etcd", "—",
+		metric("reliability", "BenchmarkRecovery/etcd/100000", "ms"), nil, " ms"},
+}
+
+// metric is the median of unit in the first result of pkg whose name is
+// name, or starts with it when name ends in a slash.
+func metric(pkg, name, unit string) func(*Run) (float64, bool) {
+	return func(run *Run) (float64, bool) {
+		for _, r := range run.Results {
+			if r.Package != pkg || (r.Name != name && !(strings.HasSuffix(name, "/") && strings.HasPrefix(r.Name, name))) {
+				continue
+			}
+			return r.Median(unit)
+		}
+		return 0, false
+	}
+}
+
+func ratio(num, den func(*Run) (float64, bool)) func(*Run) (float64, bool) {
+	return func(run *Run) (float64, bool) {
+		n, ok1 := num(run)
+		d, ok2 := den(run)
+		if !ok1 || !ok2 || d == 0 {
+			return 0, false
+		}
+		return n / d, true
+	}
+}
+
+// queueRatio is client-go's time per add over the Loop's.
+func queueRatio(shape string, workers int) func(*Run) (float64, bool) {
+	name := fmt.Sprintf("BenchmarkQueue/%s/workers=%d/", shape, workers)
+	return ratio(metric("bench", name+"client-go", "ns/add"), metric("bench", name+"execfsm", "ns/add"))
+}
+
+func atLeast(min float64) func(float64) bool { return func(v float64) bool { return v >= min } }
+func atMost(max float64) func(float64) bool  { return func(v float64) bool { return v <= max } }
+
+// writeTargets renders the targets the run measured, with whether each
+// is met. Why one is not is in the notes that follow the table
+// (bench/notes.md, added by bench/run.sh).
+func writeTargets(b *strings.Builder, run *Run) {
+	var rows []string
+	for _, t := range targets {
+		v, ok := t.value(run)
+		if !ok {
+			continue
+		}
+		verdict := "—"
+		if t.met != nil {
+			verdict = "not met"
+			if t.met(v) {
+				verdict = "met"
+			}
+		}
+		shown := num(v)
+		if t.unit == "×" {
+			shown = fmt.Sprintf("%.2f", v)
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s%s | %s |", t.item, t.what, t.want, shown, t.unit, verdict))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n## Targets\n\nIssue #17's targets, each computed from the medians below; \"—\" is a figure shown for scale.\n\n" +
+		"| item | measure | target | measured | |\n| --- | --- | --- | ---: | --- |\n")
+	b.WriteString(strings.Join(rows, "\n") + "\n")
+}
