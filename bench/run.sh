@@ -7,6 +7,8 @@
 #
 #   bench/run.sh            # COUNT=5 runs of each
 #   COUNT=10 bench/run.sh
+#   REPORT_FROM=run.log bench/run.sh   # only rewrite the report, from the
+#                                      # output of an earlier run (its log)
 #
 # The statistics are medians over the runs; for confidence intervals
 # feed the same output to benchstat (golang.org/x/perf/cmd/benchstat).
@@ -17,16 +19,20 @@ out=$(mktemp)
 header=$(mktemp)
 trap 'rm -f "$out" "$header"' EXIT
 
-go test -run '^$' -bench . -benchmem -count "$count" ./bench/ | tee -a "$out"
-go test -run '^$' -bench . -benchmem -count "$count" ./transition/ ./reconcile/ ./storage/ ./boltstore/ ./etcdstore/ | tee -a "$out"
-# The load run (EXECFSM_LOAD executions x transitions, default 10000x100)
-# and the recovery of a restarted controller (EXECFSM_RECOVERY executions,
-# default 1000,10000,100000) take minutes, so once. Each in a process of
-# its own: after the load run the embedded etcd holds a million writes,
-# and its upkeep would compete with the recovering controller for the
-# CPU (bbolt's 100k recovery took 11 s after it instead of 3).
-go test -run '^$' -bench Load -benchtime 1x -count 1 -timeout 60m ./reliability/ | tee -a "$out"
-go test -run '^$' -bench Recovery -benchtime 1x -count 1 -timeout 60m ./reliability/ | tee -a "$out"
+if [[ -n "${REPORT_FROM:-}" ]]; then
+	cp "$REPORT_FROM" "$out"
+else
+	go test -run '^$' -bench . -benchmem -count "$count" ./bench/ | tee -a "$out"
+	go test -run '^$' -bench . -benchmem -count "$count" ./transition/ ./reconcile/ ./storage/ ./boltstore/ ./etcdstore/ | tee -a "$out"
+	# The load run (EXECFSM_LOAD executions x transitions, default 10000x100)
+	# and the recovery of a restarted controller (EXECFSM_RECOVERY executions,
+	# default 1000,10000,100000) take minutes, so once. Each in a process of
+	# its own: after the load run the embedded etcd holds a million writes,
+	# and its upkeep would compete with the recovering controller for the
+	# CPU (bbolt's 100k recovery took 11 s after it instead of 3).
+	go test -run '^$' -bench Load -benchtime 1x -count 1 -timeout 60m ./reliability/ | tee -a "$out"
+	go test -run '^$' -bench Recovery -benchtime 1x -count 1 -timeout 60m ./reliability/ | tee -a "$out"
+fi
 
 cat > "$header" <<HEADER
 # Benchmarks
