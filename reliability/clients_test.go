@@ -78,16 +78,27 @@ func runChild(raw string) int {
 	return 0
 }
 
-func childFireEtcd(ctx context.Context, spec childSpec) error {
+// childEtcdStore is the store a child process is told to use, and the
+// function that closes its client.
+func childEtcdStore(spec childSpec) (*etcdstore.Store, func(), error) {
 	cl, err := embedded.NewClient(spec.Etcd)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer cl.Close()
 	s, err := etcdstore.New(cl, etcdstore.Options{Prefix: spec.Prefix})
+	if err != nil {
+		_ = cl.Close()
+		return nil, nil, err
+	}
+	return s, func() { _ = cl.Close() }, nil
+}
+
+func childFireEtcd(ctx context.Context, spec childSpec) error {
+	s, closeClient, err := childEtcdStore(spec)
 	if err != nil {
 		return err
 	}
+	defer closeClient()
 	enc := json.NewEncoder(os.Stdout)
 	return fireOps(ctx, s, spec.Client, spec.IDs, spec.Ops, spec.Seed, func(op history.Op) { _ = enc.Encode(op) })
 }

@@ -265,15 +265,11 @@ func requireLegalTrail(t testing.TB, rec storage.Record) {
 }
 
 func childLeaseHolder(ctx context.Context, spec childSpec) error {
-	cl, err := embedded.NewClient(spec.Etcd)
+	s, closeClient, err := childEtcdStore(spec)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	s, err := etcdstore.New(cl, etcdstore.Options{Prefix: spec.Prefix})
-	if err != nil {
-		return err
-	}
+	defer closeClient()
 	ttl, err := time.ParseDuration(spec.TTL)
 	if err != nil {
 		return err

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/boltstore"
-	"github.com/execfsm/execfsm/etcdstore"
-	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
@@ -56,15 +54,11 @@ func childRecover(ctx context.Context, spec childSpec) error {
 		}
 		store = s
 	} else {
-		cl, err := embedded.NewClient(spec.Etcd)
+		s, closeClient, err := childEtcdStore(spec)
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		s, err := etcdstore.New(cl, etcdstore.Options{Prefix: spec.Prefix})
-		if err != nil {
-			return err
-		}
+		defer closeClient()
 		store = s
 	}
 	res := recoveryResult{OpenNS: int64(time.Since(start))}
