@@ -390,8 +390,8 @@ func (l *Loop[K]) delayer(ctx context.Context) {
 func (l *Loop[K]) work(ctx context.Context, home int) {
 	for {
 		k, ok := l.q.get(home)
-		// While keys are queued, finishing one and taking the next is one
-		// trip through the queue's lock.
+		// While keys are queued, finishing one and taking the next from
+		// the same shard is one trip through that shard's lock.
 		for ok {
 			if l.opt.Limiter != nil {
 				if err := l.opt.Limiter.Wait(ctx); err != nil {

@@ -139,26 +139,30 @@ func (q *queue[K]) addLocked(s *shard[K], k K) bool {
 }
 
 func (q *queue[K]) add(keys ...K) {
-	added := false
+	added := 0
 	for _, k := range keys {
 		s := q.shardOf(k)
 		s.mu.Lock()
-		added = q.addLocked(s, k) || added
+		if q.addLocked(s, k) {
+			added++
+		}
 		s.mu.Unlock()
 	}
-	if added {
-		q.wakeWorker()
-	}
+	q.wakeWorkers(added)
 }
 
-// wakeWorker wakes a sleeping worker, if there is one, for a key just
-// queued.
-func (q *queue[K]) wakeWorker() {
-	if q.sleepers.Load() > 0 {
-		q.parkMu.Lock()
-		q.park.Signal()
-		q.parkMu.Unlock()
+// wakeWorkers wakes a sleeping worker for each of n keys just queued, as
+// many as sleep: keys added together (a resync) are spread over the
+// workers, not left to the one woken first.
+func (q *queue[K]) wakeWorkers(n int) {
+	if n <= 0 || q.sleepers.Load() <= 0 {
+		return
 	}
+	q.parkMu.Lock()
+	for range min(n, int(q.sleepers.Load())) {
+		q.park.Signal()
+	}
+	q.parkMu.Unlock()
 }
 
 // popLocked hands the next key of s to the caller, if it has one; s.mu
@@ -250,8 +254,10 @@ func (q *queue[K]) finishNext(k K, home int, forget bool, retryIn time.Duration,
 	if !ok {
 		next, ok = q.tryGet(home)
 	}
-	if requeued && !ok {
-		q.wakeWorker()
+	if requeued && !(ok && next == k) {
+		// k waits in the queue while this worker goes on with another:
+		// a sleeping worker takes it.
+		q.wakeWorkers(1)
 	}
 	q.notifyIdle()
 	return next, ok, q.depth()
@@ -264,7 +270,7 @@ func (q *queue[K]) done(k K) {
 	requeued := q.doneLocked(s, k)
 	s.mu.Unlock()
 	if requeued {
-		q.wakeWorker()
+		q.wakeWorkers(1)
 	}
 	q.notifyIdle()
 }

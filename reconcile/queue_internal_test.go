@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/testwait"
 	"github.com/stretchr/testify/require"
 )
 
@@ -106,4 +107,30 @@ func stressQueue(t *testing.T, workers int, seed uint64) {
 	require.NoError(t, fault)
 	require.Equal(t, added, seen, "every key was handed out after its last add")
 	require.Zero(t, q.depth())
+}
+
+// Keys added together while every worker sleeps wake as many workers as
+// there are keys: a resync's keys are not left to one worker while the
+// others sleep.
+func TestQueueAddWakesAWorkerPerKey(t *testing.T) {
+	const workers = 4
+	q := newQueue[int](workers)
+	got := make(chan int, workers)
+	for w := range workers {
+		go func() {
+			if k, ok := q.get(w); ok {
+				got <- k
+			}
+		}()
+	}
+	deadline := time.Now().Add(testwait.Bound)
+	for q.sleepers.Load() < workers {
+		require.True(t, time.Now().Before(deadline), "the workers did not go to sleep: %d of %d", q.sleepers.Load(), workers)
+		time.Sleep(time.Millisecond)
+	}
+	q.add(1, 2, 3, 4)
+	for range workers {
+		testwait.Recv(t, got, "a worker to wake for each key") // none of them finishes its key
+	}
+	q.stop()
 }
