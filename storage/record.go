@@ -302,14 +302,8 @@ func (r *Record) UnmarshalBinary(data []byte) error {
 		Epoch: w.Epoch, UpdatedAt: w.UpdatedAt, Since: w.Since, Reason: w.Reason, HistoryLimit: w.HistoryLimit, Meta: w.Meta}
 	// validate's own words, not Validate's: "storage: corrupt record:
 	// storage: record …: invalid record: …" says it twice.
-	err := checkEntries(w.History)
-	if err == nil && len(w.History) > MaxHistory {
-		err = fmt.Errorf("history has %d entries, at most %d", len(w.History), MaxHistory)
-	}
-	if err == nil {
-		if len(w.History) > 0 {
-			v.History = Trail{entries: w.History}
-		}
+	var err error
+	if v.History, err = trailOf(w.History); err == nil {
 		err = v.validate()
 	}
 	if err != nil {

@@ -30,16 +30,19 @@ type Trail struct {
 // creation); the error matches [ErrInvalidRecord]. At most [MaxHistory]
 // entries. The trail keeps its own copy of entries.
 func NewTrail(entries ...Entry) (Trail, error) {
-	return trailOf(append([]Entry(nil), entries...))
+	t, err := trailOf(append([]Entry(nil), entries...))
+	if err != nil {
+		return Trail{}, fmt.Errorf("storage: trail: %w: %v", ErrInvalidRecord, err)
+	}
+	return t, nil
 }
 
-// trailOf is NewTrail taking entries over instead of copying them.
+// trailOf is NewTrail taking entries over instead of copying them; the
+// error names no sentinel (decoding adds ErrCorrupt, NewTrail
+// ErrInvalidRecord).
 func trailOf(entries []Entry) (Trail, error) {
-	if len(entries) > MaxHistory {
-		return Trail{}, fmt.Errorf("storage: trail: %w: %d entries, at most %d", ErrInvalidRecord, len(entries), MaxHistory)
-	}
 	if err := checkEntries(entries); err != nil {
-		return Trail{}, fmt.Errorf("storage: trail: %w: %v", ErrInvalidRecord, err)
+		return Trail{}, err
 	}
 	if len(entries) == 0 {
 		return Trail{}, nil
@@ -49,6 +52,9 @@ func trailOf(entries []Entry) (Trail, error) {
 
 // checkEntries returns what is wrong with a trail's entries.
 func checkEntries(entries []Entry) error {
+	if len(entries) > MaxHistory {
+		return fmt.Errorf("history has %d entries, at most %d", len(entries), MaxHistory)
+	}
 	for k := range entries {
 		if err := entries[k].check(); err != nil {
 			return fmt.Errorf("history[%d]: %v", k, err)
@@ -189,7 +195,7 @@ func (t *Trail) UnmarshalJSON(data []byte) error {
 	}
 	trail, err := trailOf(entries)
 	if err != nil {
-		return err
+		return fmt.Errorf("storage: trail: %w: %v", ErrInvalidRecord, err)
 	}
 	*t = trail
 	return nil

@@ -530,8 +530,8 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec storage.Record, u Up
 }
 
 // mergeMeta applies set and unset to meta and reports whether anything
-// changed. meta is never modified: a change is made to a copy, and an
-// unchanged meta is returned as it is. An empty result is nil.
+// changed. meta is never modified: a change is made to a copy (nil when
+// it leaves nothing), and an unchanged meta is returned as it is.
 func mergeMeta(meta, set map[string]string, unset []string) (map[string]string, bool) {
 	if !changesMeta(meta, set, unset) {
 		return meta, false
