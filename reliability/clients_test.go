@@ -13,8 +13,6 @@ import (
 
 	"github.com/execfsm/execfsm/storage"
 
-	"github.com/execfsm/execfsm/etcdstore"
-	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/reliability/workload"
 	"github.com/stretchr/testify/require"
@@ -78,27 +76,12 @@ func runChild(raw string) int {
 	return 0
 }
 
-// childEtcdStore is the store a child process is told to use, and the
-// function that closes its client.
-func childEtcdStore(spec childSpec) (*etcdstore.Store, func(), error) {
-	cl, err := embedded.NewClient(spec.Etcd)
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := etcdstore.New(cl, etcdstore.Options{Prefix: spec.Prefix})
-	if err != nil {
-		_ = cl.Close()
-		return nil, nil, err
-	}
-	return s, func() { _ = cl.Close() }, nil
-}
-
 func childFireEtcd(ctx context.Context, spec childSpec) error {
-	s, closeClient, err := childEtcdStore(spec)
+	s, closeStore, err := childStore(spec)
 	if err != nil {
 		return err
 	}
-	defer closeClient()
+	defer closeStore()
 	enc := json.NewEncoder(os.Stdout)
 	return fireOps(ctx, s, spec.Client, spec.IDs, spec.Ops, spec.Seed, func(op history.Op) { _ = enc.Encode(op) })
 }

@@ -48,7 +48,14 @@ func (s announcing) Acquire(ctx context.Context, id string, l storage.Lease) (st
 	return own, rec, err
 }
 
-func crashStore(spec childSpec) (storage.Store, func(), error) {
+// childStore opens the store a child process is told to use (a bbolt
+// file, or etcd under a prefix) and returns the function that closes it.
+// A bbolt child waits for the file's lock, which a predecessor killed a
+// moment ago may still hold.
+func childStore(spec childSpec) (interface {
+	storage.Store
+	storage.Lister
+}, func(), error) {
 	if spec.BoltPath != "" {
 		db, err := boltstore.Open(spec.BoltPath, boltstore.Options{Timeout: 10 * time.Second})
 		if err != nil {
@@ -82,7 +89,7 @@ func crashStore(spec childSpec) (storage.Store, func(), error) {
 //	hook <rev> <status>       the observer saw it
 //	ack <rev> <status>        Fire returned it
 func childCrashWriter(ctx context.Context, spec childSpec) error {
-	store, closeStore, err := crashStore(spec)
+	store, closeStore, err := childStore(spec)
 	if err != nil {
 		return err
 	}
@@ -160,7 +167,7 @@ func TestSIGKILLAtRandomPointsLosesNothingAndDecisionsAgree(t *testing.T) {
 				spec.Etcd = shared.Endpoints()
 			}
 			open := func() (storage.Store, func()) {
-				s, c, err := crashStore(spec)
+				s, c, err := childStore(spec)
 				require.NoError(t, err)
 				return s, c
 			}
@@ -265,11 +272,11 @@ func requireLegalTrail(t testing.TB, rec storage.Record) {
 }
 
 func childLeaseHolder(ctx context.Context, spec childSpec) error {
-	s, closeClient, err := childEtcdStore(spec)
+	s, closeStore, err := childStore(spec)
 	if err != nil {
 		return err
 	}
-	defer closeClient()
+	defer closeStore()
 	ttl, err := time.ParseDuration(spec.TTL)
 	if err != nil {
 		return err

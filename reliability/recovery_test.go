@@ -38,29 +38,11 @@ type recoveryResult struct {
 // with 32 workers, then reports and exits.
 func childRecover(ctx context.Context, spec childSpec) error {
 	start := time.Now()
-	var store interface {
-		storage.Store
-		storage.Lister
+	store, closeStore, err := childStore(spec)
+	if err != nil {
+		return err
 	}
-	if spec.BoltPath != "" {
-		db, err := boltstore.Open(spec.BoltPath, boltstore.Options{})
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		s, err := db.Store("executions")
-		if err != nil {
-			return err
-		}
-		store = s
-	} else {
-		s, closeClient, err := childEtcdStore(spec)
-		if err != nil {
-			return err
-		}
-		defer closeClient()
-		store = s
-	}
+	defer closeStore()
 	res := recoveryResult{OpenNS: int64(time.Since(start))}
 	var mu sync.Mutex
 	handles := map[string]*transition.Persisted[state.Status]{}
