@@ -94,6 +94,9 @@ type DB struct {
 	pending   []*request
 	writer    chan struct{}
 	heads     heads // the leader's: see heads.go
+	// lastBatch is how many writes the last leader committed (and
+	// woke); only the holder of the writer's turn touches it.
+	lastBatch int
 }
 
 var (
