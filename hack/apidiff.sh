@@ -15,10 +15,10 @@ cd "$(dirname "$0")/.."
 apidiff="go run golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4"
 mode=${1:-check}
 
-# The public packages: those of the published modules (the core, etcdstore
-# and kube), internal ones left out.
+# The public packages: those of the published modules (the core, etcdstore,
+# kube and looplabfsm), internal ones left out.
 packages() {
-	for dir in . etcdstore kube; do
+	for dir in . etcdstore kube looplabfsm; do
 		(cd "$dir" && go list ./...) | grep -v '/internal'
 	done
 }

@@ -323,11 +323,11 @@ func installTest(ctx context.Context, tmp string, mods []mod, env []string, vers
 	return nil
 }
 
-// public reports whether users install the module: the library and its
-// stores, not the examples, the suites or these tools.
+// public reports whether users install the module: the library, its
+// stores and its bridges, not the examples, the suites or these tools.
 func public(path string) bool {
 	switch strings.TrimPrefix(path, repoPrefix) {
-	case "", "/etcdstore", "/kube":
+	case "", "/etcdstore", "/kube", "/looplabfsm":
 		return true
 	}
 	return false

@@ -1,0 +1,48 @@
+// Package looplabfsm brings programs built on github.com/looplab/fsm to
+// execfsm: their machine definitions checked as tables, and their
+// machines persisted, surviving a crash and shared between instances.
+//
+// [Table] turns a looplab/fsm definition (its events and initial state)
+// into a validated [transition.Table]: Build's checks find the states no
+// event reaches and the traps, Mermaid and DOT draw it, transitiontest
+// property-tests it.
+//
+// [Open] returns an [FSM]: a looplab/fsm machine, at the state a store
+// holds, whose every transition is written first, by compare-and-swap
+// with its audit entry, under the ownership the process took. An event
+// whose write fails is cancelled, so the machine never runs ahead of the
+// store; a restarted process calls Open again and gets its machine back
+// where it was.
+//
+//	table, err := looplabfsm.Table("closed", events)
+//	p, err := transition.NewPersisted(table, store, "door-1", transition.PersistedOptions[string]{})
+//	door, err := looplabfsm.Open(ctx, p, looplabfsm.Options{
+//		Events: events, Callbacks: callbacks,
+//		Lease:  storage.Lease{Holder: podName, TTL: 15 * time.Second},
+//	})
+//	err = door.Event(ctx, "open")
+//
+// # Callbacks
+//
+// looplab/fsm calls before_<EVENT>, before_event, leave_<STATE>,
+// leave_state, then moves, then enter_<STATE>, enter_state, after_<EVENT>,
+// after_event. The FSM keeps that order and writes between leave_state
+// and the move: the last point at which looplab/fsm can still cancel.
+// So a before_ or leave_ callback that cancels the event writes nothing,
+// and enter_ and after_ callbacks run only once the store has the move.
+// An asynchronous transition is written by [FSM.Transition] when it
+// completes.
+//
+// looplab/fsm holds its event lock through the before_ and leave_
+// callbacks: firing an event from one of them deadlocks in looplab/fsm.
+// [FSM.Event] recognises the context those callbacks are given and
+// returns [ErrReentrant] instead; e.FSM.Event (looplab/fsm's own) still
+// deadlocks. From enter_ and after_ callbacks both work, and the event
+// fired there is written after the one that fired it.
+//
+// # Where it lives
+//
+// The package is its own module, github.com/execfsm/execfsm/looplabfsm,
+// so the core module does not require looplab/fsm of programs that do
+// not use it.
+package looplabfsm
