@@ -80,8 +80,9 @@ func TestTargetsAreComputedFromTheMediansAndJudged(t *testing.T) {
 BenchmarkFire/lifecycle/execfsm-2   	100	15.00 ns/op	0 B/op	0 allocs/op
 BenchmarkFire/lifecycle/looplab-2   	100	420.0 ns/op	289 B/op	5 allocs/op
 BenchmarkFire/lifecycle/bare-cas-2  	100	3.000 ns/op	0 B/op	0 allocs/op
-BenchmarkQueue/distinct/workers=4/client-go-2 	10	40000000 ns/op	400.0 ns/add
-BenchmarkQueue/distinct/workers=4/execfsm-2   	10	20000000 ns/op	200.0 ns/add
+BenchmarkQueue/distinct/workers=4-2 	10	60000000 ns/op	400.0 client-go-ns/add	200.0 execfsm-ns/add	2.000 x-client-go
+BenchmarkQueue/distinct/workers=4-2 	10	60000000 ns/op	400.0 client-go-ns/add	250.0 execfsm-ns/add	1.600 x-client-go
+BenchmarkQueue/distinct/workers=4-2 	10	60000000 ns/op	400.0 client-go-ns/add	180.0 execfsm-ns/add	2.222 x-client-go
 pkg: github.com/execfsm/execfsm/reliability
 BenchmarkRecovery/bolt/10000-2 	1	900000000 ns/op	900.0 ms
 BenchmarkLoad/bolt/2000x50-2 	1	1 ns/op	12000 transitions/s	6000 p99-µs
