@@ -338,10 +338,13 @@ func (f *FSM) Sync(ctx context.Context) error {
 	if f.machine == nil {
 		return errZeroFSM
 	}
+	// Not held while setting the state: a leave_ callback of an event in
+	// progress takes f.mu while looplab/fsm holds the state's lock.
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.pending != nil {
-		return fmt.Errorf("looplabfsm: Sync %s: event %q is in transition; complete it with Transition first", f.p.ID(), f.pending.event)
+	pending := f.pending
+	f.mu.Unlock()
+	if pending != nil {
+		return fmt.Errorf("looplabfsm: Sync %s: event %q is in transition; complete it with Transition first", f.p.ID(), pending.event)
 	}
 	cur, _, err := f.p.Load(ctx)
 	if err != nil {
