@@ -287,11 +287,8 @@ func (f *FSM) write(ctx context.Context, mv move) error {
 // context the callback was given), it returns [ErrReentrant] instead of
 // deadlocking as looplab/fsm would.
 func (f *FSM) Event(ctx context.Context, event string, args ...any) error {
-	if err := storage.CheckContext(ctx, "looplabfsm", "Event"); err != nil {
+	if err := f.check(ctx, "Event"); err != nil {
 		return err
-	}
-	if f.machine == nil {
-		return errZeroFSM
 	}
 	if ctx.Value(reentrantKey{}) == f {
 		return fmt.Errorf("looplabfsm: Event %q: %w", event, ErrReentrant)
@@ -305,11 +302,8 @@ func (f *FSM) Event(ctx context.Context, event string, args ...any) error {
 // write fails the machine stays in transition, as looplab/fsm leaves it,
 // and the error says why; a later Transition tries the write again.
 func (f *FSM) Transition(ctx context.Context) error {
-	if err := storage.CheckContext(ctx, "looplabfsm", "Transition"); err != nil {
+	if err := f.check(ctx, "Transition"); err != nil {
 		return err
-	}
-	if f.machine == nil {
-		return errZeroFSM
 	}
 	f.mu.Lock()
 	mv := f.pending
@@ -332,11 +326,8 @@ func (f *FSM) Transition(ctx context.Context) error {
 // store may have moved on. It refuses while an asynchronous transition
 // is pending.
 func (f *FSM) Sync(ctx context.Context) error {
-	if err := storage.CheckContext(ctx, "looplabfsm", "Sync"); err != nil {
+	if err := f.check(ctx, "Sync"); err != nil {
 		return err
-	}
-	if f.machine == nil {
-		return errZeroFSM
 	}
 	// Not held while setting the state: a leave_ callback of an event in
 	// progress takes f.mu while looplab/fsm holds the state's lock.
@@ -356,6 +347,17 @@ func (f *FSM) Sync(ctx context.Context) error {
 
 // errZeroFSM is what a zero FSM's methods that would write return.
 var errZeroFSM = errors.New("looplabfsm: zero FSM: get one with Open")
+
+// check refuses a nil or done ctx and a zero FSM.
+func (f *FSM) check(ctx context.Context, op string) error {
+	if err := storage.CheckContext(ctx, "looplabfsm", op); err != nil {
+		return err
+	}
+	if f.machine == nil {
+		return errZeroFSM
+	}
+	return nil
+}
 
 // Current returns the machine's state ("" for a zero FSM).
 func (f *FSM) Current() string {
