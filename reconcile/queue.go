@@ -40,9 +40,13 @@ type queue[K comparable] struct {
 	// Workers with nothing to do sleep on park; sleepers is counted
 	// before they look at queued one last time, and read by add after it
 	// counted its key, so a key never waits while every worker sleeps.
+	// waking is set while a worker woken for new keys has not run yet:
+	// keys queued meanwhile wake nobody else, and that worker, once it
+	// has a key, wakes the next if more wait (see get).
 	parkMu   sync.Mutex
 	park     sync.Cond
 	sleepers atomic.Int32
+	waking   atomic.Bool
 
 	// Delays, retries and failure counts: only keys that fail or ask to
 	// be requeued come here.
@@ -153,15 +157,19 @@ func (q *queue[K]) add(keys ...K) {
 	q.wakeWorkers(added)
 }
 
-// wakeWorkers wakes a sleeping worker for each of n keys just queued, as
-// many as sleep: keys added together (a resync) are spread over the
-// workers, not left to the one woken first.
+// wakeWorkers wakes a sleeping worker for n keys just queued, unless one
+// woken before has yet to run. Waking one per key made the goroutine
+// adding keys pay a wake-up for nearly every key while the workers kept
+// up (they go back to sleep as soon as the queue is empty); woken one at
+// a time, each passes the wake on when it finds more keys than it takes,
+// so keys added together (a resync) still spread over the workers.
 func (q *queue[K]) wakeWorkers(n int) {
-	if n <= 0 || q.sleepers.Load() <= 0 {
+	if n <= 0 || q.sleepers.Load() <= 0 || q.waking.Load() {
 		return
 	}
 	q.parkMu.Lock()
-	for range min(n, int(q.sleepers.Load())) {
+	if q.sleepers.Load() > 0 && !q.waking.Load() {
+		q.waking.Store(true)
 		q.park.Signal()
 	}
 	q.parkMu.Unlock()
@@ -213,6 +221,9 @@ func (q *queue[K]) tryGet(home int) (K, bool) {
 func (q *queue[K]) get(home int) (K, bool) {
 	for {
 		if k, ok := q.tryGet(home); ok {
+			if q.queued.Load() > 0 {
+				q.wakeWorkers(1) // more than this worker takes: pass it on
+			}
 			return k, true
 		}
 		if q.stopped.Load() {
@@ -222,9 +233,11 @@ func (q *queue[K]) get(home int) (K, bool) {
 		q.parkMu.Lock()
 		q.sleepers.Add(1)
 		// Counted as a sleeper before this last look: an add after it
-		// wakes this worker, an add before it is seen here.
+		// wakes this worker (or one woken before it, still to run, that
+		// will see the key), an add before it is seen here.
 		if q.queued.Load() <= 0 && !q.stopped.Load() {
 			q.park.Wait()
+			q.waking.Store(false) // this is the worker woken (or the queue stopped)
 		}
 		q.sleepers.Add(-1)
 		q.parkMu.Unlock()
