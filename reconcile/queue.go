@@ -145,26 +145,26 @@ func (q *queue[K]) addLocked(s *shard[K], k K) bool {
 }
 
 func (q *queue[K]) add(keys ...K) {
-	added := 0
+	added := false
 	for _, k := range keys {
 		s := q.shardOf(k)
 		s.mu.Lock()
-		if q.addLocked(s, k) {
-			added++
-		}
+		added = q.addLocked(s, k) || added
 		s.mu.Unlock()
 	}
-	q.wakeWorkers(added)
+	if added {
+		q.wakeWorker()
+	}
 }
 
-// wakeWorkers wakes a sleeping worker for n keys just queued, unless one
+// wakeWorker wakes a sleeping worker for keys just queued, unless one
 // woken before has yet to run. Waking one per key made the goroutine
 // adding keys pay a wake-up for nearly every key while the workers kept
 // up (they go back to sleep as soon as the queue is empty); woken one at
 // a time, each passes the wake on when it finds more keys than it takes,
 // so keys added together (a resync) still spread over the workers.
-func (q *queue[K]) wakeWorkers(n int) {
-	if n <= 0 || q.sleepers.Load() <= 0 || q.waking.Load() {
+func (q *queue[K]) wakeWorker() {
+	if q.sleepers.Load() <= 0 || q.waking.Load() {
 		return
 	}
 	q.parkMu.Lock()
@@ -222,7 +222,7 @@ func (q *queue[K]) get(home int) (K, bool) {
 	for {
 		if k, ok := q.tryGet(home); ok {
 			if q.queued.Load() > 0 {
-				q.wakeWorkers(1) // more than this worker takes: pass it on
+				q.wakeWorker() // more than this worker takes: pass it on
 			}
 			return k, true
 		}
@@ -272,7 +272,7 @@ func (q *queue[K]) finishNext(k K, home int, forget bool, retryIn time.Duration,
 	if requeued && !(ok && next == k) {
 		// k waits in the queue while this worker goes on with another:
 		// a sleeping worker takes it.
-		q.wakeWorkers(1)
+		q.wakeWorker()
 	}
 	q.notifyIdle()
 	return next, ok, q.depth()
@@ -285,7 +285,7 @@ func (q *queue[K]) done(k K) {
 	requeued := q.doneLocked(s, k)
 	s.mu.Unlock()
 	if requeued {
-		q.wakeWorkers(1)
+		q.wakeWorker()
 	}
 	q.notifyIdle()
 }
