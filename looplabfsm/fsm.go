@@ -139,19 +139,19 @@ func Open(ctx context.Context, p *transition.Persisted[string], opts Options) (*
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("looplabfsm: Open %s: the events do not fit the table: %w", p.ID(), &transition.BuildError{Problems: problems})
 	}
-	if err := loadOrCreate(ctx, p); err != nil {
+	cur, err := loadOrCreate(ctx, p)
+	if err != nil {
 		return nil, err
 	}
 	if opts.Lease.Holder != "" {
-		owned, _, err := p.Acquire(ctx, opts.Lease)
+		owned, rec, err := p.Acquire(ctx, opts.Lease)
 		if err != nil {
 			return nil, err
 		}
 		p = owned
-	}
-	cur, _, err := p.Load(ctx)
-	if err != nil {
-		return nil, err
+		if cur, err = table.Parse(rec.Status); err != nil {
+			return nil, err
+		}
 	}
 	f := &FSM{p: p}
 	f.machine = fsm.NewFSM(cur, opts.Events, f.callbacks(m, opts.Callbacks))
@@ -179,17 +179,20 @@ func fit(m *machine, table *transition.Table[string]) []string {
 	return problems
 }
 
-// loadOrCreate makes sure the record exists.
-func loadOrCreate(ctx context.Context, p *transition.Persisted[string]) error {
-	_, _, err := p.Load(ctx)
+// loadOrCreate returns the stored state, creating the record first if
+// there is none.
+func loadOrCreate(ctx context.Context, p *transition.Persisted[string]) (string, error) {
+	cur, _, err := p.Load(ctx)
 	if !errors.Is(err, storage.ErrNotFound) {
-		return err
+		return cur, err
 	}
-	_, err = p.Create(ctx, transition.Update[string]{To: p.Table().Initial(), Reason: "created"})
-	if errors.Is(err, storage.ErrExists) {
-		return nil // created meanwhile by another process
+	initial := p.Table().Initial()
+	_, err = p.Create(ctx, transition.Update[string]{To: initial, Reason: "created"})
+	if errors.Is(err, storage.ErrExists) { // created meanwhile by another process
+		cur, _, err = p.Load(ctx)
+		return cur, err
 	}
-	return err
+	return initial, err
 }
 
 // callbacks returns the user's callbacks with the writes woven in: every
