@@ -239,6 +239,7 @@ func (f *FSM) callbacks(m *machine, user fsm.Callbacks) fsm.Callbacks {
 	for _, s := range m.states {
 		named := user["leave_"+s]
 		out["leave_"+s] = func(ctx context.Context, e *fsm.Event) {
+			mv := move{event: e.Event, src: e.Src, dst: e.Dst}
 			for _, cb := range []fsm.Callback{named, leaveAny} {
 				if cb == nil {
 					continue
@@ -249,12 +250,12 @@ func (f *FSM) callbacks(m *machine, user fsm.Callbacks) fsm.Callbacks {
 				}
 				if isAsync(e) {
 					f.mu.Lock()
-					f.pending = &move{event: e.Event, src: e.Src, dst: e.Dst}
+					f.pending = &mv
 					f.mu.Unlock()
 					return
 				}
 			}
-			if err := f.write(ctx, move{event: e.Event, src: e.Src, dst: e.Dst}); err != nil {
+			if err := f.write(ctx, mv); err != nil {
 				e.Cancel(err)
 			}
 		}
