@@ -169,6 +169,7 @@ func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
 		l.opt.Workers = 1
 	}
 	l.q = newQueue[K](l.opt.Workers)
+	l.stats.byHome = make([]homeCounters, len(l.q.shards))
 	if l.opt.Resync == 0 {
 		l.opt.Resync = DefaultResync
 	}
@@ -192,11 +193,9 @@ var errZeroLoop = errors.New("reconcile: zero Loop: make one with NewLoop")
 
 // Stats returns the running totals.
 func (l *Loop[K]) Stats() Stats {
-	return Stats{
-		Reconciles: l.stats.reconciles.Load(), Errors: l.stats.errors.Load(), Terminal: l.stats.terminal.Load(),
-		Requeues: l.stats.requeues.Load(), Panics: l.stats.panics.Load(), Adopted: l.stats.adopted.Load(),
-		Gone: l.stats.gone.Load(), QueueDepth: l.depth(),
-	}
+	s := Stats{QueueDepth: l.depth()}
+	l.stats.sum(&s)
+	return s
 }
 
 func (l *Loop[K]) depth() int {
@@ -403,7 +402,7 @@ func (l *Loop[K]) work(ctx context.Context, home int) {
 					// backoff and this worker goes on, so neither is lost.
 					retry := l.q.backoff(k, l.backoff)
 					l.log.Error("rate limiter refused a reconcile; retrying the key", "key", k, "err", err, "retry_in", retry)
-					k, ok, _ = l.q.finishNext(k, home, false, retry, l.clock.Now())
+					k, ok = l.q.finishNext(k, home, false, retry, l.clock.Now())
 					continue
 				}
 			}
@@ -424,27 +423,28 @@ func (l *Loop[K]) process(ctx context.Context, k K, home int) (K, bool) {
 	}
 	res, err, panicked := l.call(ctx, k)
 	ev := ReconcileEvent[K]{Key: k, Err: err}
-	l.stats.reconciles.Add(1)
+	tally := &l.stats.byHome[home]
+	tally.reconciles.Add(1)
 	forget := true
 	switch {
 	case err == nil && res.RequeueAfter <= 0:
 		ev.Outcome = OutcomeSucceeded
 	case err == nil:
-		l.stats.requeues.Add(1)
+		tally.requeues.Add(1)
 		ev.Outcome, ev.RetryIn = OutcomeRequeued, res.RequeueAfter
 	case panicked:
-		l.stats.panics.Add(1)
-		l.stats.errors.Add(1)
+		tally.panics.Add(1)
+		tally.errors.Add(1)
 		forget = false
 		ev.Outcome, ev.RetryIn = OutcomePanicked, l.q.backoff(k, l.backoff)
 		l.log.Error("reconcile panicked", "key", k, "err", err, "retry_in", ev.RetryIn)
 	case errors.Is(err, ErrTerminal):
-		l.stats.terminal.Add(1)
-		l.stats.errors.Add(1)
+		tally.terminal.Add(1)
+		tally.errors.Add(1)
 		ev.Outcome = OutcomeTerminal
 		l.log.Error("reconcile failed for good", "key", k, "err", err)
 	default:
-		l.stats.errors.Add(1)
+		tally.errors.Add(1)
 		forget = false
 		ev.Outcome, ev.RetryIn = OutcomeErrored, l.q.backoff(k, l.backoff)
 		if ctx.Err() == nil {
@@ -455,10 +455,10 @@ func (l *Loop[K]) process(ctx context.Context, k K, home int) (K, bool) {
 	if ev.RetryIn > 0 || l.reconcile != nil {
 		now = l.clock.Now()
 	}
-	next, ok, depth := l.q.finishNext(k, home, forget, ev.RetryIn, now)
+	next, ok := l.q.finishNext(k, home, forget, ev.RetryIn, now)
 	if l.reconcile != nil {
 		ev.Duration = now.Sub(start)
-		ev.QueueDepth = depth
+		ev.QueueDepth = l.q.depth()
 		l.reconcile.ObserveReconcile(ev)
 	}
 	return next, ok

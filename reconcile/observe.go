@@ -85,6 +85,29 @@ type Stats struct {
 	QueueDepth int // keys waiting now
 }
 
+// counters are the loop's running totals. The ones every reconcile
+// writes are kept per shard, counted by the workers at home there: one
+// counter written by every worker was a cache line the cores handed back
+// and forth on every key.
 type counters struct {
-	reconciles, errors, terminal, requeues, panics, adopted, gone atomic.Uint64
+	adopted, gone atomic.Uint64
+	byHome        []homeCounters
+}
+
+type homeCounters struct {
+	reconciles, errors, terminal, requeues, panics atomic.Uint64
+	_                                              [88]byte // 128 bytes: no two homes share a cache line
+}
+
+// sum adds up the totals of every home into s.
+func (c *counters) sum(s *Stats) {
+	s.Adopted, s.Gone = c.adopted.Load(), c.gone.Load()
+	for i := range c.byHome {
+		h := &c.byHome[i]
+		s.Reconciles += h.reconciles.Load()
+		s.Errors += h.errors.Load()
+		s.Terminal += h.terminal.Load()
+		s.Requeues += h.requeues.Load()
+		s.Panics += h.panics.Load()
+	}
 }

@@ -25,20 +25,24 @@ import (
 // maxShards), each with its own lock, and a key's state lives in its
 // shard only. A worker takes keys from its own shard first and from the
 // others when its own is empty, so no key waits while a worker is idle.
-// With one lock for every key, the workers and the goroutine adding keys
+// The counts of waiting and processing keys are kept per shard too: one
+// count for the queue, written by the goroutine adding keys and by every
+// worker, was a cache line the two cores handed back and forth on every
+// key. With one lock for every key, the workers and the goroutine adding keys
 // handed it back and forth on every key, and four workers were slower
 // than one. Keys come out of a shard in the order they went in; across
 // shards the order is roughly the order of adding.
 type queue[K comparable] struct {
-	shards []shard[K]
-	seed   maphash.Seed
-
-	queued  atomic.Int64 // keys waiting in some shard
-	busy    atomic.Int64 // keys being processed
+	// Read on every add and get, written once: kept off the lines the
+	// counters below and the shards' locks are written on, or every
+	// add would miss its cache for them.
+	shards  []shard[K]
+	seed    maphash.Seed
 	stopped atomic.Bool
+	_       [64]byte
 
 	// Workers with nothing to do sleep on park; sleepers is counted
-	// before they look at queued one last time, and read by add after it
+	// before they look at the shards' waiting counts one last time, and read by add after it
 	// counted its key, so a key never waits while every worker sleeps.
 	// waking is set while a worker woken for new keys has not run yet:
 	// keys queued meanwhile wake nobody else, and that worker, once it
@@ -47,6 +51,9 @@ type queue[K comparable] struct {
 	park     sync.Cond
 	sleepers atomic.Int32
 	waking   atomic.Bool
+	// beforeSleep, when set (by tests only), runs as a worker that found
+	// nothing is about to count itself a sleeper.
+	beforeSleep func()
 
 	// Delays, retries and failure counts: only keys that fail or ask to
 	// be requeued come here.
@@ -74,7 +81,11 @@ type shard[K comparable] struct {
 	dirty int            // keys processingDirty: while none, done need not look
 	items []K
 	head  int
-	_     [64]byte // keep neighbouring shards' locks off one cache line
+	// Written under mu, read without it (to pass an empty shard by, to
+	// decide to sleep, for depth and idle hints).
+	waiting atomic.Int64 // len(items) - head
+	busy    atomic.Int64 // keys processing
+	_       [64]byte     // keep neighbouring shards' locks off one cache line
 }
 
 func newQueue[K comparable](workers int) *queue[K] {
@@ -140,7 +151,7 @@ func (q *queue[K]) addLocked(s *shard[K], k K) bool {
 	}
 	s.keys[k] = queued
 	s.items = append(s.items, k)
-	q.queued.Add(1)
+	s.waiting.Add(1)
 	return true
 }
 
@@ -191,8 +202,8 @@ func (q *queue[K]) popLocked(s *shard[K]) (K, bool) {
 		s.items, s.head = append(s.items[:0], s.items[s.head:]...), 0
 	}
 	s.keys[k] = processing
-	q.busy.Add(1)
-	q.queued.Add(-1)
+	s.busy.Add(1)
+	s.waiting.Add(-1)
 	return k, true
 }
 
@@ -201,10 +212,10 @@ func (q *queue[K]) popLocked(s *shard[K]) (K, bool) {
 func (q *queue[K]) tryGet(home int) (K, bool) {
 	n := len(q.shards)
 	for i := range n {
-		if q.queued.Load() <= 0 {
-			break
-		}
 		s := &q.shards[(home+i)%n]
+		if s.waiting.Load() <= 0 {
+			continue
+		}
 		s.mu.Lock()
 		k, ok := q.popLocked(s)
 		s.mu.Unlock()
@@ -221,7 +232,7 @@ func (q *queue[K]) tryGet(home int) (K, bool) {
 func (q *queue[K]) get(home int) (K, bool) {
 	for {
 		if k, ok := q.tryGet(home); ok {
-			if q.queued.Load() > 0 {
+			if q.waiting() > 0 {
 				q.wakeWorker() // more than this worker takes: pass it on
 			}
 			return k, true
@@ -230,12 +241,15 @@ func (q *queue[K]) get(home int) (K, bool) {
 			var zero K
 			return zero, false
 		}
+		if q.beforeSleep != nil {
+			q.beforeSleep()
+		}
 		q.parkMu.Lock()
 		q.sleepers.Add(1)
 		// Counted as a sleeper before this last look: an add after it
 		// wakes this worker (or one woken before it, still to run, that
 		// will see the key), an add before it is seen here.
-		if q.queued.Load() <= 0 && !q.stopped.Load() {
+		if q.waiting() <= 0 && !q.stopped.Load() {
 			q.park.Wait()
 			q.waking.Store(false) // this is the worker woken (or the queue stopped)
 		}
@@ -248,8 +262,8 @@ func (q *queue[K]) get(home int) (K, bool) {
 // it resets k's backoff if asked, schedules k again after retryIn if
 // positive, queues it at once if it was added meanwhile, and returns the
 // next queued key, if any (from k's shard while it holds its lock, then
-// from home and the others), with the depth after all that.
-func (q *queue[K]) finishNext(k K, home int, forget bool, retryIn time.Duration, now time.Time) (next K, ok bool, depth int) {
+// from home and the others).
+func (q *queue[K]) finishNext(k K, home int, forget bool, retryIn time.Duration, now time.Time) (next K, ok bool) {
 	if (forget && q.failed.Load() > 0) || retryIn > 0 {
 		q.delayMu.Lock()
 		if forget && len(q.failures) > 0 {
@@ -275,7 +289,7 @@ func (q *queue[K]) finishNext(k K, home int, forget bool, retryIn time.Duration,
 		q.wakeWorker()
 	}
 	q.notifyIdle()
-	return next, ok, q.depth()
+	return next, ok
 }
 
 // done ends processing of k and queues it again if it was added meanwhile.
@@ -304,11 +318,11 @@ func (q *queue[K]) doneLocked(s *shard[K], k K) bool {
 	if requeue {
 		s.keys[k] = queued
 		s.items = append(s.items, k)
-		q.queued.Add(1)
+		s.waiting.Add(1)
 	} else {
 		delete(s.keys, k)
 	}
-	q.busy.Add(-1)
+	s.busy.Add(-1)
 	return requeue
 }
 
@@ -387,9 +401,9 @@ func (q *queue[K]) stop() {
 		s.mu.Lock()
 		for _, k := range s.items[s.head:] {
 			delete(s.keys, k)
-			q.queued.Add(-1)
 		}
 		s.items, s.head = nil, 0
+		s.waiting.Store(0)
 		s.mu.Unlock()
 	}
 	q.delayMu.Lock()
@@ -407,14 +421,31 @@ func (q *queue[K]) stop() {
 
 // depth returns the number of keys waiting: queued and delayed.
 func (q *queue[K]) depth() int {
-	return int(q.queued.Load() + q.delays.Load())
+	return int(q.waiting() + q.delays.Load())
+}
+
+// waiting sums the keys waiting in the shards.
+func (q *queue[K]) waiting() int64 {
+	var n int64
+	for i := range q.shards {
+		n += q.shards[i].waiting.Load()
+	}
+	return n
 }
 
 // mayBeIdle is idle as the counters say; they are read one after
 // another, so it is a hint. Every change updates them before it calls
 // notifyIdle, so the change that leaves the queue idle sees it.
 func (q *queue[K]) mayBeIdle() bool {
-	return q.queued.Load() == 0 && q.busy.Load() == 0 && q.delays.Load() == 0
+	if q.delays.Load() != 0 {
+		return false
+	}
+	for i := range q.shards {
+		if q.shards[i].waiting.Load() != 0 || q.shards[i].busy.Load() != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // idle reports whether nothing is queued, processing or delayed, from

@@ -60,7 +60,7 @@ func stressQueue(t *testing.T, workers int, seed uint64) {
 				if rng.IntN(20) == 0 {
 					retry = time.Nanosecond // due at once: the delayer below queues it
 				}
-				k, ok, _ = q.finishNext(k, w%len(q.shards), retry == 0, retry, time.Now())
+				k, ok = q.finishNext(k, w%len(q.shards), retry == 0, retry, time.Now())
 				if !ok {
 					k, ok = q.get(w % len(q.shards))
 				}
@@ -97,7 +97,7 @@ func stressQueue(t *testing.T, workers int, seed uint64) {
 		}()
 	}
 	adding.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound)
 	defer cancel()
 	require.NoError(t, q.waitIdle(ctx), "the queue drains")
 	q.stop()
@@ -133,4 +133,38 @@ func TestQueueAddWakesAWorkerPerKey(t *testing.T) {
 		testwait.Recv(t, got, "a worker to wake for each key") // none of them finishes its key
 	}
 	q.stop()
+}
+
+// A key added while its worker is on the way to sleep is still taken: the
+// worker counts itself a sleeper before its last look at the shards, and
+// an add looks for sleepers after it counted its key. The add is put in
+// that window by the test hook, every time, in each shard.
+func TestQueueAKeyAddedAsItsWorkerGoesToSleepIsTaken(t *testing.T) {
+	const workers = 3
+	q := newQueue[int](workers)
+	const keys = 3 * workers // keys in every shard
+	next := 0                // touched by the one worker only
+	q.beforeSleep = func() { // the worker found nothing and is about to sleep
+		if next < keys {
+			q.add(next) // nobody sleeps yet: this add wakes nobody
+			next++
+		}
+	}
+	got := make(chan int)
+	go func() {
+		for {
+			k, ok := q.get(0)
+			if !ok {
+				close(got)
+				return
+			}
+			got <- k
+			q.done(k)
+		}
+	}()
+	for k := range keys {
+		require.Equal(t, k, testwait.Recv(t, got, fmt.Sprintf("key %d, added as the worker went to sleep", k)))
+	}
+	q.stop()
+	testwait.Closed(t, got, "the worker to stop")
 }
