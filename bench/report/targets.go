@@ -46,6 +46,8 @@ var targets = []target{
 		queueRatio("hot", 1), nil, "×"},
 	{"4", "Loop against client-go's workqueue, 100k adds over 1k keys, 4 workers", "≥ 2×",
 		queueRatio("hot", 4), atLeast(2), "×"},
+	{"4", "the same, client-go's time per reconcile over the Loop's (with hot keys each queue coalesces its own share of adds)", "—",
+		metric("bench", "BenchmarkQueue/hot/workers=4", "x-client-go-per-reconcile"), nil, "×"},
 	{"4", "Loop's heap per queued key over client-go's", "≤ 1×",
 		ratio(metric("bench", "BenchmarkQueueMemory/lib=execfsm", "B/key"), metric("bench", "BenchmarkQueueMemory/lib=client-go", "B/key")), atMost(1), "×"},
 	{"5", "recovery over 1k executions on bbolt (process start to recovered)", "—",
