@@ -24,6 +24,7 @@ type Machine[S comparable] struct {
 	table  *Table[S]
 	word   atomic.Uint64
 	notify *notifier[S]
+	fails  *failureReporter[S]
 	mu     sync.Mutex // orders writes and notifications, only with observers
 	clock  func() time.Time
 	actor  string
@@ -76,7 +77,8 @@ func newMachine[S comparable](table *Table[S], start int, opts MachineOptions[S]
 	if err != nil {
 		return nil, err
 	}
-	m := &Machine[S]{table: table, notify: newNotifier(s.observers, s.onPanic), clock: s.clock, actor: s.actor, id: s.id}
+	m := &Machine[S]{table: table, notify: newNotifier(s.observers, s.onPanic), fails: newFailureReporter(s.failures, s.onPanic),
+		clock: s.clock, actor: s.actor, id: s.id}
 	m.word.Store(pack(start, noPrev, 0))
 	return m, nil
 }
@@ -113,7 +115,7 @@ func (m *Machine[S]) Table() *Table[S] { return m.table }
 // changes, and again after the guards ran.
 func (m *Machine[S]) Fire(ctx context.Context, to S, reason string) (Change[S], error) {
 	t := m.table
-	if ctx == nil || t == nil || m.notify != nil || t.guarded {
+	if ctx == nil || t == nil || m.notify != nil || m.fails != nil || t.guarded {
 		return m.fireChecked(ctx, to, reason)
 	}
 	// The hot path: no clock, no lock, one compare-and-swap.
@@ -144,18 +146,35 @@ func (m *Machine[S]) Fire(ctx context.Context, to S, reason string) (Change[S], 
 // fireChecked is Fire on every path but the hot one: a nil ctx, a zero
 // Machine, guards or observers.
 func (m *Machine[S]) fireChecked(ctx context.Context, to S, reason string) (Change[S], error) {
-	if err := storage.CheckContext(ctx, "transition", "Fire"); err != nil {
-		return Change[S]{}, err
-	}
 	t := m.table
 	if t == nil {
 		return Change[S]{}, errZeroMachine
 	}
+	asked := func() Failure[S] {
+		cur, _, seq := unpack(m.word.Load())
+		return Failure[S]{Move: Change[S]{ID: m.id, From: t.states[cur], To: to, Reason: reason, Actor: m.actor, Revision: seq}, Decided: true}
+	}
+	if err := storage.CheckContext(ctx, "transition", "Fire"); err != nil {
+		return Change[S]{}, m.fail(asked(), err)
+	}
 	j, ok := t.lookup(to)
 	if !ok {
-		return Change[S]{}, m.notInTable(to)
+		return Change[S]{}, m.fail(asked(), m.notInTable(to))
 	}
-	return m.fireSlow(ctx, j, to, reason)
+	c, err := m.fireSlow(ctx, j, to, reason)
+	if err != nil {
+		return Change[S]{}, m.fail(Failure[S]{Move: c, Decided: true}, err)
+	}
+	return c, nil
+}
+
+// fail reports f with err to the OnFailure observers and returns err.
+func (m *Machine[S]) fail(f Failure[S], err error) error {
+	if m.fails != nil {
+		f.Err = err
+		m.fails.report(f)
+	}
+	return err
 }
 
 // notInTable is the error for a move to a state the table does not have.
@@ -166,7 +185,8 @@ func (m *Machine[S]) notInTable(to S) error {
 
 // fireSlow is Fire with guards or observers: the change is stamped, the
 // guards run before the swap, and with observers the swap and the queueing
-// of the change happen under the lock that keeps them in order.
+// of the change happen under the lock that keeps them in order. A refused
+// move comes back with its error, for the OnFailure observers.
 func (m *Machine[S]) fireSlow(ctx context.Context, j int, to S, reason string) (Change[S], error) {
 	t := m.table
 	for {
@@ -178,15 +198,15 @@ func (m *Machine[S]) fireSlow(ctx context.Context, j int, to S, reason string) (
 		}
 		flags := t.edges[i*t.n+j]
 		if err := checkEdge(t, m.id, i, j, prev, flags); err != nil {
-			return Change[S]{}, err
+			return c, err
 		}
 		c.At = m.clock()
 		if flags&edgeGuarded != 0 || len(t.anyGuard) > 0 {
 			if err := runGuards(ctx, t, i, j, c); err != nil {
-				return Change[S]{}, err
+				return c, err
 			}
 			if err := ctx.Err(); err != nil {
-				return Change[S]{}, err
+				return c, err
 			}
 		}
 		next := pack(j, i+1, seq+1)

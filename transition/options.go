@@ -37,8 +37,14 @@ type MachineOptions[S comparable] struct {
 	// OnChange are observers called after every successful change (see
 	// Observers in the package documentation).
 	OnChange []func(Change[S])
-	// OnObserverPanic is told of an observer that panicked; nil logs it,
-	// with its stack, through log/slog's default logger.
+	// OnFailure are observers called after every Fire that returns an
+	// error, on the caller's goroutine before Fire returns (see
+	// [Failure]). A machine with them leaves the allocation-free path,
+	// as one with OnChange does.
+	OnFailure []func(Failure[S])
+	// OnObserverPanic is told of an observer (OnChange or OnFailure) that
+	// panicked; nil logs it, with its stack, through log/slog's default
+	// logger.
 	OnObserverPanic func(c Change[S], recovered any)
 }
 
@@ -54,8 +60,14 @@ type PersistedOptions[S comparable] struct {
 	// OnChange are observers called after every successful write,
 	// creation included (see Observers in the package documentation).
 	OnChange []func(Change[S])
-	// OnObserverPanic is told of an observer that panicked; nil logs it,
-	// with its stack, through log/slog's default logger.
+	// OnFailure are observers called after every Fire or Apply that
+	// returns an error, on the caller's goroutine before it returns (see
+	// [Failure]); a conflict that a retry resolved is not a failure.
+	// Handles derived by Acquire keep them.
+	OnFailure []func(Failure[S])
+	// OnObserverPanic is told of an observer (OnChange or OnFailure) that
+	// panicked; nil logs it, with its stack, through log/slog's default
+	// logger.
 	OnObserverPanic func(c Change[S], recovered any)
 	// History is how many recent changes the audit trail of a record
 	// this Persisted creates keeps: 0 is storage.DefaultHistoryLimit, at
@@ -74,12 +86,13 @@ type settings[S comparable] struct {
 	actor     string
 	clock     func() time.Time
 	observers []func(Change[S])
+	failures  []func(Failure[S])
 	onPanic   func(Change[S], any)
 	history   int
 	retries   int
 }
 
-func checkCommon[S comparable](ctor, actor string, observers []func(Change[S])) []error {
+func checkCommon[S comparable](ctor, actor string, observers []func(Change[S]), failures []func(Failure[S])) []error {
 	var errs []error
 	if len(actor) > storage.MaxOwnerLen {
 		errs = append(errs, fmt.Errorf("transition: %s: Actor is %d bytes, at most %d", ctor, len(actor), storage.MaxOwnerLen))
@@ -89,24 +102,29 @@ func checkCommon[S comparable](ctor, actor string, observers []func(Change[S])) 
 			errs = append(errs, fmt.Errorf("transition: %s: OnChange[%d] is nil", ctor, k))
 		}
 	}
+	for k, o := range failures {
+		if o == nil {
+			errs = append(errs, fmt.Errorf("transition: %s: OnFailure[%d] is nil", ctor, k))
+		}
+	}
 	return errs
 }
 
 func (o MachineOptions[S]) settings() (settings[S], error) {
-	errs := checkCommon("NewMachine", o.Actor, o.OnChange)
-	s := settings[S]{id: o.ID, actor: o.Actor, clock: o.Clock, observers: o.OnChange, onPanic: o.OnObserverPanic}
+	errs := checkCommon("NewMachine", o.Actor, o.OnChange, o.OnFailure)
+	s := settings[S]{id: o.ID, actor: o.Actor, clock: o.Clock, observers: o.OnChange, failures: o.OnFailure, onPanic: o.OnObserverPanic}
 	return s.withDefaults(), errors.Join(errs...)
 }
 
 func (o PersistedOptions[S]) settings() (settings[S], error) {
-	errs := checkCommon("NewPersisted", o.Actor, o.OnChange)
+	errs := checkCommon("NewPersisted", o.Actor, o.OnChange, o.OnFailure)
 	if o.History < 0 || o.History > storage.MaxHistory {
 		errs = append(errs, fmt.Errorf("transition: NewPersisted: History %d, want 0 (the default, %d) to %d", o.History, storage.DefaultHistoryLimit, storage.MaxHistory))
 	}
 	if o.Retries < NoRetries || o.Retries > MaxRetries {
 		errs = append(errs, fmt.Errorf("transition: NewPersisted: Retries %d, want NoRetries, 0 (the default, %d) or 1 to %d", o.Retries, DefaultRetries, MaxRetries))
 	}
-	s := settings[S]{actor: o.Actor, clock: o.Clock, observers: o.OnChange, onPanic: o.OnObserverPanic,
+	s := settings[S]{actor: o.Actor, clock: o.Clock, observers: o.OnChange, failures: o.OnFailure, onPanic: o.OnObserverPanic,
 		history: o.History, retries: o.Retries}
 	if s.history == 0 {
 		s.history = storage.DefaultHistoryLimit

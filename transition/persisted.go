@@ -54,6 +54,9 @@ type Persisted[S comparable] struct {
 	claim   storage.Claim
 	own     storage.Ownership // nil: an outside authority
 	shared  *handles[S]
+	// failures are the OnFailure observers; nil: none. Not shared with
+	// derived handles' queue: failures need no order among writers.
+	failures *failureReporter[S]
 }
 
 // handles is what the handles of one record derived from one another
@@ -90,7 +93,8 @@ func NewPersisted[S comparable](table *Table[S], store storage.Store, id string,
 	}
 	return &Persisted[S]{
 		table: table, store: store, id: id, actor: s.actor, history: s.history, retries: s.retries, clock: s.clock,
-		shared: &handles[S]{notify: newNotifier(s.observers, s.onPanic), sem: make(chan struct{}, 1)},
+		shared:   &handles[S]{notify: newNotifier(s.observers, s.onPanic), sem: make(chan struct{}, 1)},
+		failures: newFailureReporter(s.failures, s.onPanic),
 	}, nil
 }
 
@@ -278,7 +282,7 @@ func (p *Persisted[S]) stateOf(rec storage.Record) (S, error) {
 // the revision written.
 func (p *Persisted[S]) Fire(ctx context.Context, to S, reason string) (Change[S], error) {
 	if err := p.check(ctx, "Fire"); err != nil {
-		return Change[S]{}, err
+		return Change[S]{}, p.failEarly(err)
 	}
 	c, _, err := p.apply(ctx, decider[S]{update: Update[S]{To: to, Reason: reason}})
 	return c, err
@@ -311,10 +315,10 @@ type decider[S comparable] struct {
 // stored.
 func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec storage.Record) (Update[S], error)) (Change[S], storage.Record, error) {
 	if err := p.check(ctx, "Apply"); err != nil {
-		return Change[S]{}, storage.Record{}, err
+		return Change[S]{}, storage.Record{}, p.failEarly(err)
 	}
 	if decide == nil {
-		return Change[S]{}, storage.Record{}, errors.New("transition: Apply: nil decide function")
+		return Change[S]{}, storage.Record{}, p.failEarly(errors.New("transition: Apply: nil decide function"))
 	}
 	c, stored, err := p.apply(ctx, decider[S]{decide: decide})
 	// The handle keeps the record it returns as the start of its next
@@ -322,25 +326,33 @@ func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec storage
 	return c, stored.Clone(), err
 }
 
-// apply is Apply with the decision made by d.
+// apply is Apply with the decision made by d. Its failures go to the
+// OnFailure observers, with the last move it decided on, if any.
 func (p *Persisted[S]) apply(ctx context.Context, d decider[S]) (Change[S], storage.Record, error) {
+	f := p.undecided()
 	rec, cached, err := p.begin(ctx)
 	if err != nil {
-		return Change[S]{}, storage.Record{}, err
+		return Change[S]{}, storage.Record{}, p.fail(f, err)
 	}
 	for attempt := 1; ; {
 		next, c, write, err := p.decide(ctx, rec, d)
-		if cached && (err != nil || !write) && ctx.Err() == nil {
+		if c.ID != "" {
+			f.Move, f.Decided = c, true
+		}
+		if cached && (err != nil || !write) && ctx.Err() == nil && !lostOwnership(err) {
 			// A decision made on the cached record that does not write
 			// is never trusted: decide again on what the store holds.
 			cached = false
 			if rec, err = p.fresh(ctx); err != nil {
-				return Change[S]{}, storage.Record{}, err
+				return Change[S]{}, storage.Record{}, p.fail(f, err)
 			}
 			continue
 		}
-		if err != nil || !write {
-			return c, rec, err
+		if err != nil {
+			return Change[S]{}, rec, p.fail(f, err)
+		}
+		if !write {
+			return c, rec, nil
 		}
 		stored, err := p.write(ctx, rec.Revision, next, c)
 		if err == nil {
@@ -349,19 +361,49 @@ func (p *Persisted[S]) apply(ctx context.Context, d decider[S]) (Change[S], stor
 		}
 		var conflict *storage.ConflictError
 		if !errors.As(err, &conflict) {
-			return Change[S]{}, storage.Record{}, err
+			return Change[S]{}, storage.Record{}, p.fail(f, err)
 		}
 		if attempt > p.retries {
-			return Change[S]{}, storage.Record{}, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quote.Limited(p.id), attempt, err)
+			return Change[S]{}, storage.Record{}, p.fail(f, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quote.Limited(p.id), attempt, err))
 		}
 		attempt++
 		cached = false
 		if rec = conflict.Current; rec.ID != p.id { // a store that did not include the record
 			if rec, err = p.fresh(ctx); err != nil {
-				return Change[S]{}, storage.Record{}, err
+				return Change[S]{}, storage.Record{}, p.fail(f, err)
 			}
 		}
 	}
+}
+
+// undecided is a failure before any move was decided.
+func (p *Persisted[S]) undecided() Failure[S] {
+	return Failure[S]{Move: Change[S]{ID: p.id, Actor: p.actor, Owner: p.claim.Owner, Epoch: p.claim.Epoch}}
+}
+
+// failEarly reports a call that failed before it started, unless p is a
+// zero Persisted (which has no observers).
+func (p *Persisted[S]) failEarly(err error) error {
+	if p.shared == nil {
+		return err
+	}
+	return p.fail(p.undecided(), err)
+}
+
+// lostOwnership reports whether err is a handle's own ownership ended: no
+// fresher read can change that.
+func lostOwnership(err error) bool {
+	var fenced *storage.FencedError
+	return errors.As(err, &fenced) && fenced.Lost
+}
+
+// fail reports f with err to the OnFailure observers and returns err.
+func (p *Persisted[S]) fail(f Failure[S], err error) error {
+	if p.failures != nil {
+		f.Err = err
+		p.failures.report(f)
+	}
+	return err
 }
 
 // begin returns the record a write starts from: the one this handle (or
@@ -371,16 +413,16 @@ func (p *Persisted[S]) apply(ctx context.Context, d decider[S]) (Change[S], stor
 // write is one round trip instead of two. A handle whose ownership has
 // ended fails at once: no read can change that.
 func (p *Persisted[S]) begin(ctx context.Context) (rec storage.Record, cached bool, err error) {
-	if err := p.lost(); err != nil {
-		return storage.Record{}, false, err
-	}
 	if err := lock(ctx, p.shared.sem); err != nil {
 		return storage.Record{}, false, err
 	}
 	rec = p.shared.cache
 	<-p.shared.sem
 	if rec.ID != "" {
-		return rec, true, nil
+		return rec, true, nil // decide's fence check fails a lost handle, with the move it refused
+	}
+	if err := p.lost(); err != nil {
+		return storage.Record{}, false, err
 	}
 	rec, err = p.fresh(ctx)
 	return rec, false, err
@@ -421,21 +463,41 @@ func (p *Persisted[S]) write(ctx context.Context, expect uint64, next storage.Re
 }
 
 // decide checks the fence, asks decide for an update of rec and plans it.
+// Once the update is known, the change comes back with the error too
+// (the move that was refused), with its ID set; before, it is zero.
 func (p *Persisted[S]) decide(ctx context.Context, rec storage.Record, d decider[S]) (storage.Record, Change[S], bool, error) {
 	cur, err := p.stateOf(rec)
 	if err != nil {
 		return storage.Record{}, Change[S]{}, false, err
 	}
-	if err := p.fenced(rec); err != nil {
-		return storage.Record{}, Change[S]{}, false, err
-	}
 	u := d.update
+	if err := p.fenced(rec); err != nil {
+		if d.decide != nil {
+			return storage.Record{}, Change[S]{}, false, err
+		}
+		return storage.Record{}, p.asked(cur, rec, u), false, err
+	}
 	if d.decide != nil {
 		if u, err = d.decide(cur, rec.Clone()); err != nil {
 			return storage.Record{}, Change[S]{}, false, err
 		}
 	}
-	return p.plan(ctx, cur, rec, u)
+	next, c, write, err := p.plan(ctx, cur, rec, u)
+	if err != nil {
+		c = p.asked(cur, rec, u)
+	}
+	return next, c, write, err
+}
+
+// asked is the change u asks of rec, in state cur, stamped as plan
+// stamps it (the time only when someone will see it).
+func (p *Persisted[S]) asked(cur S, rec storage.Record, u Update[S]) Change[S] {
+	c := Change[S]{ID: p.id, From: cur, To: u.To, Reason: u.Reason, Actor: p.actor,
+		Revision: rec.Revision, Owner: p.claim.Owner, Epoch: p.claim.Epoch}
+	if p.failures != nil {
+		c.At = p.now()
+	}
+	return c
 }
 
 // lost returns a [*FencedError] if this handle's ownership has ended.
