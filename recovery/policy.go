@@ -163,6 +163,10 @@ type Policy[S comparable] struct {
 	// replaced, which would end a relocation with nothing running. See
 	// [Action] for what each platform needs.
 	RelocateExitCode int
+
+	// Observer is told what [ApplyStartup] and [ApplyTerminate] carried
+	// out (the pure Startup and Terminate ignore it).
+	Observer Observer[S]
 }
 
 func (p Policy[S]) withDefaults(roles *Roles[S]) (Policy[S], error) {

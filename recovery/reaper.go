@@ -26,6 +26,7 @@ type Reaper[S comparable] struct {
 	Deadlines Deadlines[S]    // nil: Roles.DefaultDeadlines()
 	Clock     reconcile.Clock // nil: the system clock
 	Actor     string          // recorded as the writer; default "deadline-reaper"
+	Observer  Observer[S]     // its Deadline is told of each deadline enforced
 }
 
 // Reconcile implements [reconcile.Reconciler].
@@ -53,14 +54,16 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	var wait time.Duration
-	_, _, err = exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
+	var enforced Enforced[S]
+	c, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
 		at := now()
 		dl, left, ok := deadline(rec, cur, deadlines, at)
-		wait = 0
+		wait, enforced = 0, Enforced[S]{}
 		if !ok || left > 0 {
 			wait = max(left, 0)
 			return transition.Update[S]{To: cur}, nil
 		}
+		enforced = Enforced[S]{ID: id, From: cur, To: dl.Then, Deadline: dl.After, Overdue: -left}
 		return deadlineUpdate(r.Roles, rec, dl, at), nil
 	})
 	switch {
@@ -68,6 +71,9 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 		return reconcile.Result{}, nil // nothing to reap
 	case err != nil:
 		return reconcile.Result{}, err
+	}
+	if c.Changed() && r.Observer.Deadline != nil {
+		r.Observer.Deadline(enforced)
 	}
 	return reconcile.Result{RequeueAfter: wait}, nil
 }

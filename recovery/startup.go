@@ -64,6 +64,11 @@ type Verdict[S comparable] struct {
 	Reason   string            // for people and for the record
 	Meta     map[string]string // metadata to write with it (the restart count)
 	Err      error             // for DecisionRefuse: matches ErrTerminalStatus
+	// Restarts is, when the verdict counts an unexpected restart, the
+	// unexpected restarts within the window, this one included, and
+	// RestartBudget the budget they are counted against: Restarts above
+	// it is DecisionFail. Both are 0 for any other verdict.
+	Restarts, RestartBudget int
 	// Recovers is the id of the execution this one recovers ([Recover]),
 	// "" if it is not a recovery. A recovery that starts runs in its
 	// recovering state after its setup (state.Recovering, not Running),
@@ -192,6 +197,7 @@ func unexpectedRestart[S comparable](roles *Roles[S], rec storage.Record, p Poli
 	}
 	recent = append(recent, p.Now)
 	v.Meta = map[string]string{MetaRestarts: formatRestarts(recent)}
+	v.Restarts, v.RestartBudget = len(recent), p.RestartBudget
 	if len(recent) > p.RestartBudget {
 		return fail(fmt.Sprintf("restart budget spent: %d unexpected restarts within %v, at most %d",
 			len(recent), p.RestartWindow, p.RestartBudget))
@@ -276,13 +282,19 @@ func ApplyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 			return Verdict[S]{}, nil, err
 		}
 		if v.Decision == DecisionRefuse {
+			p.Observer.startup(v, v.Err)
 			return v, nil, v.Err
 		}
 		if lease.Reason == "" {
 			lease.Reason = "controller starting"
 		}
 		if owned, _, err = exec.Acquire(ctx, lease); err != nil {
-			return Verdict[S]{}, nil, fmt.Errorf("recovery: startup of %s: %w", rec.ID, err)
+			// Decided on the record as read, before the take-over: a
+			// restart is counted only once the holder's lease is gone.
+			v.Restarts = 0
+			err = fmt.Errorf("recovery: startup of %s: %w", rec.ID, err)
+			p.Observer.startup(v, err)
+			return Verdict[S]{}, nil, err
 		}
 	}
 	var verdict Verdict[S]
@@ -297,6 +309,7 @@ func ApplyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 		}
 		return transition.Update[S]{To: v.To, Reason: v.Reason, Meta: v.Meta}, nil
 	})
+	p.Observer.startup(verdict, err)
 	if err != nil {
 		if owned != exec {
 			_ = owned.Ownership().Release(context.WithoutCancel(ctx))

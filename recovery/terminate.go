@@ -157,6 +157,7 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 	}
 	first, err := Terminate(roles, rec, exec.Claim(), p)
 	if err != nil || first.Kind != ActionRelocate {
+		p.Observer.terminate(first, err)
 		return first, err
 	}
 	var checkpointErr error
@@ -176,9 +177,12 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 		return transition.Update[S]{To: cur}, nil // decided otherwise on the fresh record: write nothing
 	})
 	if why, ok := fencedReason(err); ok {
-		return Action{Kind: ActionLeave, Reason: why}, nil
+		leave := Action{Kind: ActionLeave, Reason: why}
+		p.Observer.terminate(leave, nil)
+		return leave, nil
 	}
 	if err != nil {
+		p.Observer.terminate(final, err)
 		return Action{}, err
 	}
 	if final.Kind == ActionRelocate {
@@ -187,6 +191,7 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 			final.ReleaseErr = own.Release(ctx)
 		}
 	}
+	p.Observer.terminate(final, nil)
 	return final, nil
 }
 

@@ -1,0 +1,44 @@
+package recovery
+
+import "time"
+
+// Observer is told what the Apply helpers and the [Reaper] carried out,
+// for metrics and logs (the prom module counts from one). Every field
+// may be nil. The functions run on the caller's goroutine before the
+// helper returns; one that panics is not recovered, as any code the
+// caller runs itself.
+type Observer[S comparable] struct {
+	// Startup is told of each [ApplyStartup] that reached a verdict, with
+	// the error that ended it: nil when the verdict was written (or, for
+	// DecisionStart with nothing to change, stood), ErrTerminalStatus for
+	// DecisionRefuse, the store's or the take-over's error otherwise.
+	Startup func(v Verdict[S], err error)
+	// Terminate is told of each [ApplyTerminate] that decided, with its
+	// action (ActionLeave when the write was fenced) and the error that
+	// ended it, if any.
+	Terminate func(a Action, err error)
+	// Deadline is told of each deadline a Reaper enforced, once the
+	// write that enforced it landed.
+	Deadline func(e Enforced[S])
+}
+
+// Enforced is a deadline the [Reaper] enforced: the execution stayed in
+// From longer than Deadline allows and was moved to To.
+type Enforced[S comparable] struct {
+	ID       string
+	From, To S
+	Deadline time.Duration // the state's deadline
+	Overdue  time.Duration // how long it had lasted past it
+}
+
+func (o Observer[S]) startup(v Verdict[S], err error) {
+	if o.Startup != nil && v.Decision != 0 {
+		o.Startup(v, err)
+	}
+}
+
+func (o Observer[S]) terminate(a Action, err error) {
+	if o.Terminate != nil && a.Kind != 0 {
+		o.Terminate(a, err)
+	}
+}

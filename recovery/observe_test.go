@@ -1,0 +1,123 @@
+package recovery_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/reconcile/reconciletest"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/stretchr/testify/require"
+)
+
+// observed records what an Observer is told.
+type observed struct {
+	verdicts []recovery.Verdict[state.Status]
+	vErrs    []error
+	actions  []recovery.Action
+	aErrs    []error
+	enforced []recovery.Enforced[state.Status]
+}
+
+func (o *observed) observer() recovery.Observer[state.Status] {
+	return recovery.Observer[state.Status]{
+		Startup: func(v recovery.Verdict[state.Status], err error) {
+			o.verdicts, o.vErrs = append(o.verdicts, v), append(o.vErrs, err)
+		},
+		Terminate: func(a recovery.Action, err error) { o.actions, o.aErrs = append(o.actions, a), append(o.aErrs, err) },
+		Deadline:  func(e recovery.Enforced[state.Status]) { o.enforced = append(o.enforced, e) },
+	}
+}
+
+// Every startup is told to the observer once, with the restarts it
+// counted against the budget: 1, 2, 3 of 3, then 4 of 3 (failed), then
+// a refusal that counts nothing.
+func TestObserverSeesEveryStartupWithTheRestartsItCounted(t *testing.T) {
+	now := t0
+	exec, _ := newExecution(t, state.Running, func() time.Time { return now })
+	var o observed
+	for k := range 5 {
+		now = now.Add(time.Second)
+		p := recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, Observer: o.observer()}
+		_, owned, _ := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease(fmt.Sprintf("pod-%d", k)), p)
+		if owned != nil {
+			require.NoError(t, owned.Ownership().Release(context.Background())) // OOM-killed
+		}
+	}
+	require.Len(t, o.verdicts, 5)
+	for k, want := range []struct {
+		decision recovery.Decision
+		restarts int
+	}{
+		{recovery.DecisionResume, 1}, {recovery.DecisionResume, 2}, {recovery.DecisionResume, 3},
+		{recovery.DecisionFail, 4}, {recovery.DecisionRefuse, 0},
+	} {
+		require.Equal(t, want.decision, o.verdicts[k].Decision, "startup %d", k)
+		require.Equal(t, want.restarts, o.verdicts[k].Restarts, "startup %d", k)
+		if want.restarts > 0 {
+			require.Equal(t, recovery.DefaultRestartBudget, o.verdicts[k].RestartBudget)
+		}
+	}
+	require.NoError(t, o.vErrs[3])
+	require.ErrorIs(t, o.vErrs[4], recovery.ErrTerminalStatus)
+}
+
+// A startup refused by a live holder is told with ErrHeld and counts no
+// restart: nothing was written.
+func TestObserverSeesAStartupALiveHolderRefused(t *testing.T) {
+	exec, _ := newExecution(t, state.Running, time.Now)
+	owner(t, exec, "pod-a")
+	var o observed
+	p := recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}, Observer: o.observer()}
+	_, _, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-b"), p)
+	require.ErrorIs(t, err, storage.ErrHeld)
+	require.Len(t, o.verdicts, 1)
+	require.ErrorIs(t, o.vErrs[0], storage.ErrHeld)
+	require.Zero(t, o.verdicts[0].Restarts)
+}
+
+// Each SIGTERM handled is told once: a relocation, a shutdown, and a
+// fenced controller leaving.
+func TestObserverSeesEverySIGTERMAction(t *testing.T) {
+	var o observed
+	p := recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}, Observer: o.observer()}
+
+	exec, _ := newExecution(t, state.Running, time.Now)
+	_, err := recovery.ApplyTerminate(context.Background(), state.Roles(), owner(t, exec, "pod-a"), p, nil)
+	require.NoError(t, err)
+
+	stopping, _ := newExecution(t, state.Stopping, time.Now)
+	_, err = recovery.ApplyTerminate(context.Background(), state.Roles(), owner(t, stopping, "pod-a"), p, nil)
+	require.NoError(t, err)
+
+	taken, _ := newExecution(t, state.Running, time.Now)
+	stale := crashed(t, taken, "pod-0")
+	owner(t, taken, "pod-1")
+	_, err = recovery.ApplyTerminate(context.Background(), state.Roles(), stale, p, nil)
+	require.NoError(t, err)
+
+	require.Len(t, o.actions, 3)
+	require.Equal(t, recovery.ActionRelocate, o.actions[0].Kind)
+	require.Equal(t, recovery.ActionShutdown, o.actions[1].Kind)
+	require.Equal(t, recovery.ActionLeave, o.actions[2].Kind)
+	require.Equal(t, []error{nil, nil, nil}, o.aErrs)
+}
+
+// The Reaper tells of the deadlines it enforced, and only those.
+func TestObserverSeesEveryDeadlineTheReaperEnforced(t *testing.T) {
+	clock := reconciletest.NewClock(t0)
+	var o observed
+	overdue := recovery.RelocatingDeadline + time.Minute
+	entered := clock.Now().Add(-overdue)
+	_, store := newExecution(t, state.Relocating, func() time.Time { return entered })
+	reaper := &recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Clock: clock, Observer: o.observer()}
+	_, err := reaper.Reconcile(context.Background(), "ex-1")
+	require.NoError(t, err)
+	_, err = reaper.Reconcile(context.Background(), "ex-1") // failed now: nothing to enforce
+	require.NoError(t, err)
+	require.Equal(t, []recovery.Enforced[state.Status]{{ID: "ex-1", From: state.Relocating, To: state.Failed,
+		Deadline: recovery.RelocatingDeadline, Overdue: time.Minute}}, o.enforced)
+}
