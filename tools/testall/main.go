@@ -327,7 +327,7 @@ func installTest(ctx context.Context, tmp string, mods []mod, env []string, vers
 // stores and its bridges, not the examples, the suites or these tools.
 func public(path string) bool {
 	switch strings.TrimPrefix(path, repoPrefix) {
-	case "", "/etcdstore", "/kube", "/looplabfsm":
+	case "", "/etcdstore", "/kube", "/looplabfsm", "/prom":
 		return true
 	}
 	return false

@@ -1,0 +1,136 @@
+package prom
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// RecoveryObserver counts what the recovery helpers carried out:
+// startup decisions (execfsm_startup_decisions_total), SIGTERM actions
+// (execfsm_sigterm_actions_total), unexpected restarts and spent restart
+// budgets, and the deadlines a Reaper enforced. Set it as
+// recovery.Policy.Observer and recovery.Reaper.Observer. The table names
+// the states of enforced deadlines.
+func RecoveryObserver[S comparable](m *Metrics, table *transition.Table[S]) (recovery.Observer[S], error) {
+	if m == nil || table == nil {
+		return recovery.Observer[S]{}, errors.New("prom: RecoveryObserver: nil Metrics or table")
+	}
+	name := func(s S) string {
+		if n, ok := table.Name(s); ok {
+			return n
+		}
+		return "unknown"
+	}
+	return recovery.Observer[S]{
+		Startup: func(v recovery.Verdict[S], err error) {
+			result := "ok"
+			switch {
+			case v.Decision == recovery.DecisionRefuse && errors.Is(err, recovery.ErrTerminalStatus):
+			case errors.Is(err, storage.ErrHeld):
+				result = "held"
+			case err != nil:
+				result = "error"
+			}
+			m.startups.WithLabelValues(v.Decision.String(), result).Inc()
+			if err != nil {
+				return // nothing written: no restart was counted
+			}
+			if v.Restarts > 0 {
+				m.restarts.Inc()
+			}
+			if v.Decision == recovery.DecisionFail && v.Restarts > v.RestartBudget {
+				m.budgetsSpent.Inc()
+			}
+		},
+		Terminate: func(a recovery.Action, err error) {
+			result := "ok"
+			if err != nil {
+				result = "error"
+			}
+			m.terminations.WithLabelValues(a.Kind.String(), result).Inc()
+		},
+		Deadline: func(e recovery.Enforced[S]) {
+			m.deadlines.WithLabelValues(name(e.From), name(e.To)).Inc()
+		},
+	}, nil
+}
+
+// ReconcileObserver counts a reconcile.Loop's calls with
+// controller-runtime's metrics and labels, so its dashboards and alerts
+// work unchanged: controller_runtime_reconcile_total{controller,result}
+// (success, error, requeue_after), _reconcile_errors_total,
+// _terminal_reconcile_errors_total, _reconcile_panics_total,
+// _reconcile_time_seconds (its buckets), and workqueue_retries_total for
+// the keys retried with backoff. A panic or a terminal error is an
+// error too, as there. Set it as the Loop's Options.ReconcileObserver;
+// [WatchQueue] adds its queue depth.
+func ReconcileObserver[K comparable](m *Metrics, controller string) (reconcile.ReconcileObserver[K], error) {
+	if m == nil || controller == "" {
+		return nil, errors.New("prom: ReconcileObserver: nil Metrics or empty controller name")
+	}
+	success := m.reconciles.WithLabelValues(controller, "success")
+	requeue := m.reconciles.WithLabelValues(controller, "requeue_after")
+	failed := m.reconciles.WithLabelValues(controller, "error")
+	errs := m.reconcileErrors.WithLabelValues(controller)
+	terminal := m.terminalErrors.WithLabelValues(controller)
+	panics := m.panics.WithLabelValues(controller)
+	took := m.reconcileTime.WithLabelValues(controller)
+	retries := m.retries.WithLabelValues(controller, controller)
+	return reconcile.ReconcileObserverFunc[K](func(ev reconcile.ReconcileEvent[K]) {
+		took.Observe(ev.Duration.Seconds())
+		switch ev.Outcome {
+		case reconcile.OutcomeSucceeded:
+			success.Inc()
+		case reconcile.OutcomeRequeued:
+			requeue.Inc()
+		case reconcile.OutcomeErrored, reconcile.OutcomeTerminal, reconcile.OutcomePanicked:
+			failed.Inc()
+			errs.Inc()
+			switch ev.Outcome {
+			case reconcile.OutcomeTerminal:
+				terminal.Inc()
+			case reconcile.OutcomePanicked:
+				panics.Inc()
+				retries.Inc()
+			default:
+				retries.Inc()
+			}
+		}
+	}), nil
+}
+
+// LoopRecoveryObserver counts what a reconcile.Loop's recovery pass
+// adopted, found gone and failed to handle, per controller. Set it as
+// the Loop's Options.RecoveryObserver.
+func LoopRecoveryObserver[K comparable](m *Metrics, controller string) (reconcile.RecoveryObserver[K], error) {
+	if m == nil || controller == "" {
+		return nil, errors.New("prom: LoopRecoveryObserver: nil Metrics or empty controller name")
+	}
+	return reconcile.RecoveryObserverFunc[K](func(r reconcile.RecoveryReport[K]) {
+		m.adopted.WithLabelValues(controller).Add(float64(len(r.Adopted)))
+		m.gone.WithLabelValues(controller).Add(float64(len(r.Gone)))
+		m.recoveryErrors.WithLabelValues(controller).Add(float64(r.Errors))
+	}), nil
+}
+
+// WatchQueue reports loop's queue depth as workqueue_depth{name,
+// controller} (both the controller's name, priority empty, as
+// controller-runtime labels it), read at every scrape. A second loop
+// under the same name is refused.
+func WatchQueue[K comparable](m *Metrics, controller string, loop *reconcile.Loop[K]) error {
+	if m == nil || controller == "" || loop == nil {
+		return errors.New("prom: WatchQueue: nil Metrics or loop, or empty controller name")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dup := m.loops[controller]; dup {
+		return fmt.Errorf("prom: WatchQueue: a queue named %q is watched already", controller)
+	}
+	m.loops[controller] = func() int { return loop.Stats().QueueDepth }
+	return nil
+}
