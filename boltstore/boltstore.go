@@ -8,8 +8,11 @@
 //
 // bbolt holds an exclusive lock on the file: one process at a time. A
 // second process opening it waits Options.Timeout and then fails with
-// [ErrLocked]; it never hangs. Controllers that must share state across
-// processes or machines use etcdstore.
+// [ErrLocked]; it never hangs. Opened with Options.ReadOnly, readers
+// share the file with one another, but not with a writer: while a
+// controller has the file open, nobody else can read it either.
+// Controllers that must share state across processes or machines use
+// etcdstore.
 //
 // # Layout and format
 //
@@ -47,6 +50,10 @@ import (
 // the file.
 var ErrLocked = errors.New("database file is locked by another process")
 
+// ErrReadOnly is matched by the writes of a store opened with
+// Options.ReadOnly.
+var ErrReadOnly = errors.New("database is open read-only")
+
 // ErrClosed is matched by calls on a closed DB.
 var ErrClosed = errors.New("database is closed")
 
@@ -67,6 +74,15 @@ type Options struct {
 	LogSize int
 	// Mode is the permission of a new file (default 0600).
 	Mode os.FileMode
+	// ReadOnly opens an existing file for reading only, under bbolt's
+	// shared lock: read-only opens do not exclude one another, but a
+	// process holding the file for writing (a running controller)
+	// excludes them all, so while it runs a read-only Open waits Timeout
+	// and fails with ErrLocked like any other. Writes fail with
+	// ErrReadOnly; DB.Store of a namespace the file does not hold fails
+	// with storage.ErrNotFound; Watch replays the log and then waits for
+	// nothing, since no process can write while the file is open.
+	ReadOnly bool
 }
 
 // Errors of zero values, which are not usable: the methods that could
@@ -78,9 +94,10 @@ var (
 
 // DB is an open database file. It is safe for concurrent use.
 type DB struct {
-	bolt    *bolt.DB
-	path    string
-	logSize int
+	bolt     *bolt.DB
+	path     string
+	logSize  int
+	readOnly bool
 
 	mu     sync.Mutex
 	stores map[string]*Store
@@ -139,7 +156,7 @@ func Open(path string, opts Options) (*DB, error) {
 	var b *bolt.DB
 	err := guard(path, "Open", func() error {
 		var err error
-		b, err = bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.Timeout})
+		b, err = bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
 		return err
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
@@ -148,20 +165,22 @@ func Open(path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, openError(err))
 	}
-	err = guard(path, "Open", func() error {
-		return b.Update(func(tx *bolt.Tx) error {
-			meta, err := tx.CreateBucketIfNotExists(metaBucket)
-			if err != nil {
-				return err
-			}
-			return checkCounter(tx, meta)
+	if !o.ReadOnly { // a reader needs no counter: only writes take revisions
+		err = guard(path, "Open", func() error {
+			return b.Update(func(tx *bolt.Tx) error {
+				meta, err := tx.CreateBucketIfNotExists(metaBucket)
+				if err != nil {
+					return err
+				}
+				return checkCounter(tx, meta)
+			})
 		})
-	})
+	}
 	if err != nil {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
-	return &DB{bolt: b, path: path, logSize: o.LogSize, stores: map[string]*Store{}, writer: make(chan struct{}, 1)}, nil
+	return &DB{bolt: b, path: path, logSize: o.LogSize, readOnly: o.ReadOnly, stores: map[string]*Store{}, writer: make(chan struct{}, 1)}, nil
 }
 
 // openError makes the errors bbolt gives for a damaged file match
@@ -330,6 +349,21 @@ func (db *DB) Store(namespace string) (*Store, error) {
 		return s, nil
 	}
 	name := []byte("ns/" + namespace)
+	if db.readOnly {
+		err := db.view("Store", func(tx *bolt.Tx) error {
+			ns := tx.Bucket(name)
+			if ns == nil || ns.Bucket(recordsKey) == nil || ns.Bucket(logKey) == nil {
+				return fmt.Errorf("%w: the file holds no such namespace (a read-only database cannot create it)", storage.ErrNotFound)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("boltstore: namespace %q: %w", namespace, err)
+		}
+		s := &Store{db: db, namespace: namespace, bucket: name}
+		db.stores[namespace] = s
+		return s, nil
+	}
 	err := db.update("Store", func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(name)
 		if err != nil {

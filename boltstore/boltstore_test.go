@@ -19,6 +19,7 @@ import (
 	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/internal/testwait"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/transition"
@@ -177,6 +178,75 @@ func TestSecondProcessGetsAClearErrorAfterTheTimeoutNotAHang(t *testing.T) {
 	require.ErrorIs(t, err, boltstore.ErrLocked)
 	require.Contains(t, err.Error(), path)
 	require.Less(t, time.Since(start), 5*time.Second)
+
+	// A reader is excluded too: bbolt's shared lock waits for the
+	// writer's exclusive one.
+	_, err = boltstore.Open(path, boltstore.Options{Timeout: 200 * time.Millisecond, ReadOnly: true})
+	require.ErrorIs(t, err, boltstore.ErrLocked)
+}
+
+// Read-only opens share the file with one another, read what it holds,
+// refuse every write with ErrReadOnly, and keep a writer out while open.
+func TestReadOnlyOpensShareTheFileReadAndRefuseWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, err := boltstore.Open(path, boltstore.Options{})
+	require.NoError(t, err)
+	s, err := db.Store("executions")
+	require.NoError(t, err)
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	require.NoError(t, err)
+	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
+	require.NoError(t, err)
+	written, err := exec.Fire(bg, state.Scheduling, "placed")
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	first, err := boltstore.Open(path, boltstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer first.Close()
+	second, err := boltstore.Open(path, boltstore.Options{ReadOnly: true, Timeout: 200 * time.Millisecond})
+	require.NoError(t, err, "read-only opens do not exclude one another")
+	defer second.Close()
+	_, err = boltstore.Open(path, boltstore.Options{Timeout: 200 * time.Millisecond})
+	require.ErrorIs(t, err, boltstore.ErrLocked, "a reader keeps a writer out")
+
+	ro, err := second.Store("executions")
+	require.NoError(t, err)
+	rec, err := ro.Get(bg, "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, "scheduling", rec.Status)
+	require.Equal(t, written.Revision, rec.Revision)
+	recs, bad, err := ro.List(bg)
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	require.Len(t, recs, 1)
+
+	_, err = ro.Create(bg, storage.Record{ID: "ex-2", Status: "pending"})
+	require.ErrorIs(t, err, boltstore.ErrReadOnly)
+	_, err = ro.CompareAndSwap(bg, "ex-1", rec.Revision, rec)
+	require.ErrorIs(t, err, boltstore.ErrReadOnly)
+	_, _, err = ro.Acquire(bg, "ex-1", storage.Lease{Holder: "cli", TTL: time.Minute})
+	require.ErrorIs(t, err, boltstore.ErrReadOnly)
+	after, err := ro.Get(bg, "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, rec, after, "nothing was written")
+
+	_, err = second.Store("simulators")
+	require.ErrorIs(t, err, storage.ErrNotFound)
+
+	ctx, cancel := context.WithCancel(bg)
+	events, err := ro.Watch(ctx, 0)
+	require.NoError(t, err)
+	var ids []string
+	for range 2 { // the creation and the move
+		ids = append(ids, testwait.Recv(t, events, "the read-only watch to replay the log").ID)
+	}
+	require.Equal(t, []string{"ex-1", "ex-1"}, ids)
+	cancel()
+	testwait.Closed(t, events, "the watch to end with its context")
+
+	_, err = boltstore.Open(filepath.Join(t.TempDir(), "missing"), boltstore.Options{ReadOnly: true})
+	require.ErrorIs(t, err, os.ErrNotExist, "a reader never creates a file")
 }
 
 // childStore opens the executions store of path for a child process,

@@ -73,6 +73,9 @@ func (e *errBatch) Unwrap() error { return e.err }
 // ctx says.
 func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (storage.Record, error)) (storage.Record, error) {
 	db := s.db
+	if db.readOnly {
+		return storage.Record{}, fmt.Errorf("boltstore: %s: %w", db.path, ErrReadOnly)
+	}
 	r := &request{ctx: ctx, store: s, build: build, done: make(chan outcome, 1)}
 	db.pendingMu.Lock()
 	db.pending = append(db.pending, r)
