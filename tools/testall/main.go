@@ -320,8 +320,19 @@ func installTest(ctx context.Context, tmp string, mods []mod, env []string, vers
 			return fmt.Errorf("the README's %s: %w", pkg, err)
 		}
 	}
+	// The operator CLI installs as commands do, and runs.
+	bin := filepath.Join(tmp, "bin")
+	if err := stream(ctx, dir, append(env, "GOBIN="+bin), "go", "install", repoPrefix+cliPath+"@"+version); err != nil {
+		return fmt.Errorf("installing the CLI: %w", err)
+	}
+	if err := stream(ctx, dir, env, filepath.Join(bin, "execfsm"), "diagram"); err != nil {
+		return fmt.Errorf("the installed CLI: %w", err)
+	}
 	return nil
 }
+
+// cliPath is the operator CLI's module, under the repository's.
+const cliPath = "/cmd/execfsm"
 
 // public reports whether users install the module: the library, its
 // stores and its bridges, not the examples, the suites or these tools.

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// Exit statuses.
+const (
+	exitOK          = 0
+	exitFailed      = 1 // the operation failed
+	exitUsage       = 2 // bad usage
+	exitUnavailable = 3 // the store cannot be reached or opened
+)
+
+const usage = `usage: execfsm [store flags] <command> [flags] [arguments]
+
+Store (one of):
+  --bolt PATH            a bbolt file; --namespace NS picks its namespace (default executions)
+  --etcd ENDPOINTS       comma-separated etcd endpoints; --etcd-prefix P (default /execfsm/)
+  --timeout D            how long a call may take (default 10s; a bbolt file's lock is waited 1s)
+  -o, --output FORMAT    text (default) or json
+
+Commands:
+  get ID                      one record
+  list [--status S,...]       every record, or those in the given statuses
+  history ID                  a record's audit trail as a timeline
+  watch [ID...]               the records now, then every change until interrupted (etcd only)
+  diagram [--format F]        the execution lifecycle, as mermaid (default) or dot; needs no store
+  stop ID --reason R          ask an execution to stop, as the cluster master does (--actor names you)
+
+Exit status: 0 done, 1 the operation failed, 2 bad usage, 3 the store cannot be reached or opened.
+`
+
+// failure is an error with its exit status.
+type failure struct {
+	code int
+	err  error
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+func fail(code int, format string, args ...any) error {
+	return &failure{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// globals are the flags before the command.
+type globals struct {
+	bolt, namespace  string
+	etcd, etcdPrefix string
+	timeout          time.Duration
+	output           string
+}
+
+// run is the command: it returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, stdout, stderr)
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "execfsm:", err)
+	var f *failure
+	if errors.As(err, &f) {
+		if f.code == exitUsage {
+			fmt.Fprint(stderr, "\n"+usage)
+		}
+		return f.code
+	}
+	return exitFailed
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var g globals
+	fs := flag.NewFlagSet("execfsm", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&g.bolt, "bolt", "", "")
+	fs.StringVar(&g.namespace, "namespace", "executions", "")
+	fs.StringVar(&g.etcd, "etcd", "", "")
+	fs.StringVar(&g.etcdPrefix, "etcd-prefix", "", "")
+	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "")
+	fs.StringVar(&g.output, "output", "text", "")
+	fs.StringVar(&g.output, "o", "text", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fail(exitUsage, "%v", err)
+	}
+	if g.output != "text" && g.output != "json" {
+		return fail(exitUsage, "--output %q: want text or json", g.output)
+	}
+	if g.timeout <= 0 {
+		return fail(exitUsage, "--timeout %v: want a positive duration", g.timeout)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return fail(exitUsage, "no command")
+	}
+	out := &printer{w: stdout, json: g.output == "json"}
+	cmd, rest := rest[0], rest[1:]
+	switch cmd {
+	case "get":
+		id, err := oneID(cmd, rest)
+		if err != nil {
+			return err
+		}
+		return withStore(ctx, g, false, func(b *backend) error { return get(ctx, g, b, id, out) })
+	case "history":
+		id, err := oneID(cmd, rest)
+		if err != nil {
+			return err
+		}
+		return withStore(ctx, g, false, func(b *backend) error { return history(ctx, g, b, id, out) })
+	case "list":
+		var statuses string
+		sub := newSub(cmd)
+		sub.StringVar(&statuses, "status", "", "")
+		pos, err := parseSub(sub, rest)
+		if err != nil {
+			return err
+		}
+		if len(pos) > 0 {
+			return fail(exitUsage, "list takes no arguments, got %q", pos)
+		}
+		wanted, err := parseStatuses(statuses)
+		if err != nil {
+			return err
+		}
+		return withStore(ctx, g, false, func(b *backend) error { return list(ctx, g, b, wanted, out) })
+	case "watch":
+		if g.bolt != "" {
+			return fail(exitUsage, "watch needs a store others can write while it watches: a bbolt file is locked by the process writing it, so nothing can change while execfsm has it open; use etcd")
+		}
+		for _, id := range rest {
+			if err := storage.ValidateID(id); err != nil {
+				return fail(exitUsage, "%v", err)
+			}
+		}
+		return withStore(ctx, g, false, func(b *backend) error { return watch(ctx, b, rest, out) })
+	case "diagram":
+		var format string
+		sub := newSub(cmd)
+		sub.StringVar(&format, "format", "mermaid", "")
+		pos, err := parseSub(sub, rest)
+		if err != nil {
+			return err
+		}
+		if len(pos) > 0 {
+			return fail(exitUsage, "diagram takes no arguments, got %q", pos)
+		}
+		return diagram(format, stdout)
+	case "stop":
+		var reason, actor string
+		sub := newSub(cmd)
+		sub.StringVar(&reason, "reason", "", "")
+		sub.StringVar(&actor, "actor", "", "")
+		pos, err := parseSub(sub, rest)
+		if err != nil {
+			return err
+		}
+		id, err := oneID(cmd, pos)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(reason) == "" {
+			return fail(exitUsage, "stop needs --reason: it is kept in the record's audit trail")
+		}
+		if actor == "" {
+			actor = "operator"
+			if u, err := user.Current(); err == nil && u.Username != "" {
+				actor = "operator:" + u.Username
+			}
+		}
+		if len(actor) > storage.MaxOwnerLen {
+			return fail(exitUsage, "--actor is %d bytes, at most %d", len(actor), storage.MaxOwnerLen)
+		}
+		return withStore(ctx, g, true, func(b *backend) error { return stop(ctx, g, b, id, reason, actor, out) })
+	}
+	return fail(exitUsage, "unknown command %q", cmd)
+}
+
+func newSub(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseSub parses a command's flags wherever they stand among its
+// arguments (stop ex-1 --reason x, as kubectl allows), and returns the
+// arguments.
+func parseSub(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, fail(exitUsage, "%s: %v", fs.Name(), err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// oneID checks that a command got exactly one valid record id.
+func oneID(cmd string, args []string) (string, error) {
+	if len(args) != 1 {
+		return "", fail(exitUsage, "%s takes one record id, got %d arguments", cmd, len(args))
+	}
+	if err := storage.ValidateID(args[0]); err != nil {
+		return "", fail(exitUsage, "%v", err)
+	}
+	return args[0], nil
+}
+
+// parseStatuses reads --status: statuses of the execution lifecycle,
+// comma-separated; none is every record.
+func parseStatuses(text string) (map[string]bool, error) {
+	if text == "" {
+		return nil, nil
+	}
+	wanted := map[string]bool{}
+	for _, s := range strings.Split(text, ",") {
+		st, err := state.Parse(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fail(exitUsage, "--status: %v", err)
+		}
+		wanted[st.String()] = true
+	}
+	return wanted, nil
+}
+
+func get(ctx context.Context, g globals, b *backend, id string, out *printer) error {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	rec, err := b.store.Get(ctx, id)
+	if err != nil {
+		return storeError(err)
+	}
+	return out.record(rec)
+}
+
+func history(ctx context.Context, g globals, b *backend, id string, out *printer) error {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	rec, err := b.store.Get(ctx, id)
+	if err != nil {
+		return storeError(err)
+	}
+	return out.history(rec)
+}
+
+func list(ctx context.Context, g globals, b *backend, wanted map[string]bool, out *printer) error {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	recs, bad, err := b.lister.List(ctx)
+	if err != nil {
+		return storeError(err)
+	}
+	var shown []storage.Record
+	for _, r := range recs {
+		if wanted == nil || wanted[r.Status] {
+			shown = append(shown, r)
+		}
+	}
+	if err := out.list(shown, bad); err != nil {
+		return err
+	}
+	if len(bad) > 0 {
+		return fail(exitFailed, "%d record(s) could not be read (listed apart); the others are shown", len(bad))
+	}
+	return nil
+}
+
+func stop(ctx context.Context, g globals, b *backend, id, reason, actor string, out *printer) error {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	exec, err := transition.NewPersisted(state.Lifecycle(), b.store, id, transition.PersistedOptions[state.Status]{Actor: actor})
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	c, err := exec.Fire(ctx, state.Stopping, reason)
+	if err != nil {
+		return storeError(err)
+	}
+	return out.stopped(c)
+}
+
+func diagram(format string, w io.Writer) error {
+	switch format {
+	case "mermaid":
+		_, err := io.WriteString(w, state.Lifecycle().Mermaid())
+		return err
+	case "dot":
+		_, err := io.WriteString(w, state.Lifecycle().DOT())
+		return err
+	}
+	return fail(exitUsage, "--format %q: want mermaid or dot", format)
+}
+
+// storeError gives a store's error its exit status: what the store said
+// about the record or the move is the operation failing; a store that
+// could not answer in time is unavailable.
+func storeError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &failure{code: exitUnavailable, err: fmt.Errorf("the store did not answer in time: %w", err)}
+	}
+	return &failure{code: exitFailed, err: err}
+}
+
+// errLocked explains a bbolt file another process holds.
+func errLocked(path string, err error) error {
+	return &failure{code: exitUnavailable, err: fmt.Errorf("%w\n"+
+		"  another process (a running controller?) has %s open; bbolt allows one process at a time,\n"+
+		"  and while a writer has the file nobody can open it, even to read. Stop that process, or keep\n"+
+		"  executions that operators inspect while they run in etcd (--etcd)", err, path)}
+}

@@ -1,0 +1,360 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
+
+	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/etcdstore"
+	"github.com/execfsm/execfsm/etcdstore/embedded"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// The watch and the embedded etcd start goroutines.
+func TestMain(m *testing.M) {
+	var opts []goleak.Option
+	for _, f := range embedded.LingeringGoroutines {
+		opts = append(opts, goleak.IgnoreAnyFunction(f))
+	}
+	goleak.VerifyTestMain(m, opts...)
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// bound is how long a test waits for anything.
+const bound = 20 * time.Second
+
+var bg = context.Background()
+
+// result is one run of the command.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func execfsm(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bg, bound)
+	defer cancel()
+	var out, errs bytes.Buffer
+	code := run(ctx, args, &out, &errs)
+	return result{out.String(), errs.String(), code}
+}
+
+// takenAt matches the times a store stamps with its own clock (a
+// take-over's), unlike the test's fixed clock, which reads 12:00:xx.
+var takenAt = regexp.MustCompile(`2026-12-03T(\d\d:\d\d):\d\d(\.\d+)?Z`)
+
+// golden compares got with testdata/name, or rewrites it with -update.
+// Times off the test's clock are replaced by <now>.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	got = takenAt.ReplaceAllStringFunc(got, func(m string) string {
+		if strings.HasPrefix(m, "2026-12-03T12:00:") && !strings.Contains(m, ".") {
+			return m
+		}
+		return "<now>"
+	})
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(want), got)
+}
+
+// ticking is a clock a second further at each reading, from a fixed
+// time: the records' times are golden.
+func ticking() func() time.Time {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
+	}
+}
+
+// populate writes the executions every store test starts from: one per
+// interesting status, one relocated by its owner.
+func populate(t *testing.T, store storage.Store) {
+	t.Helper()
+	clock := ticking()
+	opts := transition.PersistedOptions[state.Status]{Actor: "cluster-master", Clock: clock}
+	move := func(id string, path ...state.Status) *transition.Persisted[state.Status] {
+		exec, err := transition.NewPersisted(state.Lifecycle(), store, id, opts)
+		require.NoError(t, err)
+		_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
+		require.NoError(t, err)
+		for _, s := range path {
+			_, err = exec.Fire(bg, s, "")
+			require.NoError(t, err)
+		}
+		return exec
+	}
+	move("ex-pending")
+	move("ex-done", state.Scheduling, state.Initializing, state.Running, state.Completed)
+	move("ex-moving", state.Scheduling, state.Initializing, state.Running)
+	controller, err := transition.NewPersisted(state.Lifecycle(), store, "ex-moving", transition.PersistedOptions[state.Status]{Actor: "pod-a", Clock: clock})
+	require.NoError(t, err)
+	owned, _, err := controller.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"})
+	require.NoError(t, err)
+	_, err = owned.Fire(bg, state.Relocating, "SIGTERM: node drained")
+	require.NoError(t, err)
+	require.NoError(t, owned.Ownership().Release(bg))
+	move("ex-running", state.Scheduling, state.Initializing, state.Running)
+}
+
+// boltFile makes a bbolt file holding the executions, closed.
+func boltFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := boltstore.Open(path, boltstore.Options{})
+	require.NoError(t, err)
+	s, err := db.Store("executions")
+	require.NoError(t, err)
+	populate(t, s)
+	require.NoError(t, db.Close())
+	return path
+}
+
+func TestReadCommandsOnABoltFile(t *testing.T) {
+	path := boltFile(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"get.txt", []string{"get", "ex-moving"}},
+		{"get.json", []string{"-o", "json", "get", "ex-moving"}},
+		{"list.txt", []string{"list"}},
+		{"list-relocating.txt", []string{"list", "--status", "relocating,pending"}},
+		{"list.json", []string{"--output", "json", "list", "--status", "relocating"}},
+		{"history.txt", []string{"history", "ex-moving"}},
+		{"history.json", []string{"-o", "json", "history", "ex-pending"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := execfsm(t, append([]string{"--bolt", path}, tc.args...)...)
+			require.Equal(t, 0, r.code, r.stderr)
+			require.Empty(t, r.stderr)
+			golden(t, tc.name, r.stdout)
+		})
+	}
+	// JSON is the record as the store keeps it.
+	r := execfsm(t, "--bolt", path, "-o", "json", "get", "ex-moving")
+	var rec storage.Record
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rec))
+	require.Equal(t, "relocating", rec.Status)
+	require.Equal(t, "running", rec.Previous)
+	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, rec.Claim())
+}
+
+func TestStopWritesAsTheClusterMasterDoes(t *testing.T) {
+	path := boltFile(t)
+	r := execfsm(t, "--bolt", path, "stop", "ex-running", "--reason", "user asked", "--actor", "operator:ana")
+	require.Equal(t, 0, r.code, r.stderr)
+	golden(t, "stop.txt", r.stdout)
+
+	r = execfsm(t, "--bolt", path, "-o", "json", "stop", "--reason", "again", "--actor", "operator:ana", "ex-running")
+	require.Equal(t, 0, r.code, r.stderr)
+	golden(t, "stop-again.json", r.stdout)
+
+	// The owner is untouched: an outside authority takes no ownership.
+	r = execfsm(t, "--bolt", path, "stop", "ex-moving", "--reason", "drain is taking too long", "--actor", "operator:ana")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = execfsm(t, "--bolt", path, "-o", "json", "get", "ex-moving")
+	var rec storage.Record
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rec))
+	require.Equal(t, "stopping", rec.Status)
+	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, rec.Claim())
+	last, _ := rec.History.Last()
+	require.Equal(t, "operator:ana", last.Actor)
+	require.Empty(t, last.Owner)
+
+	// The lifecycle refuses what it refuses; nothing is written.
+	r = execfsm(t, "--bolt", path, "stop", "ex-done", "--reason", "x")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "completed is terminal")
+	r = execfsm(t, "--bolt", path, "stop", "ex-nobody", "--reason", "x")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "not found")
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	path := boltFile(t)
+	for _, args := range [][]string{
+		{},
+		{"--bolt", path},
+		{"--bolt", path, "frobnicate"},
+		{"--bolt", path, "get"},
+		{"--bolt", path, "get", "a", "b"},
+		{"--bolt", path, "get", ""},
+		{"--bolt", path, "list", "--status", "sleeping"},
+		{"--bolt", path, "stop", "ex-running"},
+		{"--bolt", path, "stop", "ex-running", "--reason", "x", "--actor", strings.Repeat("a", storage.MaxOwnerLen+1)},
+		{"--bolt", path, "watch"},
+		{"--bolt", path, "--etcd", "127.0.0.1:1", "list"},
+		{"-o", "yaml", "--bolt", path, "list"},
+		{"--timeout", "0s", "--bolt", path, "list"},
+		{"get", "ex-1"},
+		{"diagram", "--format", "png"},
+		{"--bolt", path, "--nope", "list"},
+	} {
+		r := execfsm(t, args...)
+		require.Equal(t, 2, r.code, "%q: %s", args, r.stderr)
+		require.Contains(t, r.stderr, "usage: execfsm", "%q", args)
+	}
+	r := execfsm(t, "-h")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "usage: execfsm")
+}
+
+func TestDiagram(t *testing.T) {
+	r := execfsm(t, "diagram")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, state.Lifecycle().Mermaid(), r.stdout)
+	r = execfsm(t, "diagram", "--format", "dot")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, state.Lifecycle().DOT(), r.stdout)
+}
+
+// While a controller holds the bbolt file, nothing can open it, even to
+// read: the command says so and exits 3, and never waits long.
+func TestABoltFileAControllerHoldsIsUnavailable(t *testing.T) {
+	path := boltFile(t)
+	db, err := boltstore.Open(path, boltstore.Options{}) // the running controller
+	require.NoError(t, err)
+	for _, args := range [][]string{{"get", "ex-moving"}, {"stop", "ex-running", "--reason", "x"}} {
+		r := execfsm(t, append([]string{"--bolt", path}, args...)...)
+		require.Equal(t, 3, r.code, r.stderr)
+		require.Contains(t, r.stderr, "locked by another process")
+		require.Contains(t, r.stderr, "nobody can open it, even to read")
+	}
+	require.NoError(t, db.Close())
+	r := execfsm(t, "--bolt", filepath.Join(t.TempDir(), "missing.db"), "list")
+	require.Equal(t, 3, r.code)
+	require.Contains(t, r.stderr, "no such file")
+	r = execfsm(t, "--bolt", path, "--namespace", "simulators", "list")
+	require.Equal(t, 1, r.code) // the file is there; that namespace is not
+}
+
+// A record that cannot be read is listed apart, the others are shown,
+// and the exit status says something failed.
+func TestListShowsWhatItCanAndReportsWhatItCannot(t *testing.T) {
+	path := boltFile(t)
+	raw, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, raw.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("ns/executions")).Bucket([]byte("records")).Put([]byte("ex-pending"), []byte("\x01{not json"))
+	}))
+	require.NoError(t, raw.Close())
+	r := execfsm(t, "--bolt", path, "list")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stdout, "ex-running")
+	require.Contains(t, r.stdout, "ex-pending  (unreadable)")
+	require.Contains(t, r.stderr, "1 record(s) could not be read")
+	r = execfsm(t, "--bolt", path, "get", "ex-pending")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "corrupt")
+}
+
+// syncBuffer is a buffer the watch writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitFor(t *testing.T, buf *syncBuffer, text string) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !strings.Contains(buf.String(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within %v in:\n%s", text, bound, buf.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestEveryCommandOnEtcd(t *testing.T) {
+	cluster, err := embedded.Start(t.TempDir(), 1, embedded.Options{})
+	require.NoError(t, err)
+	defer cluster.Close()
+	client, err := cluster.Client()
+	require.NoError(t, err)
+	defer client.Close()
+	store, err := etcdstore.New(client, etcdstore.Options{Prefix: "/teraslice/"})
+	require.NoError(t, err)
+	populate(t, store)
+	endpoint := cluster.Endpoint(0)
+	etcd := []string{"--etcd", endpoint, "--etcd-prefix", "/teraslice/"}
+
+	r := execfsm(t, append(etcd, "list", "--status", "relocating")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "ex-moving")
+	require.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
+	r = execfsm(t, append(etcd, "history", "ex-moving")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "SIGTERM: node drained")
+
+	// Watch: the records now, then the stop as it lands.
+	var out, errs syncBuffer
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append(etcd, "watch", "ex-moving", "ex-running"), &out, &errs) }()
+	waitFor(t, &out, "current    ex-running")
+	require.NotContains(t, out.String(), "ex-pending", "only the ids asked for")
+	r = execfsm(t, append(etcd, "stop", "ex-running", "--reason", "user asked", "--actor", "operator:ana")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "ex-running: running → stopping")
+	waitFor(t, &out, "changed    ex-running  stopping")
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, errs.String())
+	case <-time.After(bound):
+		t.Fatal("watch did not end when interrupted")
+	}
+
+	// Another prefix holds nothing.
+	r = execfsm(t, "--etcd", endpoint, "get", "ex-running")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "not found")
+}
+
+func TestAnUnreachableClusterIsUnavailable(t *testing.T) {
+	start := time.Now()
+	r := execfsm(t, "--etcd", "127.0.0.1:1", "--timeout", "300ms", "get", "ex-1")
+	require.Equal(t, 3, r.code, fmt.Sprintf("%+v", r))
+	require.Contains(t, r.stderr, "did not answer in time")
+	require.Less(t, time.Since(start), bound)
+}

@@ -1,0 +1,42 @@
+// Command execfsm inspects and stops the executions a store holds, for
+// operators: get, list, history, watch, diagram and stop, against a bbolt
+// file or an etcd cluster. Run it with no arguments for its usage.
+//
+//	execfsm --bolt /var/lib/ctl/state.db list --status relocating
+//	execfsm --etcd 10.0.0.1:2379 history ex-42
+//	execfsm --etcd 10.0.0.1:2379 stop ex-42 --reason "user asked"
+//	execfsm diagram --format dot | dot -Tsvg > lifecycle.svg
+//
+// It writes only with stop, and then as the cluster master writes: as an
+// outside authority (the operator named as the actor), refused where the
+// execution lifecycle refuses the move, never taking ownership, so the
+// controller that owns the execution is not fenced and shuts down as
+// asked.
+//
+// Exit status: 0 done; 1 the operation failed (no such record, a move
+// the lifecycle refuses, a record that cannot be read — for list, after
+// printing the others); 2 bad usage; 3 the store cannot be reached or
+// opened (an unreachable cluster, a bbolt file a running controller
+// holds).
+//
+// A bbolt file allows one writer process and its lock is exclusive: the
+// read commands open it read-only under bbolt's shared lock, which any
+// number of readers share, but which a running controller's exclusive
+// lock keeps out. While a controller has the file open, the CLI can do
+// nothing with it, and says so (exit 3); stop the controller, or keep
+// executions that operators inspect live in etcd.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// printer writes results as text for people or as JSON for programs.
+type printer struct {
+	w    io.Writer
+	json bool
+}
+
+func (p *printer) encode(v any) error {
+	enc := json.NewEncoder(p.w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func owner(rec storage.Record) string {
+	if rec.Owner == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s@%d", rec.Owner, rec.Epoch)
+}
+
+// record prints one record: its fields, then its metadata.
+func (p *printer) record(rec storage.Record) error {
+	if p.json {
+		return p.encode(rec)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "ID:\t%s\n", rec.ID)
+	fmt.Fprintf(tw, "Status:\t%s\n", rec.Status)
+	if rec.Previous != "" {
+		fmt.Fprintf(tw, "Previous:\t%s\n", rec.Previous)
+	}
+	fmt.Fprintf(tw, "Since:\t%s\n", when(rec.Since))
+	fmt.Fprintf(tw, "Reason:\t%s\n", oneLine(rec.Reason))
+	fmt.Fprintf(tw, "Owner:\t%s\n", owner(rec))
+	fmt.Fprintf(tw, "Revision:\t%d\n", rec.Revision)
+	fmt.Fprintf(tw, "Updated:\t%s\n", when(rec.UpdatedAt))
+	fmt.Fprintf(tw, "History:\t%d entries (keeps %d)\n", rec.History.Len(), rec.HistoryKept())
+	for _, k := range slices.Sorted(maps.Keys(rec.Meta)) {
+		fmt.Fprintf(tw, "Meta %s:\t%s\n", k, oneLine(rec.Meta[k]))
+	}
+	return tw.Flush()
+}
+
+// oneLine keeps a reason on its line.
+func oneLine(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", " ").Replace(s)
+}
+
+// unreadableJSON is how list reports a record it cannot read.
+type unreadableJSON struct {
+	ID       string `json:"id"`
+	Revision uint64 `json:"revision,omitempty"`
+	Error    string `json:"error"`
+}
+
+// list prints the records, one line each, and those that cannot be read.
+func (p *printer) list(recs []storage.Record, bad []storage.Unreadable) error {
+	if p.json {
+		v := struct {
+			Items      []storage.Record `json:"items"`
+			Unreadable []unreadableJSON `json:"unreadable,omitempty"`
+		}{Items: recs}
+		if v.Items == nil {
+			v.Items = []storage.Record{}
+		}
+		for _, u := range bad {
+			v.Unreadable = append(v.Unreadable, unreadableJSON{ID: u.ID, Revision: u.Revision, Error: u.Err.Error()})
+		}
+		return p.encode(v)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tSINCE\tOWNER\tREVISION\tREASON")
+	for _, r := range recs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Status, when(r.Since), owner(r), r.Revision, oneLine(r.Reason))
+	}
+	for _, u := range bad {
+		fmt.Fprintf(tw, "%s\t(unreadable)\t-\t-\t%d\t%s\n", u.ID, u.Revision, oneLine(u.Err.Error()))
+	}
+	return tw.Flush()
+}
+
+// history prints the audit trail as a timeline, oldest first.
+func (p *printer) history(rec storage.Record) error {
+	entries := rec.History.Entries()
+	if p.json {
+		if entries == nil {
+			entries = []storage.Entry{}
+		}
+		return p.encode(entries)
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tBY\tFROM\t\tTO\tREVISION\tREASON")
+	for _, e := range entries {
+		by := e.Actor
+		if e.Owner != "" {
+			by = fmt.Sprintf("%s (%s@%d)", e.Actor, e.Owner, e.Epoch)
+		}
+		from, arrow, to := e.From, "→", e.To
+		switch {
+		case e.From == "":
+			from, arrow = "(created)", ""
+		case e.From == e.To:
+			arrow, to = "", "(same status)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", when(e.At), oneLine(by), from, arrow, to, e.Revision, oneLine(e.Reason))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if rec.History.Len() > 0 && rec.History.Len() >= rec.HistoryKept() {
+		_, err := fmt.Fprintf(p.w, "(the trail keeps the last %d changes; older ones, if any, are not kept)\n", rec.HistoryKept())
+		return err
+	}
+	return nil
+}
+
+// stoppedJSON is what stop reports.
+type stoppedJSON struct {
+	ID       string `json:"id"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Changed  bool   `json:"changed"`
+	Revision uint64 `json:"revision"`
+	Actor    string `json:"actor"`
+	Reason   string `json:"reason"`
+}
+
+func (p *printer) stopped(c transition.Change[state.Status]) error {
+	v := stoppedJSON{ID: c.ID, From: c.From.String(), To: c.To.String(), Changed: c.Changed(), Revision: c.Revision, Actor: c.Actor, Reason: c.Reason}
+	if p.json {
+		return p.encode(v)
+	}
+	if !v.Changed {
+		_, err := fmt.Fprintf(p.w, "%s is %s already: nothing written\n", v.ID, v.To)
+		return err
+	}
+	_, err := fmt.Fprintf(p.w, "%s: %s → %s at revision %d, by %s: %s\n", v.ID, v.From, v.To, v.Revision, v.Actor, oneLine(v.Reason))
+	return err
+}
+
+// eventJSON is one line of watch's JSON output.
+type eventJSON struct {
+	Type   string          `json:"type"` // "current", "changed", "gone" or "unreadable"
+	Record *storage.Record `json:"record,omitempty"`
+	ID     string          `json:"id,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// event prints one watch line: a record as it is now, a record gone, or
+// one that cannot be read.
+func (p *printer) event(typ string, rec storage.Record, id string, err error) error {
+	if p.json {
+		ev := eventJSON{Type: typ}
+		switch {
+		case err != nil:
+			ev.ID, ev.Error = id, err.Error()
+		case typ == "gone":
+			ev.ID = id
+		default:
+			ev.Record = &rec
+		}
+		enc := json.NewEncoder(p.w) // one object per line
+		return enc.Encode(ev)
+	}
+	var line string
+	switch {
+	case err != nil:
+		line = fmt.Sprintf("%-10s %s  %v", typ, id, err)
+	case typ == "gone":
+		line = fmt.Sprintf("%-10s %s", typ, id)
+	default:
+		line = fmt.Sprintf("%-10s %s  %s  since %s  owner %s  revision %d  %s", typ, rec.ID, rec.Status, when(rec.Since), owner(rec), rec.Revision, oneLine(rec.Reason))
+	}
+	_, werr := fmt.Fprintln(p.w, line)
+	return werr
+}
