@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os/user"
 	"strings"
 	"time"
@@ -28,6 +29,8 @@ const usage = `usage: execfsm [store flags] <command> [flags] [arguments]
 Store (one of):
   --bolt PATH            a bbolt file; --namespace NS picks its namespace (default executions)
   --etcd ENDPOINTS       comma-separated etcd endpoints; --etcd-prefix P (default /execfsm/)
+  --kube-namespace NS    a Kubernetes namespace, through --kubeconfig PATH (default $KUBECONFIG,
+                         then ~/.kube/config) and --context C; --kube-prefix P names the ConfigMaps
   --timeout D            how long a call may take (default 10s; a bbolt file's lock is waited 1s)
   -o, --output FORMAT    text (default) or json
 
@@ -35,7 +38,7 @@ Commands:
   get ID                      one record
   list [--status S,...]       every record, or those in the given statuses
   history ID                  a record's audit trail as a timeline
-  watch [ID...]               the records now, then every change until interrupted (etcd only)
+  watch [ID...]               the records now, then every change until interrupted (etcd, Kubernetes)
   diagram [--format F]        the execution lifecycle, as mermaid (default) or dot; needs no store
   stop ID --reason R          ask an execution to stop, as the cluster master does (--actor names you)
 
@@ -59,6 +62,10 @@ func fail(code int, format string, args ...any) error {
 type globals struct {
 	bolt, namespace  string
 	etcd, etcdPrefix string
+	kubeNamespace    string
+	kubeconfig       string
+	kubeContext      string
+	kubePrefix       string
 	timeout          time.Duration
 	output           string
 }
@@ -92,6 +99,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&g.namespace, "namespace", "executions", "")
 	fs.StringVar(&g.etcd, "etcd", "", "")
 	fs.StringVar(&g.etcdPrefix, "etcd-prefix", "", "")
+	fs.StringVar(&g.kubeNamespace, "kube-namespace", "", "")
+	fs.StringVar(&g.kubeconfig, "kubeconfig", "", "")
+	fs.StringVar(&g.kubeContext, "context", "", "")
+	fs.StringVar(&g.kubePrefix, "kube-prefix", "", "")
 	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "")
 	fs.StringVar(&g.output, "output", "text", "")
 	fs.StringVar(&g.output, "o", "text", "")
@@ -144,7 +155,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return withStore(ctx, g, false, func(b *backend) error { return list(ctx, g, b, wanted, out) })
 	case "watch":
 		if g.bolt != "" {
-			return fail(exitUsage, "watch needs a store others can write while it watches: a bbolt file is locked by the process writing it, so nothing can change while execfsm has it open; use etcd")
+			return fail(exitUsage, "watch needs a store others can write while it watches: a bbolt file is locked by the process writing it, so nothing can change while execfsm has it open; use etcd or Kubernetes")
 		}
 		for _, id := range rest {
 			if err := storage.ValidateID(id); err != nil {
@@ -318,8 +329,12 @@ func diagram(format string, w io.Writer) error {
 // about the record or the move is the operation failing; a store that
 // could not answer in time is unavailable.
 func storeError(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
+	var netErr *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		return &failure{code: exitUnavailable, err: fmt.Errorf("the store did not answer in time: %w", err)}
+	case errors.As(err, &netErr):
+		return &failure{code: exitUnavailable, err: fmt.Errorf("the store cannot be reached: %w", err)}
 	}
 	return &failure{code: exitFailed, err: err}
 }

@@ -17,10 +17,16 @@ import (
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
+	"github.com/execfsm/execfsm/kube"
+	"github.com/execfsm/execfsm/kube/kubetest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -28,7 +34,7 @@ import (
 
 // The watch and the embedded etcd start goroutines.
 func TestMain(m *testing.M) {
-	var opts []goleak.Option
+	opts := kubetest.LingeringGoroutines()
 	for _, f := range embedded.LingeringGoroutines {
 		opts = append(opts, goleak.IgnoreAnyFunction(f))
 	}
@@ -357,4 +363,75 @@ func TestAnUnreachableClusterIsUnavailable(t *testing.T) {
 	require.Equal(t, 3, r.code, fmt.Sprintf("%+v", r))
 	require.Contains(t, r.stderr, "did not answer in time")
 	require.Less(t, time.Since(start), bound)
+}
+
+// On a Kubernetes namespace, through a kubeconfig, against a real
+// kube-apiserver: the same commands, watch included.
+func TestEveryCommandOnKubernetes(t *testing.T) {
+	cp, err := kubetest.Start(kubetest.Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, cp.Stop()) }()
+	_, err = cp.Clientset.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "teraslice"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	store, err := kube.New(cp.Clientset, kube.Options{Namespace: "teraslice"})
+	require.NoError(t, err)
+	populate(t, store)
+
+	// The kubeconfig an operator would have for this cluster.
+	cfg := cp.Config
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters: map[string]*clientcmdapi.Cluster{"test": {Server: cfg.Host, CertificateAuthorityData: cfg.CAData}},
+		AuthInfos: map[string]*clientcmdapi.AuthInfo{"admin": {
+			ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken,
+		}},
+		Contexts:       map[string]*clientcmdapi.Context{"test": {Cluster: "test", AuthInfo: "admin"}},
+		CurrentContext: "test",
+	}, kubeconfig))
+	k := []string{"--kube-namespace", "teraslice", "--kubeconfig", kubeconfig}
+
+	r := execfsm(t, append(k, "list", "--status", "relocating")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "ex-moving")
+	require.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
+	r = execfsm(t, append(k, "-o", "json", "get", "ex-moving")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	var rec storage.Record
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rec))
+	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, rec.Claim())
+
+	var out, errs syncBuffer
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append(k, "watch"), &out, &errs) }()
+	waitFor(t, &out, "current    ex-running")
+	r = execfsm(t, append(k, "stop", "ex-running", "--reason", "user asked", "--actor", "operator:ana")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	waitFor(t, &out, "changed    ex-running  stopping")
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, errs.String())
+	case <-time.After(bound):
+		t.Fatal("watch did not end when interrupted")
+	}
+
+	r = execfsm(t, append(k, "stop", "ex-done", "--reason", "x")...)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "completed is terminal")
+
+	r = execfsm(t, "--kube-namespace", "teraslice", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "list")
+	require.Equal(t, 3, r.code, r.stderr)
+}
+
+func TestAnUnreachableAPIServerIsUnavailable(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"gone": {Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"u": {Token: "t"}},
+		Contexts:       map[string]*clientcmdapi.Context{"gone": {Cluster: "gone", AuthInfo: "u"}},
+		CurrentContext: "gone",
+	}, kubeconfig))
+	r := execfsm(t, "--kube-namespace", "teraslice", "--kubeconfig", kubeconfig, "--timeout", "2s", "get", "ex-1")
+	require.Equal(t, 3, r.code, fmt.Sprintf("%+v", r))
 }

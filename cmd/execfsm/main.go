@@ -1,10 +1,12 @@
 // Command execfsm inspects and stops the executions a store holds, for
 // operators: get, list, history, watch, diagram and stop, against a bbolt
-// file or an etcd cluster. Run it with no arguments for its usage.
+// file, an etcd cluster or a Kubernetes namespace. Run it with no
+// arguments for its usage.
 //
 //	execfsm --bolt /var/lib/ctl/state.db list --status relocating
 //	execfsm --etcd 10.0.0.1:2379 history ex-42
 //	execfsm --etcd 10.0.0.1:2379 stop ex-42 --reason "user asked"
+//	execfsm --kube-namespace teraslice watch
 //	execfsm diagram --format dot | dot -Tsvg > lifecycle.svg
 //
 // It writes only with stop, and then as the cluster master writes: as an
