@@ -115,20 +115,20 @@ func (p *printer) history(rec storage.Record) error {
 		return p.encode(entries)
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tBY\tFROM\t\tTO\tREVISION\tREASON")
+	fmt.Fprintln(tw, "AT\tBY\tCHANGE\tREVISION\tREASON")
 	for _, e := range entries {
 		by := e.Actor
 		if e.Owner != "" {
 			by = fmt.Sprintf("%s (%s@%d)", e.Actor, e.Owner, e.Epoch)
 		}
-		from, arrow, to := e.From, "→", e.To
+		change := e.From + " → " + e.To
 		switch {
 		case e.From == "":
-			from, arrow = "(created)", ""
+			change = "(created) " + e.To
 		case e.From == e.To:
-			arrow, to = "", "(same status)"
+			change = e.To + " (same status)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", when(e.At), oneLine(by), from, arrow, to, e.Revision, oneLine(e.Reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", when(e.At), oneLine(by), change, e.Revision, oneLine(e.Reason))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
