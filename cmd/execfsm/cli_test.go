@@ -332,6 +332,53 @@ func waitFor(t *testing.T, buf *syncBuffer, text string) {
 	}
 }
 
+// exerciseNetworkedStore runs every command on the populated store the
+// flags in store name, one others can write while a watch runs: list
+// and history golden (testdata/*-name.txt, revisions aside), the record
+// as JSON, a watch of two ids that sees a stop land, and a stop the
+// lifecycle refuses.
+func exerciseNetworkedStore(t *testing.T, name string, store []string) {
+	t.Helper()
+	r := execfsm(t, append(store, "list", "--status", "relocating")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "ex-moving")
+	require.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
+	r = execfsm(t, append(store, "list")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	golden(t, "list-"+name+".txt", withoutRevisions(r.stdout))
+	r = execfsm(t, append(store, "history", "ex-moving")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	golden(t, "history-"+name+".txt", withoutRevisions(r.stdout))
+	r = execfsm(t, append(store, "-o", "json", "get", "ex-moving")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	var rec storage.Record
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rec))
+	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, rec.Claim())
+
+	// Watch: the records now, then the stop as it lands.
+	var out, errs syncBuffer
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append(store, "watch", "ex-moving", "ex-running"), &out, &errs) }()
+	waitFor(t, &out, "current    ex-running")
+	require.NotContains(t, out.String(), "ex-pending", "only the ids asked for")
+	r = execfsm(t, append(store, "stop", "ex-running", "--reason", "user asked", "--actor", "operator:ana")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "ex-running: running → stopping")
+	waitFor(t, &out, "changed    ex-running  stopping")
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, errs.String())
+	case <-time.After(bound):
+		t.Fatal("watch did not end when interrupted")
+	}
+
+	r = execfsm(t, append(store, "stop", "ex-done", "--reason", "x")...)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "completed is terminal")
+}
+
 func TestEveryCommandOnEtcd(t *testing.T) {
 	cluster, err := embedded.Start(t.TempDir(), 1, embedded.Options{})
 	require.NoError(t, err)
@@ -345,38 +392,10 @@ func TestEveryCommandOnEtcd(t *testing.T) {
 	endpoint := cluster.Endpoint(0)
 	etcd := []string{"--etcd", endpoint, "--etcd-prefix", "/teraslice/"}
 
-	r := execfsm(t, append(etcd, "list", "--status", "relocating")...)
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "ex-moving")
-	require.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
-	r = execfsm(t, append(etcd, "history", "ex-moving")...)
-	require.Equal(t, 0, r.code, r.stderr)
-	golden(t, "history-etcd.txt", withoutRevisions(r.stdout))
-	r = execfsm(t, append(etcd, "list")...)
-	require.Equal(t, 0, r.code, r.stderr)
-	golden(t, "list-etcd.txt", withoutRevisions(r.stdout))
-
-	// Watch: the records now, then the stop as it lands.
-	var out, errs syncBuffer
-	ctx, cancel := context.WithCancel(bg)
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, append(etcd, "watch", "ex-moving", "ex-running"), &out, &errs) }()
-	waitFor(t, &out, "current    ex-running")
-	require.NotContains(t, out.String(), "ex-pending", "only the ids asked for")
-	r = execfsm(t, append(etcd, "stop", "ex-running", "--reason", "user asked", "--actor", "operator:ana")...)
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "ex-running: running → stopping")
-	waitFor(t, &out, "changed    ex-running  stopping")
-	cancel()
-	select {
-	case code := <-done:
-		require.Equal(t, 0, code, errs.String())
-	case <-time.After(bound):
-		t.Fatal("watch did not end when interrupted")
-	}
+	exerciseNetworkedStore(t, "etcd", etcd)
 
 	// Another prefix holds nothing.
-	r = execfsm(t, "--etcd", endpoint, "get", "ex-running")
+	r := execfsm(t, "--etcd", endpoint, "get", "ex-running")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "not found")
 }
@@ -414,43 +433,9 @@ func TestEveryCommandOnKubernetes(t *testing.T) {
 	}, kubeconfig))
 	k := []string{"--kube-namespace", "teraslice", "--kubeconfig", kubeconfig}
 
-	r := execfsm(t, append(k, "list", "--status", "relocating")...)
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "ex-moving")
-	require.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
-	r = execfsm(t, append(k, "-o", "json", "get", "ex-moving")...)
-	require.Equal(t, 0, r.code, r.stderr)
-	var rec storage.Record
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rec))
-	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, rec.Claim())
-	r = execfsm(t, append(k, "history", "ex-moving")...)
-	require.Equal(t, 0, r.code, r.stderr)
-	golden(t, "history-kube.txt", withoutRevisions(r.stdout))
-	r = execfsm(t, append(k, "list")...)
-	require.Equal(t, 0, r.code, r.stderr)
-	golden(t, "list-kube.txt", withoutRevisions(r.stdout))
+	exerciseNetworkedStore(t, "kube", k)
 
-	var out, errs syncBuffer
-	ctx, cancel := context.WithCancel(bg)
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, append(k, "watch"), &out, &errs) }()
-	waitFor(t, &out, "current    ex-running")
-	r = execfsm(t, append(k, "stop", "ex-running", "--reason", "user asked", "--actor", "operator:ana")...)
-	require.Equal(t, 0, r.code, r.stderr)
-	waitFor(t, &out, "changed    ex-running  stopping")
-	cancel()
-	select {
-	case code := <-done:
-		require.Equal(t, 0, code, errs.String())
-	case <-time.After(bound):
-		t.Fatal("watch did not end when interrupted")
-	}
-
-	r = execfsm(t, append(k, "stop", "ex-done", "--reason", "x")...)
-	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "completed is terminal")
-
-	r = execfsm(t, "--kube-namespace", "teraslice", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "list")
+	r := execfsm(t, "--kube-namespace", "teraslice", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "list")
 	require.Equal(t, 3, r.code, r.stderr)
 }
 
