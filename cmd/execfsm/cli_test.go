@@ -336,8 +336,8 @@ func waitFor(t *testing.T, buf *syncBuffer, text string) {
 // flags in store name, one others can write while a watch runs: list
 // and history golden (testdata/*-name.txt, revisions aside), the record
 // as JSON, a watch of two ids that sees a stop land, and a stop the
-// lifecycle refuses.
-func exerciseNetworkedStore(t *testing.T, name string, store []string) {
+// lifecycle refuses. With jsonWatch the watch prints JSON lines.
+func exerciseNetworkedStore(t *testing.T, name string, store []string, jsonWatch bool) {
 	t.Helper()
 	r := execfsm(t, append(store, "list", "--status", "relocating")...)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -359,19 +359,30 @@ func exerciseNetworkedStore(t *testing.T, name string, store []string) {
 	var out, errs syncBuffer
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, append(store, "watch", "ex-moving", "ex-running"), &out, &errs) }()
-	waitFor(t, &out, "current    ex-running")
+	watchArgs, current, changed := append(store, "watch", "ex-moving", "ex-running"), "current    ex-running", "changed    ex-running  stopping"
+	if jsonWatch {
+		watchArgs = append([]string{"-o", "json"}, watchArgs...)
+		current, changed = `{"type":"current","record":{"id":"ex-running","status":"running"`, `{"type":"changed","record":{"id":"ex-running","status":"stopping"`
+	}
+	go func() { done <- run(ctx, watchArgs, &out, &errs) }()
+	waitFor(t, &out, current)
 	require.NotContains(t, out.String(), "ex-pending", "only the ids asked for")
 	r = execfsm(t, append(store, "stop", "ex-running", "--reason", "user asked", "--actor", "operator:ana")...)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "ex-running: running → stopping")
-	waitFor(t, &out, "changed    ex-running  stopping")
+	waitFor(t, &out, changed)
 	cancel()
 	select {
 	case code := <-done:
 		require.Equal(t, 0, code, errs.String())
 	case <-time.After(bound):
 		t.Fatal("watch did not end when interrupted")
+	}
+	if jsonWatch { // one object per line, for jq and friends
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var ev map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &ev), line)
+		}
 	}
 
 	r = execfsm(t, append(store, "stop", "ex-done", "--reason", "x")...)
@@ -392,7 +403,7 @@ func TestEveryCommandOnEtcd(t *testing.T) {
 	endpoint := cluster.Endpoint(0)
 	etcd := []string{"--etcd", endpoint, "--etcd-prefix", "/teraslice/"}
 
-	exerciseNetworkedStore(t, "etcd", etcd)
+	exerciseNetworkedStore(t, "etcd", etcd, false)
 
 	// Another prefix holds nothing.
 	r := execfsm(t, "--etcd", endpoint, "get", "ex-running")
@@ -433,7 +444,7 @@ func TestEveryCommandOnKubernetes(t *testing.T) {
 	}, kubeconfig))
 	k := []string{"--kube-namespace", "teraslice", "--kubeconfig", kubeconfig}
 
-	exerciseNetworkedStore(t, "kube", k)
+	exerciseNetworkedStore(t, "kube", k, true)
 
 	r := execfsm(t, "--kube-namespace", "teraslice", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "list")
 	require.Equal(t, 3, r.code, r.stderr)
