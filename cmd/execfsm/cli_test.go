@@ -217,9 +217,11 @@ func TestStopWritesAsTheClusterMasterDoes(t *testing.T) {
 	require.Empty(t, last.Owner)
 
 	// The lifecycle refuses what it refuses; nothing is written.
+	before := execfsm(t, "--bolt", path, "-o", "json", "get", "ex-done").stdout
 	r = execfsm(t, "--bolt", path, "stop", "ex-done", "--reason", "x")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "completed is terminal")
+	require.Equal(t, before, execfsm(t, "--bolt", path, "-o", "json", "get", "ex-done").stdout)
 	r = execfsm(t, "--bolt", path, "stop", "ex-nobody", "--reason", "x")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "not found")
