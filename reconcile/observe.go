@@ -82,7 +82,7 @@ type Stats struct {
 	Panics     uint64
 	Adopted    uint64
 	Gone       uint64
-	QueueDepth int // keys waiting now
+	QueueDepth int // keys waiting now (with several workers, adds not yet deduplicated count once each)
 }
 
 // counters are the loop's running totals. The ones every reconcile

@@ -85,8 +85,25 @@ type shard[K comparable] struct {
 	// decide to sleep, for depth and idle hints).
 	waiting atomic.Int64 // len(items) - head
 	busy    atomic.Int64 // keys processing
-	_       [64]byte     // keep neighbouring shards' locks off one cache line
+	spare   []K          // the inbox's other buffer; guarded by mu
+	_       [64]byte     // keep the inbox off the lines above
+
+	// The inbox: adds only append here, under inMu, and the keys are
+	// deduplicated into keys and items, under mu, when a worker looks
+	// for one (drainLocked) or the inbox is full. An add then costs an
+	// append under a lock the workers take once per drain, instead of a
+	// map lookup under the lock every worker takes for every key: the
+	// lines the adding goroutine writes stay in its core's cache.
+	inMu  sync.Mutex
+	inbox []K
+	inN   atomic.Int64 // len(inbox), read without inMu
+	_     [64]byte     // keep neighbouring shards off one cache line
 }
+
+// inboxCap is how many adds an inbox holds before the adding goroutine
+// deduplicates them itself: it bounds the inbox when workers are busy
+// (a hot key added a million times is one entry after a drain).
+const inboxCap = 256
 
 func newQueue[K comparable](workers int) *queue[K] {
 	n := min(max(workers, 1), maxShards)
@@ -159,13 +176,52 @@ func (q *queue[K]) add(keys ...K) {
 	added := false
 	for _, k := range keys {
 		s := q.shardOf(k)
-		s.mu.Lock()
-		added = q.addLocked(s, k) || added
-		s.mu.Unlock()
+		if len(q.shards) == 1 {
+			// One worker has nobody to share the map work with: given
+			// the inbox, it would do it all while the adding goroutine
+			// idles, and it got slower than this.
+			s.mu.Lock()
+			added = q.addLocked(s, k) || added
+			s.mu.Unlock()
+			continue
+		}
+		s.inMu.Lock()
+		if q.stopped.Load() {
+			s.inMu.Unlock()
+			continue
+		}
+		s.inbox = append(s.inbox, k)
+		n := len(s.inbox)
+		s.inN.Store(int64(n))
+		s.inMu.Unlock()
+		added = true
+		if n >= inboxCap {
+			s.mu.Lock()
+			q.drainLocked(s)
+			s.mu.Unlock()
+		}
 	}
 	if added {
 		q.wakeWorker()
 	}
+}
+
+// drainLocked moves the keys of s's inbox into s, deduplicating them as
+// addLocked does, in the order they were added; s.mu must be held.
+func (q *queue[K]) drainLocked(s *shard[K]) {
+	if s.inN.Load() == 0 {
+		return
+	}
+	s.inMu.Lock()
+	in := s.inbox
+	s.inbox = s.spare[:0]
+	s.inN.Store(0)
+	s.inMu.Unlock()
+	for _, k := range in {
+		q.addLocked(s, k)
+	}
+	clear(in) // let keys that hold pointers go
+	s.spare = in[:0]
 }
 
 // wakeWorker wakes a sleeping worker for keys just queued, unless one
@@ -190,6 +246,9 @@ func (q *queue[K]) wakeWorker() {
 // must be held.
 func (q *queue[K]) popLocked(s *shard[K]) (K, bool) {
 	var zero K
+	if s.head == len(s.items) {
+		q.drainLocked(s) // the inbox's keys were added after every key in items
+	}
 	if s.head == len(s.items) || q.stopped.Load() {
 		return zero, false
 	}
@@ -213,7 +272,7 @@ func (q *queue[K]) tryGet(home int) (K, bool) {
 	n := len(q.shards)
 	for i := range n {
 		s := &q.shards[(home+i)%n]
-		if s.waiting.Load() <= 0 {
+		if s.waiting.Load() <= 0 && s.inN.Load() == 0 {
 			continue
 		}
 		s.mu.Lock()
@@ -404,6 +463,10 @@ func (q *queue[K]) stop() {
 		}
 		s.items, s.head = nil, 0
 		s.waiting.Store(0)
+		s.inMu.Lock()
+		s.inbox, s.spare = nil, nil
+		s.inN.Store(0)
+		s.inMu.Unlock()
 		s.mu.Unlock()
 	}
 	q.delayMu.Lock()
@@ -424,11 +487,12 @@ func (q *queue[K]) depth() int {
 	return int(q.waiting() + q.delays.Load())
 }
 
-// waiting sums the keys waiting in the shards.
+// waiting sums the keys waiting in the shards, their inboxes' adds
+// included (a key added twice since the last drain counts twice).
 func (q *queue[K]) waiting() int64 {
 	var n int64
 	for i := range q.shards {
-		n += q.shards[i].waiting.Load()
+		n += q.shards[i].waiting.Load() + q.shards[i].inN.Load()
 	}
 	return n
 }
@@ -441,7 +505,7 @@ func (q *queue[K]) mayBeIdle() bool {
 		return false
 	}
 	for i := range q.shards {
-		if q.shards[i].waiting.Load() != 0 || q.shards[i].busy.Load() != 0 {
+		if q.shards[i].waiting.Load() != 0 || q.shards[i].busy.Load() != 0 || q.shards[i].inN.Load() != 0 {
 			return false
 		}
 	}
@@ -462,7 +526,7 @@ func (q *queue[K]) idle() bool {
 	}
 	empty := true
 	for i := range q.shards {
-		empty = empty && len(q.shards[i].keys) == 0
+		empty = empty && len(q.shards[i].keys) == 0 && q.shards[i].inN.Load() == 0
 	}
 	for i := range q.shards {
 		q.shards[i].mu.Unlock()

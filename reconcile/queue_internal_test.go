@@ -168,3 +168,33 @@ func TestQueueAKeyAddedAsItsWorkerGoesToSleepIsTaken(t *testing.T) {
 	q.stop()
 	testwait.Closed(t, got, "the worker to stop")
 }
+
+// With nobody taking keys, a hot key added over and over is one entry
+// once its shard's inbox fills: the adding goroutine deduplicates it, so
+// the inbox stays bounded, and each key is handed out once.
+func TestQueueInboxIsBoundedWhileNoWorkerDrainsIt(t *testing.T) {
+	const keys = 10
+	q := newQueue[int](4)
+	for i := range 100 * inboxCap {
+		q.add(i % keys)
+	}
+	tracked := 0
+	for i := range q.shards {
+		s := &q.shards[i]
+		require.Less(t, s.inN.Load(), int64(inboxCap), "shard %d's inbox", i)
+		s.mu.Lock()
+		tracked += len(s.keys)
+		s.mu.Unlock()
+	}
+	require.LessOrEqual(t, tracked, keys)
+	seen := map[int]bool{}
+	for range keys {
+		k, ok := q.tryGet(0)
+		require.True(t, ok)
+		require.False(t, seen[k], "key %d handed out twice", k)
+		seen[k] = true
+	}
+	_, ok := q.tryGet(0)
+	require.False(t, ok, "every key once")
+	q.stop()
+}
