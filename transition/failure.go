@@ -33,22 +33,16 @@ func newFailureReporter[S comparable](observers []func(Failure[S]), onPanic func
 	return &failureReporter[S]{observers: observers, onPanic: onPanic}
 }
 
-func (r *failureReporter[S]) report(f Failure[S]) {
-	for _, o := range r.observers {
-		r.call(o, f)
+// fail tells every observer of f with err and returns err; on a nil
+// reporter (no observers) it only returns err. An observer that panics
+// is reported with the move, and the others still run.
+func (r *failureReporter[S]) fail(f Failure[S], err error) error {
+	if r == nil {
+		return err
 	}
-}
-
-// call runs one observer; one that panics is reported with the move, and
-// the others still run.
-func (r *failureReporter[S]) call(o func(Failure[S]), f Failure[S]) {
-	defer func() {
-		if v := recover(); v != nil {
-			func() {
-				defer func() { _ = recover() }() // a panicking handler has nobody left to tell
-				r.onPanic(f.Move, v)
-			}()
-		}
-	}()
-	o(f)
+	f.Err = err
+	for _, o := range r.observers {
+		callObserver(o, f, r.onPanic, f.Move)
+	}
+	return err
 }

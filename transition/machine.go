@@ -155,26 +155,17 @@ func (m *Machine[S]) fireChecked(ctx context.Context, to S, reason string) (Chan
 		return Failure[S]{Move: Change[S]{ID: m.id, From: t.states[cur], To: to, Reason: reason, Actor: m.actor, Revision: seq}, Decided: true}
 	}
 	if err := storage.CheckContext(ctx, "transition", "Fire"); err != nil {
-		return Change[S]{}, m.fail(asked(), err)
+		return Change[S]{}, m.fails.fail(asked(), err)
 	}
 	j, ok := t.lookup(to)
 	if !ok {
-		return Change[S]{}, m.fail(asked(), m.notInTable(to))
+		return Change[S]{}, m.fails.fail(asked(), m.notInTable(to))
 	}
 	c, err := m.fireSlow(ctx, j, to, reason)
 	if err != nil {
-		return Change[S]{}, m.fail(Failure[S]{Move: c, Decided: true}, err)
+		return Change[S]{}, m.fails.fail(Failure[S]{Move: c, Decided: true}, err)
 	}
 	return c, nil
-}
-
-// fail reports f with err to the OnFailure observers and returns err.
-func (m *Machine[S]) fail(f Failure[S], err error) error {
-	if m.fails != nil {
-		f.Err = err
-		m.fails.report(f)
-	}
-	return err
 }
 
 // notInTable is the error for a move to a state the table does not have.

@@ -59,22 +59,20 @@ func (n *notifier[S]) drain() {
 // recovered and reported; the others still see c.
 func (n *notifier[S]) deliver(c Change[S]) {
 	for _, o := range n.observers {
-		n.call(o, c)
+		callObserver(o, c, n.onPanic, c)
 	}
 }
 
-func (n *notifier[S]) call(o func(Change[S]), c Change[S]) {
+// callObserver calls o with v. A panic is recovered and handed to
+// onPanic with the change it was about; a panicking onPanic is recovered
+// too: it has nobody left to tell. OnChange and OnFailure observers both
+// go through it.
+func callObserver[S comparable, T any](o func(T), v T, onPanic func(Change[S], any), about Change[S]) {
 	defer func() {
 		if r := recover(); r != nil {
-			n.report(c, r)
+			defer func() { _ = recover() }()
+			onPanic(about, r)
 		}
 	}()
-	o(c)
-}
-
-// report hands a recovered panic to onPanic. A panicking handler is
-// recovered too: it has nobody left to tell.
-func (n *notifier[S]) report(c Change[S], recovered any) {
-	defer func() { _ = recover() }()
-	n.onPanic(c, recovered)
+	o(v)
 }

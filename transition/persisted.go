@@ -282,7 +282,7 @@ func (p *Persisted[S]) stateOf(rec storage.Record) (S, error) {
 // the revision written.
 func (p *Persisted[S]) Fire(ctx context.Context, to S, reason string) (Change[S], error) {
 	if err := p.check(ctx, "Fire"); err != nil {
-		return Change[S]{}, p.failEarly(err)
+		return Change[S]{}, p.failures.fail(p.undecided(), err)
 	}
 	c, _, err := p.apply(ctx, decider[S]{update: Update[S]{To: to, Reason: reason}})
 	return c, err
@@ -315,10 +315,10 @@ type decider[S comparable] struct {
 // stored.
 func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec storage.Record) (Update[S], error)) (Change[S], storage.Record, error) {
 	if err := p.check(ctx, "Apply"); err != nil {
-		return Change[S]{}, storage.Record{}, p.failEarly(err)
+		return Change[S]{}, storage.Record{}, p.failures.fail(p.undecided(), err)
 	}
 	if decide == nil {
-		return Change[S]{}, storage.Record{}, p.failEarly(errors.New("transition: Apply: nil decide function"))
+		return Change[S]{}, storage.Record{}, p.failures.fail(p.undecided(), errors.New("transition: Apply: nil decide function"))
 	}
 	c, stored, err := p.apply(ctx, decider[S]{decide: decide})
 	// The handle keeps the record it returns as the start of its next
@@ -332,7 +332,7 @@ func (p *Persisted[S]) apply(ctx context.Context, d decider[S]) (Change[S], stor
 	f := p.undecided()
 	rec, cached, err := p.begin(ctx)
 	if err != nil {
-		return Change[S]{}, storage.Record{}, p.fail(f, err)
+		return Change[S]{}, storage.Record{}, p.failures.fail(f, err)
 	}
 	for attempt := 1; ; {
 		next, c, write, err := p.decide(ctx, rec, d)
@@ -344,12 +344,12 @@ func (p *Persisted[S]) apply(ctx context.Context, d decider[S]) (Change[S], stor
 			// is never trusted: decide again on what the store holds.
 			cached = false
 			if rec, err = p.fresh(ctx); err != nil {
-				return Change[S]{}, storage.Record{}, p.fail(f, err)
+				return Change[S]{}, storage.Record{}, p.failures.fail(f, err)
 			}
 			continue
 		}
 		if err != nil {
-			return Change[S]{}, rec, p.fail(f, err)
+			return Change[S]{}, rec, p.failures.fail(f, err)
 		}
 		if !write {
 			return c, rec, nil
@@ -361,16 +361,16 @@ func (p *Persisted[S]) apply(ctx context.Context, d decider[S]) (Change[S], stor
 		}
 		var conflict *storage.ConflictError
 		if !errors.As(err, &conflict) {
-			return Change[S]{}, storage.Record{}, p.fail(f, err)
+			return Change[S]{}, storage.Record{}, p.failures.fail(f, err)
 		}
 		if attempt > p.retries {
-			return Change[S]{}, storage.Record{}, p.fail(f, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quote.Limited(p.id), attempt, err))
+			return Change[S]{}, storage.Record{}, p.failures.fail(f, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quote.Limited(p.id), attempt, err))
 		}
 		attempt++
 		cached = false
 		if rec = conflict.Current; rec.ID != p.id { // a store that did not include the record
 			if rec, err = p.fresh(ctx); err != nil {
-				return Change[S]{}, storage.Record{}, p.fail(f, err)
+				return Change[S]{}, storage.Record{}, p.failures.fail(f, err)
 			}
 		}
 	}
@@ -381,29 +381,11 @@ func (p *Persisted[S]) undecided() Failure[S] {
 	return Failure[S]{Move: Change[S]{ID: p.id, Actor: p.actor, Owner: p.claim.Owner, Epoch: p.claim.Epoch}}
 }
 
-// failEarly reports a call that failed before it started, unless p is a
-// zero Persisted (which has no observers).
-func (p *Persisted[S]) failEarly(err error) error {
-	if p.shared == nil {
-		return err
-	}
-	return p.fail(p.undecided(), err)
-}
-
 // lostOwnership reports whether err is a handle's own ownership ended: no
 // fresher read can change that.
 func lostOwnership(err error) bool {
 	var fenced *storage.FencedError
 	return errors.As(err, &fenced) && fenced.Lost
-}
-
-// fail reports f with err to the OnFailure observers and returns err.
-func (p *Persisted[S]) fail(f Failure[S], err error) error {
-	if p.failures != nil {
-		f.Err = err
-		p.failures.report(f)
-	}
-	return err
 }
 
 // begin returns the record a write starts from: the one this handle (or
