@@ -130,23 +130,19 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		return withStore(ctx, g, false, func(b *backend) error { return get(ctx, g, b, id, out) })
+		return withStore(ctx, g, false, func(b *backend) error { return show(ctx, g, b, id, out.record) })
 	case "history":
 		id, err := oneID(cmd, rest)
 		if err != nil {
 			return err
 		}
-		return withStore(ctx, g, false, func(b *backend) error { return history(ctx, g, b, id, out) })
+		return withStore(ctx, g, false, func(b *backend) error { return show(ctx, g, b, id, out.history) })
 	case "list":
 		var statuses string
 		sub := newSub(cmd)
 		sub.StringVar(&statuses, "status", "", "")
-		pos, err := parseSub(sub, rest)
-		if err != nil {
+		if err := parseFlagsOnly(sub, rest); err != nil {
 			return err
-		}
-		if len(pos) > 0 {
-			return fail(exitUsage, "list takes no arguments, got %q", pos)
 		}
 		wanted, err := parseStatuses(statuses)
 		if err != nil {
@@ -167,12 +163,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		var format string
 		sub := newSub(cmd)
 		sub.StringVar(&format, "format", "mermaid", "")
-		pos, err := parseSub(sub, rest)
-		if err != nil {
+		if err := parseFlagsOnly(sub, rest); err != nil {
 			return err
-		}
-		if len(pos) > 0 {
-			return fail(exitUsage, "diagram takes no arguments, got %q", pos)
 		}
 		return diagram(format, stdout)
 	case "stop":
@@ -229,6 +221,18 @@ func parseSub(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseFlagsOnly parses the flags of a command that takes no arguments.
+func parseFlagsOnly(fs *flag.FlagSet, args []string) error {
+	pos, err := parseSub(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fail(exitUsage, "%s takes no arguments, got %q", fs.Name(), pos)
+	}
+	return nil
+}
+
 // oneID checks that a command got exactly one valid record id.
 func oneID(cmd string, args []string) (string, error) {
 	if len(args) != 1 {
@@ -257,24 +261,15 @@ func parseStatuses(text string) (map[string]bool, error) {
 	return wanted, nil
 }
 
-func get(ctx context.Context, g globals, b *backend, id string, out *printer) error {
+// show reads one record and prints it with print (get, history).
+func show(ctx context.Context, g globals, b *backend, id string, print func(storage.Record) error) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	rec, err := b.store.Get(ctx, id)
 	if err != nil {
 		return storeError(err)
 	}
-	return out.record(rec)
-}
-
-func history(ctx context.Context, g globals, b *backend, id string, out *printer) error {
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	rec, err := b.store.Get(ctx, id)
-	if err != nil {
-		return storeError(err)
-	}
-	return out.history(rec)
+	return print(rec)
 }
 
 func list(ctx context.Context, g globals, b *backend, wanted map[string]bool, out *printer) error {
