@@ -147,19 +147,19 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for name, depth := range loops {
 		ch <- prometheus.MustNewConstMetric(m.depth, prometheus.GaugeValue, float64(depth()), name, name, "")
 	}
-	byStatus, unreadable, any := map[string]int{}, 0, false
+	byStatus, unreadable, listed := map[string]int{}, 0, false
 	for _, s := range statuses {
 		counts, bad, ok := s.snapshot()
 		if !ok {
 			continue // not listed yet: no figure beats a wrong one
 		}
-		any = true
+		listed = true
 		for status, n := range counts {
 			byStatus[status] += n
 		}
 		unreadable += bad
 	}
-	if !any {
+	if !listed {
 		return
 	}
 	for status, n := range byStatus {

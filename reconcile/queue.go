@@ -34,16 +34,17 @@ import (
 // shards the order is roughly the order of adding.
 type queue[K comparable] struct {
 	// Read on every add and get, written once: kept off the lines the
-	// counters below and the shards' locks are written on, or every
-	// add would miss its cache for them.
+	// park fields below are written on, or every add would miss its
+	// cache for them.
 	shards  []shard[K]
 	seed    maphash.Seed
 	stopped atomic.Bool
 	_       [64]byte
 
 	// Workers with nothing to do sleep on park; sleepers is counted
-	// before they look at the shards' waiting counts one last time, and read by add after it
-	// counted its key, so a key never waits while every worker sleeps.
+	// before they look at the shards' waiting counts one last time, and
+	// read by add after it counted its key, so a key never waits while
+	// every worker sleeps.
 	// waking is set while a worker woken for new keys has not run yet:
 	// keys queued meanwhile wake nobody else, and that worker, once it
 	// has a key, wakes the next if more wait (see get).
