@@ -199,12 +199,12 @@ func (t *Transitions[S]) OnChange(c transition.Change[S]) {
 	if !c.Changed() {
 		return
 	}
-	from := t.name(c.From)
+	from := stateLabel(t.table, c.From)
 	var zero S
 	if c.From == zero && !t.table.Has(zero) {
 		from = ""
 	}
-	t.m.transitions.WithLabelValues(from, t.name(c.To), ResultDone).Inc()
+	t.m.transitions.WithLabelValues(from, stateLabel(t.table, c.To), ResultDone).Inc()
 }
 
 // OnFailure counts a move refused or failed, by its result. A failure
@@ -213,16 +213,16 @@ func (t *Transitions[S]) OnChange(c transition.Change[S]) {
 func (t *Transitions[S]) OnFailure(f transition.Failure[S]) {
 	from, to := "", ""
 	if f.Decided {
-		from, to = t.name(f.Move.From), t.name(f.Move.To)
+		from, to = stateLabel(t.table, f.Move.From), stateLabel(t.table, f.Move.To)
 	}
 	t.m.transitions.WithLabelValues(from, to, Result(f.Err)).Inc()
 }
 
-// name is a state's name in the table; a state the table does not know
-// (a move to it is refused) is counted under "unknown", which keeps the
+// stateLabel is a state's name in table; a state the table does not
+// know (a move to it is refused) is labelled "unknown", which keeps the
 // label's values bounded by the table.
-func (t *Transitions[S]) name(s S) string {
-	if n, ok := t.table.Name(s); ok {
+func stateLabel[S comparable](table *transition.Table[S], s S) string {
+	if n, ok := table.Name(s); ok {
 		return n
 	}
 	return "unknown"

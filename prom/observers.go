@@ -20,12 +20,6 @@ func RecoveryObserver[S comparable](m *Metrics, table *transition.Table[S]) (rec
 	if m == nil || table == nil {
 		return recovery.Observer[S]{}, errors.New("prom: RecoveryObserver: nil Metrics or table")
 	}
-	name := func(s S) string {
-		if n, ok := table.Name(s); ok {
-			return n
-		}
-		return "unknown"
-	}
 	return recovery.Observer[S]{
 		Startup: func(v recovery.Verdict[S], err error) {
 			result := "ok"
@@ -55,7 +49,7 @@ func RecoveryObserver[S comparable](m *Metrics, table *transition.Table[S]) (rec
 			m.terminations.WithLabelValues(a.Kind.String(), result).Inc()
 		},
 		Deadline: func(e recovery.Enforced[S]) {
-			m.deadlines.WithLabelValues(name(e.From), name(e.To)).Inc()
+			m.deadlines.WithLabelValues(stateLabel(table, e.From), stateLabel(table, e.To)).Inc()
 		},
 	}, nil
 }
