@@ -349,32 +349,28 @@ func (db *DB) Store(namespace string) (*Store, error) {
 		return s, nil
 	}
 	name := []byte("ns/" + namespace)
+	var err error
 	if db.readOnly {
-		err := db.view("Store", func(tx *bolt.Tx) error {
+		err = db.view("Store", func(tx *bolt.Tx) error {
 			ns := tx.Bucket(name)
 			if ns == nil || ns.Bucket(recordsKey) == nil || ns.Bucket(logKey) == nil {
 				return fmt.Errorf("%w: the file holds no such namespace (a read-only database cannot create it)", storage.ErrNotFound)
 			}
 			return nil
 		})
-		if err != nil {
-			return nil, fmt.Errorf("boltstore: namespace %q: %w", namespace, err)
-		}
-		s := &Store{db: db, namespace: namespace, bucket: name}
-		db.stores[namespace] = s
-		return s, nil
+	} else {
+		err = db.update("Store", func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists(name)
+			if err != nil {
+				return err
+			}
+			if _, err := b.CreateBucketIfNotExists(recordsKey); err != nil {
+				return err
+			}
+			_, err = b.CreateBucketIfNotExists(logKey)
+			return err
+		})
 	}
-	err := db.update("Store", func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(name)
-		if err != nil {
-			return err
-		}
-		if _, err := b.CreateBucketIfNotExists(recordsKey); err != nil {
-			return err
-		}
-		_, err = b.CreateBucketIfNotExists(logKey)
-		return err
-	})
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: namespace %q: %w", namespace, err)
 	}
