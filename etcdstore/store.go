@@ -228,7 +228,8 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 		return storage.Record{}, wrap("CompareAndSwap", id, err)
 	}
 	if resp.Succeeded {
-		next = next.Clone()
+		// next is the caller's own record, not the store's: it goes back
+		// with its revision, not copied.
 		next.Revision = uint64(resp.Header.Revision)
 		return next, nil
 	}
