@@ -150,7 +150,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
 		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is empty (remove it to start a new database)", path, storage.ErrCorrupt)
 	}
-	if err := validateFile(path); err != nil {
+	if err := validateFile(path, !o.ReadOnly); err != nil {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
 	var b *bolt.DB

@@ -52,9 +52,11 @@ func readMeta(f *os.File, off int64) (metaPage, bool) {
 // validateFile checks an existing file before bbolt trusts it: bbolt reads
 // the pages its meta page names straight from memory, and a file cut short
 // (or a meta page naming pages the file does not have) makes it fault or
-// panic inside Open, where nothing can recover. A missing or empty file is
-// left to Open. The error matches storage.ErrCorrupt.
-func validateFile(path string) error {
+// panic inside Open, where nothing can recover. With walk, a file whose
+// freelist is not stored has every tree checked too (see walkTrees):
+// bbolt walks them inside a writable Open. A missing or empty file is left
+// to Open. The error matches storage.ErrCorrupt.
+func validateFile(path string, walk bool) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -98,7 +100,13 @@ func validateFile(path string) error {
 	case m.root >= m.pgid:
 		return bad("the root page %d is past the last page %d", m.root, m.pgid)
 	}
+	if m.root < 2 {
+		return bad("the root page %d is a meta page", m.root)
+	}
 	if m.freelist == noFreelist {
+		if walk {
+			return walkTrees(f, m)
+		}
 		return nil
 	}
 	if m.freelist < 2 || m.freelist >= m.pgid {
