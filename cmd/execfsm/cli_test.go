@@ -64,9 +64,12 @@ func execfsm(t *testing.T, args ...string) result {
 	return result{out.String(), errs.String(), code}
 }
 
-// takenAt matches the times a store stamps with its own clock (a
-// take-over's), unlike the test's fixed clock, which reads 12:00:xx.
-var takenAt = regexp.MustCompile(`2026-12-03T(\d\d:\d\d):\d\d(\.\d+)?Z`)
+// takenAt matches every UTC time in an output: golden keeps the test's
+// fixed clock's (2026-12-03T12:00:xx, whole seconds) and replaces the
+// ones a store stamps with its own clock (a take-over's), whatever the
+// day. It matched only 2026-12-03, the day it was written, and the
+// golden tests failed from the next day on.
+var takenAt = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
 
 // golden compares got with testdata/name, or rewrites it with -update.
 // Times off the test's clock are replaced by <now>.
