@@ -207,8 +207,9 @@ func (l *Loop[K]) depth() int {
 
 // Idle blocks until the recovery pass is over and nothing is queued,
 // being reconciled or waiting for a retry; or until the loop stops or ctx
-// is done. It is for tests and for an orderly handover, not for the hot
-// path.
+// is done. Every Reconcile call made by then has been told to the
+// ReconcileObserver. It is for tests and for an orderly handover, not for
+// the hot path.
 func (l *Loop[K]) Idle(ctx context.Context) error {
 	if l.q == nil {
 		return errZeroLoop
@@ -455,13 +456,15 @@ func (l *Loop[K]) process(ctx context.Context, k K, home int) (K, bool) {
 	if ev.RetryIn > 0 || l.reconcile != nil {
 		now = l.clock.Now()
 	}
-	next, ok := l.q.finishNext(k, home, forget, ev.RetryIn, now)
 	if l.reconcile != nil {
 		ev.Duration = now.Sub(start)
 		ev.QueueDepth = l.q.depth()
+		// Before the key is finished: once it is, the loop may be idle,
+		// and Idle's caller then reads the observer's counts. Observed
+		// after, the last call of a pass was sometimes not yet counted.
 		l.reconcile.ObserveReconcile(ev)
 	}
-	return next, ok
+	return l.q.finishNext(k, home, forget, ev.RetryIn, now)
 }
 
 // call runs Reconcile, turning a panic into an error.

@@ -403,6 +403,32 @@ func TestLoopLimiterThatFailsLosesNeitherWorkersNorKeys(t *testing.T) {
 	require.Zero(t, l.Stats().QueueDepth)
 }
 
+// Idle returns only once the observer has been told of every call: a
+// caller reading metrics after Idle (prom's golden test) sometimes missed
+// the last call's, which was observed after its key was finished.
+func TestLoopIdleWaitsForTheObserverOfTheLastCall(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	l := newLoop(t, reconcile.Options[int]{
+		Reconciler: reconcile.ReconcilerFunc[int](func(context.Context, int) (reconcile.Result, error) {
+			return reconcile.Result{}, nil
+		}),
+		ReconcileObserver: reconcile.ReconcileObserverFunc[int](func(reconcile.ReconcileEvent[int]) {
+			entered <- struct{}{}
+			<-release
+		}),
+	})
+	l.Add(1)
+	reconciletest.Start(t, l)
+	t.Cleanup(releaseOnce) // runs before Start's: the loop can stop
+	testwait.Recv(t, entered, "the observer of the only call")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, l.Idle(ctx), context.DeadlineExceeded, "idle while the observer still counts the call")
+	releaseOnce()
+	reconciletest.Idle(t, l)
+}
+
 // Keys Run dropped when it returned are not counted as waiting.
 func TestLoopQueueDepthIsZeroAfterRunReturns(t *testing.T) {
 	block := make(chan struct{})

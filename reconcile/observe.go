@@ -39,7 +39,7 @@ type ReconcileEvent[K comparable] struct {
 	Outcome    Outcome
 	Err        error
 	Duration   time.Duration
-	QueueDepth int           // keys waiting after this call
+	QueueDepth int           // keys waiting as this call ends, not counting its own retry
 	RetryIn    time.Duration // when the key comes back (backoff or RequeueAfter), 0 if not scheduled
 }
 
