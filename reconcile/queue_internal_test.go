@@ -198,3 +198,30 @@ func TestQueueInboxIsBoundedWhileNoWorkerDrainsIt(t *testing.T) {
 	require.False(t, ok, "every key once")
 	q.stop()
 }
+
+// Adds of a key made while it is processed ask for one pass more, however
+// many and wherever they wait: one drained before the key finished and
+// one still in the inbox then are one pass, not two. (Drained only when a
+// worker ran out of keys, the second found the key processing its second
+// pass and asked for a third; TestLoopNeverRunsAKeyTwiceAtOnce... saw it
+// about once in a hundred runs.)
+func TestQueueAddsDuringAPassStillInTheInboxMakeOnePassMore(t *testing.T) {
+	q := newQueue[int](4)
+	q.add(1)
+	k, ok := q.tryGet(0)
+	require.True(t, ok)
+	require.Equal(t, 1, k)
+	q.add(1)
+	_, ok = q.tryGet(0) // drains that add: 1 is dirty
+	require.False(t, ok)
+	q.add(1) // waits in the inbox while pass 1 ends
+	q.done(1)
+	k, ok = q.tryGet(0)
+	require.True(t, ok, "pass 2")
+	require.Equal(t, 1, k)
+	_, ok = q.tryGet(0)
+	require.False(t, ok)
+	q.done(1)
+	_, ok = q.tryGet(0)
+	require.False(t, ok, "no pass 3: every add came before pass 2")
+}
