@@ -70,9 +70,6 @@ func validateFile(path string, walk bool) error {
 		return nil
 	}
 	size := info.Size()
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", storage.ErrCorrupt, fmt.Sprintf(format, args...))
-	}
 	// bbolt picks the valid meta page with the higher transaction id.
 	m0, ok0 := readMeta(f, 0)
 	var m1 metaPage
@@ -99,8 +96,7 @@ func validateFile(path string, walk bool) error {
 		return bad("the file has %d pages of %d bytes, its meta page says %d (cut short?)", size/ps, ps, m.pgid)
 	case m.root >= m.pgid:
 		return bad("the root page %d is past the last page %d", m.root, m.pgid)
-	}
-	if m.root < 2 {
+	case m.root < 2:
 		return bad("the root page %d is a meta page", m.root)
 	}
 	if m.freelist == noFreelist {
@@ -124,6 +120,11 @@ func validateFile(path string, walk bool) error {
 		return bad("the freelist runs past the last page")
 	}
 	return nil
+}
+
+// bad is what validateFile and walkTrees return for a damaged file.
+func bad(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", storage.ErrCorrupt, fmt.Sprintf(format, args...))
 }
 
 // guard runs fn, turning a panic or a memory fault inside bbolt (which

@@ -3,11 +3,8 @@ package boltstore
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"os"
-
-	"github.com/execfsm/execfsm/storage"
 )
 
 // The parts of bbolt's page format that walkTrees reads (bbolt's
@@ -51,10 +48,6 @@ type treeWalker struct {
 	bufs     [][]byte // a page buffer per depth, reused by siblings
 }
 
-func (w *treeWalker) bad(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", storage.ErrCorrupt, fmt.Sprintf(format, args...))
-}
-
 // bucket checks the tree of the bucket whose root page is root, then the
 // trees of the buckets stored in it (bbolt skips inline buckets, whose
 // one page lives in their value, and so does this).
@@ -74,38 +67,46 @@ func (w *treeWalker) bucket(root uint64) error {
 // read returns page id and its overflow pages, marking them reached.
 func (w *treeWalker) read(id uint64, depth int) ([]byte, error) {
 	if id < 2 || id >= w.pages {
-		return nil, w.bad("page %d is outside pages 2 to %d", id, w.pages-1)
-	}
-	var hdr [pageHeaderSize]byte
-	if _, err := w.f.ReadAt(hdr[:], int64(id)*w.pageSize); err != nil && err != io.EOF {
-		return nil, w.bad("reading page %d: %v", id, err)
-	}
-	le := binary.LittleEndian
-	self, flags, overflow := le.Uint64(hdr[0:]), le.Uint16(hdr[8:]), uint64(le.Uint32(hdr[12:]))
-	switch {
-	case self != id:
-		return nil, w.bad("page %d says it is page %d", id, self)
-	case flags != branchPageFlag && flags != leafPageFlag:
-		return nil, w.bad("page %d is neither a branch nor a leaf (flags %#x)", id, flags)
-	case id+overflow >= w.pages:
-		return nil, w.bad("page %d runs past the last page", id)
-	}
-	for p := id; p <= id+overflow; p++ {
-		if w.seen[p/64]&(1<<(p%64)) != 0 {
-			return nil, w.bad("page %d is reached twice", p)
-		}
-		w.seen[p/64] |= 1 << (p % 64)
+		return nil, bad("page %d is outside pages 2 to %d", id, w.pages-1)
 	}
 	for len(w.bufs) <= depth {
 		w.bufs = append(w.bufs, nil)
 	}
-	size := int64(overflow+1) * w.pageSize
+	buf, err := w.load(id, 1, depth)
+	if err != nil {
+		return nil, err
+	}
+	le := binary.LittleEndian
+	self, flags, overflow := le.Uint64(buf[0:]), le.Uint16(buf[8:]), uint64(le.Uint32(buf[12:]))
+	switch {
+	case self != id:
+		return nil, bad("page %d says it is page %d", id, self)
+	case flags != branchPageFlag && flags != leafPageFlag:
+		return nil, bad("page %d is neither a branch nor a leaf (flags %#x)", id, flags)
+	case id+overflow >= w.pages:
+		return nil, bad("page %d runs past the last page", id)
+	}
+	for p := id; p <= id+overflow; p++ {
+		if w.seen[p/64]&(1<<(p%64)) != 0 {
+			return nil, bad("page %d is reached twice", p)
+		}
+		w.seen[p/64] |= 1 << (p % 64)
+	}
+	if overflow == 0 {
+		return buf, nil
+	}
+	return w.load(id, overflow+1, depth) // the page read again, with the pages after it
+}
+
+// load reads pages pages from page id on into the buffer of depth.
+func (w *treeWalker) load(id, pages uint64, depth int) ([]byte, error) {
+	size := int64(pages) * w.pageSize
 	if int64(cap(w.bufs[depth])) < size {
 		w.bufs[depth] = make([]byte, size)
 	}
 	buf := w.bufs[depth][:size]
 	if _, err := w.f.ReadAt(buf, int64(id)*w.pageSize); err != nil && err != io.EOF {
-		return nil, w.bad("reading page %d: %v", id, err)
+		return nil, bad("reading page %d: %v", id, err)
 	}
 	return buf, nil
 }
@@ -116,7 +117,7 @@ func (w *treeWalker) read(id uint64, depth int) ([]byte, error) {
 // leaves are appended to children.
 func (w *treeWalker) tree(id uint64, low, high []byte, depth int, children *[]uint64) ([]byte, error) {
 	if depth > maxTreeDepth {
-		return nil, w.bad("page %d is deeper than %d levels", id, maxTreeDepth)
+		return nil, bad("page %d is deeper than %d levels", id, maxTreeDepth)
 	}
 	page, err := w.read(id, depth)
 	if err != nil {
@@ -126,13 +127,13 @@ func (w *treeWalker) tree(id uint64, low, high []byte, depth int, children *[]ui
 	branch := le.Uint16(page[8:]) == branchPageFlag
 	count := int(le.Uint16(page[10:]))
 	if pageHeaderSize+count*pageElementSize > len(page) {
-		return nil, w.bad("page %d: %d elements do not fit in it", id, count)
+		return nil, bad("page %d: %d elements do not fit in it", id, count)
 	}
 	// field returns n bytes at off bytes past element i, inside the page.
 	field := func(i int, off, n uint64) ([]byte, error) {
 		start := uint64(pageHeaderSize+i*pageElementSize) + off
 		if start+n > uint64(len(page)) {
-			return nil, w.bad("page %d, element %d: runs past the page", id, i)
+			return nil, bad("page %d, element %d: runs past the page", id, i)
 		}
 		return page[start : start+n], nil
 	}
@@ -151,10 +152,10 @@ func (w *treeWalker) tree(id uint64, low, high []byte, depth int, children *[]ui
 			return nil, err
 		}
 		if c := bytes.Compare(running, k); (i == 0 && running != nil && c > 0) || (i > 0 && c >= 0) {
-			return nil, w.bad("page %d: key %d is out of order", id, i)
+			return nil, bad("page %d: key %d is out of order", id, i)
 		}
 		if high != nil && bytes.Compare(k, high) >= 0 {
-			return nil, w.bad("page %d: key %d is past its parent's next key", id, i)
+			return nil, bad("page %d: key %d is past its parent's next key", id, i)
 		}
 		e := page[pageHeaderSize+i*pageElementSize:]
 		if !branch {
@@ -167,14 +168,14 @@ func (w *treeWalker) tree(id uint64, low, high []byte, depth int, children *[]ui
 				return nil, err
 			}
 			if le.Uint32(e[0:])&bucketLeafFlag != 0 {
-				root := uint64(0)
-				if len(v) >= bucketHeaderSize {
-					root = le.Uint64(v)
+				if len(v) < bucketHeaderSize {
+					return nil, bad("page %d, element %d: a bucket of %d bytes", id, i, len(v))
 				}
+				root := le.Uint64(v)
 				// An inline bucket (root 0) holds its one page in its
 				// value, after the header.
-				if len(v) < bucketHeaderSize || (root == 0 && len(v) < bucketHeaderSize+pageHeaderSize) {
-					return nil, w.bad("page %d, element %d: a bucket of %d bytes", id, i, len(v))
+				if root == 0 && len(v) < bucketHeaderSize+pageHeaderSize {
+					return nil, bad("page %d, element %d: a bucket of %d bytes", id, i, len(v))
 				}
 				if root != 0 {
 					*children = append(*children, root)
