@@ -367,14 +367,14 @@ func (q *queue[K]) done(k K) {
 // doneLocked ends processing of k in s, whose lock must be held, and
 // reports whether k was queued again.
 func (q *queue[K]) doneLocked(s *shard[K], k K) bool {
-	// A key is looked up only if some key of the shard was added while
-	// processing: with distinct keys done is one delete, not a lookup
-	// and a delete (a tenth of a key's time with 100k of them).
 	// Adds of k made while it was processed may still sit in the inbox:
 	// folded in now, they make the one pass more they ask for. Drained
 	// after k was queued again, they found it processing once more and
 	// asked for a third.
 	q.drainLocked(s)
+	// A key is looked up only if some key of the shard was added while
+	// processing: with distinct keys done is one delete, not a lookup
+	// and a delete (a tenth of a key's time with 100k of them).
 	requeue := false
 	if s.dirty > 0 && s.keys[k] == processingDirty {
 		s.dirty--
