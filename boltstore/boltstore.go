@@ -1,10 +1,12 @@
 // Package boltstore is a durable [storage.Store] in one file on local
 // disk, on go.etcd.io/bbolt: the default for a controller that runs on a
-// single machine. Every write is fsynced before it returns, so a record
-// acknowledged by CompareAndSwap survives a SIGKILL or a power cut. Writes
-// that wait together are committed together (group commit): one
-// transaction and one fsync for all of them, each still checked, and
-// refused, on its own.
+// single machine. Every write is flushed to disk before it returns, so a
+// record acknowledged by CompareAndSwap survives a SIGKILL or a power
+// cut. Writes that wait together are committed together (group commit):
+// one append to a write-ahead log and one flush for all of them, each
+// still checked, and refused, on its own. The log is applied to the
+// bbolt file in the background, thousands of writes a transaction, and
+// when the DB is closed.
 //
 // bbolt holds an exclusive lock on the file: one process at a time. A
 // second process opening it waits Options.Timeout and then fails with
@@ -17,7 +19,17 @@
 // # Layout and format
 //
 // One bucket per namespace (see [DB.Store]), holding the records by id
-// and a log of recent writes for [Store.Watch]. Revisions come from one
+// and a log of recent writes for [Store.Watch]. Beside the file, while
+// a DB is open or after a crash, the write-ahead log: segment files
+// named after it ("<path>.wal-0000000000000001" and so on), holding the
+// writes not yet applied to it. They are part of the database: a copy
+// of the file without them (taken while a controller runs, or after a
+// crash) lacks the latest writes. Open applies them and removes them;
+// a read-only Open reads them without changing anything; after Close
+// the file alone holds everything. A log whose acknowledged writes are
+// damaged is refused by Open with an error matching
+// [storage.ErrCorrupt] that names the segment; a write cut short by a
+// crash, never acknowledged, is dropped. Revisions come from one
 // counter per file, so they increase across namespaces. A record is
 // stored as [storage.Record.MarshalBinary] writes it: a format byte
 // (1: JSON) and the JSON document. A record that does not decode (a
@@ -33,10 +45,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/execfsm/execfsm/storage"
 
@@ -68,9 +80,10 @@ type Options struct {
 	// Timeout is how long Open waits for a lock held by another process
 	// (default DefaultTimeout). It is never infinite.
 	Timeout time.Duration
-	// LogSize is how many recent writes per namespace Watch can replay
-	// (default DefaultLogSize); a watch from further back starts with
-	// every record.
+	// LogSize is how many recent writes per namespace the file keeps
+	// for Watch to replay (default DefaultLogSize); a watch from further
+	// back starts with every record. The writes in the write-ahead log,
+	// not yet applied to the file, are all replayed too.
 	LogSize int
 	// Mode is the permission of a new file (default 0600).
 	Mode os.FileMode
@@ -110,10 +123,27 @@ type DB struct {
 	pendingMu sync.Mutex
 	pending   []*request
 	writer    chan struct{}
-	heads     heads // the leader's: see heads.go
-	// lastBatch is how many writes the last leader committed (and
-	// woke); only the holder of the writer's turn touches it.
+	// The holder of the writer's turn owns these: heads (see heads.go);
+	// lastBatch, how many writes the last leader committed (and woke);
+	// revision, the last one given out; frame, the buffer a batch is
+	// encoded in; shut, set by Close.
+	heads     heads
 	lastBatch int
+	revision  uint64
+	frame     []byte
+	shut      bool
+
+	// The log (see wal.go and overlay.go). wake hands the checkpointer
+	// a frozen gen; dropped tells a waiting leader one was applied.
+	overlay          overlay
+	checkpointWrites int // checkpointWrites, or fewer in tests
+	mode             os.FileMode
+	wake             chan struct{}
+	dropped          chan struct{}
+	stopCkp          chan struct{}
+	ckpDone          chan struct{}
+	failMu           sync.Mutex
+	failed           error
 }
 
 var (
@@ -153,8 +183,21 @@ func Open(path string, opts Options) (*DB, error) {
 	if err := validateFile(path, !o.ReadOnly); err != nil {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
+	// The log is read before bbolt opens the file (a writable Open
+	// writes to it): a damaged log leaves both as they were.
+	segments, err := listSegments(path)
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
+	}
+	logged, seq, err := readLog(segments)
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && len(segments) > 0 {
+		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is missing and its log %s is there", path, storage.ErrCorrupt, segments[0].path)
+	}
 	var b *bolt.DB
-	err := guard(path, "Open", func() error {
+	err = guard(path, "Open", func() error {
 		var err error
 		b, err = bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
 		return err
@@ -180,7 +223,60 @@ func Open(path string, opts Options) (*DB, error) {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
-	return &DB{bolt: b, path: path, logSize: o.LogSize, readOnly: o.ReadOnly, stores: map[string]*Store{}, writer: make(chan struct{}, 1)}, nil
+	db := &DB{bolt: b, path: path, logSize: o.LogSize, readOnly: o.ReadOnly, mode: o.Mode, checkpointWrites: checkpointWrites,
+		stores: map[string]*Store{}, writer: make(chan struct{}, 1)}
+	if err := db.openLog(segments, logged, seq); err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// openLog reads the log beside the file. A writable DB applies it to
+// bbolt, removes it and starts a new segment and the checkpointer; a
+// read-only one keeps its writes in memory, as the writer would have.
+func (db *DB) openLog(segments []segmentFile, logged []walEntry, seq uint64) error {
+	var counter uint64
+	err := db.view("Open", func(tx *bolt.Tx) error {
+		counter = counterIn(tx)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	pending := newGen(nil)
+	for _, e := range logged {
+		if e.revision > counter { // not yet applied
+			pending.add(e)
+		}
+	}
+	db.overlay.revision = max(counter, pending.last)
+	if db.readOnly {
+		if pending.writes > 0 {
+			db.overlay.gens = []*gen{pending}
+		}
+		return nil
+	}
+	if err := db.checkpoint(pending); err != nil {
+		return err
+	}
+	for _, sf := range segments {
+		if err := os.Remove(sf.path); err != nil {
+			return fmt.Errorf("removing the log %s, now applied: %w", sf.path, err)
+		}
+	}
+	seg, err := createSegment(db.path, seq+1, db.mode)
+	if err != nil {
+		return fmt.Errorf("starting the log: %w", err)
+	}
+	db.revision = db.overlay.revision
+	db.overlay.gens = []*gen{newGen(seg)}
+	db.wake = make(chan struct{}, 1)
+	db.dropped = make(chan struct{}, 1)
+	db.stopCkp = make(chan struct{})
+	db.ckpDone = make(chan struct{})
+	go db.checkpointer(db.stopCkp, db.ckpDone)
+	return nil
 }
 
 // openError makes the errors bbolt gives for a damaged file match
@@ -254,9 +350,35 @@ func (db *DB) Close() error {
 		s.owners.Close(fmt.Errorf("boltstore: %w", ErrClosed))
 	}
 	db.mu.Unlock()
-	// bbolt waits for a transaction being committed; writes queued after
-	// it fail with ErrClosed.
-	return db.bolt.Close()
+	if db.readOnly {
+		return db.bolt.Close()
+	}
+	// Wait for the batch being committed; the leaders after it find
+	// shut and fail their writes with ErrClosed.
+	db.writer <- struct{}{}
+	defer func() { <-db.writer }()
+	db.shut = true
+	close(db.stopCkp)
+	<-db.ckpDone
+	// Apply what is left of the log, so that the file alone holds
+	// everything: tools that open it with bbolt directly see it all.
+	// This is tried even after a failure: the gens hold only writes
+	// that were acknowledged, whatever the segment's tail holds.
+	var err error
+	for _, g := range db.overlay.snapshot() {
+		if err = db.checkpoint(g); err != nil {
+			break
+		}
+		db.overlay.drop(g)
+		err = g.seg.remove()
+	}
+	if err != nil {
+		// The log stays for the next Open to replay.
+		for _, g := range db.overlay.snapshot() {
+			_ = g.seg.f.Close()
+		}
+	}
+	return errors.Join(err, db.bolt.Close())
 }
 
 // Check reads the whole file, every bucket and every key and value of it,
@@ -277,6 +399,7 @@ func (db *DB) Check() error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, db.checkLog())
 	db.mu.Lock()
 	stores := make([]*Store, 0, len(db.stores))
 	for _, s := range db.stores {
@@ -337,8 +460,8 @@ func (db *DB) Store(namespace string) (*Store, error) {
 	if db.bolt == nil {
 		return nil, errZeroDB
 	}
-	if namespace == "" || len(namespace) > 128 || !utf8.ValidString(namespace) {
-		return nil, fmt.Errorf("boltstore: namespace %q: want 1 to 128 bytes of UTF-8", namespace)
+	if err := checkNamespace(namespace); err != nil {
+		return nil, fmt.Errorf("boltstore: %w", err)
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -445,11 +568,19 @@ func (s *Store) Get(ctx context.Context, id string) (storage.Record, error) {
 	if err := storage.ValidateID(id); err != nil {
 		return storage.Record{}, err
 	}
+	if l, ok := s.db.overlay.get(s.namespace, id); ok {
+		return s.decode(id, l.data)
+	}
+	// Not in the log: bbolt holds the latest write, unless one comes
+	// after this read began, which is as good as after it returned.
 	var rec storage.Record
 	err := s.db.view("read", func(tx *bolt.Tx) error {
 		_, records, _ := s.buckets(tx)
-		var err error
-		rec, err = s.current(records, id)
+		data, err := s.lookupBucket(records, id)
+		if err != nil {
+			return err
+		}
+		rec, err = s.found(id, data)
 		return err
 	})
 	return rec, err
@@ -463,8 +594,8 @@ func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record,
 	if err := rec.Validate(); err != nil {
 		return storage.Record{}, err
 	}
-	return s.write(ctx, func(records *bolt.Bucket) (storage.Record, error) {
-		if data, err := s.lookup(records, rec.ID); err != nil {
+	return s.write(ctx, func(v *batchView) (storage.Record, error) {
+		if data, err := v.lookup(s, rec.ID); err != nil {
 			return storage.Record{}, err
 		} else if data != nil {
 			return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(rec.ID), storage.ErrExists)
@@ -485,13 +616,13 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 	if err := next.Validate(); err != nil {
 		return storage.Record{}, err
 	}
-	return s.write(ctx, func(records *bolt.Bucket) (storage.Record, error) {
-		cur, err := s.head(records, id)
+	return s.write(ctx, func(v *batchView) (storage.Record, error) {
+		cur, err := s.head(v, id)
 		if err != nil {
 			return storage.Record{}, err
 		}
 		if cur.revision != expect {
-			full, err := s.current(records, id)
+			full, err := s.current(v, id)
 			if err != nil {
 				return storage.Record{}, err
 			}
@@ -505,23 +636,28 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 	})
 }
 
-// current reads record id in a write transaction. A record that does not
-// decode is an error: it is never overwritten.
-func (s *Store) current(records *bolt.Bucket, id string) (storage.Record, error) {
-	data, err := s.lookup(records, id)
+// current reads record id as a batch's write sees it. A record that does
+// not decode is an error: it is never overwritten.
+func (s *Store) current(v *batchView, id string) (storage.Record, error) {
+	data, err := v.lookup(s, id)
 	if err != nil {
 		return storage.Record{}, err
 	}
+	return s.found(id, data)
+}
+
+// found decodes the bytes lookup found for id.
+func (s *Store) found(id string, data []byte) (storage.Record, error) {
 	if data == nil {
 		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), storage.ErrNotFound)
 	}
 	return s.decode(id, data)
 }
 
-// lookup returns the bytes stored for id, nil if there are none. A bucket
-// where a record belongs (a foreign writer) is ErrCorrupt, not "no
-// record": it is not overwritten either.
-func (s *Store) lookup(records *bolt.Bucket, id string) ([]byte, error) {
+// lookupBucket returns the bytes bbolt holds for id, nil if there are
+// none. A bucket where a record belongs (a foreign writer) is
+// ErrCorrupt, not "no record": it is not overwritten either.
+func (s *Store) lookupBucket(records *bolt.Bucket, id string) ([]byte, error) {
 	if records.Bucket([]byte(id)) != nil {
 		return nil, fmt.Errorf("boltstore: namespace %q, record %q: %w: a bucket, not a record", s.namespace, quoted(id), storage.ErrCorrupt)
 	}
@@ -542,8 +678,8 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 	var written storage.Record
 	h, err := s.owners.Acquire(ctx, id, lease.Wait, func() (string, uint64, error) {
 		var err error
-		written, err = s.write(ctx, func(records *bolt.Bucket) (storage.Record, error) {
-			cur, err := s.current(records, id)
+		written, err = s.write(ctx, func(v *batchView) (storage.Record, error) {
+			cur, err := s.current(v, id)
 			if err != nil {
 				return storage.Record{}, err
 			}
@@ -573,12 +709,12 @@ func (o ownership) Release(context.Context) error { o.h.Release(); return nil }
 // logWrite appends to the watch log and keeps it at LogSize entries,
 // trimming the oldest as it goes: O(1) on every write, not just on
 // average.
-func (s *Store) logWrite(ns, log *bolt.Bucket, rev uint64, id string) error {
+func logWrite(ns, log *bolt.Bucket, rev uint64, id string, logSize int) error {
 	if err := log.Put(putUint(rev), []byte(id)); err != nil {
 		return err
 	}
 	count := getUint(ns.Get(logCountKey)) + 1
-	if count > uint64(s.db.logSize) {
+	if count > uint64(logSize) {
 		// Trim a little on every write instead of half the log at once:
 		// deleting logSize keys in one transaction every logSize writes
 		// made that one write, and the batch it belongs to, the slowest
@@ -587,7 +723,7 @@ func (s *Store) logWrite(ns, log *bolt.Bucket, rev uint64, id string) error {
 		c := log.Cursor()
 		var dropped uint64
 		k, _ := c.First()
-		for trimmed := 0; k != nil && count > uint64(s.db.logSize) && trimmed < 2; trimmed++ {
+		for trimmed := 0; k != nil && count > uint64(logSize) && trimmed < 2; trimmed++ {
 			dropped = getUint(k)
 			if err := c.Delete(); err != nil {
 				return err
@@ -605,34 +741,76 @@ func (s *Store) logWrite(ns, log *bolt.Bucket, rev uint64, id string) error {
 }
 
 // List implements [storage.Lister]. A record that does not decode is
-// listed apart, naming it, and the others are listed as usual.
+// listed apart, naming it, and the others are listed as usual. The
+// records are those of one revision.
 func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadable, error) {
 	if err := s.check(ctx, "List"); err != nil {
 		return nil, nil, err
 	}
 	var out []storage.Record
 	var bad []storage.Unreadable
-	err := s.db.view("read", func(tx *bolt.Tx) error {
+	take := func(id string, data []byte) {
+		rec, err := s.decode(id, data)
+		if err != nil {
+			bad = append(bad, storage.Unreadable{ID: id, Err: err})
+			return
+		}
+		out = append(out, rec)
+	}
+	err := s.db.consistent("read", s.namespace, func(tx *bolt.Tx, logged map[string]logged, _ uint64) error {
+		out, bad = out[:0], bad[:0]
 		_, records, _ := s.buckets(tx)
-		return records.ForEach(func(k, v []byte) error {
+		err := records.ForEach(func(k, v []byte) error {
+			if l, ok := logged[string(k)]; ok {
+				take(string(k), l.data)
+				delete(logged, string(k))
+				return nil
+			}
 			if v == nil { // a nested bucket where a record belongs
-				_, err := s.lookup(records, string(k))
+				_, err := s.lookupBucket(records, string(k))
 				bad = append(bad, storage.Unreadable{ID: string(k), Err: err})
 				return nil
 			}
-			rec, err := s.decode(string(k), v)
-			if err != nil {
-				bad = append(bad, storage.Unreadable{ID: string(k), Err: err})
-				return nil
-			}
-			out = append(out, rec)
+			take(string(k), v)
 			return nil
 		})
+		for id, l := range logged { // new since bbolt last had the log applied
+			take(id, l.data)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	slices.SortFunc(out, func(a, b storage.Record) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(bad, func(a, b storage.Unreadable) int { return strings.Compare(a.ID, b.ID) })
 	return out, bad, nil
+}
+
+// consistent runs fn with a read transaction and the writes of namespace
+// in the log that it does not hold (the latest of each record): the
+// store at one revision (see overlay.go). fn may run more than once.
+func (db *DB) consistent(op, namespace string, fn func(tx *bolt.Tx, logged map[string]logged, revision uint64) error) error {
+	for {
+		logged, revision := db.overlay.records(namespace)
+		again := false
+		err := db.view(op, func(tx *bolt.Tx) error {
+			counter := counterIn(tx)
+			if counter > revision {
+				again = true // a checkpoint landed between the two reads
+				return nil
+			}
+			for id, l := range logged {
+				if l.revision <= counter {
+					delete(logged, id) // applied: bbolt has it
+				}
+			}
+			return fn(tx, logged, revision)
+		})
+		if !again {
+			return err
+		}
+	}
 }
 
 // Watch implements [storage.Watcher]. Watches end when the DB closes.
@@ -648,42 +826,78 @@ func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.
 type boltLog struct{ s *Store }
 
 func (l boltLog) Since(rev uint64, limit int) ([]watchlog.Entry, bool, error) {
-	var out []watchlog.Entry
-	compacted := false
-	err := l.s.db.view("watch", func(tx *bolt.Tx) error {
-		ns, _, log := l.s.buckets(tx)
-		if rev < getUint(ns.Get(droppedKey)) {
-			compacted = true
-			return nil
-		}
-		c := log.Cursor()
-		for k, v := c.Seek(putUint(rev + 1)); k != nil && len(out) < limit; k, v = c.Next() {
-			if len(k) != 8 {
-				continue // not a log entry (tampered): no event for a record that was never written
+	db := l.s.db
+	for {
+		var out []watchlog.Entry
+		compacted, again := false, false
+		logged, revision := db.overlay.since(l.s.namespace, rev)
+		err := db.view("watch", func(tx *bolt.Tx) error {
+			ns, _, log := l.s.buckets(tx)
+			counter := counterIn(tx)
+			if counter > revision {
+				again = true // a checkpoint landed between the two reads
+				return nil
 			}
-			out = append(out, watchlog.Entry{ID: string(v), Revision: getUint(k)})
+			if rev < getUint(ns.Get(droppedKey)) {
+				compacted = true
+				return nil
+			}
+			c := log.Cursor()
+			for k, v := c.Seek(putUint(rev + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+				if len(k) != 8 {
+					continue // not a log entry (tampered): no event for a record that was never written
+				}
+				out = append(out, watchlog.Entry{ID: string(v), Revision: getUint(k)})
+			}
+			for _, e := range logged {
+				if len(out) == limit {
+					break
+				}
+				if e.Revision > counter {
+					out = append(out, e)
+				}
+			}
+			return nil
+		})
+		if !again {
+			return out, compacted, err
 		}
-		return nil
-	})
-	return out, compacted, err
+	}
 }
 
 func (l boltLog) Snapshot() ([]watchlog.Entry, uint64, error) {
 	var out []watchlog.Entry
 	var rev uint64
-	err := l.s.db.view("watch", func(tx *bolt.Tx) error {
+	err := l.s.db.consistent("watch", l.s.namespace, func(tx *bolt.Tx, logged map[string]logged, revision uint64) error {
+		out = out[:0]
 		_, records, _ := l.s.buckets(tx)
-		rev = getUint(tx.Bucket(metaBucket).Get(revisionKey))
-		return records.ForEach(func(k, v []byte) error {
+		rev = revision
+		err := records.ForEach(func(k, v []byte) error {
 			e := watchlog.Entry{ID: string(k), Revision: rev}
-			if rec, err := l.s.decode(string(k), v); err == nil {
+			if lg, ok := logged[string(k)]; ok {
+				e.Revision = lg.revision
+				delete(logged, string(k))
+			} else if rec, err := l.s.decode(string(k), v); err == nil {
 				e.Revision = rec.Revision
 			} // a corrupt record is still announced: its reader gets the error
 			out = append(out, e)
 			return nil
 		})
+		for id, lg := range logged {
+			out = append(out, watchlog.Entry{ID: id, Revision: lg.revision})
+		}
+		return err
 	})
 	return out, rev, err
+}
+
+// counterIn returns the revision counter bbolt holds: every write up to
+// it is in the file.
+func counterIn(tx *bolt.Tx) uint64 {
+	if meta := tx.Bucket(metaBucket); meta != nil {
+		return getUint(meta.Get(revisionKey))
+	}
+	return 0
 }
 
 func putUint(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }

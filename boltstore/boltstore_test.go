@@ -256,6 +256,10 @@ func childStore(path string) (*boltstore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Checkpoint every few dozen writes, so that the kills land before,
+	// during and after checkpoints and segment changes, not only while
+	// everything is still in the first segment.
+	db.CheckpointEvery(37)
 	return db.Store("executions")
 }
 
@@ -509,13 +513,16 @@ func TestCorruptOrForeignRecordsAreReportedByIDAndNeverOverwritten(t *testing.T)
 }
 
 func TestWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
-	_, s := openStore(t, filepath.Join(t.TempDir(), "db"), boltstore.Options{LogSize: 3})
+	db, s := openStore(t, filepath.Join(t.TempDir(), "db"), boltstore.Options{LogSize: 3})
 	var last storage.Record
 	for k := range 10 {
 		rec, err := s.Create(bg, storagetest.Sample(fmt.Sprintf("ex-%d", k)))
 		require.NoError(t, err)
 		last = rec
 	}
+	// The file keeps LogSize writes once the write-ahead log is applied
+	// to it (the log's own writes are all kept until then).
+	require.NoError(t, db.Checkpoint())
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
 	ch, err := s.Watch(ctx, 1)

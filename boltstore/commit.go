@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -12,27 +11,27 @@ import (
 )
 
 // Group commit. Every write is acknowledged only after the fsync that
-// holds it, and an fsync costs milliseconds whatever it carries, so one
-// transaction per write caps a file at a few hundred writes per second
-// per disk flush. Instead, a writer queues its write and either becomes
-// the leader (it takes the writer's turn) and commits every write queued
-// at that moment in one transaction, or waits while a leader commits its
-// write with others. Under load each fsync carries many writes; a lone
-// writer is its own leader and commits at once, in its own goroutine,
-// as before (nobody waits for a batch to fill, unlike bbolt's Batch with
-// its MaxBatchDelay). Etcd's backend and MySQL's binary log group commit
-// work the same way.
+// holds it, and an fsync costs a fraction of a millisecond or more
+// whatever it carries, so one flush per write caps a store at a few
+// thousand writes per second. Instead, a writer queues its write and
+// either becomes the leader (it takes the writer's turn) and commits
+// every write queued at that moment with one append to the log and one
+// flush (see wal.go), or waits while a leader commits its write with
+// others. Under load each flush carries many writes; a lone writer is
+// its own leader and commits at once, in its own goroutine (nobody waits
+// for a batch to fill, unlike bbolt's Batch with its MaxBatchDelay).
+// Etcd's backend and MySQL's binary log group commit work the same way.
 //
-// A batch's writes run one after the other in the transaction, each
-// seeing the ones before it, so they conflict exactly as they would one
-// transaction each. A write refused by its own checks (a stale revision,
-// a claim it may not change, a record that does not decode) fails alone,
-// having modified nothing. A failure of the transaction itself (a damaged
-// page, bbolt refusing a put) rolls the batch back, and each of its
-// writes is then committed alone, so only the one at fault fails.
+// A batch's writes are checked one after the other, each seeing the ones
+// before it, so they conflict exactly as they would one at a time. A
+// write refused by its own checks (a stale revision, a claim it may not
+// change, a record that does not decode) fails alone, having changed
+// nothing. A failure of the log itself (a write or a flush the disk
+// refuses) fails the whole batch, none of it acknowledged, and every
+// write after it: whether the disk holds the batch is then unknown, and
+// a log is not appended to past a hole.
 
-// maxBatch bounds a batch: a transaction's dirty pages are held in memory
-// until it commits.
+// maxBatch bounds a batch: a frame is held in memory until it is written.
 const maxBatch = 1024
 
 // The states of a request: waiting in the queue, taken into a batch (its
@@ -48,7 +47,7 @@ const (
 type request struct {
 	ctx   context.Context
 	store *Store
-	build func(records *bolt.Bucket) (storage.Record, error)
+	build func(v *batchView) (storage.Record, error)
 	state atomic.Int32
 	done  chan outcome // buffered: the leader never waits for the writer
 }
@@ -58,20 +57,13 @@ type outcome struct {
 	err error
 }
 
-// errBatch marks an error of the transaction rather than of one write:
-// the batch is rolled back and its writes are committed one by one.
-type errBatch struct{ err error }
-
-func (e *errBatch) Error() string { return e.err.Error() }
-func (e *errBatch) Unwrap() error { return e.err }
-
-// write stores the record build returns at the next revision, in one
-// transaction with build's checks (see apply), with the writes queued at
-// the same time. It waits, as the leader or for another, until the write
-// is committed. It gives up, writing nothing, if ctx ends before a leader
-// takes the write; once taken, the write finishes (one fsync) whatever
+// write stores the record build returns at the next revision, checked
+// by build against the store as the batch has left it so far (see
+// apply). It waits, as the leader or for another, until the write is
+// committed. It gives up, writing nothing, if ctx ends before a leader
+// takes the write; once taken, the write finishes (one flush) whatever
 // ctx says.
-func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (storage.Record, error)) (storage.Record, error) {
+func (s *Store) write(ctx context.Context, build func(v *batchView) (storage.Record, error)) (storage.Record, error) {
 	db := s.db
 	if db.readOnly {
 		return storage.Record{}, fmt.Errorf("boltstore: %s: %w", db.path, ErrReadOnly)
@@ -105,7 +97,7 @@ func (s *Store) write(ctx context.Context, build func(records *bolt.Bucket) (sto
 			if r.state.CompareAndSwap(requestPending, requestAbandoned) {
 				return storage.Record{}, ctx.Err()
 			}
-			o := <-r.done // taken: the outcome is one fsync away
+			o := <-r.done // taken: the outcome is one flush away
 			return o.rec, o.err
 		}
 	}
@@ -124,8 +116,8 @@ func (db *DB) takePending() []*request {
 	return batch
 }
 
-// commit takes the batch's pending writes and commits them in one
-// transaction, or one by one if the transaction fails.
+// commit checks the batch's pending writes, appends those that pass to
+// the log in one frame, flushes it and acknowledges them.
 func (db *DB) commit(batch []*request) {
 	taken := batch[:0]
 	for _, r := range batch {
@@ -137,106 +129,168 @@ func (db *DB) commit(batch []*request) {
 		return
 	}
 	db.lastBatch = len(taken)
-	outcomes, err := db.commitTx(taken)
-	if err != nil && len(taken) > 1 && !errors.Is(err, ErrClosed) {
-		for _, r := range taken {
-			one, err := db.commitTx([]*request{r})
-			if err != nil {
-				one = []outcome{{err: unwrapBatch(err)}}
+	outcomes := make([]outcome, len(taken))
+	if err := db.commitBatch(taken, outcomes); err != nil {
+		for i := range outcomes {
+			if outcomes[i].err == nil {
+				outcomes[i] = outcome{err: err}
 			}
-			r.done <- one[0]
 		}
-		return
 	}
 	for i, r := range taken {
-		if err != nil {
-			r.done <- outcome{err: unwrapBatch(err)}
-			continue
-		}
 		r.done <- outcomes[i]
 	}
 }
 
-func unwrapBatch(err error) error {
-	var whole *errBatch
-	if errors.As(err, &whole) {
-		return whole.err
+// commitBatch fills in each write's outcome; an error is the batch's,
+// and none of its writes is acknowledged.
+func (db *DB) commitBatch(batch []*request, outcomes []outcome) error {
+	if db.shut {
+		return fmt.Errorf("boltstore: %w", ErrClosed)
 	}
-	return err
-}
-
-// commitTx runs the writes in one transaction. A write's own error is
-// its outcome; an error of the transaction is returned.
-func (db *DB) commitTx(batch []*request) ([]outcome, error) {
-	outcomes := make([]outcome, len(batch))
-	notify := make(map[*Store]bool, 1)
-	err := db.update("write", func(tx *bolt.Tx) error {
-		for i, r := range batch {
-			// A writer who gave up while its turn came gets nothing
-			// written (it waits for this outcome all the same).
-			if err := r.ctx.Err(); err != nil {
-				outcomes[i] = outcome{err: err}
-				continue
-			}
-			rec, err := r.store.apply(tx, r.build)
-			var whole *errBatch
-			if errors.As(err, &whole) {
-				return err
-			}
-			outcomes[i] = outcome{rec: rec, err: err}
-			if err == nil {
-				notify[r.store] = true
-			}
+	if err := db.failure(); err != nil {
+		return fmt.Errorf("boltstore: %s: writes stopped: %w", db.path, err)
+	}
+	v := &batchView{db: db, gens: db.overlay.snapshot(), frame: db.frame[:0]}
+	v.frame = append(v.frame, make([]byte, frameHeaderSize)...)
+	for i, r := range batch {
+		// A writer who gave up while its turn came gets nothing
+		// written (it waits for this outcome all the same).
+		if err := r.ctx.Err(); err != nil {
+			outcomes[i] = outcome{err: err}
+			continue
 		}
-		return nil
-	})
-	if err != nil {
+		rec, err := r.store.apply(v, r.build)
+		outcomes[i] = outcome{rec: rec, err: err}
+	}
+	v.close() // before the syscalls: a read transaction holds up bbolt's remapping
+	db.frame = v.frame
+	if len(v.entries) == 0 {
 		db.heads.rollback()
-		return nil, db.closedError(err)
+		return nil
+	}
+	sealFrame(v.frame)
+	current := v.gens[len(v.gens)-1]
+	if err := current.seg.append(v.frame); err != nil {
+		db.heads.rollback()
+		db.fail(err)
+		return err
 	}
 	db.heads.commit()
-	for s := range notify {
-		s.hub.Notify()
+	db.overlay.install(current, v.entries)
+	notified := map[*Store]bool{}
+	for i, r := range batch {
+		if outcomes[i].err == nil && !notified[r.store] {
+			notified[r.store] = true
+			r.store.hub.Notify()
+		}
 	}
-	return outcomes, nil
+	db.afterBatch(current)
+	return nil
 }
 
-// apply stores the record build returns at the next revision, with the
-// write logged for watchers. Everything that can refuse the write is
-// checked before anything is modified, so a refused write leaves the
-// transaction as it found it; an error after that is an errBatch.
+// afterBatch hands the current gen to the checkpoint once it is large
+// enough, starting a new segment; while one checkpoint is running the
+// gen grows, up to checkpointBacklog times the threshold, and then the
+// leader waits for the checkpoint.
+func (db *DB) afterBatch(current *gen) {
+	if !current.full(1, db.checkpointWrites) {
+		return
+	}
+	for db.overlay.frozen() != nil {
+		if !current.full(checkpointBacklog, db.checkpointWrites) || db.failure() != nil {
+			return
+		}
+		<-db.dropped
+	}
+	seg, err := createSegment(db.path, current.seg.seq+1, db.mode)
+	if err != nil {
+		db.fail(fmt.Errorf("starting a log segment: %w", err))
+		return
+	}
+	db.overlay.rotate(newGen(seg))
+	select {
+	case db.wake <- struct{}{}:
+	default:
+	}
+}
+
+// batchView is what a batch's writes are checked against: the writes
+// before them in the batch, then the log's writes not yet in bbolt, then
+// bbolt, read in one read transaction (opened when first needed).
+type batchView struct {
+	db      *DB
+	gens    []*gen
+	tx      *bolt.Tx
+	entries []walEntry
+	written map[string]int // headKey → index in entries of its latest write
+	frame   []byte
+}
+
+// lookup returns the bytes stored for id of s, nil if there are none. A
+// bucket where a record belongs (a foreign writer) is ErrCorrupt, not
+// "no record": it is not overwritten either.
+func (v *batchView) lookup(s *Store, id string) ([]byte, error) {
+	if i, ok := v.written[s.headKey(id)]; ok {
+		return v.entries[i].data, nil
+	}
+	if l, ok := lookupGens(v.gens, s.namespace, id); ok {
+		return l.data, nil
+	}
+	var data []byte
+	err := v.db.closedError(guard(v.db.path, "read", func() error {
+		if v.tx == nil {
+			tx, err := v.db.bolt.Begin(false)
+			if err != nil {
+				return err
+			}
+			v.tx = tx
+		}
+		_, records, _ := s.buckets(v.tx)
+		var err error
+		data, err = s.lookupBucket(records, id)
+		return err
+	}))
+	return data, err
+}
+
+func (v *batchView) add(s *Store, rec storage.Record, data []byte) {
+	if v.written == nil {
+		v.written = map[string]int{}
+	}
+	v.written[s.headKey(rec.ID)] = len(v.entries)
+	v.entries = append(v.entries, walEntry{revision: rec.Revision, namespace: s.namespace, id: rec.ID, data: data})
+	v.frame = appendEntry(v.frame, rec.Revision, s.namespace, rec.ID, data)
+}
+
+func (v *batchView) close() {
+	if v.tx != nil {
+		_ = v.tx.Rollback()
+		v.tx = nil
+	}
+}
+
+// apply checks the record build returns and, if it passes, gives it the
+// next revision and adds it to the batch. Everything that can refuse the
+// write is checked before anything is added, so a refused write leaves
+// the batch as it found it.
 //
 // The new revision is above the counter and above the revision of the
 // record being replaced, which a damaged counter could be below: a
 // record's revisions never go down.
-func (s *Store) apply(tx *bolt.Tx, build func(records *bolt.Bucket) (storage.Record, error)) (storage.Record, error) {
-	ns, records, log := s.buckets(tx)
-	rec, err := build(records)
+func (s *Store) apply(v *batchView, build func(v *batchView) (storage.Record, error)) (storage.Record, error) {
+	rec, err := build(v)
 	if err != nil {
 		return storage.Record{}, err
 	}
 	floor := rec.Revision // build returns the replaced record's revision, or 0
-	meta := tx.Bucket(metaBucket)
-	raw := meta.Get(revisionKey)
-	if raw != nil && len(raw) != 8 {
-		// Restarting the counter would reuse revisions and let a stale
-		// compare-and-swap succeed.
-		return storage.Record{}, fmt.Errorf("boltstore: %s: %w: the revision counter is %d bytes, want 8", s.db.path, storage.ErrCorrupt, len(raw))
-	}
-	rec.Revision = max(getUint(raw), floor) + 1
+	rec.Revision = max(s.db.revision, floor) + 1
 	data, err := rec.MarshalBinary()
 	if err != nil {
 		return storage.Record{}, err
 	}
-	if err := meta.Put(revisionKey, putUint(rec.Revision)); err != nil {
-		return storage.Record{}, &errBatch{err}
-	}
-	if err := records.Put([]byte(rec.ID), data); err != nil {
-		return storage.Record{}, &errBatch{err}
-	}
-	if err := s.logWrite(ns, log, rec.Revision, rec.ID); err != nil {
-		return storage.Record{}, &errBatch{err}
-	}
+	s.db.revision = rec.Revision
+	v.add(s, rec, data)
 	s.db.heads.wrote(s.headKey(rec.ID), head{revision: rec.Revision, claim: rec.Claim()})
 	return rec, nil
 }

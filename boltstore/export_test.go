@@ -1,6 +1,9 @@
 package boltstore
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // HoldWriter takes the writer's turn, as a long write would, until the
 // returned function is called (once or more).
@@ -8,4 +11,71 @@ func (db *DB) HoldWriter() (release func()) {
 	db.writer <- struct{}{}
 	var once sync.Once
 	return func() { once.Do(func() { <-db.writer }) }
+}
+
+// Checkpoint applies every write in the log to bbolt now, as the
+// checkpointer would once the log is large enough, and returns when it
+// is done.
+func (db *DB) Checkpoint() error {
+	db.writer <- struct{}{}
+	defer func() { <-db.writer }()
+	if db.shut {
+		return fmt.Errorf("boltstore: %w", ErrClosed)
+	}
+	gens := db.overlay.snapshot()
+	current := gens[len(gens)-1]
+	seg, err := createSegment(db.path, current.seg.seq+1, db.mode)
+	if err != nil {
+		return err
+	}
+	db.overlay.rotate(newGen(seg))
+	for db.overlay.frozen() != nil {
+		select {
+		case db.wake <- struct{}{}:
+		default:
+		}
+		<-db.dropped
+		if err := db.failure(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LogSegments returns how many log segments the DB has in memory.
+func (db *DB) LogSegments() int { return len(db.overlay.snapshot()) }
+
+// CheckpointEvery makes the leader hand the log to the checkpoint every
+// n writes instead of every checkpointWrites.
+func (db *DB) CheckpointEvery(n int) {
+	db.writer <- struct{}{}
+	defer func() { <-db.writer }()
+	db.checkpointWrites = n
+}
+
+// Crash leaves the files as a SIGKILL would: the log not applied, the
+// lock released. The DB is unusable after it.
+func (db *DB) Crash() {
+	db.writer <- struct{}{} // and never given back: no write after this
+	db.mu.Lock()
+	db.closed = true
+	for _, s := range db.stores {
+		s.hub.Close()
+	}
+	db.mu.Unlock()
+	close(db.stopCkp)
+	<-db.ckpDone
+	for _, g := range db.overlay.snapshot() {
+		_ = g.seg.f.Close()
+	}
+	_ = db.bolt.Close()
+}
+
+// BreakLog closes the segment being appended to under the leader, as a
+// disk that refuses writes would leave it: the next append fails.
+func (db *DB) BreakLog() {
+	db.writer <- struct{}{}
+	defer func() { <-db.writer }()
+	gens := db.overlay.snapshot()
+	_ = gens[len(gens)-1].seg.f.Close()
 }

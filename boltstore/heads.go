@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"github.com/execfsm/execfsm/storage"
-	bolt "go.etcd.io/bbolt"
 )
 
 // A compare-and-swap needs only the stored record's revision and claim,
@@ -70,12 +69,12 @@ func (s *Store) headKey(id string) string { return s.namespace + "\x00" + id }
 
 // head returns the revision and claim of record id, inside a write
 // transaction, decoding the record only if heads does not know it.
-func (s *Store) head(records *bolt.Bucket, id string) (head, error) {
+func (s *Store) head(v *batchView, id string) (head, error) {
 	key := s.headKey(id)
 	if hd, ok := s.db.heads.lookup(key); ok {
 		return hd, nil
 	}
-	cur, err := s.current(records, id)
+	cur, err := s.current(v, id)
 	if err != nil {
 		return head{}, err
 	}

@@ -1,0 +1,330 @@
+package boltstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/execfsm/execfsm/internal/watchlog"
+	bolt "go.etcd.io/bbolt"
+)
+
+// The writes in the log and not yet in bbolt live in memory, one gen per
+// segment: the leader appends to the newest, and a checkpoint applies the
+// oldest to bbolt in one transaction, then drops it and its segment.
+// Every read looks in the gens first, newest first: a gen holds writes
+// newer than anything bbolt holds.
+//
+// A read that combines the gens with bbolt (List, a watch) must see them
+// at one revision. It copies what it needs from the gens and their
+// revision S under the read lock, then reads bbolt, whose revision
+// counter C says which writes it holds: all those up to C, since a
+// checkpoint applies a whole gen in one transaction. If C ≤ S, the gens
+// copied hold every write after C (a gen is dropped only after bbolt has
+// it), and bbolt plus the gens' writes after C is the store at S. If a
+// checkpoint landed in between and C > S, the read starts again.
+
+// Checkpoint thresholds: a gen this large is handed to the checkpoint
+// (the leader starts a new segment). etcd's backend commits every 10,000
+// writes or 100 ms; fewer writes a checkpoint means more B+tree pages
+// rewritten per write, more means more memory and a longer replay.
+const (
+	checkpointWrites = 4096
+	checkpointBytes  = 16 << 20
+	// A gen this many times the thresholds waits for the checkpoint in
+	// progress: memory stays bounded when bbolt falls behind.
+	checkpointBacklog = 4
+)
+
+// logged is one write in the log.
+type logged struct {
+	revision uint64
+	data     []byte
+}
+
+// gen is the writes of one segment.
+type gen struct {
+	seg     *segment                     // nil in a read-only DB
+	records map[string]map[string]logged // namespace → id → latest write
+	logs    map[string][]watchlog.Entry  // namespace → its writes, in order
+	writes  int
+	bytes   int
+	last    uint64 // the highest revision it holds
+}
+
+func newGen(seg *segment) *gen {
+	return &gen{seg: seg, records: map[string]map[string]logged{}, logs: map[string][]watchlog.Entry{}}
+}
+
+func (g *gen) add(e walEntry) {
+	ids := g.records[e.namespace]
+	if ids == nil {
+		ids = map[string]logged{}
+		g.records[e.namespace] = ids
+	}
+	ids[e.id] = logged{revision: e.revision, data: e.data}
+	g.logs[e.namespace] = append(g.logs[e.namespace], watchlog.Entry{ID: e.id, Revision: e.revision})
+	g.writes++
+	g.bytes += len(e.data) + len(e.id)
+	g.last = e.revision
+}
+
+// full says whether g holds factor times what a checkpoint takes.
+func (g *gen) full(factor, writes int) bool {
+	return g.writes >= factor*writes || g.bytes >= factor*checkpointBytes
+}
+
+// overlay is the gens, oldest first. In a writable DB the last one is
+// the one the leader appends to; the others are frozen, waiting for the
+// checkpoint.
+type overlay struct {
+	mu       sync.RWMutex
+	gens     []*gen
+	revision uint64 // of the last write acknowledged (or bbolt's, if none)
+}
+
+// snapshot returns the gens, for the leader, which reads them without a
+// lock: it is the only one that changes them.
+func (o *overlay) snapshot() []*gen {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return slices.Clone(o.gens)
+}
+
+// install adds a batch's writes, once they are in the log.
+func (o *overlay) install(g *gen, entries []walEntry) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range entries {
+		g.add(e)
+	}
+	o.revision = max(o.revision, g.last)
+}
+
+// get returns the latest logged write of id.
+func (o *overlay) get(namespace, id string) (logged, bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return lookupGens(o.gens, namespace, id)
+}
+
+func lookupGens(gens []*gen, namespace, id string) (logged, bool) {
+	for i := len(gens) - 1; i >= 0; i-- {
+		if l, ok := gens[i].records[namespace][id]; ok {
+			return l, true
+		}
+	}
+	return logged{}, false
+}
+
+// records returns the latest logged write of each record of namespace,
+// and the revision they are as of.
+func (o *overlay) records(namespace string) (map[string]logged, uint64) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	out := map[string]logged{}
+	for _, g := range o.gens {
+		for id, l := range g.records[namespace] {
+			out[id] = l
+		}
+	}
+	return out, o.revision
+}
+
+// since returns the logged writes of namespace above rev, in order, and
+// the revision they are as of.
+func (o *overlay) since(namespace string, rev uint64) ([]watchlog.Entry, uint64) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	var out []watchlog.Entry
+	for _, g := range o.gens {
+		log := g.logs[namespace]
+		i := sort.Search(len(log), func(i int) bool { return log[i].Revision > rev })
+		out = append(out, log[i:]...)
+	}
+	return out, o.revision
+}
+
+// frozen returns the oldest gen waiting for the checkpoint, or nil.
+func (o *overlay) frozen() *gen {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if len(o.gens) < 2 {
+		return nil
+	}
+	return o.gens[0]
+}
+
+// rotate starts gen next, freezing the current one.
+func (o *overlay) rotate(next *gen) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.gens = append(o.gens, next)
+}
+
+// drop removes the oldest gen, now in bbolt.
+func (o *overlay) drop(g *gen) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.gens) > 0 && o.gens[0] == g {
+		o.gens = slices.Delete(o.gens, 0, 1)
+	}
+}
+
+// checkpoint applies g's writes to bbolt in one transaction, with the
+// revision counter set to its last: after it commits, bbolt holds every
+// write up to g.last.
+func (db *DB) checkpoint(g *gen) error {
+	if g.writes == 0 {
+		return nil
+	}
+	err := db.update("checkpoint", func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err != nil {
+			return err
+		}
+		if getUint(meta.Get(revisionKey)) >= g.last {
+			return nil // applied already (a replay after a crash before the segment went)
+		}
+		for namespace, ids := range g.records {
+			ns, err := tx.CreateBucketIfNotExists([]byte("ns/" + namespace))
+			if err != nil {
+				return err
+			}
+			records, err := ns.CreateBucketIfNotExists(recordsKey)
+			if err != nil {
+				return err
+			}
+			log, err := ns.CreateBucketIfNotExists(logKey)
+			if err != nil {
+				return err
+			}
+			for id, l := range ids {
+				if err := records.Put([]byte(id), l.data); err != nil {
+					return fmt.Errorf("namespace %q, record %q: %w", namespace, quoted(id), err)
+				}
+			}
+			for _, e := range g.logs[namespace] {
+				if err := logWrite(ns, log, e.Revision, e.ID, db.logSize); err != nil {
+					return err
+				}
+			}
+		}
+		return meta.Put(revisionKey, putUint(g.last))
+	})
+	if err != nil {
+		return fmt.Errorf("boltstore: %s: applying the log to the file: %w", db.path, err)
+	}
+	return nil
+}
+
+// checkpointer applies frozen gens to bbolt as the leader hands them
+// over, until stop is closed.
+func (db *DB) checkpointer(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-db.wake:
+		}
+		for g := db.overlay.frozen(); g != nil; g = db.overlay.frozen() {
+			if err := db.checkpoint(g); err != nil {
+				db.fail(err)
+				break
+			}
+			db.overlay.drop(g)
+			// bbolt holds its writes: a segment left behind by a
+			// failed remove is skipped at the next Open.
+			_ = g.seg.remove()
+			select {
+			case db.dropped <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// fail stops every write from now on: err (bbolt refused a checkpoint,
+// the log could not be written) leaves the file behind the log, and the
+// log is no longer trusted to be appended to. Reads go on.
+func (db *DB) fail(err error) {
+	db.failMu.Lock()
+	defer db.failMu.Unlock()
+	if db.failed == nil {
+		db.failed = err
+	}
+	select {
+	case db.dropped <- struct{}{}: // a leader waiting for the checkpoint
+	default:
+	}
+}
+
+func (db *DB) failure() error {
+	db.failMu.Lock()
+	defer db.failMu.Unlock()
+	return db.failed
+}
+
+// readLog reads the segments beside the database, oldest first, and
+// returns their writes and the sequence number of the last segment. A
+// torn tail is allowed only at the end of the last segment; revisions
+// must go up throughout.
+func readLog(segments []segmentFile) ([]walEntry, uint64, error) {
+	var entries []walEntry
+	var seq, last uint64
+	for i, sf := range segments {
+		data, err := os.ReadFile(sf.path)
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading the log %s: %w", sf.path, err)
+		}
+		contents, err := readSegment(data)
+		if err != nil {
+			return nil, 0, fmt.Errorf("the log %s: %w", sf.path, err)
+		}
+		if contents.torn && i != len(segments)-1 {
+			return nil, 0, fmt.Errorf("the log %s: %w", sf.path, bad("it is cut short, and a later segment follows it"))
+		}
+		for _, e := range contents.entries {
+			if e.revision <= last {
+				return nil, 0, fmt.Errorf("the log %s: %w", sf.path, bad("revision %d follows revision %d", e.revision, last))
+			}
+			last = e.revision
+		}
+		entries = append(entries, contents.entries...)
+		seq = sf.seq
+	}
+	return entries, seq, nil
+}
+
+// checkLog reads the log's segments from the disk again and returns
+// what is wrong with them; a torn tail is expected of the segment being
+// appended to only.
+func (db *DB) checkLog() error {
+	segments, err := listSegments(db.path)
+	if err != nil {
+		return fmt.Errorf("boltstore: %s: listing the log: %w", db.path, err)
+	}
+	var errs []error
+	for i, sf := range segments {
+		data, err := os.ReadFile(sf.path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // applied and removed since it was listed
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("boltstore: reading the log %s: %w", sf.path, err))
+			continue
+		}
+		contents, err := readSegment(data)
+		if err == nil && contents.torn && i != len(segments)-1 {
+			err = bad("it is cut short, and a later segment follows it")
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("boltstore: the log %s: %w", sf.path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
