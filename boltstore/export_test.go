@@ -79,3 +79,7 @@ func (db *DB) BreakLog() {
 	gens := db.overlay.snapshot()
 	_ = gens[len(gens)-1].seg.f.Close()
 }
+
+// Fdatasync flushes f as the log is flushed, for benchmarks that write a
+// log by hand.
+var Fdatasync = fdatasync
