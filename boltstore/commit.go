@@ -117,7 +117,7 @@ func (db *DB) takePending() []*request {
 }
 
 // commit checks the batch's pending writes, appends those that pass to
-// the log in one frame, flushes it and acknowledges them.
+// the log, flushes it and acknowledges them.
 func (db *DB) commit(batch []*request) {
 	taken := batch[:0]
 	for _, r := range batch {
@@ -130,47 +130,80 @@ func (db *DB) commit(batch []*request) {
 	}
 	db.lastBatch = len(taken)
 	outcomes := make([]outcome, len(taken))
-	if err := db.commitBatch(taken, outcomes); err != nil {
-		for i := range outcomes {
-			if outcomes[i].err == nil {
-				outcomes[i] = outcome{err: err}
-			}
-		}
-	}
+	db.commitBatch(taken, outcomes)
 	for i, r := range taken {
 		r.done <- outcomes[i]
 	}
 }
 
-// commitBatch fills in each write's outcome; an error is the batch's,
-// and none of its writes is acknowledged.
-func (db *DB) commitBatch(batch []*request, outcomes []outcome) error {
+// maxFrameBytes bounds a frame: a batch of large records (a record can
+// be a few megabytes) is written as several, each flushed before the
+// next is encoded, rather than as one held whole in memory.
+const maxFrameBytes = 8 << 20
+
+// commitBatch fills in each write's outcome.
+func (db *DB) commitBatch(batch []*request, outcomes []outcome) {
+	var err error
 	if db.shut {
-		return fmt.Errorf("boltstore: %w", ErrClosed)
+		err = fmt.Errorf("boltstore: %w", ErrClosed)
+	} else if failed := db.failure(); failed != nil {
+		err = fmt.Errorf("boltstore: %s: writes stopped: %w", db.path, failed)
 	}
-	if err := db.failure(); err != nil {
-		return fmt.Errorf("boltstore: %s: writes stopped: %w", db.path, err)
+	if err != nil {
+		for i := range outcomes {
+			outcomes[i] = outcome{err: err}
+		}
+		return
 	}
-	v := &batchView{db: db, gens: db.overlay.snapshot(), frame: db.frame[:0]}
-	v.frame = append(v.frame, make([]byte, frameHeaderSize)...)
+	gens := db.overlay.snapshot()
+	current := gens[len(gens)-1]
+	v := &batchView{db: db, gens: gens, frame: append(db.frame[:0], make([]byte, frameHeaderSize)...)}
+	start := 0 // the first write of the frame being encoded
 	for i, r := range batch {
 		// A writer who gave up while its turn came gets nothing
 		// written (it waits for this outcome all the same).
 		if err := r.ctx.Err(); err != nil {
 			outcomes[i] = outcome{err: err}
+		} else {
+			rec, err := r.store.apply(v, r.build)
+			outcomes[i] = outcome{rec: rec, err: err}
+		}
+		if len(v.frame) < maxFrameBytes && i < len(batch)-1 {
 			continue
 		}
-		rec, err := r.store.apply(v, r.build)
-		outcomes[i] = outcome{rec: rec, err: err}
+		if err := db.flush(v, current); err != nil {
+			for k := start; k < len(batch); k++ {
+				if outcomes[k].err == nil {
+					outcomes[k] = outcome{err: err}
+				}
+			}
+			break
+		}
+		for k := start; k <= i; k++ {
+			if outcomes[k].err == nil {
+				batch[k].store.hub.Notify()
+			}
+		}
+		start = i + 1
 	}
+	db.frame = v.frame[:0]
+	if cap(db.frame) > maxFrameBytes {
+		db.frame = nil // one batch of large records: do not keep its buffer
+	}
+	if db.failure() == nil {
+		db.afterBatch(current)
+	}
+}
+
+// flush appends the frame v has encoded to the log, flushes it and adds
+// its writes to the current gen, where the batch's later writes and
+// every reader find them.
+func (db *DB) flush(v *batchView, current *gen) error {
 	v.close() // before the syscalls: a read transaction holds up bbolt's remapping
-	db.frame = v.frame
 	if len(v.entries) == 0 {
-		db.heads.rollback()
 		return nil
 	}
 	sealFrame(v.frame)
-	current := v.gens[len(v.gens)-1]
 	if err := current.seg.append(v.frame); err != nil {
 		db.heads.rollback()
 		db.fail(err)
@@ -178,14 +211,8 @@ func (db *DB) commitBatch(batch []*request, outcomes []outcome) error {
 	}
 	db.heads.commit()
 	db.overlay.install(current, v.entries)
-	notified := map[*Store]bool{}
-	for i, r := range batch {
-		if outcomes[i].err == nil && !notified[r.store] {
-			notified[r.store] = true
-			r.store.hub.Notify()
-		}
-	}
-	db.afterBatch(current)
+	v.entries, v.written = v.entries[:0], nil
+	v.frame = v.frame[:frameHeaderSize]
 	return nil
 }
 

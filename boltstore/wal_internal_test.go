@@ -1,8 +1,17 @@
 package boltstore
 
 import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
 	"bytes"
 	"errors"
+	"github.com/execfsm/execfsm/internal/testwait"
 	"testing"
 
 	"github.com/execfsm/execfsm/storage"
@@ -93,4 +102,65 @@ func FuzzReadSegment(f *testing.F) {
 			}
 		}
 	})
+}
+
+// frames counts the frames of a segment.
+func frames(t *testing.T, data []byte) int {
+	t.Helper()
+	n := 0
+	for off := len(walMagic); off+frameHeaderSize <= len(data); n++ {
+		off += frameHeaderSize + int(binary.LittleEndian.Uint32(data[off:]))
+	}
+	return n
+}
+
+// A batch of large records is written as several frames of at most
+// about maxFrameBytes, each flushed before the next is encoded, and
+// every write of it is acknowledged and survives a crash.
+func TestABatchOfLargeRecordsIsWrittenInBoundedFrames(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, err := Open(path, Options{})
+	require.NoError(t, err)
+	s, err := db.Store("executions")
+	require.NoError(t, err)
+	big := storage.Record{Status: "running", Meta: map[string]string{}}
+	for k := range storage.MaxMetaEntries {
+		big.Meta[fmt.Sprint("k", k)] = strings.Repeat("v", storage.MaxMetaValueLen)
+	}
+	const writers = 48 // about 12 MB in all
+	release := db.HoldWriter()
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			rec := big.Clone()
+			rec.ID = fmt.Sprint("big-", w)
+			_, err := s.Create(context.Background(), rec)
+			errs <- err
+		}()
+	}
+	require.Eventually(t, func() bool {
+		db.pendingMu.Lock()
+		defer db.pendingMu.Unlock()
+		return len(db.pending) == writers
+	}, 20*time.Second, time.Millisecond, "the writers queue behind the held turn")
+	release() // one leader takes them all
+	for range writers {
+		require.NoError(t, testwait.Recv(t, errs, "a large write's outcome"))
+	}
+	segs, err := listSegments(path)
+	require.NoError(t, err)
+	data, err := os.ReadFile(segs[len(segs)-1].path)
+	require.NoError(t, err)
+	require.Equal(t, 2, frames(t, data), "12 MB in frames of at most 8 MB and one record")
+	db.Crash()
+
+	db, err = Open(path, Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	s, err = db.Store("executions")
+	require.NoError(t, err)
+	recs, bad, err := s.List(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	require.Len(t, recs, writers)
 }
