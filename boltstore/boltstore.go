@@ -183,21 +183,15 @@ func Open(path string, opts Options) (*DB, error) {
 	if err := validateFile(path, !o.ReadOnly); err != nil {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
-	// The log is read before bbolt opens the file (a writable Open
-	// writes to it): a damaged log leaves both as they were.
-	segments, err := listSegments(path)
-	if err != nil {
-		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
-	}
-	logged, seq, err := readLog(segments)
-	if err != nil {
-		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
-	}
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && len(segments) > 0 {
-		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is missing and its log %s is there", path, storage.ErrCorrupt, segments[0].path)
+	// bbolt would make a new file where the database went missing, and
+	// the log beside it would be applied to nothing.
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if segments, err := listSegments(path); err == nil && len(segments) > 0 {
+			return nil, fmt.Errorf("boltstore: Open %s: %w: the file is missing and its log %s is there", path, storage.ErrCorrupt, segments[0].path)
+		}
 	}
 	var b *bolt.DB
-	err = guard(path, "Open", func() error {
+	err := guard(path, "Open", func() error {
 		var err error
 		b, err = bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
 		return err
@@ -207,6 +201,19 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, openError(err))
+	}
+	// The log is read under bbolt's lock (a running writer appends to it
+	// and removes it) and before the first write to the file: a damaged
+	// log leaves both as they were.
+	segments, err := listSegments(path)
+	if err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
+	}
+	logged, seq, err := readLog(segments)
+	if err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
 	if !o.ReadOnly { // a reader needs no counter: only writes take revisions
 		err = guard(path, "Open", func() error {

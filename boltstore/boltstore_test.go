@@ -183,6 +183,15 @@ func TestSecondProcessGetsAClearErrorAfterTheTimeoutNotAHang(t *testing.T) {
 	// writer's exclusive one.
 	_, err = boltstore.Open(path, boltstore.Options{Timeout: 200 * time.Millisecond, ReadOnly: true})
 	require.ErrorIs(t, err, boltstore.ErrLocked)
+
+	// The log is the holder's, being appended to and removed: it is read
+	// only under the lock, so whatever it holds meanwhile (here a file
+	// that is no log at all) a second process is told the file is held.
+	require.NoError(t, os.WriteFile(path+".wal-ffffffffffffffff", []byte("not a log"), 0o600))
+	for _, readOnly := range []bool{false, true} {
+		_, err = boltstore.Open(path, boltstore.Options{Timeout: 200 * time.Millisecond, ReadOnly: readOnly})
+		require.ErrorIs(t, err, boltstore.ErrLocked, "read-only %v", readOnly)
+	}
 }
 
 // Read-only opens share the file with one another, read what it holds,
