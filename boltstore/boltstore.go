@@ -371,21 +371,21 @@ func (db *DB) Close() error {
 	// everything: tools that open it with bbolt directly see it all.
 	// This is tried even after a failure: the gens hold only writes
 	// that were acknowledged, whatever the segment's tail holds.
-	var err error
+	var errs []error
 	for _, g := range db.overlay.snapshot() {
-		if err = db.checkpoint(g); err != nil {
+		if err := db.checkpoint(g); err != nil {
+			errs = append(errs, err)
 			break
 		}
 		db.overlay.drop(g)
-		err = g.seg.remove()
-	}
-	if err != nil {
-		// The log stays for the next Open to replay.
-		for _, g := range db.overlay.snapshot() {
-			_ = g.seg.f.Close()
+		if err := g.seg.remove(); err != nil {
+			errs = append(errs, err) // the next Open skips what it holds
 		}
 	}
-	return errors.Join(err, db.bolt.Close())
+	for _, g := range db.overlay.snapshot() {
+		_ = g.seg.f.Close() // not applied: the next Open replays it
+	}
+	return errors.Join(append(errs, db.bolt.Close())...)
 }
 
 // Check reads the whole file, every bucket and every key and value of it,
