@@ -218,11 +218,12 @@ func (r *rawStore) cas(b *testing.B) {
 
 // BenchmarkConcurrentWriters has W writers each moving its own record by
 // compare-and-swap, through the store (group commit: the writes waiting
-// together share one transaction and one fsync), and, side by side in
-// the same run, the same writes as one bbolt Update each (what the store
-// did before: one fsync per write). It reports writes per second of both
-// and their ratio; with one writer the ratio says what the committer's
-// hand-off costs a lone writer.
+// together share one log frame and one fdatasync), and, side by side in
+// the same run, the same writes as one bare bbolt Update each (what the
+// store did before group commit: a transaction and its fsyncs per
+// write). It reports writes per second of both and their ratio; with one
+// writer the ratio says whether a lone writer waits for anything a
+// transaction per write would not.
 func BenchmarkConcurrentWriters(b *testing.B) {
 	for _, writers := range []int{1, 32, 128} {
 		b.Run(fmt.Sprint(writers), func(b *testing.B) {
