@@ -15,7 +15,9 @@ import (
 	"testing"
 
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 )
 
 // segmentOf builds a segment holding one frame per batch.
@@ -163,4 +165,94 @@ func TestABatchOfLargeRecordsIsWrittenInBoundedFrames(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, bad)
 	require.Len(t, recs, writers)
+}
+
+// One batch, one frame: each write is checked against the store as the
+// writes before it in the batch left it, and a write its checks refuse
+// (a stale revision, a record that exists, a changed claim, a record
+// that does not decode) fails alone while the rest are acknowledged
+// together.
+func TestAWriteRefusedInABatchFailsAloneAndTheRestCommitTogether(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, err := Open(path, Options{})
+	require.NoError(t, err)
+	s, err := db.Store("executions")
+	require.NoError(t, err)
+	ctx := context.Background()
+	shared, err := s.Create(ctx, storagetest.Sample("shared"))
+	require.NoError(t, err)
+	exists, err := s.Create(ctx, storagetest.Sample("exists"))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	raw, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, raw.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("ns/executions")).Bucket(recordsKey).Put([]byte("garbled"), []byte{9, '{'})
+	}))
+	require.NoError(t, raw.Close())
+
+	db, err = Open(path, Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	s, err = db.Store("executions")
+	require.NoError(t, err)
+	segs, err := listSegments(path)
+	require.NoError(t, err)
+
+	bumped := shared.Clone()
+	bumped.Reason = "first"
+	second := shared.Clone()
+	second.Reason = "second, with the revision the first replaced"
+	stolen := exists.Clone()
+	stolen.Owner = "pod-b"
+	writes := []struct {
+		name  string
+		write func() error
+		want  error // nil: acknowledged
+	}{
+		{"a new record", func() error { _, err := s.Create(ctx, storagetest.Sample("new-1")); return err }, nil},
+		{"a CAS at the stored revision", func() error { _, err := s.CompareAndSwap(ctx, "shared", shared.Revision, bumped); return err }, nil},
+		{"a CAS at the revision the first replaced", func() error { _, err := s.CompareAndSwap(ctx, "shared", shared.Revision, second); return err }, storage.ErrConflict},
+		{"a record that exists", func() error { _, err := s.Create(ctx, storagetest.Sample("exists")); return err }, storage.ErrExists},
+		{"a claim changed", func() error { _, err := s.CompareAndSwap(ctx, "exists", exists.Revision, stolen); return err }, storage.ErrInvalidRecord},
+		{"over a record that does not decode", func() error {
+			_, err := s.CompareAndSwap(ctx, "garbled", 1, storage.Record{ID: "garbled", Status: "failed"})
+			return err
+		}, storage.ErrCorrupt},
+		{"another new record", func() error { _, err := s.Create(ctx, storagetest.Sample("new-2")); return err }, nil},
+	}
+	release := db.HoldWriter()
+	errs := make([]chan error, len(writes))
+	for i, w := range writes {
+		errs[i] = make(chan error, 1)
+		go func() { errs[i] <- w.write() }()
+		// Queued in this order: the batch checks them in it.
+		require.Eventually(t, func() bool {
+			db.pendingMu.Lock()
+			defer db.pendingMu.Unlock()
+			return len(db.pending) == i+1
+		}, 20*time.Second, time.Millisecond, "write %q queues", w.name)
+	}
+	release() // one leader takes them all, in one batch
+	for i, w := range writes {
+		err := testwait.Recv(t, errs[i], w.name)
+		if w.want == nil {
+			require.NoError(t, err, w.name)
+		} else {
+			require.ErrorIs(t, err, w.want, w.name)
+		}
+	}
+	data, err := os.ReadFile(segs[len(segs)-1].path) // the segment this Open started
+	require.NoError(t, err)
+	require.Equal(t, 1, frames(t, data), "the three acknowledged writes share one frame and one flush")
+
+	got, err := s.Get(ctx, "shared")
+	require.NoError(t, err)
+	require.Equal(t, "first", got.Reason)
+	for _, id := range []string{"new-1", "new-2"} {
+		_, err := s.Get(ctx, id)
+		require.NoError(t, err, id)
+	}
+	_, err = s.Get(ctx, "garbled")
+	require.ErrorIs(t, err, storage.ErrCorrupt, "never overwritten")
 }
