@@ -277,27 +277,37 @@ func readLog(segments []segmentFile) ([]walEntry, uint64, error) {
 	var entries []walEntry
 	var seq, last uint64
 	for i, sf := range segments {
-		data, err := os.ReadFile(sf.path)
+		read, err := readSegmentFile(sf, i == len(segments)-1)
 		if err != nil {
-			return nil, 0, fmt.Errorf("reading the log %s: %w", sf.path, err)
+			return nil, 0, err
 		}
-		contents, err := readSegment(data)
-		if err != nil {
-			return nil, 0, fmt.Errorf("the log %s: %w", sf.path, err)
-		}
-		if contents.torn && i != len(segments)-1 {
-			return nil, 0, fmt.Errorf("the log %s: %w", sf.path, bad("it is cut short, and a later segment follows it"))
-		}
-		for _, e := range contents.entries {
+		for _, e := range read {
 			if e.revision <= last {
 				return nil, 0, fmt.Errorf("the log %s: %w", sf.path, bad("revision %d follows revision %d", e.revision, last))
 			}
 			last = e.revision
 		}
-		entries = append(entries, contents.entries...)
+		entries = append(entries, read...)
 		seq = sf.seq
 	}
 	return entries, seq, nil
+}
+
+// readSegmentFile reads and decodes one segment; only the last may end
+// in a torn frame.
+func readSegmentFile(sf segmentFile, last bool) ([]walEntry, error) {
+	data, err := os.ReadFile(sf.path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the log %s: %w", sf.path, err)
+	}
+	contents, err := readSegment(data)
+	if err == nil && contents.torn && !last {
+		err = bad("it is cut short, and a later segment follows it")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the log %s: %w", sf.path, err)
+	}
+	return contents.entries, nil
 }
 
 // checkLog reads the log's segments from the disk again and returns
@@ -310,20 +320,12 @@ func (db *DB) checkLog() error {
 	}
 	var errs []error
 	for i, sf := range segments {
-		data, err := os.ReadFile(sf.path)
+		_, err := readSegmentFile(sf, i == len(segments)-1)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // applied and removed since it was listed
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("boltstore: reading the log %s: %w", sf.path, err))
-			continue
-		}
-		contents, err := readSegment(data)
-		if err == nil && contents.torn && i != len(segments)-1 {
-			err = bad("it is cut short, and a later segment follows it")
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("boltstore: the log %s: %w", sf.path, err))
+			errs = append(errs, fmt.Errorf("boltstore: %w", err))
 		}
 	}
 	return errors.Join(errs...)

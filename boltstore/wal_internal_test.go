@@ -140,11 +140,7 @@ func TestABatchOfLargeRecordsIsWrittenInBoundedFrames(t *testing.T) {
 			errs <- err
 		}()
 	}
-	require.Eventually(t, func() bool {
-		db.pendingMu.Lock()
-		defer db.pendingMu.Unlock()
-		return len(db.pending) == writers
-	}, 20*time.Second, time.Millisecond, "the writers queue behind the held turn")
+	waitQueued(t, db, writers)
 	release() // one leader takes them all
 	for range writers {
 		require.NoError(t, testwait.Recv(t, errs, "a large write's outcome"))
@@ -226,12 +222,7 @@ func TestAWriteRefusedInABatchFailsAloneAndTheRestCommitTogether(t *testing.T) {
 	for i, w := range writes {
 		errs[i] = make(chan error, 1)
 		go func() { errs[i] <- w.write() }()
-		// Queued in this order: the batch checks them in it.
-		require.Eventually(t, func() bool {
-			db.pendingMu.Lock()
-			defer db.pendingMu.Unlock()
-			return len(db.pending) == i+1
-		}, 20*time.Second, time.Millisecond, "write %q queues", w.name)
+		waitQueued(t, db, i+1) // queued in this order: the batch checks them in it
 	}
 	release() // one leader takes them all, in one batch
 	for i, w := range writes {
@@ -255,4 +246,15 @@ func TestAWriteRefusedInABatchFailsAloneAndTheRestCommitTogether(t *testing.T) {
 	}
 	_, err = s.Get(ctx, "garbled")
 	require.ErrorIs(t, err, storage.ErrCorrupt, "never overwritten")
+}
+
+// waitQueued waits, bounded, until n writes are queued behind the
+// writer's turn.
+func waitQueued(t *testing.T, db *DB, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		db.pendingMu.Lock()
+		defer db.pendingMu.Unlock()
+		return len(db.pending) == n
+	}, 20*time.Second, time.Millisecond, "%d writes queue behind the held turn", n)
 }
