@@ -798,21 +798,36 @@ func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 // in the log that it does not hold (the latest of each record): the
 // store at one revision (see overlay.go). fn may run more than once.
 func (db *DB) consistent(op, namespace string, fn func(tx *bolt.Tx, logged map[string]logged, revision uint64) error) error {
+	var logged map[string]logged
+	var revision uint64
+	return db.atOneRevision(op, func() uint64 {
+		logged, revision = db.overlay.records(namespace)
+		return revision
+	}, func(tx *bolt.Tx, counter uint64) error {
+		for id, l := range logged {
+			if l.revision <= counter {
+				delete(logged, id) // applied: bbolt has it
+			}
+		}
+		return fn(tx, logged, revision)
+	})
+}
+
+// atOneRevision runs take, which copies what a read needs from the gens
+// and returns the revision they are at, then fn in a read transaction
+// with the revision bbolt holds every write up to; both again if a
+// checkpoint landed between them (see overlay.go).
+func (db *DB) atOneRevision(op string, take func() uint64, fn func(tx *bolt.Tx, counter uint64) error) error {
 	for {
-		logged, revision := db.overlay.records(namespace)
+		revision := take()
 		again := false
 		err := db.view(op, func(tx *bolt.Tx) error {
 			counter := counterIn(tx)
 			if counter > revision {
-				again = true // a checkpoint landed between the two reads
+				again = true
 				return nil
 			}
-			for id, l := range logged {
-				if l.revision <= counter {
-					delete(logged, id) // applied: bbolt has it
-				}
-			}
-			return fn(tx, logged, revision)
+			return fn(tx, counter)
 		})
 		if !again {
 			return err
@@ -833,43 +848,36 @@ func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.
 type boltLog struct{ s *Store }
 
 func (l boltLog) Since(rev uint64, limit int) ([]watchlog.Entry, bool, error) {
-	db := l.s.db
-	for {
-		var out []watchlog.Entry
-		compacted, again := false, false
-		logged, revision := db.overlay.since(l.s.namespace, rev)
-		err := db.view("watch", func(tx *bolt.Tx) error {
-			ns, _, log := l.s.buckets(tx)
-			counter := counterIn(tx)
-			if counter > revision {
-				again = true // a checkpoint landed between the two reads
-				return nil
-			}
-			if rev < getUint(ns.Get(droppedKey)) {
-				compacted = true
-				return nil
-			}
-			c := log.Cursor()
-			for k, v := c.Seek(putUint(rev + 1)); k != nil && len(out) < limit; k, v = c.Next() {
-				if len(k) != 8 {
-					continue // not a log entry (tampered): no event for a record that was never written
-				}
-				out = append(out, watchlog.Entry{ID: string(v), Revision: getUint(k)})
-			}
-			for _, e := range logged {
-				if len(out) == limit {
-					break
-				}
-				if e.Revision > counter {
-					out = append(out, e)
-				}
-			}
+	var out, logged []watchlog.Entry
+	compacted := false
+	err := l.s.db.atOneRevision("watch", func() uint64 {
+		var revision uint64
+		logged, revision = l.s.db.overlay.since(l.s.namespace, rev)
+		return revision
+	}, func(tx *bolt.Tx, counter uint64) error {
+		ns, _, log := l.s.buckets(tx)
+		if rev < getUint(ns.Get(droppedKey)) {
+			compacted = true
 			return nil
-		})
-		if !again {
-			return out, compacted, err
 		}
-	}
+		c := log.Cursor()
+		for k, v := c.Seek(putUint(rev + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+			if len(k) != 8 {
+				continue // not a log entry (tampered): no event for a record that was never written
+			}
+			out = append(out, watchlog.Entry{ID: string(v), Revision: getUint(k)})
+		}
+		for _, e := range logged {
+			if len(out) == limit {
+				break
+			}
+			if e.Revision > counter {
+				out = append(out, e)
+			}
+		}
+		return nil
+	})
+	return out, compacted, err
 }
 
 func (l boltLog) Snapshot() ([]watchlog.Entry, uint64, error) {
