@@ -490,14 +490,7 @@ func (db *DB) Store(namespace string) (*Store, error) {
 		})
 	} else {
 		err = db.update("Store", func(tx *bolt.Tx) error {
-			b, err := tx.CreateBucketIfNotExists(name)
-			if err != nil {
-				return err
-			}
-			if _, err := b.CreateBucketIfNotExists(recordsKey); err != nil {
-				return err
-			}
-			_, err = b.CreateBucketIfNotExists(logKey)
+			_, _, _, err := createNamespace(tx, name)
 			return err
 		})
 	}
@@ -540,6 +533,21 @@ func (s *Store) check(ctx context.Context, op string) error {
 		return fmt.Errorf("boltstore: %s: %w", op, ErrClosed)
 	}
 	return nil
+}
+
+// createNamespace returns the buckets of the namespace bucket name,
+// creating those missing.
+func createNamespace(tx *bolt.Tx, name []byte) (ns, records, log *bolt.Bucket, err error) {
+	if ns, err = tx.CreateBucketIfNotExists(name); err != nil {
+		return nil, nil, nil, err
+	}
+	if records, err = ns.CreateBucketIfNotExists(recordsKey); err != nil {
+		return nil, nil, nil, err
+	}
+	if log, err = ns.CreateBucketIfNotExists(logKey); err != nil {
+		return nil, nil, nil, err
+	}
+	return ns, records, log, nil
 }
 
 func (s *Store) buckets(tx *bolt.Tx) (ns, records, log *bolt.Bucket) {

@@ -190,15 +190,7 @@ func (db *DB) checkpoint(g *gen) error {
 			return nil // applied already (a replay after a crash before the segment went)
 		}
 		for namespace, ids := range g.records {
-			ns, err := tx.CreateBucketIfNotExists([]byte("ns/" + namespace))
-			if err != nil {
-				return err
-			}
-			records, err := ns.CreateBucketIfNotExists(recordsKey)
-			if err != nil {
-				return err
-			}
-			log, err := ns.CreateBucketIfNotExists(logKey)
+			ns, records, log, err := createNamespace(tx, []byte("ns/"+namespace))
 			if err != nil {
 				return err
 			}
