@@ -230,16 +230,24 @@ func (db *DB) afterBatch(current *gen) {
 		}
 		<-db.dropped
 	}
+	if err := db.handOver(current); err != nil {
+		db.fail(err)
+	}
+}
+
+// handOver freezes the current gen for the checkpointer, which it wakes,
+// and starts the next segment for the writes after it.
+func (db *DB) handOver(current *gen) error {
 	seg, err := createSegment(db.path, current.seg.seq+1, db.mode)
 	if err != nil {
-		db.fail(fmt.Errorf("starting a log segment: %w", err))
-		return
+		return fmt.Errorf("starting a log segment: %w", err)
 	}
 	db.overlay.rotate(newGen(seg))
 	select {
 	case db.wake <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
 // batchView is what a batch's writes are checked against: the writes

@@ -23,17 +23,10 @@ func (db *DB) Checkpoint() error {
 		return fmt.Errorf("boltstore: %w", ErrClosed)
 	}
 	gens := db.overlay.snapshot()
-	current := gens[len(gens)-1]
-	seg, err := createSegment(db.path, current.seg.seq+1, db.mode)
-	if err != nil {
+	if err := db.handOver(gens[len(gens)-1]); err != nil {
 		return err
 	}
-	db.overlay.rotate(newGen(seg))
 	for db.overlay.frozen() != nil {
-		select {
-		case db.wake <- struct{}{}:
-		default:
-		}
 		<-db.dropped
 		if err := db.failure(); err != nil {
 			return err
