@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -243,18 +244,8 @@ func listSegments(path string) ([]segmentFile, error) {
 		}
 		out = append(out, segmentFile{path: filepath.Join(dir, e.Name()), seq: seq})
 	}
-	slices.SortFunc(out, func(a, b segmentFile) int { return cmpUint(a.seq, b.seq) })
+	slices.SortFunc(out, func(a, b segmentFile) int { return cmp.Compare(a.seq, b.seq) })
 	return out, nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // createSegment creates segment seq, its header flushed and its name in
