@@ -53,10 +53,7 @@ func digests(files map[string][]byte) map[string]string {
 // of the last segment after each write.
 func crashedWith(t *testing.T, path string, n int) []int64 {
 	t.Helper()
-	db, err := boltstore.Open(path, boltstore.Options{})
-	require.NoError(t, err)
-	s, err := db.Store("executions")
-	require.NoError(t, err)
+	db, s := openStore(t, path, boltstore.Options{})
 	var sizes []int64
 	for k := range n {
 		_, err := s.Create(bg, storagetest.Sample(fmt.Sprint("ex-", k)))
@@ -307,16 +304,13 @@ func TestReadsSeeOneRevisionAcrossCheckpoints(t *testing.T) {
 // file, so the next Open has them.
 func TestWritesStopWhenTheLogCannotBeWritten(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
-	db, err := boltstore.Open(path, boltstore.Options{})
-	require.NoError(t, err)
-	s, err := db.Store("executions")
-	require.NoError(t, err)
+	db, s := openStore(t, path, boltstore.Options{})
 	for k := range 3 {
 		_, err := s.Create(bg, storagetest.Sample(fmt.Sprint("ex-", k)))
 		require.NoError(t, err)
 	}
 	db.BreakLog()
-	_, err = s.Create(bg, storagetest.Sample("ex-3"))
+	_, err := s.Create(bg, storagetest.Sample("ex-3"))
 	require.ErrorContains(t, err, "writing the log")
 	_, err = s.Create(bg, storagetest.Sample("ex-4"))
 	require.ErrorContains(t, err, "writes stopped")
