@@ -44,6 +44,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -352,11 +353,14 @@ func (db *DB) Close() error {
 		return nil
 	}
 	db.closed = true
-	for _, s := range db.stores {
+	stores := slices.Collect(maps.Values(db.stores))
+	db.mu.Unlock()
+	// Ownerships end before the writers stop: ending one waits for its
+	// writes in flight, which commit as usual (no new write starts now).
+	for _, s := range stores {
 		s.hub.Close()
 		s.owners.Close(fmt.Errorf("boltstore: %w", ErrClosed))
 	}
-	db.mu.Unlock()
 	if db.readOnly {
 		return db.bolt.Close()
 	}
@@ -705,21 +709,55 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 	if err != nil {
 		var busy *locallease.BusyError
 		if errors.As(err, &busy) {
-			return nil, storage.Record{}, &storage.HeldError{ID: id, Holder: busy.Holder, Waited: busy.Waited}
+			held := &storage.HeldError{ID: id, Holder: busy.Holder, Waited: busy.Waited}
+			if rec, err := s.Get(context.WithoutCancel(ctx), id); err == nil {
+				held.Status = rec.Status
+			}
+			return nil, storage.Record{}, held
 		}
 		return nil, storage.Record{}, err
 	}
-	return ownership{h}, written, nil
+	return ownership{h: h, store: s, id: id}, written, nil
+}
+
+// Held implements [storage.Store].
+func (s *Store) Held(ctx context.Context, id string) (storage.Claim, bool, error) {
+	if err := s.check(ctx, "Held"); err != nil {
+		return storage.Claim{}, false, err
+	}
+	owner, epoch, ok := s.owners.Holder(id)
+	return storage.Claim{Owner: owner, Epoch: epoch}, ok, nil
 }
 
 // ownership is an ownership held in this process.
-type ownership struct{ h *locallease.Held }
+type ownership struct {
+	h     *locallease.Held
+	store *Store
+	id    string
+}
 
 func (o ownership) Claim() storage.Claim {
 	return storage.Claim{Owner: o.h.Owner, Epoch: o.h.Epoch}
 }
 func (o ownership) Lost() <-chan struct{}         { return o.h.Lost() }
 func (o ownership) Release(context.Context) error { o.h.Release(); return nil }
+
+// CompareAndSwap implements [storage.Ownership]: the write is made, and
+// committed, while the ownership lasts; Release waits for it.
+func (o ownership) CompareAndSwap(ctx context.Context, expect uint64, next storage.Record) (storage.Record, error) {
+	claim := o.Claim()
+	if err := storage.KeepsOwnClaim(o.id, claim, next); err != nil {
+		return storage.Record{}, err
+	}
+	var (
+		written storage.Record
+		err     error
+	)
+	if !o.h.Write(func() { written, err = o.store.CompareAndSwap(ctx, o.id, expect, next) }) {
+		return storage.Record{}, &storage.FencedError{ID: o.id, Owner: claim.Owner, Epoch: claim.Epoch, Lost: true}
+	}
+	return written, err
+}
 
 // logWrite appends to the watch log and keeps it at LogSize entries,
 // trimming the oldest as it goes: O(1) on every write, not just on

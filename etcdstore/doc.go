@@ -23,7 +23,10 @@
 // dead owner's writes (should it come back) are fenced. A waiting Acquire
 // watches the ownership key. The record's claim (epoch/owner) is also
 // kept in prefix+"claims/"+id, which CompareAndSwap compares so that no
-// write changes it, in the same round trip.
+// write changes it, in the same round trip. The holder's own writes
+// ([Ownership.CompareAndSwap]) also compare the ownership key's lease:
+// etcd applies none of them once the lease is gone, whether or not the
+// holder has noticed yet.
 //
 // Every call honours its context; a context without a deadline gets
 // Options.Timeout, so an unreachable cluster yields an error, not a hang.

@@ -25,7 +25,11 @@ type Ownership struct {
 	lease clientv3.LeaseID
 	stop  context.CancelFunc
 	lost  chan struct{}
-	once  sync.Once
+	// writes is held for reading by every write made under the
+	// ownership, and for writing while it ends: Lost closes only once
+	// the writes in flight have returned, and none is sent after.
+	writes sync.RWMutex
+	ended  bool // guarded by writes
 }
 
 var _ storage.Ownership = (*Ownership)(nil)
@@ -35,20 +39,32 @@ func (o *Ownership) Claim() storage.Claim { return o.claim }
 
 // Lost implements [storage.Ownership]: it is closed when the lease can
 // no longer be kept alive (it expired, was revoked, or the cluster stayed
-// unreachable past its TTL) or was released.
+// unreachable past its TTL), when a write found it gone, or when it was
+// released.
 func (o *Ownership) Lost() <-chan struct{} { return o.lost }
 
 // Lease returns the etcd lease the ownership lives on.
 func (o *Ownership) Lease() clientv3.LeaseID { return o.lease }
 
-func (o *Ownership) end() { o.once.Do(func() { close(o.lost) }) }
+// end closes Lost, once the writes in flight have returned.
+func (o *Ownership) end() {
+	o.writes.Lock()
+	defer o.writes.Unlock()
+	if !o.ended {
+		o.ended = true
+		close(o.lost)
+	}
+}
 
 // Release implements [storage.Ownership]: it revokes the lease, which
 // deletes the ownership key, so the next controller need not wait for it
-// to expire. Releasing twice, or after the lease expired, is no error.
+// to expire, then closes Lost. Releasing twice, or after the lease
+// expired, is no error. If etcd cannot be reached the ownership ends
+// here all the same (no write of it is sent again) and the lease expires
+// in etcd after its TTL.
 func (o *Ownership) Release(ctx context.Context) error {
 	o.stop()
-	o.end()
+	defer o.end()
 	ctx, cancel, err := o.store.call(ctx, "Release")
 	if err != nil {
 		return err
@@ -58,6 +74,63 @@ func (o *Ownership) Release(ctx context.Context) error {
 		return wrap("Release", o.id, err)
 	}
 	return nil
+}
+
+// CompareAndSwap implements [storage.Ownership]: the store's
+// CompareAndSwap, whose transaction also compares the ownership key's
+// lease, so etcd applies it only while the lease exists. A write that
+// finds the lease gone ends the ownership.
+func (o *Ownership) CompareAndSwap(ctx context.Context, expect uint64, next storage.Record) (storage.Record, error) {
+	if err := storage.KeepsOwnClaim(o.id, o.claim, next); err != nil {
+		return storage.Record{}, err
+	}
+	o.writes.RLock()
+	if o.ended {
+		o.writes.RUnlock()
+		return storage.Record{}, o.lostError()
+	}
+	written, err := o.store.compareAndSwap(ctx, o.id, expect, next, o.lease)
+	o.writes.RUnlock()
+	if errors.Is(err, errLeaseGone) {
+		o.end()
+		return storage.Record{}, o.lostError()
+	}
+	return written, err
+}
+
+func (o *Ownership) lostError() error {
+	return &storage.FencedError{ID: o.id, Owner: o.claim.Owner, Epoch: o.claim.Epoch, Lost: true}
+}
+
+// errLeaseGone says that an ownership's write found its lease gone.
+var errLeaseGone = errors.New("etcdstore: the ownership's lease is gone")
+
+// Held implements [storage.Store]: the record is held while its
+// ownership key exists (its lease lives).
+func (s *Store) Held(ctx context.Context, id string) (storage.Claim, bool, error) {
+	if err := checkID("Held", id); err != nil {
+		return storage.Claim{}, false, err
+	}
+	ctx, cancel, err := s.call(ctx, "Held")
+	if err != nil {
+		return storage.Claim{}, false, err
+	}
+	defer cancel()
+	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(s.ownerKey(id)), clientv3.OpGet(s.claimKey(id))).Commit()
+	if err != nil {
+		return storage.Claim{}, false, wrap("Held", id, err)
+	}
+	owners := resp.Responses[0].GetResponseRange().Kvs
+	if len(owners) == 0 {
+		return storage.Claim{}, false, nil
+	}
+	claim := storage.Claim{Owner: string(owners[0].Value)}
+	if claims := resp.Responses[1].GetResponseRange().Kvs; len(claims) > 0 {
+		if c, ok := decodeClaim(string(claims[0].Value)); ok && c.Owner == claim.Owner {
+			claim = c
+		}
+	}
+	return claim, true, nil
 }
 
 // Acquire implements [storage.Store] with an etcd lease of lease.TTL
@@ -83,8 +156,9 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 		return nil, storage.Record{}, err
 	}
 	defer cancel()
-	secs := int64(lease.TTL / time.Second)
-	if lease.TTL%time.Second != 0 {
+	ttl := lease.TTLOrDefault()
+	secs := int64(ttl / time.Second)
+	if ttl%time.Second != 0 {
 		secs++ // round up: a lease never shorter than asked
 	}
 	for {
@@ -151,7 +225,7 @@ func (s *Store) takeOver(ctx context.Context, id string, lease storage.Lease, gr
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 			if !lease.Wait {
-				return nil, storage.Record{}, 0, &storage.HeldError{ID: id, Holder: string(kvs[0].Value)}
+				return nil, storage.Record{}, 0, &storage.HeldError{ID: id, Holder: string(kvs[0].Value), Status: rec.Status}
 			}
 			return nil, storage.Record{}, resp.Header.Revision, nil
 		}

@@ -199,6 +199,13 @@ func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record,
 
 // CompareAndSwap implements [storage.Store].
 func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
+	return s.compareAndSwap(ctx, id, expect, next, clientv3.NoLease)
+}
+
+// compareAndSwap is CompareAndSwap; with a lease, the write is made only
+// while the record's ownership key is bound to it, and otherwise fails
+// with errLeaseGone.
+func (s *Store) compareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record, lease clientv3.LeaseID) (storage.Record, error) {
 	if next.ID != id {
 		return storage.Record{}, fmt.Errorf("etcdstore: CompareAndSwap %q: %w: record id is %q", id, storage.ErrInvalidRecord, next.ID)
 	}
@@ -211,18 +218,24 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 		return storage.Record{}, err
 	}
 	defer cancel()
-	key, claimKey := s.recordKey(id), s.claimKey(id)
+	key, claimKey, ownerKey := s.recordKey(id), s.claimKey(id), s.ownerKey(id)
 	claim := encodeClaim(next.Owner, next.Epoch)
+	// CreateRevision > 0: a compare-and-swap never creates, even at
+	// expected revision 0 (ModRevision of a missing key). The claim key
+	// holds the record's owner and epoch: comparing it keeps a write from
+	// changing them, without reading the record first. An owner's write
+	// also compares the ownership key's lease: a missing key compares
+	// as lease 0, so a write whose lease is gone is never applied.
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), ">", 0),
+		clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect)),
+		clientv3.Compare(clientv3.Value(claimKey), "=", claim)}
+	if lease != clientv3.NoLease {
+		cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(ownerKey), "=", lease))
+	}
 	resp, err := s.client.Txn(ctx).
-		// CreateRevision > 0: a compare-and-swap never creates, even at
-		// expected revision 0 (ModRevision of a missing key). The claim
-		// key holds the record's owner and epoch: comparing it keeps a
-		// write from changing them, without reading the record first.
-		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0),
-			clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect)),
-			clientv3.Compare(clientv3.Value(claimKey), "=", claim)).
+		If(cmps...).
 		Then(clientv3.OpPut(key, value)).
-		Else(clientv3.OpGet(key), clientv3.OpGet(claimKey)).
+		Else(clientv3.OpGet(key), clientv3.OpGet(claimKey), clientv3.OpGet(ownerKey)).
 		Commit()
 	if err != nil {
 		return storage.Record{}, wrap("CompareAndSwap", id, err)
@@ -236,6 +249,11 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
 		return storage.Record{}, fmt.Errorf("etcdstore: record %q: %w", id, storage.ErrNotFound)
+	}
+	if lease != clientv3.NoLease {
+		if owners := resp.Responses[2].GetResponseRange().Kvs; len(owners) == 0 || clientv3.LeaseID(owners[0].Lease) != lease {
+			return storage.Record{}, errLeaseGone
+		}
 	}
 	cur, err := s.decode(id, kvs[0].Value, kvs[0].ModRevision)
 	if err != nil {

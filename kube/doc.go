@@ -24,6 +24,12 @@
 // epoch. A live holder (renewed within leaseDurationSeconds) cannot be
 // taken over; a relocated pod's successor takes the Lease once the old
 // one is released or expired, and the old pod's writes are fenced.
+// Kubernetes has no transaction across the Lease and the ConfigMap, so
+// the holder keeps its own time: its renewTime is when each renewal
+// began, and it sends no write (and closes Lost) once a lease duration
+// has passed since the last one that succeeded; each write's request
+// ends at that expiry. A write the API server received just before it
+// may still be applied.
 //
 // # Adoption
 //

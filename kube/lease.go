@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/execfsm/execfsm/storage"
@@ -19,14 +20,24 @@ import (
 // coordination.k8s.io/v1 Lease it keeps renewing. It implements
 // [storage.Ownership].
 type Ownership struct {
-	claim storage.Claim
-	id    string
-	store *Store
-	name  string
-	stop  context.CancelFunc
-	done  chan struct{}
-	lost  chan struct{}
-	once  sync.Once
+	claim    storage.Claim
+	id       string
+	store    *Store
+	name     string
+	duration time.Duration
+	stop     context.CancelFunc
+	done     chan struct{}
+	lost     chan struct{}
+	// writes is held for reading by every write made under the
+	// ownership, and for writing while it ends: Lost closes only once
+	// the writes in flight have returned, and none is sent after.
+	writes sync.RWMutex
+	ended  bool // guarded by writes
+	// renewed is when the last renewal that succeeded began (the
+	// take-over's time before the first), in Unix nanoseconds of the
+	// monotonic-free wall clock: the Lease lasts a duration from then by
+	// the holder's reckoning.
+	renewed atomic.Int64
 }
 
 var _ storage.Ownership = (*Ownership)(nil)
@@ -36,11 +47,78 @@ var _ storage.Ownership = (*Ownership)(nil)
 func (o *Ownership) Claim() storage.Claim { return o.claim }
 
 // Lost implements [storage.Ownership]: it is closed when the Lease
-// could not be renewed within its duration, has another holder, or was
-// released.
+// could not be renewed within its duration (counted from the start of its
+// last renewal), has another holder, or was released.
 func (o *Ownership) Lost() <-chan struct{} { return o.lost }
 
-func (o *Ownership) end() { o.once.Do(func() { close(o.lost) }) }
+// end closes Lost, once the writes in flight have returned.
+func (o *Ownership) end() {
+	o.writes.Lock()
+	defer o.writes.Unlock()
+	if !o.ended {
+		o.ended = true
+		close(o.lost)
+	}
+}
+
+// expiry is when the Lease ends by the holder's reckoning unless it is
+// renewed.
+func (o *Ownership) expiry() time.Time {
+	return time.Unix(0, o.renewed.Load()).Add(o.duration)
+}
+
+// CompareAndSwap implements [storage.Ownership]: the store's
+// CompareAndSwap, sent only while the Lease is unexpired by the holder's
+// reckoning, with the request's deadline at that expiry. A write that
+// finds the Lease expired ends the ownership.
+func (o *Ownership) CompareAndSwap(ctx context.Context, expect uint64, next storage.Record) (storage.Record, error) {
+	if err := storage.KeepsOwnClaim(o.id, o.claim, next); err != nil {
+		return storage.Record{}, err
+	}
+	o.writes.RLock()
+	expiry := o.expiry()
+	if o.ended || !time.Now().Before(expiry) {
+		ended := o.ended
+		o.writes.RUnlock()
+		if !ended {
+			o.end()
+		}
+		return storage.Record{}, &storage.FencedError{ID: o.id, Owner: o.claim.Owner, Epoch: o.claim.Epoch, Lost: true}
+	}
+	defer o.writes.RUnlock()
+	ctx, cancel := context.WithDeadline(ctx, expiry)
+	defer cancel()
+	return o.store.CompareAndSwap(ctx, o.id, expect, next)
+}
+
+// Held implements [storage.Store]: the record is held while its Lease
+// has a holder that renewed it within its duration.
+func (s *Store) Held(ctx context.Context, id string) (storage.Claim, bool, error) {
+	if err := checkID("Held", id); err != nil {
+		return storage.Claim{}, false, err
+	}
+	ctx, cancel, err := s.call(ctx, "Held")
+	if err != nil {
+		return storage.Claim{}, false, err
+	}
+	defer cancel()
+	lease, err := s.client.CoordinationV1().Leases(s.ns).Get(ctx, s.Name(id), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return storage.Claim{}, false, nil
+	case err != nil:
+		return storage.Claim{}, false, wrap("Held", id, err)
+	}
+	h := lease.Spec.HolderIdentity
+	if h == nil || *h == "" || !live(lease, time.Now()) {
+		return storage.Claim{}, false, nil
+	}
+	claim := storage.Claim{Owner: *h}
+	if t := lease.Spec.LeaseTransitions; t != nil {
+		claim.Epoch = uint64(*t)
+	}
+	return claim, true, nil
+}
 
 // Release implements [storage.Ownership]: it stops renewing and clears
 // the Lease's holder, so the next controller need not wait for it to
@@ -118,8 +196,9 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 	}
 	defer cancel()
 	name := s.Name(id)
-	duration := lease.TTL.Round(time.Second)
-	if duration < lease.TTL {
+	ttl := lease.TTLOrDefault()
+	duration := ttl.Round(time.Second)
+	if duration < ttl {
 		duration += time.Second // never shorter than asked
 	}
 	for attempt := 0; ; attempt++ {
@@ -127,6 +206,7 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 		if err != nil {
 			return nil, storage.Record{}, err
 		}
+		taken := time.Now() // before the Lease's renewTime is written: the holder's reckoning never runs late
 		epoch, held, err := s.takeLease(ctx, name, id, lease.Holder, duration, rec.Epoch)
 		switch {
 		case errors.Is(err, storage.ErrConflict) && attempt < 16:
@@ -134,7 +214,7 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 		case err != nil:
 			return nil, storage.Record{}, err
 		case held != nil && !lease.Wait:
-			return nil, storage.Record{}, &storage.HeldError{ID: id, Holder: *held.Spec.HolderIdentity}
+			return nil, storage.Record{}, &storage.HeldError{ID: id, Holder: *held.Spec.HolderIdentity, Status: rec.Status}
 		case held != nil:
 			if err := s.waitFree(ctx, id, held); err != nil {
 				return nil, storage.Record{}, err
@@ -152,15 +232,16 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 			if dropErr := s.dropLease(context.WithoutCancel(ctx), "Acquire", id, name, claim); dropErr != nil {
 				return nil, storage.Record{}, errors.Join(err, dropErr)
 			}
-			if errors.Is(err, storage.ErrConflict) && attempt < 16 {
+			if errors.Is(err, storage.ErrConflict) && lease.Move == nil && attempt < 16 {
 				continue // the record moved on; take the Lease again over it
 			}
-			return nil, storage.Record{}, err
+			return nil, storage.Record{}, err // a move decided on a record that moved on: the caller decides again
 		}
 		renewCtx, stop := context.WithCancel(context.Background())
 		o := &Ownership{claim: storage.Claim{Owner: lease.Holder, Epoch: epoch}, id: id, store: s, name: name,
-			stop: stop, done: make(chan struct{}), lost: make(chan struct{})}
-		go o.renew(renewCtx, duration)
+			duration: duration, stop: stop, done: make(chan struct{}), lost: make(chan struct{})}
+		o.renewed.Store(taken.UnixNano())
+		go o.renew(renewCtx)
 		return o, written, nil
 	}
 }
@@ -298,21 +379,27 @@ func (s *Store) ownRecord(ctx context.Context, id string, lease storage.Lease, e
 	}
 }
 
-// renew renews the Lease every duration/3 until stopped; when it cannot
-// for a whole duration, or the Lease has another holder, it closes lost.
-func (o *Ownership) renew(ctx context.Context, duration time.Duration) {
+// renew renews the Lease every duration/3 until stopped; when the Lease
+// reaches its expiry by the holder's reckoning without a renewal, or has
+// another holder, it closes lost.
+func (o *Ownership) renew(ctx context.Context) {
 	defer close(o.done)
 	leases := o.store.client.CoordinationV1().Leases(o.store.ns)
-	lastRenewed := time.Now()
-	tick := time.NewTicker(duration / 3)
+	tick := time.NewTicker(o.duration / 3)
 	defer tick.Stop()
+	expired := time.NewTimer(time.Until(o.expiry()))
+	defer expired.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-expired.C:
+			o.end()
+			return
 		case <-tick.C:
 		}
-		callCtx, cancel := context.WithTimeout(ctx, duration/3)
+		started := time.Now()
+		callCtx, cancel := context.WithDeadline(ctx, o.expiry())
 		lease, err := leases.Get(callCtx, o.name, metav1.GetOptions{})
 		if err == nil {
 			if !holds(lease, o.claim) {
@@ -320,18 +407,14 @@ func (o *Ownership) renew(ctx context.Context, duration time.Duration) {
 				o.end()
 				return
 			}
-			now := metav1.NewMicroTime(time.Now())
+			now := metav1.NewMicroTime(started)
 			lease.Spec.RenewTime = &now
 			_, err = leases.Update(callCtx, lease, metav1.UpdateOptions{})
 		}
 		cancel()
 		if err == nil {
-			lastRenewed = time.Now()
-			continue
-		}
-		if time.Since(lastRenewed) >= duration {
-			o.end()
-			return
+			o.renewed.Store(started.UnixNano())
+			expired.Reset(time.Until(o.expiry()))
 		}
 	}
 }

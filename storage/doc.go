@@ -22,11 +22,16 @@
 // A controller drives an execution only while it owns it. Acquire takes a
 // record over for a [Lease]'s holder only if no live holder owns it
 // (otherwise [ErrHeld]), bumping the record's epoch in the same atomic
-// step, and returns an [Ownership] that lasts until it is released or
-// lost. Each store keeps it alive its own way: the process for Memory
-// and boltstore, an etcd lease, a Kubernetes Lease. Writes made under an
-// older [Claim] fail with [ErrFenced]; nothing but Acquire changes a
-// record's owner or epoch.
+// step, with the [Move] the holder decided on the record if it has one
+// (a start is one write: taken over with its verdict, or nothing), and
+// returns an [Ownership] that lasts until it is released or lost. Each
+// store keeps it alive its own way: the process for Memory and
+// boltstore, an etcd lease, a Kubernetes Lease. The holder writes
+// through the Ownership's CompareAndSwap, which the store refuses once
+// the ownership has ended; writes made under an older [Claim] fail with
+// [ErrFenced]; nothing but Acquire changes a record's owner or epoch.
+// Held says whether a record has a live holder, for a reaper that ends
+// executions whose controller is gone.
 //
 // # Writing a store
 //

@@ -21,10 +21,11 @@ var (
 	// [ConflictError] for the current record.
 	ErrConflict = errors.New("record changed concurrently")
 
-	// ErrFenced: the writer's ownership claim is stale, because another
-	// owner took over with a newer epoch, or because the writer's own
-	// ownership ended (released, expired); see [FencedError].
-	ErrFenced = errors.New("writer fenced by a newer owner")
+	// ErrFenced: a controller's write without a live claim: another
+	// owner took over with a newer epoch, the writer's own ownership
+	// ended (released, expired), or it never took the record over; see
+	// [FencedError]. Nothing was written.
+	ErrFenced = errors.New("writer fenced")
 
 	// ErrHeld: a live holder owns the record, so it cannot be acquired;
 	// see [HeldError]. Every store's Acquire refuses with it.
@@ -60,8 +61,9 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // FencedError is returned when a writer holding an ownership claim finds
 // the record owned by someone else, or by itself at another epoch (it was
-// relocated and a newer controller took over), or when the writer's own
-// [Ownership] has ended. Nothing was written.
+// relocated and a newer controller took over), when the writer's own
+// [Ownership] has ended, or when a controller's writer owns nothing yet
+// (Owner empty). Nothing was written.
 type FencedError struct {
 	ID           string
 	Owner        string // the writer's claimed owner
@@ -74,6 +76,10 @@ type FencedError struct {
 }
 
 func (e *FencedError) Error() string {
+	if e.Owner == "" && !e.Lost {
+		return fmt.Sprintf("storage: %s: %v: the writer owns nothing: a controller writes only once it has taken the execution over",
+			quote.Limited(e.ID), ErrFenced)
+	}
 	if e.Lost {
 		return fmt.Sprintf("storage: %s: %v: claim %s@%d: the ownership has ended",
 			quote.Limited(e.ID), ErrFenced, quote.Limited(e.Owner), e.Epoch)

@@ -42,6 +42,11 @@ import (
 //     owns it, Acquire fails with a [*HeldError] (matching ErrHeld), or
 //     with [Lease].Wait waits for that ownership to end while ctx allows.
 //     An unknown id is ErrNotFound; an invalid lease ErrInvalidLease.
+//     With a [Lease].Move, the take-over and the move are one write
+//     ([Lease.TakeOver] builds it): if the record is no longer at the
+//     move's revision, Acquire writes nothing, holds nothing and returns
+//     the [*ConflictError].
+//   - Held reports the claim of the live holder of a record, if any.
 //   - Revisions are positive and strictly increase with every write of a
 //     record; a store may share one counter among all its records.
 //   - A call whose context is already done returns the context's error and
@@ -52,6 +57,11 @@ type Store interface {
 	Create(ctx context.Context, rec Record) (Record, error)
 	CompareAndSwap(ctx context.Context, id string, expect uint64, next Record) (Record, error)
 	Acquire(ctx context.Context, id string, lease Lease) (Ownership, Record, error)
+	// Held returns the claim of the record's live holder and true, or
+	// false when nobody holds it (never acquired, released, expired). An
+	// unknown id is not an error: nobody holds it. A deadline reaper
+	// asks it to find executions whose controller is gone.
+	Held(ctx context.Context, id string) (Claim, bool, error)
 }
 
 // Lister is implemented by stores that can list their records, for a
@@ -216,23 +226,58 @@ func (s *Memory) Acquire(ctx context.Context, id string, lease Lease) (Ownership
 		return written.Owner, written.Epoch, nil
 	})
 	if err != nil {
-		return nil, Record{}, localHeld(id, err)
+		return nil, Record{}, localHeld(id, s.statusOf(id), err)
 	}
-	return localOwnership{h}, written, nil
+	return localOwnership{h: h, id: id, cas: s.CompareAndSwap}, written, nil
+}
+
+// Held implements [Store].
+func (s *Memory) Held(ctx context.Context, id string) (Claim, bool, error) {
+	if err := CheckContext(ctx, "storage", "Held"); err != nil {
+		return Claim{}, false, err
+	}
+	owner, epoch, ok := s.owners.Holder(id)
+	return Claim{Owner: owner, Epoch: epoch}, ok, nil
+}
+
+// statusOf returns record id's status, "" if there is none.
+func (s *Memory) statusOf(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.records[id].Status
 }
 
 // localOwnership is an [Ownership] held in this process.
-type localOwnership struct{ h *locallease.Held }
+type localOwnership struct {
+	h   *locallease.Held
+	id  string
+	cas func(ctx context.Context, id string, expect uint64, next Record) (Record, error)
+}
 
 func (o localOwnership) Claim() Claim                  { return Claim{Owner: o.h.Owner, Epoch: o.h.Epoch} }
 func (o localOwnership) Lost() <-chan struct{}         { return o.h.Lost() }
 func (o localOwnership) Release(context.Context) error { o.h.Release(); return nil }
 
+func (o localOwnership) CompareAndSwap(ctx context.Context, expect uint64, next Record) (Record, error) {
+	claim := o.Claim()
+	if err := KeepsOwnClaim(o.id, claim, next); err != nil {
+		return Record{}, err
+	}
+	var (
+		written Record
+		err     error
+	)
+	if !o.h.Write(func() { written, err = o.cas(ctx, o.id, expect, next) }) {
+		return Record{}, &FencedError{ID: o.id, Owner: claim.Owner, Epoch: claim.Epoch, Lost: true}
+	}
+	return written, err
+}
+
 // localHeld turns a local lease table's refusal into a [*HeldError].
-func localHeld(id string, err error) error {
+func localHeld(id, status string, err error) error {
 	var busy *locallease.BusyError
 	if errors.As(err, &busy) {
-		return &HeldError{ID: id, Holder: busy.Holder, Waited: busy.Waited}
+		return &HeldError{ID: id, Holder: busy.Holder, Status: status, Waited: busy.Waited}
 	}
 	return err
 }

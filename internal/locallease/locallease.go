@@ -29,7 +29,11 @@ type Held struct {
 	Epoch   uint64
 	pending bool // the take-over write is still under way
 	lost    chan struct{}
-	once    sync.Once
+	// writes is held for reading by every write made under the
+	// ownership, and for writing while it ends: Lost closes only once
+	// the writes in flight have returned, and none starts after.
+	writes sync.RWMutex
+	ended  bool // guarded by writes
 }
 
 // Lost is closed when the ownership ends.
@@ -45,7 +49,40 @@ func (h *Held) Release() {
 	h.end()
 }
 
-func (h *Held) end() { h.once.Do(func() { close(h.lost) }) }
+// Write runs write while the ownership lasts and reports true, or
+// reports false without running it once the ownership has ended. The
+// ownership cannot end while write runs: what it writes lands before
+// Lost closes, or not at all.
+func (h *Held) Write(write func()) bool {
+	h.writes.RLock()
+	defer h.writes.RUnlock()
+	if h.ended {
+		return false
+	}
+	write()
+	return true
+}
+
+func (h *Held) end() {
+	h.writes.Lock()
+	defer h.writes.Unlock()
+	if !h.ended {
+		h.ended = true
+		close(h.lost)
+	}
+}
+
+// Holder returns the owner and epoch of record id's live ownership, and
+// false when nobody holds it (or its take-over is still being written).
+func (t *Table) Holder(id string) (owner string, epoch uint64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.held[id]
+	if h == nil || h.pending {
+		return "", 0, false
+	}
+	return h.Owner, h.Epoch, true
+}
 
 // BusyError says that a holder has the record. Holder is empty while that
 // holder's take-over is still being written. Waited is the context's

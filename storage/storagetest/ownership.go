@@ -29,6 +29,11 @@ var ownershipTests = []struct {
 	{"CompareAndSwapCannotChangeTheClaim", casCannotChangeTheClaim},
 	{"ConcurrentAcquirersHaveExactlyOneWinner", concurrentAcquirersHaveOneWinner},
 	{"AcquireKeepsTheRecordsOwnTrailLength", acquireKeepsTheTrailLength},
+	{"AcquireWithAMoveWritesBothInOneWrite", acquireWithAMoveWritesOnce},
+	{"AcquireWithAMoveOnAStaleRevisionWritesAndHoldsNothing", acquireWithAStaleMoveWritesNothing},
+	{"TheHoldersWritesLandOnlyWhileItOwns", holdersWritesLandOnlyWhileItOwns},
+	{"AWriteInFlightLandsBeforeReleaseReturnsOrNotAtAll", writeInFlightLandsBeforeRelease},
+	{"HeldNamesTheLiveHolderOnly", heldNamesTheLiveHolderOnly},
 }
 
 // Lease returns a valid lease for holder with the given wait, for tests.
@@ -113,6 +118,7 @@ func acquireOfALiveHolderIsHeld(t *testing.T, s storage.Store) {
 		require.ErrorAs(t, err, &held)
 		require.Equal(t, "ex-1", held.ID)
 		require.Contains(t, []string{"", "pod-a"}, held.Holder)
+		require.Contains(t, []string{"", before.Status}, held.Status)
 	}
 	after, err := s.Get(ctx(t), "ex-1")
 	require.NoError(t, err)
@@ -201,8 +207,9 @@ func acquireRefusesAnInvalidLease(t *testing.T, s storage.Store) {
 	require.NoError(t, err)
 	for name, l := range map[string]storage.Lease{
 		"no holder": {TTL: time.Minute},
-		"no TTL":    {Holder: "pod-a"},
+		"short TTL": {Holder: "pod-a", TTL: time.Millisecond},
 		"long TTL":  {Holder: "pod-a", TTL: storage.MaxLeaseTTL + time.Second},
+		"no status": {Holder: "pod-a", Move: &storage.Move{Revision: created.Revision}},
 		"bad UTF-8": {Holder: "pod-\xff", TTL: time.Minute},
 	} {
 		_, _, err := s.Acquire(ctx(t), "ex-1", l)
@@ -325,4 +332,195 @@ func acquireKeepsTheTrailLength(t *testing.T, s storage.Store) {
 	require.NoError(t, err)
 	require.Equal(t, 41, got.History.Len())
 	require.Equal(t, 64, got.HistoryLimit)
+}
+
+// A take-over with a move is one write: the claim, the move and one
+// audit entry land together.
+func acquireWithAMoveWritesOnce(t *testing.T, s storage.Store) {
+	created, err := s.Create(ctx(t), Unowned("ex-1"))
+	require.NoError(t, err)
+	l := Lease("pod-a")
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	l.Reason = "relocated controller took over; back to running"
+	l.Move = &storage.Move{Revision: created.Revision, Status: "stopping", Meta: map[string]string{"execfsm.startup": "stop@1"},
+		Actor: "controller", At: at}
+	own, rec, err := s.Acquire(ctx(t), "ex-1", l)
+	require.NoError(t, err)
+	release(t, own)
+	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, own.Claim())
+	require.Equal(t, "stopping", rec.Status)
+	require.Equal(t, created.Status, rec.Previous)
+	require.True(t, rec.Since.Equal(at))
+	require.Equal(t, l.Reason, rec.Reason)
+	require.Equal(t, map[string]string{"execfsm.startup": "stop@1"}, rec.Meta, "the move's metadata is the record's")
+	require.Equal(t, created.History.Len()+1, rec.History.Len(), "one audit entry for the take-over and the move")
+	last, _ := rec.History.Last()
+	require.Equal(t, storage.Entry{From: created.Status, To: "stopping", Reason: l.Reason, Actor: "controller",
+		Owner: "pod-a", Epoch: 1, At: at, Revision: created.Revision}, last)
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, rec.Revision, got.Revision)
+	requireSameRecord(t, rec, got)
+
+	// A move that keeps the status keeps the time it was entered.
+	require.NoError(t, own.Release(ctx(t)))
+	l2 := Lease("pod-b")
+	l2.Move = &storage.Move{Revision: got.Revision, Status: got.Status, Meta: got.Meta}
+	own2, rec2, err := s.Acquire(ctx(t), "ex-1", l2)
+	require.NoError(t, err)
+	release(t, own2)
+	require.Equal(t, "stopping", rec2.Status)
+	require.True(t, rec2.Since.Equal(at))
+	require.Equal(t, created.Status, rec2.Previous)
+}
+
+// A move decided on a revision the record has left is refused with the
+// record as it is now, and nothing is written or held.
+func acquireWithAStaleMoveWritesNothing(t *testing.T, s storage.Store) {
+	created, err := s.Create(ctx(t), Unowned("ex-1"))
+	require.NoError(t, err)
+	moved := created
+	moved.Status = "failed"
+	moved, err = s.CompareAndSwap(ctx(t), "ex-1", created.Revision, moved) // the cluster master ends it
+	require.NoError(t, err)
+	l := Lease("pod-a")
+	l.Move = &storage.Move{Revision: created.Revision, Status: "running"}
+	_, _, err = s.Acquire(ctx(t), "ex-1", l)
+	var conflict *storage.ConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.Equal(t, moved.Revision, conflict.Current.Revision)
+	require.Equal(t, "failed", conflict.Current.Status)
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, moved.Revision, got.Revision, "nothing written")
+	require.Empty(t, got.Owner)
+	_, held, err := s.Held(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.False(t, held, "nothing held")
+	own, _, err := s.Acquire(ctx(t), "ex-1", Lease("pod-b"))
+	require.NoError(t, err, "and the record is free")
+	release(t, own)
+}
+
+// The ownership's CompareAndSwap writes while it lasts, and from Release
+// on writes nothing.
+func holdersWritesLandOnlyWhileItOwns(t *testing.T, s storage.Store) {
+	_, err := s.Create(ctx(t), Unowned("ex-1"))
+	require.NoError(t, err)
+	own, rec, err := s.Acquire(ctx(t), "ex-1", Lease("pod-a"))
+	require.NoError(t, err)
+	next := rec.Clone()
+	next.Status = "paused"
+	written, err := own.CompareAndSwap(ctx(t), rec.Revision, next)
+	require.NoError(t, err)
+	require.Greater(t, written.Revision, rec.Revision)
+
+	other := written.Clone()
+	other.Owner, other.Epoch = "pod-b", 9
+	_, err = own.CompareAndSwap(ctx(t), written.Revision, other)
+	require.ErrorIs(t, err, storage.ErrInvalidRecord, "a write under another claim")
+	stale := written.Clone()
+	stale.Status = "running"
+	_, err = own.CompareAndSwap(ctx(t), rec.Revision, stale)
+	var conflict *storage.ConflictError
+	require.ErrorAs(t, err, &conflict, "a stale revision is a conflict, as for the store")
+
+	require.NoError(t, own.Release(ctx(t)))
+	_, err = own.CompareAndSwap(ctx(t), written.Revision, stale)
+	var fenced *storage.FencedError
+	require.ErrorAs(t, err, &fenced, "after Release")
+	require.True(t, fenced.Lost)
+	require.Equal(t, own.Claim(), storage.Claim{Owner: fenced.Owner, Epoch: fenced.Epoch})
+	got, err := s.Get(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, written.Revision, got.Revision, "nothing landed after Release")
+	require.Equal(t, "paused", got.Status)
+}
+
+// Writes racing Release either land before Lost closes or fail fenced:
+// none lands after.
+func writeInFlightLandsBeforeRelease(t *testing.T, s storage.Store) {
+	const maxWrites = 2000 // per writer: a store that never fences them ends the test, not the machine
+	for round := range 5 {
+		id := fmt.Sprintf("ex-%d", round)
+		_, err := s.Create(ctx(t), Unowned(id))
+		require.NoError(t, err)
+		own, rec, err := s.Acquire(ctx(t), id, Lease("pod-a"))
+		require.NoError(t, err)
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			landed  []uint64
+			others  []error
+			writeMu sync.Mutex // one write at a time: each from the last one written
+		)
+		last := rec
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range maxWrites {
+					writeMu.Lock()
+					next := last.Clone()
+					next.Reason = fmt.Sprint("write at ", last.Revision)
+					w, err := own.CompareAndSwap(ctx(t), last.Revision, next)
+					if err == nil {
+						last = w
+					}
+					writeMu.Unlock()
+					mu.Lock()
+					switch {
+					case err == nil:
+						landed = append(landed, w.Revision)
+					case !errors.Is(err, storage.ErrFenced):
+						others = append(others, err)
+					}
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round) * 5 * time.Millisecond)
+		require.NoError(t, own.Release(ctx(t)))
+		requireLost(t, own, "after Release")
+		atLost, err := s.Get(ctx(t), id)
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("writes went on after Release")
+		}
+		got, err := s.Get(ctx(t), id)
+		require.NoError(t, err)
+		require.Equal(t, atLost.Revision, got.Revision, "a write landed after Lost closed")
+		require.Empty(t, others, "writes racing Release land or are fenced")
+		for _, r := range landed {
+			require.LessOrEqual(t, r, atLost.Revision)
+		}
+	}
+}
+
+func heldNamesTheLiveHolderOnly(t *testing.T, s storage.Store) {
+	_, err := s.Create(ctx(t), Sample("ex-1")) // a claim on the record, no live holder
+	require.NoError(t, err)
+	_, held, err := s.Held(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.False(t, held, "a claim in the record is not a live holder")
+	_, held, err = s.Held(ctx(t), "nope")
+	require.NoError(t, err)
+	require.False(t, held, "nobody holds an unknown record")
+	own, _, err := s.Acquire(ctx(t), "ex-1", Lease("pod-b"))
+	require.NoError(t, err)
+	claim, held, err := s.Held(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.True(t, held)
+	require.Equal(t, own.Claim(), claim)
+	require.NoError(t, own.Release(ctx(t)))
+	_, held, err = s.Held(ctx(t), "ex-1")
+	require.NoError(t, err)
+	require.False(t, held, "after Release")
 }
