@@ -82,7 +82,7 @@ func controller(spec controllerSpec) (int, error) {
 	policy := recovery.Policy[state.Status]{Restarts: true, Work: restartable{}, RestartBudget: spec.Budget}
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, exec, err := recovery.ApplyStartup(waitCtx, state.Roles(), exec, storage.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true}, policy)
+	v, err := recovery.ApplyStartup(waitCtx, state.Roles(), exec, storage.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true}, policy)
 	if errors.Is(err, recovery.ErrTerminalStatus) {
 		// Exit 0: the outcome is in the record, and on a Job a non-zero
 		// exit would only start another pod that refuses.

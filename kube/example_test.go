@@ -30,7 +30,7 @@ func Example() {
 	store, _ := kube.New(client, kube.Options{Namespace: "teraslice"})
 	exec, _ := transition.NewPersisted(state.Lifecycle(), store, "ex-42", transition.PersistedOptions[state.Status]{})
 	lease := storage.Lease{Holder: "ex-42-controller-7d9f", TTL: 15 * time.Second} // held in a Lease
-	verdict, exec, err := recovery.ApplyStartup(ctx, state.Roles(), exec, lease, recovery.Policy[state.Status]{Restarts: true})
+	verdict, err := recovery.ApplyStartup(ctx, state.Roles(), exec, lease, recovery.Policy[state.Status]{Restarts: true})
 	if err != nil {
 		return // storage.ErrHeld: a live controller has it
 	}

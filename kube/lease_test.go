@@ -18,6 +18,16 @@ func lease(holder string, ttl time.Duration) storage.Lease {
 	return storage.Lease{Holder: holder, TTL: ttl}
 }
 
+// takenOver returns pod's handle on execution id, taken over with l.
+func takenOver(t *testing.T, s storage.Store, id, pod string, l storage.Lease) *transition.Persisted[state.Status] {
+	t.Helper()
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, id, transition.PersistedOptions[state.Status]{Actor: pod})
+	require.NoError(t, err)
+	_, _, err = exec.Acquire(bg, l, nil)
+	require.NoError(t, err)
+	return exec
+}
+
 func TestLeaseHeldByALiveControllerCannotBeTaken(t *testing.T) {
 	s := newStore(t)
 	_, err := s.Create(bg, storagetest.Sample("ex-1"))
@@ -49,8 +59,7 @@ func TestExpiredLeaseIsTakenOverAndTheOldHolderFenced(t *testing.T) {
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)
-	podA, _, err := master.Acquire(bg, lease("pod-a", 10*time.Second))
-	require.NoError(t, err)
+	podA := takenOver(t, s, "ex-1", "pod-a", lease("pod-a", 10*time.Second))
 	// pod-a dies: make its Lease look unrenewed for longer than its
 	// duration, as it would after the process was gone that long.
 	leases := clientset.CoordinationV1().Leases(s.Namespace())
@@ -61,8 +70,7 @@ func TestExpiredLeaseIsTakenOverAndTheOldHolderFenced(t *testing.T) {
 	_, err = leases.Update(bg, l, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	podB, _, err := master.Acquire(bg, lease("pod-b", 10*time.Second))
-	require.NoError(t, err)
+	podB := takenOver(t, s, "ex-1", "pod-b", lease("pod-b", 10*time.Second))
 	defer func() { require.NoError(t, podB.Ownership().Release(bg)) }()
 	require.Equal(t, podA.Claim().Epoch+1, podB.Claim().Epoch)
 	select {
@@ -116,7 +124,7 @@ func TestAcquireRefusesBadArguments(t *testing.T) {
 	s := newStore(t)
 	_, err := s.Create(bg, storagetest.Sample("ex-1"))
 	require.NoError(t, err)
-	for _, l := range []storage.Lease{lease("", time.Minute), lease("pod", 0), lease("pod", -time.Second),
+	for _, l := range []storage.Lease{lease("", time.Minute), lease("pod", -time.Second),
 		lease("pod", time.Millisecond), lease("pod", 2*time.Hour)} {
 		_, _, err = s.Acquire(bg, "ex-1", l)
 		require.ErrorIs(t, err, storage.ErrInvalidLease, "%+v", l)

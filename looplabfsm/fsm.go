@@ -52,9 +52,11 @@ type Options struct {
 	Callbacks fsm.Callbacks
 	// Lease, if its Holder is set, takes the execution over through the
 	// store's ownership before the FSM is returned (see
-	// [transition.Persisted.Acquire]): the FSM then writes under the new
-	// claim and is fenced once a successor takes it. With no Holder the
-	// FSM writes under the Persisted's own claim, if any.
+	// [transition.Persisted.Acquire]; the Persisted becomes the
+	// controller's): the FSM then writes under the new claim and is
+	// fenced once a successor takes it. With no Holder the FSM writes as
+	// the Persisted does: as an outside authority, or as the controller
+	// that already took the execution over.
 	Lease storage.Lease
 }
 
@@ -144,11 +146,10 @@ func Open(ctx context.Context, p *transition.Persisted[string], opts Options) (*
 		return nil, err
 	}
 	if opts.Lease.Holder != "" {
-		owned, rec, err := p.Acquire(ctx, opts.Lease)
+		_, rec, err := p.Acquire(ctx, opts.Lease, nil)
 		if err != nil {
 			return nil, err
 		}
-		p = owned
 		if cur, err = table.Parse(rec.Status); err != nil {
 			return nil, err
 		}

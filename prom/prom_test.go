@@ -104,10 +104,10 @@ func TestTransitionsAreCountedByFromToAndResult(t *testing.T) {
 	require.ErrorIs(t, err, storage.ErrConflict)
 
 	// An owner whose ownership ended is fenced.
-	owned, _, err := exec.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: time.Minute})
+	_, _, err = exec.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: time.Minute}, nil)
 	require.NoError(t, err)
-	require.NoError(t, owned.Ownership().Release(bg))
-	_, err = owned.Fire(bg, state.Relocating, "")
+	require.NoError(t, exec.Ownership().Release(bg))
+	_, err = exec.Fire(bg, state.Relocating, "")
 	require.ErrorIs(t, err, storage.ErrFenced)
 
 	// A done context is an error.
@@ -134,27 +134,35 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 
 	// One execution crash-loops: three resumes, then its budget is spent,
 	// then it is refused.
-	looping := execution(t, store, "ex-loop", state.Running, transition.PersistedOptions[state.Status]{Clock: clock})
+	execution(t, store, "ex-loop", state.Running, transition.PersistedOptions[state.Status]{Clock: clock})
+	controller := func(id string) *transition.Persisted[state.Status] {
+		c, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Clock: clock})
+		require.NoError(t, err)
+		return c
+	}
 	for k := range 5 {
 		now = now.Add(time.Second)
-		_, owned, _ := recovery.ApplyStartup(bg, state.Roles(), looping, storage.Lease{Holder: fmt.Sprintf("pod-%d", k), TTL: time.Minute}, policy())
-		if owned != nil {
-			require.NoError(t, owned.Ownership().Release(bg))
+		looping := controller("ex-loop")
+		_, _ = recovery.ApplyStartup(bg, state.Roles(), looping, storage.Lease{Holder: fmt.Sprintf("pod-%d", k), TTL: time.Minute}, policy())
+		if own := looping.Ownership(); own != nil {
+			require.NoError(t, own.Release(bg))
 		}
 	}
 	// One starts fresh, then is relocated by SIGTERM; its successor
 	// resumes it; a live holder refuses a third.
-	fresh := execution(t, store, "ex-fresh", state.Initializing, transition.PersistedOptions[state.Status]{Clock: clock})
-	_, owned, err := recovery.ApplyStartup(bg, state.Roles(), fresh, storage.Lease{Holder: "pod-a", TTL: time.Minute}, policy())
+	execution(t, store, "ex-fresh", state.Initializing, transition.PersistedOptions[state.Status]{Clock: clock})
+	owned := controller("ex-fresh")
+	_, err = recovery.ApplyStartup(bg, state.Roles(), owned, storage.Lease{Holder: "pod-a", TTL: time.Minute}, policy())
 	require.NoError(t, err)
 	_, err = owned.Fire(bg, state.Running, "")
 	require.NoError(t, err)
 	a, err := recovery.ApplyTerminate(bg, state.Roles(), owned, policy(), nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionRelocate, a.Kind)
-	_, successor, err := recovery.ApplyStartup(bg, state.Roles(), fresh, storage.Lease{Holder: "pod-b", TTL: time.Minute}, policy())
+	successor := controller("ex-fresh")
+	_, err = recovery.ApplyStartup(bg, state.Roles(), successor, storage.Lease{Holder: "pod-b", TTL: time.Minute}, policy())
 	require.NoError(t, err)
-	_, _, err = recovery.ApplyStartup(bg, state.Roles(), fresh, storage.Lease{Holder: "pod-c", TTL: time.Minute}, policy())
+	_, err = recovery.ApplyStartup(bg, state.Roles(), controller("ex-fresh"), storage.Lease{Holder: "pod-c", TTL: time.Minute}, policy())
 	require.ErrorIs(t, err, storage.ErrHeld)
 	// The successor is told to shut down while the master stops it.
 	master, err := transition.NewPersisted(state.Lifecycle(), store, "ex-fresh", transition.PersistedOptions[state.Status]{Clock: clock})

@@ -24,6 +24,10 @@
 // [ApplyStartup] and [ApplyTerminate] are the thin layer that reads the
 // record and writes the outcome through a [transition.Persisted] with
 // compare-and-swap, deciding again if the record changed in between.
+// A start is one write: the take-over and the verdict land together, or
+// nothing does; a start retried by the controller that made it counts
+// nothing, and a controller that lost its ownership while it lived takes
+// the execution back, counting nothing, if nobody else took it.
 //
 // What each stored status of the execution lifecycle (state.Roles())
 // means for each event, for a controller on a platform that restarts
@@ -105,7 +109,10 @@
 // past the shutdown timeout, and whatever a table's roles add with
 // [RolesBuilder.Deadline] (the execution lifecycle's scheduling and
 // initializing, which nothing retries when their owner dies). [Deadlines]
-// say for how long and what comes next; [Startup] honours them (a stale relocating record is failed, not
-// resumed, or relocating would become the new "stuck in running"), and
-// [Reaper] is the reconciler that enforces them while nobody starts.
+// say for how long and what comes next; [Startup] honours them (a stale
+// relocating record is failed, not resumed, or relocating would become
+// the new "stuck in running"), and [Reaper] is the reconciler that
+// enforces them while nobody starts. The Reaper also fails an abandoned
+// execution: running, with no live holder ([storage.Store].Held), and
+// taken over by nobody for [Reaper].Abandoned.
 package recovery

@@ -99,13 +99,8 @@ type End[S comparable] struct {
 // ([ErrInvalidRoles]), an invalid ending ([ErrInvalidEnding]) and a
 // status the table does not know.
 func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, ending Ending) (End[S], error) {
-	switch {
-	case roles == nil:
-		return End[S]{}, fmt.Errorf("recovery: %w: nil roles (state.Roles() for the execution lifecycle)", ErrInvalidRoles)
-	case !roles.hasEnds:
-		return End[S]{}, fmt.Errorf("recovery: %w: Finish needs roles with Ends (what finished and shut-down work write)", ErrInvalidRoles)
-	case ending.Failures < 0:
-		return End[S]{}, fmt.Errorf("recovery: %w: Failures %d is negative", ErrInvalidEnding, ending.Failures)
+	if err := checkFinish(roles, ending); err != nil {
+		return End[S]{}, err
 	}
 	t := roles.table
 	cur, err := t.Parse(rec.Status)
@@ -144,6 +139,19 @@ func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Cla
 	return end, nil
 }
 
+// checkFinish refuses roles and an ending no end can be decided with.
+func checkFinish[S comparable](roles *Roles[S], ending Ending) error {
+	switch {
+	case roles == nil:
+		return fmt.Errorf("recovery: %w: nil roles (state.Roles() for the execution lifecycle)", ErrInvalidRoles)
+	case !roles.hasEnds:
+		return fmt.Errorf("recovery: %w: Finish needs roles with Ends (what finished and shut-down work write)", ErrInvalidRoles)
+	case ending.Failures < 0:
+		return fmt.Errorf("recovery: %w: Failures %d is negative", ErrInvalidEnding, ending.Failures)
+	}
+	return nil
+}
+
 // reasonOf is err's text, cut to what a record's reason holds (a whole
 // stack trace fits, as in Teraslice's _failureReason).
 func reasonOf(err error) string {
@@ -166,16 +174,23 @@ func reasonOf(err error) string {
 // cluster master wrote stopping) it decides again on the fresh record. A
 // fenced write means another controller owns the execution: Leave.
 //
+// A controller's handle that holds no live ownership decides Leave at
+// once, without reading the store (as [ApplyTerminate] does).
+//
 // After writing it releases exec's ownership: the execution is over, or
 // stopped, and nothing more is written. The controller then exits 0.
 func ApplyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], ending Ending, meta map[string]string) (End[S], error) {
 	if exec == nil {
 		return End[S]{}, errors.New("recovery: ApplyFinish: nil execution")
 	}
-	if roles != nil {
-		if err := roles.fits(exec.Table()); err != nil {
-			return End[S]{}, err
-		}
+	if err := checkFinish(roles, ending); err != nil {
+		return End[S]{}, err
+	}
+	if err := roles.fits(exec.Table()); err != nil {
+		return End[S]{}, err
+	}
+	if why, ok := holdsNothing(exec); ok {
+		return End[S]{Kind: EndLeave, Reason: why}, nil
 	}
 	var end End[S]
 	_, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {

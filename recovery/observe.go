@@ -9,9 +9,11 @@ import "time"
 // caller runs itself.
 type Observer[S comparable] struct {
 	// Startup is told of each [ApplyStartup] that reached a verdict, with
-	// the error that ended it: nil when the verdict was written (or, for
-	// DecisionStart with nothing to change, stood), ErrTerminalStatus for
-	// DecisionRefuse, the store's or the take-over's error otherwise.
+	// the error that ended it: nil when the verdict was written,
+	// ErrTerminalStatus for DecisionRefuse, the store's or the take-over's
+	// error otherwise (then the verdict counts no restart: nothing was
+	// written). A retried start that returns the verdict already written
+	// is not told again: it decided nothing.
 	Startup func(v Verdict[S], err error)
 	// Terminate is told of each [ApplyTerminate] that decided, with its
 	// action (ActionLeave when the write was fenced) and the error that

@@ -42,9 +42,10 @@ func TestObserverSeesEveryStartupWithTheRestartsItCounted(t *testing.T) {
 	for k := range 5 {
 		now = now.Add(time.Second)
 		p := recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, Observer: o.observer()}
-		_, owned, _ := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease(fmt.Sprintf("pod-%d", k)), p)
-		if owned != nil {
-			require.NoError(t, owned.Ownership().Release(context.Background())) // OOM-killed
+		owned := controllerOf(t, exec, fmt.Sprintf("pod-%d", k))
+		_, _ = recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease(fmt.Sprintf("pod-%d", k)), p)
+		if own := owned.Ownership(); own != nil {
+			require.NoError(t, own.Release(context.Background())) // OOM-killed
 		}
 	}
 	require.Len(t, o.verdicts, 5)
@@ -72,7 +73,7 @@ func TestObserverSeesAStartupALiveHolderRefused(t *testing.T) {
 	owner(t, exec, "pod-a")
 	var o observed
 	p := recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}, Observer: o.observer()}
-	_, _, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-b"), p)
+	_, err := recovery.ApplyStartup(context.Background(), state.Roles(), controllerOf(t, exec, "pod-b"), lease("pod-b"), p)
 	require.ErrorIs(t, err, storage.ErrHeld)
 	require.Len(t, o.verdicts, 1)
 	require.ErrorIs(t, o.vErrs[0], storage.ErrHeld)

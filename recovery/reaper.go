@@ -3,6 +3,8 @@ package recovery
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/execfsm/execfsm/reconcile"
@@ -12,14 +14,32 @@ import (
 	"github.com/execfsm/execfsm/transition"
 )
 
+// AbandonedDeadline is how long a [Reaper] lets a running execution go
+// on with no live holder when its Abandoned is zero: as long as a
+// relocation nobody takes over ([RelocatingDeadline]), for the same
+// reason: a controller killed unasked (an OOM kill, a lost node) is
+// replaced by its platform within that time, and takes the execution
+// over with a startup.
+const AbandonedDeadline = RelocatingDeadline
+
 // Reaper is a [reconcile.Reconciler] of execution ids that enforces
 // [Deadlines]: an execution relocating with nobody taking over, or
 // stopping past the shutdown timeout, is moved on (to the roles' failed
 // and stopped states by default), as Teraslice's cluster master reaps
-// stuck stopping executions. Run it in a [reconcile.Loop] whose List
-// returns the executions' ids. It writes as an outside authority (no
-// ownership claim) and asks to be called again when the next deadline
-// falls due, so deadlines hold between resyncs.
+// stuck stopping executions. It also ends an abandoned execution: one in
+// a running state whose controller holds it no more (it died, or lost its
+// lease and never took the execution back) and that no controller took
+// over within Abandoned; it is failed with the reason. Run it in a
+// [reconcile.Loop] whose List returns the executions' ids. It writes as
+// an outside authority (no ownership claim) and asks to be called again
+// when the next deadline falls due, so deadlines hold between resyncs.
+//
+// A holder's lease ending writes nothing to the record, so the Reaper
+// notices an abandoned execution when it next looks at it: at the Loop's
+// resync, or on any write of the record. It counts Abandoned from then
+// (a restarted Reaper counts again), never from before.
+//
+// A Reaper is used through a pointer and must not be copied once used.
 type Reaper[S comparable] struct {
 	Roles     *Roles[S] // required: state.Roles() for the execution lifecycle
 	Store     storage.Store
@@ -27,6 +47,21 @@ type Reaper[S comparable] struct {
 	Clock     reconcile.Clock // nil: the system clock
 	Actor     string          // recorded as the writer; default "deadline-reaper"
 	Observer  Observer[S]     // its Deadline is told of each deadline enforced
+	// Abandoned is how long a running execution may go on without a
+	// live holder before it is failed: zero is AbandonedDeadline, a
+	// negative duration never. Make it longer than a controller's lease
+	// TTL plus the time its platform takes to replace it.
+	Abandoned time.Duration
+
+	mu     sync.Mutex
+	unheld map[string]unheld // executions seen running with no live holder
+}
+
+// unheld is when a Reaper first saw an execution running under claim
+// with nobody holding it.
+type unheld struct {
+	claim storage.Claim
+	since time.Time
 }
 
 // Reconcile implements [reconcile.Reconciler].
@@ -59,8 +94,12 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 		at := now()
 		dl, left, ok := deadline(rec, cur, deadlines, at)
 		wait, enforced = 0, Enforced[S]{}
-		if !ok || left > 0 {
-			wait = max(left, 0)
+		if !ok {
+			return r.abandoned(ctx, cur, rec, at, &wait, &enforced)
+		}
+		r.forget(id)
+		if left > 0 {
+			wait = left
 			return transition.Update[S]{To: cur}, nil
 		}
 		enforced = Enforced[S]{ID: id, From: cur, To: dl.Then, Deadline: dl.After, Overdue: -left}
@@ -68,12 +107,68 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 	})
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
+		r.forget(id)
 		return reconcile.Result{}, nil // nothing to reap
 	case err != nil:
 		return reconcile.Result{}, err
 	}
-	if c.Changed() && r.Observer.Deadline != nil {
-		r.Observer.Deadline(enforced)
+	if c.Changed() {
+		r.forget(id)
+		if r.Observer.Deadline != nil {
+			r.Observer.Deadline(enforced)
+		}
 	}
 	return reconcile.Result{RequeueAfter: wait}, nil
+}
+
+// abandoned decides on rec, in cur, a state without a deadline of its
+// own: a running state whose claim nobody holds ends once it has gone
+// unheld for the Abandoned time.
+func (r *Reaper[S]) abandoned(ctx context.Context, cur S, rec storage.Record, at time.Time, wait *time.Duration, enforced *Enforced[S]) (transition.Update[S], error) {
+	keep := transition.Update[S]{To: cur}
+	after := r.Abandoned
+	if after == 0 {
+		after = AbandonedDeadline
+	}
+	if role, _ := r.Roles.Role(cur); role != RoleRunning || rec.Owner == "" || after < 0 {
+		r.forget(rec.ID)
+		return keep, nil
+	}
+	if _, held, err := r.Store.Held(ctx, rec.ID); err != nil || held {
+		// Held by its owner, or by a successor whose take-over is
+		// still being written: not abandoned.
+		r.forget(rec.ID)
+		return keep, err
+	}
+	since := r.seenUnheld(rec.ID, rec.Claim(), at)
+	gone := at.Sub(since)
+	if gone < after {
+		*wait = after - gone
+		return keep, nil
+	}
+	reason := fmt.Sprintf("abandoned: %s status with nobody holding it for %v (controller %s, epoch %d, holds it no more and no controller took it over)",
+		rec.Status, gone.Round(time.Second), rec.Owner, rec.Epoch)
+	*enforced = Enforced[S]{ID: rec.ID, From: cur, To: r.Roles.failed, Deadline: after, Overdue: gone - after}
+	return transition.Update[S]{To: r.Roles.failed, Reason: reason, Meta: map[string]string{MetaFailure: reason}}, nil
+}
+
+// seenUnheld returns when the Reaper first saw id unheld under claim,
+// remembering at if this is the first time.
+func (r *Reaper[S]) seenUnheld(id string, claim storage.Claim, at time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u, ok := r.unheld[id]; ok && u.claim == claim {
+		return u.since
+	}
+	if r.unheld == nil {
+		r.unheld = map[string]unheld{}
+	}
+	r.unheld[id] = unheld{claim: claim, since: at}
+	return at
+}
+
+func (r *Reaper[S]) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.unheld, id)
 }

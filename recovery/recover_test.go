@@ -71,7 +71,8 @@ func TestRecoverCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 		_, err := master.Fire(ctx, s, "placed")
 		require.NoError(t, err)
 	}
-	v, exec, err := recovery.ApplyStartup(ctx, state.Roles(), handle(t, store, "ex-2", "pod-a"), lease("pod-a"), recovery.Policy[state.Status]{})
+	exec := handle(t, store, "ex-2", "pod-a")
+	v, err := recovery.ApplyStartup(ctx, state.Roles(), exec, lease("pod-a"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionStart, v.Decision)
 	require.Equal(t, "ex-1", v.Recovers)
@@ -80,7 +81,8 @@ func TestRecoverCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 
 	// A crash while recovering resumes recovering, still knowing what it recovers.
 	require.NoError(t, exec.Ownership().Release(ctx))
-	v, exec, err = recovery.ApplyStartup(ctx, state.Roles(), handle(t, store, "ex-2", "pod-b"), lease("pod-b"), policy())
+	exec = handle(t, store, "ex-2", "pod-b")
+	v, err = recovery.ApplyStartup(ctx, state.Roles(), exec, lease("pod-b"), policy())
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, state.Recovering, v.To)

@@ -253,7 +253,9 @@ func TestApplyOnAUserTable(t *testing.T) {
 	require.NoError(t, err)
 
 	p := recovery.Policy[Sim]{Restarts: true, Work: recovery.Restartability(true)}
-	v, mgrA, err := recovery.ApplyStartup(context.Background(), roles, manager, lease("mgr-a"), p)
+	mgrA, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions[Sim]{Actor: "mgr-a"})
+	require.NoError(t, err)
+	v, err := recovery.ApplyStartup(context.Background(), roles, mgrA, lease("mgr-a"), p)
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision, "a manager restarted while its simulator ran resumes it")
 	a, err := recovery.ApplyTerminate(context.Background(), roles, mgrA, p, nil)
@@ -264,7 +266,9 @@ func TestApplyOnAUserTable(t *testing.T) {
 	require.Equal(t, SimRelocating, cur)
 	require.Equal(t, string(SimPaused), rec.Previous)
 
-	v, mgrB, err := recovery.ApplyStartup(context.Background(), roles, manager, lease("mgr-b"), p)
+	mgrB, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions[Sim]{Actor: "mgr-b"})
+	require.NoError(t, err)
+	v, err = recovery.ApplyStartup(context.Background(), roles, mgrB, lease("mgr-b"), p)
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, SimPaused, v.To, "back to where it was relocated from")
@@ -278,7 +282,7 @@ func TestApplyRefusesRolesOfAnotherTable(t *testing.T) {
 	require.NoError(t, err)
 	exec, err := transition.NewPersisted(other, storage.NewMemory(), "sim-1", transition.PersistedOptions[Sim]{})
 	require.NoError(t, err)
-	_, _, err = recovery.ApplyStartup(context.Background(), roles, exec, lease("mgr-a"), recovery.Policy[Sim]{})
+	_, err = recovery.ApplyStartup(context.Background(), roles, exec, lease("mgr-a"), recovery.Policy[Sim]{})
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
 	_, err = recovery.ApplyTerminate(context.Background(), roles, exec, recovery.Policy[Sim]{}, nil)
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
@@ -290,10 +294,10 @@ func TestApplyRefusesRolesOfAnotherTable(t *testing.T) {
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[Sim]{To: SimIdle})
 	require.NoError(t, err)
-	v, owned, err := recovery.ApplyStartup(context.Background(), roles, exec, lease("mgr-a"), recovery.Policy[Sim]{})
+	v, err := recovery.ApplyStartup(context.Background(), roles, exec, lease("mgr-a"), recovery.Policy[Sim]{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionStart, v.Decision)
-	require.NoError(t, owned.Ownership().Release(context.Background()))
+	require.NoError(t, exec.Ownership().Release(context.Background()))
 }
 
 // Deadlines given with the roles join the defaults, win over them, and are

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/execfsm/execfsm/storage"
@@ -42,6 +43,8 @@ const (
 
 func (d Decision) String() string {
 	switch d {
+	case 0:
+		return "none"
 	case DecisionStart:
 		return "start"
 	case DecisionResume:
@@ -104,23 +107,20 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 // invalid policy ([ErrInvalidPolicy]) or a status the table does not
 // know (transition.ErrUnknownState).
 func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Verdict[S], error) {
-	v, err := startup(roles, rec, p)
-	if err != nil || v.Decision == DecisionRefuse || p.Work == nil {
+	v, err := decideStartup(roles, rec, p, false)
+	if err != nil {
 		return v, err
 	}
 	// The work has answered: record what it said, for operators and for
 	// the next controller that cannot ask it.
-	if flag := strconv.FormatBool(p.Work.IsRestartable()); rec.Meta[MetaRelocatable] != flag {
-		v.Meta = maps.Clone(v.Meta)
-		if v.Meta == nil {
-			v.Meta = map[string]string{}
-		}
-		v.Meta[MetaRelocatable] = flag
-	}
-	return v, nil
+	return withWork(v, rec, p), nil
 }
 
-func startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Verdict[S], error) {
+// decideStartup is [Startup]'s rules; taking back is a controller taking
+// back an execution whose record still carries its own claim (see
+// [ApplyStartup]): nothing crashed, so a running state resumes without
+// counting a restart.
+func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S], takingBack bool) (Verdict[S], error) {
 	p, err := p.withDefaults(roles)
 	if err != nil {
 		return Verdict[S]{}, err
@@ -169,6 +169,11 @@ func startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Ve
 	case RoleStopping:
 		v.Decision = DecisionStop
 		v.Reason = "controller restarted while stopping; finishing the stop"
+		return v, nil
+	}
+	if takingBack {
+		v.Decision = DecisionResume
+		v.Reason = fmt.Sprintf("controller took back its execution in %s status: its ownership had ended and no other controller took it over; no restart counted", rec.Status)
 		return v, nil
 	}
 	return unexpectedRestart(roles, rec, p, v), nil
@@ -234,102 +239,212 @@ func deadlineUpdate[S comparable](roles *Roles[S], rec storage.Record, dl Deadli
 	return u
 }
 
+// MetaStartup is the record metadata key under which [ApplyStartup]
+// leaves the decision it wrote, in the same write: the decision, "@", the
+// revision of the record it was decided on and, for an unexpected
+// restart, a space and the restarts counted and the budget
+// ("resume@41 2/3"). It is how a start retried by the controller that
+// made it returns the verdict already written, and tells operators how
+// the current controller started.
+const MetaStartup = "execfsm.startup"
+
 // ApplyStartup is what a controller does first: it takes the execution
-// over and writes what [Startup] decides. It always ends with the caller
-// owning the execution at a new epoch, or with nothing written:
+// over through exec (a handle of its own, from
+// [transition.NewPersisted]) and writes what [Startup] decides, in one
+// atomic write ([transition.Persisted.Acquire]). It ends with exec
+// owning the execution at a new epoch with the verdict written, or with
+// nothing written and nothing owned:
 //
-//  1. It reads the record. A terminal status is refused ([DecisionRefuse],
-//     ErrTerminalStatus): nothing is written, nothing is owned.
-//  2. It acquires the execution through the store ([storage.Lease]):
-//     the holder becomes the owner at the next epoch, which fences every
-//     earlier controller, relocated or not. A live holder (another
-//     controller that is running, or that has just started) is never
-//     taken over: the error matches [storage.ErrHeld] and nothing is
-//     written. With lease.Wait it waits, while ctx allows, for that
+//   - A live holder (another controller that is running, or that has
+//     just started) is never taken over: the error matches
+//     [storage.ErrHeld] (a [*storage.HeldError] naming the holder and the
+//     status found). With lease.Wait it waits, while ctx allows, for that
 //     holder's lease to end (a crashed predecessor's expires).
-//  3. It decides with [Startup] on the record as the take-over left it and
-//     writes the verdict under the new claim. Only now, with the previous
-//     holder's lease gone, can a running status mean a crash, so only now
-//     is a restart counted against the budget.
+//   - The decision is made on the record exactly as the take-over finds
+//     it, with no live holder: a running status found so can only mean
+//     that the previous controller died unasked, so only then is a
+//     restart counted against the budget. If the record changes before
+//     the take-over lands (the predecessor wrote relocating, the cluster
+//     master failed the execution), it decides again on the fresh record.
+//   - A terminal status is refused ([DecisionRefuse], the error matches
+//     [ErrTerminalStatus]): nothing is written, nothing is owned.
 //
-// If exec already owns the record (an ownership that has not ended, whose
-// claim the record still carries), step 2 is skipped. If the verdict is
-// not written (the execution became terminal meanwhile, or a write
-// failed), the ownership is released again. The returned handle writes
-// under the new claim; watch its Ownership().Lost() and stop driving the
-// execution when it closes.
-func ApplyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], lease storage.Lease, p Policy[S]) (Verdict[S], *transition.Persisted[S], error) {
+// exec becomes the controller's handle for good (see
+// [transition.Persisted]): it writes under the new claim; watch its
+// Ownership().Lost() and stop driving the execution when it closes.
+//
+// Retrying is safe, with the same exec:
+//
+//   - By the live holder (a retry after a timeout, a second call by
+//     mistake): it writes nothing, counts nothing and returns the verdict
+//     already written (from [MetaStartup] and the start's audit entry).
+//   - By a controller whose ownership ended while it lived (a store
+//     outage outlasted its lease), or that never learned whether its
+//     take-over landed: if the record still carries its claim, nobody
+//     took the execution over meanwhile, and it takes it back at a new
+//     epoch, deciding as usual except that a running status resumes
+//     without counting a restart. If another controller took it over, it
+//     starts like any controller.
+//
+// On an error the verdict is the zero Verdict but for From, the status
+// found, when the record could be read.
+func ApplyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], lease storage.Lease, p Policy[S]) (Verdict[S], error) {
 	if exec == nil {
-		return Verdict[S]{}, nil, errors.New("recovery: ApplyStartup: nil execution")
+		return Verdict[S]{}, errors.New("recovery: ApplyStartup: nil execution")
 	}
 	if p.Now.IsZero() {
 		p.Now = time.Now()
 	}
 	if _, err := p.withDefaults(roles); err != nil {
-		return Verdict[S]{}, nil, err
+		return Verdict[S]{}, err
 	}
 	if err := roles.fits(exec.Table()); err != nil {
-		return Verdict[S]{}, nil, err
+		return Verdict[S]{}, err
 	}
-	_, rec, err := exec.Load(ctx)
+	found, rec, err := exec.Load(ctx)
 	if err != nil {
-		return Verdict[S]{}, nil, err
+		return Verdict[S]{}, err
 	}
-	owned := exec
-	if !owns(exec, rec) {
-		v, err := Startup(roles, rec, p)
-		if err != nil {
-			return Verdict[S]{}, nil, err
-		}
-		if v.Decision == DecisionRefuse {
-			p.Observer.startup(v, v.Err)
-			return v, nil, v.Err
-		}
-		if lease.Reason == "" {
-			lease.Reason = "controller starting"
-		}
-		if owned, _, err = exec.Acquire(ctx, lease); err != nil {
-			// Decided on the record as read, before the take-over: a
-			// restart is counted only once the holder's lease is gone.
-			v.Restarts = 0
-			err = fmt.Errorf("recovery: startup of %s: %w", rec.ID, err)
-			p.Observer.startup(v, err)
-			return Verdict[S]{}, nil, err
+	mine := exec.Claim()
+	carries := func(rec storage.Record) bool { return mine.Owner != "" && rec.Claim() == mine }
+	written, replayable := writtenVerdict(roles, rec, mine)
+	switch {
+	case exec.Owns(rec) && replayable:
+		return written, nil // a retry by the live holder
+	case exec.Owns(rec):
+		// The live holder took the execution over without a startup
+		// (Persisted.Acquire): decide as taking back, under its claim.
+		return applyUnderClaim(ctx, roles, exec, p)
+	case carries(rec) && replayable:
+		if role, _ := roles.Role(found); role == RoleTerminal {
+			return written, nil // its own start ended the execution
 		}
 	}
 	var verdict Verdict[S]
-	_, _, err = owned.Apply(ctx, func(_ S, rec storage.Record) (transition.Update[S], error) {
-		v, err := Startup(roles, rec, p)
+	_, _, err = exec.Acquire(ctx, lease, func(_ S, rec storage.Record) (transition.Update[S], error) {
+		v, err := decideStartup(roles, rec, p, carries(rec))
 		if err != nil {
 			return transition.Update[S]{}, err
 		}
+		v = withWork(v, rec, p)
 		verdict = v
 		if v.Decision == DecisionRefuse {
 			return transition.Update[S]{}, v.Err
 		}
-		return transition.Update[S]{To: v.To, Reason: v.Reason, Meta: v.Meta}, nil
+		return startupUpdate(v, rec), nil
 	})
-	p.Observer.startup(verdict, err)
 	if err != nil {
-		if owned != exec {
-			_ = owned.Ownership().Release(context.WithoutCancel(ctx))
+		if verdict.Decision == DecisionRefuse {
+			p.Observer.startup(verdict, err)
+			return verdict, err
 		}
-		return verdict, nil, err
+		// Decided, not written: a restart counts only once it is.
+		verdict.Restarts, verdict.RestartBudget = 0, 0
+		err = fmt.Errorf("recovery: startup of %s: %w", rec.ID, err)
+		p.Observer.startup(verdict, err)
+		unwritten := Verdict[S]{From: found}
+		var held *storage.HeldError
+		if errors.As(err, &held) && held.Status != "" {
+			unwritten.From, _ = roles.table.Parse(held.Status)
+		}
+		return unwritten, err
 	}
-	return verdict, owned, nil
+	p.Observer.startup(verdict, nil)
+	return verdict, nil
 }
 
-// owns reports whether exec holds a live ownership of rec.
-func owns[S comparable](exec *transition.Persisted[S], rec storage.Record) bool {
-	own := exec.Ownership()
-	if own == nil {
-		return false
+// applyUnderClaim decides for exec's live holder, which took the
+// execution over without a startup, and writes the verdict under its
+// claim.
+func applyUnderClaim[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p Policy[S]) (Verdict[S], error) {
+	var verdict Verdict[S]
+	_, _, err := exec.Apply(ctx, func(_ S, rec storage.Record) (transition.Update[S], error) {
+		v, err := decideStartup(roles, rec, p, true)
+		if err != nil {
+			return transition.Update[S]{}, err
+		}
+		v = withWork(v, rec, p)
+		verdict = v
+		if v.Decision == DecisionRefuse {
+			return transition.Update[S]{}, v.Err
+		}
+		return startupUpdate(v, rec), nil
+	})
+	p.Observer.startup(verdict, err)
+	return verdict, err
+}
+
+// withWork adds to v what the policy's Work says of its restartability,
+// as [Startup] does.
+func withWork[S comparable](v Verdict[S], rec storage.Record, p Policy[S]) Verdict[S] {
+	if v.Decision == DecisionRefuse || p.Work == nil {
+		return v
 	}
-	select {
-	case <-own.Lost():
-		return false
-	default:
+	if flag := strconv.FormatBool(p.Work.IsRestartable()); rec.Meta[MetaRelocatable] != flag {
+		v.Meta = maps.Clone(v.Meta)
+		if v.Meta == nil {
+			v.Meta = map[string]string{}
+		}
+		v.Meta[MetaRelocatable] = flag
 	}
-	c := exec.Claim()
-	return c.Owner != "" && c == rec.Claim()
+	return v
+}
+
+// startupUpdate is the write of verdict v on rec, with [MetaStartup].
+func startupUpdate[S comparable](v Verdict[S], rec storage.Record) transition.Update[S] {
+	meta := maps.Clone(v.Meta)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	meta[MetaStartup] = formatStartup(v, rec.Revision)
+	return transition.Update[S]{To: v.To, Reason: v.Reason, Meta: meta}
+}
+
+func formatStartup[S comparable](v Verdict[S], revision uint64) string {
+	out := v.Decision.String() + "@" + strconv.FormatUint(revision, 10)
+	if v.Restarts > 0 {
+		out += " " + strconv.Itoa(v.Restarts) + "/" + strconv.Itoa(v.RestartBudget)
+	}
+	return out
+}
+
+// writtenVerdict returns the verdict the start under claim wrote on rec,
+// if rec still tells it: [MetaStartup], and the audit entry claim wrote
+// it with.
+func writtenVerdict[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim) (Verdict[S], bool) {
+	if claim.Owner == "" || rec.Claim() != claim {
+		return Verdict[S]{}, false
+	}
+	value := rec.Meta[MetaStartup]
+	head, counts, _ := strings.Cut(value, " ")
+	name, rev, ok := strings.Cut(head, "@")
+	revision, err := strconv.ParseUint(rev, 10, 64)
+	if !ok || err != nil {
+		return Verdict[S]{}, false
+	}
+	var d Decision
+	for k := DecisionStart; k <= DecisionRefuse; k++ {
+		if k.String() == name {
+			d = k
+		}
+	}
+	var e storage.Entry
+	found := false
+	for _, entry := range rec.History.All() {
+		if entry.Owner == claim.Owner && entry.Epoch == claim.Epoch && entry.Revision == revision {
+			e, found = entry, true
+		}
+	}
+	from, errFrom := roles.table.Parse(e.From)
+	to, errTo := roles.table.Parse(e.To)
+	if d == 0 || !found || errFrom != nil || errTo != nil {
+		return Verdict[S]{}, false
+	}
+	v := Verdict[S]{Decision: d, From: from, To: to, Reason: e.Reason}
+	v.Recovers, _ = RecoveredFrom(rec)
+	if n, b, ok := strings.Cut(counts, "/"); ok {
+		v.Restarts, _ = strconv.Atoi(n)
+		v.RestartBudget, _ = strconv.Atoi(b)
+	}
+	return v, true
 }

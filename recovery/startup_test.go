@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,7 +179,9 @@ func TestApplyStartupRefreshesTheRecordedFlag(t *testing.T) {
 	require.NoError(t, err)
 	_, err = master.Create(ctx, transition.Update[state.Status]{To: state.Initializing, Meta: map[string]string{recovery.MetaRelocatable: "true"}})
 	require.NoError(t, err)
-	_, exec, err := recovery.ApplyStartup(ctx, state.Roles(), master, lease("pod-a"), recovery.Policy[state.Status]{Work: recovery.Restartability(false)})
+	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
+	require.NoError(t, err)
+	_, err = recovery.ApplyStartup(ctx, state.Roles(), exec, lease("pod-a"), recovery.Policy[state.Status]{Work: recovery.Restartability(false)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = exec.Ownership().Release(ctx) })
 	rec, err := store.Get(ctx, "ex-1")
@@ -242,15 +245,27 @@ func newExecution(t *testing.T, s state.Status, clock func() time.Time) (*transi
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: s, Reason: "test"})
 	require.NoError(t, err)
+	clocks.Store(exec, clock)
 	return exec, store
 }
 
-// owner takes exec over for pod.
+// clocks are the clocks the handles of newExecution were made with.
+var clocks sync.Map
+
+// owner takes the execution of exec over for pod, with a handle of its
+// own on the same clock.
 func owner(t *testing.T, exec *transition.Persisted[state.Status], pod string) *transition.Persisted[state.Status] {
 	t.Helper()
-	owned, _, err := exec.Acquire(context.Background(), lease(pod))
+	opts := transition.PersistedOptions[state.Status]{Actor: pod}
+	if clock, ok := clocks.Load(exec); ok {
+		opts.Clock = clock.(func() time.Time)
+	}
+	owned, err := transition.NewPersisted(exec.Table(), exec.Store(), exec.ID(), opts)
+	require.NoError(t, err)
+	_, _, err = owned.Acquire(context.Background(), lease(pod), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = owned.Ownership().Release(context.Background()) })
+	clocks.Store(owned, opts.Clock)
 	return owned
 }
 
@@ -278,7 +293,8 @@ func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T)
 		for k := range 100 {
 			now = now.Add(time.Second) // all within the window
 			p := recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: budget}
-			v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease(fmt.Sprintf("pod-%d", k+1)), p)
+			owned := controllerOf(t, exec, fmt.Sprintf("pod-%d", k+1))
+			v, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease(fmt.Sprintf("pod-%d", k+1)), p)
 			decisions = append(decisions, v.Decision)
 			if v.Decision == recovery.DecisionRefuse {
 				require.ErrorIs(t, err, recovery.ErrTerminalStatus)
@@ -310,7 +326,8 @@ func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T)
 func TestApplyStartupFencesThePreviousOwner(t *testing.T) {
 	exec, store := newExecution(t, state.Relocating, time.Now)
 	old := crashed(t, exec, "pod-0")
-	v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
+	owned := controllerOf(t, exec, "pod-1")
+	v, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, storage.Claim{Owner: "pod-1", Epoch: 2}, owned.Claim())
@@ -324,10 +341,11 @@ func TestApplyStartupFencesThePreviousOwner(t *testing.T) {
 func TestApplyStartupRefusalWritesNothing(t *testing.T) {
 	exec, store := newExecution(t, state.Completed, time.Now)
 	before, _ := store.Get(context.Background(), "ex-1")
-	v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
+	owned := controllerOf(t, exec, "pod-1")
+	v, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.DecisionRefuse, v.Decision)
-	require.Nil(t, owned)
+	require.Nil(t, owned.Ownership())
 	after, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, before.Revision, after.Revision)
 	// Nothing is held either: an operator's tool may take it.
@@ -336,9 +354,10 @@ func TestApplyStartupRefusalWritesNothing(t *testing.T) {
 	require.NoError(t, own.Release(context.Background()))
 }
 
-// An execution that became terminal between the read and the take-over is
-// refused on the fresh record, and the ownership taken for it is let go.
-func TestApplyStartupReleasesWhenTheExecutionEndedMeanwhile(t *testing.T) {
+// An execution that became terminal between the decision and the
+// take-over is refused on the fresh record, and nothing is written or
+// held: the start is one write.
+func TestApplyStartupWritesNothingWhenTheExecutionEndedMeanwhile(t *testing.T) {
 	store := &stoppingOnAcquire{Memory: storage.NewMemory()}
 	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
@@ -346,12 +365,16 @@ func TestApplyStartupReleasesWhenTheExecutionEndedMeanwhile(t *testing.T) {
 	require.NoError(t, err)
 	store.master, err = transition.NewPersisted(state.Lifecycle(), store.Memory, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
 	require.NoError(t, err)
-	v, owned, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.DecisionRefuse, v.Decision)
-	require.Nil(t, owned)
+	require.Nil(t, exec.Ownership())
+	rec, err := store.Get(context.Background(), "ex-1")
+	require.NoError(t, err)
+	require.Empty(t, rec.Owner, "the take-over was never written")
+	require.Equal(t, "stopped", rec.Status)
 	own, _, err := store.Memory.Acquire(context.Background(), "ex-1", lease("operator"))
-	require.NoError(t, err, "the ownership taken for the refused start was released")
+	require.NoError(t, err, "nothing is held")
 	require.NoError(t, own.Release(context.Background()))
 }
 
@@ -390,16 +413,37 @@ func TestStartupReasonsAreForPeople(t *testing.T) {
 	require.True(t, strings.HasPrefix(v.Reason, "controller restarted unexpectedly in paused status; resuming"), v.Reason)
 	require.Equal(t, "resume", v.Decision.String())
 	require.Equal(t, "Decision(9)", recovery.Decision(9).String())
+	require.Equal(t, "none", recovery.Decision(0).String())
 }
 
 func TestApplyStartupUnderAnOwnershipItAlreadyHoldsDoesNotTakeOverAgain(t *testing.T) {
 	exec, store := newExecution(t, state.Relocating, time.Now)
 	crashed(t, exec, "pod-0")
-	owned := owner(t, exec, "pod-1")
-	_, again, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
+	owned := owner(t, exec, "pod-1") // a plain take-over, no startup yet
+	claim := owned.Claim()
+	v, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
-	require.Equal(t, owned.Claim(), again.Claim(), "no second epoch bump")
+	require.Equal(t, recovery.DecisionResume, v.Decision)
+	require.Equal(t, claim, owned.Claim(), "no second epoch bump")
 	rec, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, uint64(2), rec.Epoch)
 	require.Equal(t, "initializing", rec.Status)
+	again, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
+	require.NoError(t, err)
+	require.Equal(t, v.Decision, again.Decision, "a retry returns the verdict written")
+	after, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, rec.Revision, after.Revision, "and writes nothing")
+}
+
+// controllerOf returns a fresh handle of pod's on the execution of exec,
+// as a controller process makes one.
+func controllerOf(t *testing.T, exec *transition.Persisted[state.Status], pod string) *transition.Persisted[state.Status] {
+	t.Helper()
+	opts := transition.PersistedOptions[state.Status]{Actor: pod}
+	if clock, ok := clocks.Load(exec); ok {
+		opts.Clock = clock.(func() time.Time)
+	}
+	c, err := transition.NewPersisted(exec.Table(), exec.Store(), exec.ID(), opts)
+	require.NoError(t, err)
+	return c
 }

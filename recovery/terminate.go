@@ -133,6 +133,12 @@ func Terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 // A fenced write means another controller took over, or this one's
 // ownership ended: Leave.
 //
+// A controller's handle that holds no live ownership (it ended, or the
+// controller never took the execution over) decides Leave at once,
+// without reading the store: whatever the store says, it is not this
+// controller's to drive, and a store out of reach must not keep it from
+// exiting.
+//
 // After writing relocating it releases exec's ownership, so the
 // controller that replaces this one takes over at once instead of after
 // the lease's TTL; exec writes nothing more (its writes are fenced). On
@@ -150,6 +156,11 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 	}
 	if err := roles.fits(exec.Table()); err != nil {
 		return Action{}, err
+	}
+	if why, ok := holdsNothing(exec); ok {
+		leave := Action{Kind: ActionLeave, Reason: why}
+		p.Observer.terminate(leave, nil)
+		return leave, nil
 	}
 	_, rec, err := exec.Load(ctx)
 	if err != nil {
@@ -193,6 +204,28 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 	}
 	p.Observer.terminate(final, nil)
 	return final, nil
+}
+
+// holdsNothing says why exec, a controller's handle, must leave the
+// execution without looking at the store: it holds no live ownership. An
+// outside authority's handle never has to.
+func holdsNothing[S comparable](exec *transition.Persisted[S]) (string, bool) {
+	if exec.Authority() {
+		return "", false
+	}
+	own := exec.Ownership()
+	if own == nil {
+		if exec.Claim().Owner == "" {
+			return "this controller never took the execution over", true
+		}
+		return "this controller's ownership of the execution has ended", true
+	}
+	select {
+	case <-own.Lost():
+		return "this controller's ownership of the execution has ended", true
+	default:
+		return "", false
+	}
 }
 
 // isRelocating reports whether rec is in the roles' relocating state.

@@ -116,7 +116,7 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 	require.ErrorIs(t, err, storage.ErrFenced, "a relocated controller writes nothing more")
 
 	// The successor takes over at once and brings it back paused.
-	v, _, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := recovery.ApplyStartup(context.Background(), state.Roles(), controllerOf(t, exec, "pod-1"), lease("pod-1"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, state.Paused, v.To)
 }

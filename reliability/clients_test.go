@@ -98,7 +98,16 @@ func startChild(t *testing.T, spec childSpec) (*exec.Cmd, *bufio.Scanner) {
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
+	// A child the test forgets to kill, or one that never prints what
+	// the test waits for, must not hold the test until go test's own
+	// timeout: it is killed, which ends the wait for its output, and the
+	// test fails saying so.
+	bound := time.AfterFunc(childBound, func() {
+		t.Errorf("reliability: child %s ran longer than %v and was killed", spec.Role, childBound)
+		_ = cmd.Process.Kill()
+	})
 	t.Cleanup(func() {
+		bound.Stop()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
@@ -116,3 +125,6 @@ func createAll(t *testing.T, store storage.Store, ids []string) map[string]uint6
 }
 
 const checkTimeout = 2 * time.Minute
+
+// childBound is the longest a child process of a test may run.
+const childBound = 5 * time.Minute

@@ -42,10 +42,23 @@ func (s announcing) CompareAndSwap(ctx context.Context, id string, expect uint64
 
 func (s announcing) Acquire(ctx context.Context, id string, l storage.Lease) (storage.Ownership, storage.Record, error) {
 	own, rec, err := s.Store.Acquire(ctx, id, l)
+	if err != nil {
+		return nil, rec, err
+	}
+	fmt.Printf("cas %d %s\n", rec.Revision, rec.Status)
+	return announcingOwnership{own}, rec, nil
+}
+
+// announcingOwnership tells the parent of the holder's durable writes, as
+// announcing does of the store's.
+type announcingOwnership struct{ storage.Ownership }
+
+func (o announcingOwnership) CompareAndSwap(ctx context.Context, expect uint64, next storage.Record) (storage.Record, error) {
+	rec, err := o.Ownership.CompareAndSwap(ctx, expect, next)
 	if err == nil {
 		fmt.Printf("cas %d %s\n", rec.Revision, rec.Status)
 	}
-	return own, rec, err
+	return rec, err
 }
 
 // childStore opens the store a child process is told to use (a bbolt
@@ -101,7 +114,7 @@ func childCrashWriter(ctx context.Context, spec childSpec) error {
 	// A killed predecessor's etcd lease must expire first: wait for it.
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, exec, err := recovery.ApplyStartup(startCtx, state.Roles(), exec, storage.Lease{Holder: spec.Owner, TTL: 2 * time.Second, Wait: true},
+	v, err := recovery.ApplyStartup(startCtx, state.Roles(), exec, storage.Lease{Holder: spec.Owner, TTL: 2 * time.Second, Wait: true},
 		recovery.Policy[state.Status]{Restarts: true, Work: restartable{}, RestartBudget: recovery.MaxRestartBudget})
 	if err != nil {
 		return err
@@ -285,7 +298,7 @@ func childLeaseHolder(ctx context.Context, spec childSpec) error {
 	if err != nil {
 		return err
 	}
-	exec, _, err = exec.Acquire(ctx, storage.Lease{Holder: spec.Owner, TTL: ttl})
+	_, _, err = exec.Acquire(ctx, storage.Lease{Holder: spec.Owner, TTL: ttl}, nil)
 	if err != nil {
 		return err
 	}

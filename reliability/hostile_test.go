@@ -72,7 +72,7 @@ func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
 				"a TTL below a second": {Holder: "pod", TTL: time.Millisecond},
 				"no holder":            {TTL: time.Minute},
 			} {
-				_, _, err := exec.Acquire(context.Background(), l)
+				_, _, err := exec.Acquire(context.Background(), l, nil)
 				require.ErrorIs(t, err, storage.ErrInvalidLease, name)
 				require.Less(t, len(err.Error()), 1024, "%s: the error does not repeat the input", name)
 				after, err := store.Get(context.Background(), "ex-hostile")
@@ -102,7 +102,7 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 			_, err = exec.Fire(context.Background(), state.Failed, "clean up")
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			require.Contains(t, err.Error(), `"hibernating"`)
-			_, _, err = recovery.ApplyStartup(context.Background(), state.Roles(), exec, storage.Lease{Holder: "pod-a", TTL: time.Minute}, recovery.Policy[state.Status]{})
+			_, err = recovery.ApplyStartup(context.Background(), state.Roles(), exec, storage.Lease{Holder: "pod-a", TTL: time.Minute}, recovery.Policy[state.Status]{})
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			_, err = recovery.Startup(state.Roles(), after(t, store), recovery.Policy[state.Status]{Now: time.Now()})
 			require.ErrorIs(t, err, transition.ErrUnknownState)

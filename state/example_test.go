@@ -54,14 +54,19 @@ func Example_relocation() {
 	_, _ = master.Fire(ctx, state.Scheduling, "allocator dequeued it")
 	_, _ = master.Fire(ctx, state.Initializing, "controller placed")
 
-	lease := func(pod string) storage.Lease { return storage.Lease{Holder: pod, TTL: 15 * time.Second} }
-	podA, _, _ := master.Acquire(ctx, lease("pod-a")) // epoch 1
+	controller := func(pod string) *transition.Persisted[state.Status] {
+		exec, _ := transition.NewPersisted(table, store, "ex-42", transition.PersistedOptions[state.Status]{Actor: pod})
+		_, _, _ = exec.Acquire(ctx, storage.Lease{Holder: pod, TTL: 15 * time.Second}, nil)
+		return exec
+	}
+	podA := controller("pod-a") // epoch 1
 	_, _ = podA.Fire(ctx, state.Running, "slicer ready")
 	_, _ = podA.Fire(ctx, state.Relocating, "SIGTERM from the platform: relocate")
 	_ = podA.Ownership().Release(ctx) // so the next pod need not wait for the lease
 
-	podB, rec, _ := master.Acquire(ctx, lease("pod-b")) // epoch 2 fences pod-a
-	back, _ := table.Parse(rec.Previous)                // relocating remembers: running
+	podB := controller("pod-b") // epoch 2 fences pod-a
+	_, rec, _ := podB.Load(ctx)
+	back, _ := table.Parse(rec.Previous) // relocating remembers: running
 	_, _ = podB.Fire(ctx, back, "resumed")
 
 	_, err := podA.Fire(ctx, state.Failed, "old pod still alive")

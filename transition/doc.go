@@ -50,12 +50,16 @@
 //
 // A controller drives an execution only while it owns it (see package
 // storage for the contract every store keeps). [Persisted.Acquire]
-// takes the record over through its store and returns a handle that
-// writes under the new [storage.Claim]; from then on the previous owner's
-// writes fail with [storage.ErrFenced], and so do this handle's once its
-// Ownership's Lost channel has closed. A handle from [NewPersisted] owns
-// nothing and writes as an outside authority (a cluster master asking for
-// a stop), never fenced.
+// takes the record over through its store, with the move it decides on
+// in the same atomic write, and turns the handle into the controller's
+// for good: it writes under the new [storage.Claim] through the
+// ownership, so from then on the previous owner's writes fail with
+// [storage.ErrFenced], and so do this handle's once its Ownership's Lost
+// channel has closed (the store refuses them too: none lands after). A
+// handle from [NewPersisted] that has never taken the record over writes
+// as an outside authority (a cluster master asking for a stop), never
+// fenced; a controller's handle never writes as one, not even before it
+// owns the record or after it lost it.
 //
 // # Return edges
 //

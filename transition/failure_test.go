@@ -43,10 +43,10 @@ func TestPersistedTellsOnFailureOfEveryFailedMove(t *testing.T) {
 	_, _, err = p.Apply(bg, func(Job, storage.Record) (transition.Update[Job], error) { return transition.Update[Job]{}, veto })
 	require.ErrorIs(t, err, veto)
 
-	owned, _, err := p.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: time.Minute})
+	_, _, err = p.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: time.Minute}, nil)
 	require.NoError(t, err)
-	require.NoError(t, owned.Ownership().Release(bg))
-	_, err = owned.Fire(bg, Moving, "SIGTERM")
+	require.NoError(t, p.Ownership().Release(bg))
+	_, err = p.Fire(bg, Moving, "SIGTERM")
 	require.ErrorIs(t, err, storage.ErrFenced)
 
 	require.Len(t, seen.got, 4)

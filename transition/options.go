@@ -63,7 +63,6 @@ type PersistedOptions[S comparable] struct {
 	// OnFailure are observers called after every Fire or Apply that
 	// returns an error, on the caller's goroutine before it returns (see
 	// [Failure]); a conflict that a retry resolved is not a failure.
-	// Handles derived by Acquire keep them.
 	OnFailure []func(Failure[S])
 	// OnObserverPanic is told of an observer (OnChange or OnFailure) that
 	// panicked; nil logs it, with its stack, through log/slog's default

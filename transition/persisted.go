@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync/atomic"
 	"time"
 
 	"github.com/execfsm/execfsm/internal/quote"
@@ -30,19 +31,24 @@ type Update[S comparable] struct {
 // and decides again on the fresh record, a bounded number of times (see
 // [Retries]); it never overwrites what it has not seen.
 //
-// A Persisted from [NewPersisted] writes as an outside authority (a
-// cluster master asking an execution to stop, an operator): it never
-// owns the record and is never fenced. [Persisted.Acquire] takes the
-// record over through the store's [storage.Ownership] and returns a handle that
-// writes under the new [storage.Claim]: its writes fail with [storage.ErrFenced] once its
-// ownership has ended or the record is owned by anyone else, so a
-// relocated controller that is still alive cannot drive the execution its
-// successor has taken over.
+// A Persisted writes in one of two capacities, for the whole of its life:
 //
-// A Persisted is safe for concurrent use. Handles derived from one
-// another by Acquire share one write queue and one delivery queue for
-// observers: their writes are serialised (they would only conflict in
-// the store) and observers see them one at a time, in write order.
+//   - As an outside authority (a cluster master asking an execution to
+//     stop, an operator, a deadline reaper): it never owns the record and
+//     is never fenced. A Persisted from [NewPersisted] starts as one.
+//   - As a controller: [Persisted.Acquire] takes the record over through
+//     the store's [storage.Ownership] and turns the handle into the
+//     controller's for good, whatever the outcome. From then on it writes
+//     only while it owns the record: once its ownership has ended, the
+//     record is owned by anyone else, or before it has taken the record
+//     over at all, its writes fail with [storage.ErrFenced]. So a
+//     relocated controller that is still alive cannot drive the execution
+//     its successor has taken over, and no handle of a controller can
+//     write as an outside authority by mistake.
+//
+// A Persisted is safe for concurrent use. Its writes are serialised (they
+// would only conflict in the store) and its observers see them one at a
+// time, in write order.
 type Persisted[S comparable] struct {
 	table   *Table[S]
 	store   storage.Store
@@ -51,21 +57,40 @@ type Persisted[S comparable] struct {
 	history int
 	retries int
 	clock   func() time.Time
-	claim   storage.Claim
-	own     storage.Ownership // nil: an outside authority
-	shared  *handles[S]
-	// failures are the OnFailure observers; nil: none. Not shared with
-	// derived handles' queue: failures need no order among writers.
+	// owner is nil for an outside authority, and set for good by the
+	// first Acquire.
+	owner  atomic.Pointer[owning]
+	shared *handles[S]
+	// failures are the OnFailure observers; nil: none.
 	failures *failureReporter[S]
 }
 
-// handles is what the handles of one record derived from one another
-// share.
+// owning is what a controller's handle holds.
+type owning struct {
+	// claim is the claim of the handle's last take-over: the one it
+	// writes under while own lasts, and remembers after (zero before its
+	// first take-over).
+	claim storage.Claim
+	own   storage.Ownership // nil: it holds nothing
+	// tried is a take-over whose outcome the handle never learned (the
+	// store call failed after it may have written); nil if none.
+	tried *takeOver
+}
+
+// takeOver identifies a take-over this handle may have written: by its
+// holder, and the revision of the record it was decided on (its audit
+// entry's Revision).
+type takeOver struct {
+	holder   string
+	revision uint64
+}
+
+// handles is what a Persisted's writes share.
 type handles[S comparable] struct {
 	notify *notifier[S]
 	sem    chan struct{}  // one write at a time; a channel so waiting honours ctx
 	cache  storage.Record // the record as last read or written; guarded by sem
-	// trails appends to the trails these handles wrote, in place: one
+	// trails appends to the trails these writes made, in place: one
 	// copy every HistoryKept writes instead of one per write.
 	trails storage.TrailAppender
 }
@@ -101,61 +126,195 @@ func NewPersisted[S comparable](table *Table[S], store storage.Store, id string,
 // ID returns the record's id.
 func (p *Persisted[S]) ID() string { return p.id }
 
+// Store returns the store the record lives in.
+func (p *Persisted[S]) Store() storage.Store { return p.store }
+
 // Table returns the table moves are checked against.
 func (p *Persisted[S]) Table() *Table[S] { return p.table }
 
-// Claim returns the ownership claim this handle writes under; the zero
-// Claim for an outside authority.
-func (p *Persisted[S]) Claim() storage.Claim { return p.claim }
+// Claim returns the claim of this handle's last take-over: the one it
+// writes under while its ownership lasts, and remembers after it ended;
+// the zero Claim for an outside authority or a controller that has not
+// taken the record over yet.
+func (p *Persisted[S]) Claim() storage.Claim {
+	if o := p.owner.Load(); o != nil {
+		return o.claim
+	}
+	return storage.Claim{}
+}
 
-// Ownership returns the ownership this handle writes under, or nil for an
-// outside authority. Watch its Lost channel to learn that the execution
-// must no longer be driven; Release it when handing the execution over.
-func (p *Persisted[S]) Ownership() storage.Ownership { return p.own }
+// Ownership returns the ownership of this handle's last take-over, or
+// nil for an outside authority or a controller that holds nothing. Watch
+// its Lost channel to learn that the execution must no longer be driven;
+// Release it when handing the execution over.
+func (p *Persisted[S]) Ownership() storage.Ownership {
+	if o := p.owner.Load(); o != nil {
+		return o.own
+	}
+	return nil
+}
 
-// Acquire takes the record over through the store's ownership (see
-// [storage.Store] and [storage.Lease]): if no live holder owns it, lease.Holder becomes
-// its owner at the next epoch, which fences every earlier claim. It
-// returns a handle writing under the new claim and the record as the
-// take-over wrote it. Observers see the take-over as a change that keeps
-// the state (a write of a handle sharing the queue that lands while the
-// take-over is returning may be delivered before it: the store is not
-// held while it waits). If a live holder owns the record the error
-// matches [storage.ErrHeld] (with lease.Wait, once ctx has ended).
-func (p *Persisted[S]) Acquire(ctx context.Context, lease storage.Lease) (*Persisted[S], storage.Record, error) {
+// Authority reports whether the handle writes as an outside authority:
+// it has never been used to take the record over.
+func (p *Persisted[S]) Authority() bool { return p.owner.Load() == nil }
+
+// Owns reports whether the handle holds a live ownership whose claim rec
+// carries: whether it may drive the execution rec is.
+func (p *Persisted[S]) Owns(rec storage.Record) bool {
+	o := p.owner.Load()
+	if o == nil || o.own == nil || o.claim.Owner == "" || o.claim != rec.Claim() {
+		return false
+	}
+	select {
+	case <-o.own.Lost():
+		return false
+	default:
+		return true
+	}
+}
+
+// Acquire takes the record over for this handle, through the store's
+// ownership (see [storage.Store] and [storage.Lease]), and makes the
+// move decide asks for in the same atomic write: the handle ends up
+// owning the record with the move written, or has written nothing.
+// decide is asked on the record as the store holds it, and again on the
+// fresh record when it changed before the take-over landed (as for
+// [Persisted.Apply]); an error from it is returned as it is. A nil decide
+// takes the record over and changes nothing else. The move is checked
+// against the table and its guards like any other; the audit entry is
+// one for the whole write, with the update's reason (lease.Reason when it
+// has none). lease.Move is Acquire's to fill in: leave it nil.
+//
+// If no live holder owns the record, lease.Holder becomes its owner at
+// the next epoch, which fences every earlier claim. If a live holder owns
+// it (this handle included) the error matches [storage.ErrHeld], a
+// [*storage.HeldError] naming the holder and the status found; with
+// lease.Wait, Acquire first waits for that ownership to end while ctx
+// allows.
+//
+// The first call with a valid lease makes the handle a controller's for
+// good (see [Persisted]); a later one, once its ownership has ended, takes the
+// record over again at a new epoch. It returns the change written and
+// the record as stored. Observers see the take-over as a change, from
+// the state found to the one decided (the same state for a plain
+// take-over).
+func (p *Persisted[S]) Acquire(ctx context.Context, lease storage.Lease, decide func(cur S, rec storage.Record) (Update[S], error)) (Change[S], storage.Record, error) {
 	if err := p.check(ctx, "Acquire"); err != nil {
-		return nil, storage.Record{}, err
+		return Change[S]{}, storage.Record{}, err
 	}
-	// The store may wait for a live holder (lease.Wait): not under the
-	// write lock, which would hold up every write of the handles that
-	// share it meanwhile.
-	own, rec, err := p.store.Acquire(ctx, p.id, lease)
-	if err != nil {
-		return nil, storage.Record{}, err
+	if lease.Move != nil {
+		return Change[S]{}, storage.Record{}, errors.New("transition: Acquire: lease.Move is set; Acquire makes it from decide")
 	}
-	cur, err := p.stateOf(rec)
-	if err == nil {
-		err = lock(ctx, p.shared.sem)
+	if err := lease.Validate(); err != nil {
+		return Change[S]{}, storage.Record{}, err // bad input changes nothing, not even the handle
 	}
-	if err != nil {
-		// Nobody can drive a record its table does not know, nor should a
-		// caller that gave up hold it: let the next holder have it rather
-		// than block it for a TTL.
-		_ = own.Release(context.WithoutCancel(ctx))
-		return nil, storage.Record{}, err
+	p.owner.CompareAndSwap(nil, &owning{}) // a controller's from now on
+	for attempt := 1; ; attempt++ {
+		rec, err := p.fresh(ctx)
+		if err != nil {
+			return Change[S]{}, storage.Record{}, err
+		}
+		cur, err := p.stateOf(rec)
+		if err != nil {
+			return Change[S]{}, storage.Record{}, err
+		}
+		u := Update[S]{To: cur}
+		if decide != nil {
+			if u, err = decide(cur, rec.Clone()); err != nil {
+				return Change[S]{}, storage.Record{}, err
+			}
+		}
+		l := lease
+		if u.Reason != "" {
+			l.Reason = u.Reason
+		}
+		c, move, err := p.planTakeOver(ctx, cur, rec, u, l)
+		if err != nil {
+			return Change[S]{}, storage.Record{}, err
+		}
+		l.Move = move
+		own, stored, err := p.takeOver(ctx, l)
+		var conflict *storage.ConflictError
+		switch {
+		case err == nil:
+		case errors.As(err, &conflict) && attempt <= p.retries:
+			continue // decided on a record that has moved on: decide again
+		case errors.As(err, &conflict):
+			return Change[S]{}, storage.Record{}, fmt.Errorf("transition: %s: gave up after %d conflicting take-overs: %w", quote.Limited(p.id), attempt, err)
+		default:
+			var held *storage.HeldError
+			if errors.As(err, &held) && held.Status == "" {
+				found := *held
+				found.Status = rec.Status
+				err = &found
+			}
+			return Change[S]{}, storage.Record{}, err
+		}
+		if err := lock(context.WithoutCancel(ctx), p.shared.sem); err != nil {
+			return Change[S]{}, storage.Record{}, err
+		}
+		claim := own.Claim()
+		p.owner.Store(&owning{claim: claim, own: own})
+		if stored.Revision > p.shared.cache.Revision {
+			p.shared.cache = stored
+		}
+		c.Revision, c.Owner, c.Epoch = stored.Revision, claim.Owner, claim.Epoch
+		p.deliver(c)
+		return c, stored.Clone(), nil
 	}
-	if rec.Revision > p.shared.cache.Revision {
-		p.shared.cache = rec
+}
+
+// takeOver calls the store's Acquire, remembering the take-over while
+// its outcome is unknown: a failure that may have written it leaves the
+// handle able to recognise its own claim in the record (see read).
+func (p *Persisted[S]) takeOver(ctx context.Context, l storage.Lease) (storage.Ownership, storage.Record, error) {
+	last := p.owner.Load()
+	tried := &owning{claim: last.claim, own: last.own, tried: &takeOver{holder: l.Holder, revision: l.Move.Revision}}
+	p.owner.Store(tried)
+	own, stored, err := p.store.Acquire(ctx, p.id, l)
+	if err == nil || nothingWritten(err) {
+		p.owner.CompareAndSwap(tried, last)
 	}
-	owned := *p
-	owned.claim, owned.own = own.Claim(), own
-	c := Change[S]{ID: p.id, From: cur, To: cur, Reason: lease.Reason, Actor: lease.Holder, At: rec.UpdatedAt,
-		Revision: rec.Revision, Owner: owned.claim.Owner, Epoch: owned.claim.Epoch}
-	if last, ok := rec.History.Last(); ok {
-		c.Reason = last.Reason
+	return own, stored, err
+}
+
+// nothingWritten reports whether err from a store's Acquire says that
+// nothing was written.
+func nothingWritten(err error) bool {
+	for _, sentinel := range []error{storage.ErrHeld, storage.ErrConflict, storage.ErrNotFound,
+		storage.ErrInvalidLease, storage.ErrInvalidRecord} {
+		if errors.Is(err, sentinel) {
+			return true
+		}
 	}
-	p.deliver(c)
-	return &owned, rec.Clone(), nil
+	return false
+}
+
+// planTakeOver checks the move u asks of rec (in state cur) like any
+// other write and returns the change and the move a take-over makes.
+func (p *Persisted[S]) planTakeOver(ctx context.Context, cur S, rec storage.Record, u Update[S], l storage.Lease) (Change[S], *storage.Move, error) {
+	t := p.table
+	i, _ := t.lookup(cur)
+	j, ok := t.lookup(u.To)
+	if !ok {
+		return Change[S]{}, nil, &Error{ID: p.id, From: t.names[i], To: quote.Limited(nameOf(u.To)), Reason: "not a state of the table"}
+	}
+	reason := l.Reason
+	if reason == "" {
+		reason = "acquired"
+	}
+	c := Change[S]{ID: p.id, From: cur, To: u.To, Reason: reason, Actor: p.actor, At: p.now(), Revision: rec.Revision}
+	if i != j {
+		if err := p.checkMove(ctx, i, j, rec, c); err != nil {
+			return Change[S]{}, nil, err
+		}
+	}
+	meta, _ := mergeMeta(rec.Meta, u.Meta, u.Unset)
+	probe := storage.Record{ID: p.id, Status: t.names[j], Reason: u.Reason, Meta: meta}
+	if err := probe.Validate(); err != nil { // the reason and the metadata: the rest came from the store
+		return Change[S]{}, nil, err
+	}
+	return c, &storage.Move{Revision: rec.Revision, Status: t.names[j], Meta: meta, Actor: p.actor, At: c.At}, nil
 }
 
 // lock takes sem, or fails when ctx ends first.
@@ -223,7 +382,7 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record,
 		}
 		var zero S
 		p.deliver(Change[S]{ID: p.id, From: zero, To: u.To, Reason: u.Reason, Actor: p.actor, At: at,
-			Revision: stored.Revision, Owner: p.claim.Owner, Epoch: p.claim.Epoch})
+			Revision: stored.Revision})
 	}
 	return stored.Clone(), nil
 }
@@ -258,7 +417,9 @@ func (p *Persisted[S]) Load(ctx context.Context) (S, storage.Record, error) {
 }
 
 // read gets the record from the store and remembers it; the write lock is
-// held.
+// held. A take-over of this handle's whose outcome it never learned is
+// settled here: if the record carries it, the handle knows its claim
+// (and that it holds nothing: whatever held it was never handed over).
 func (p *Persisted[S]) read(ctx context.Context) (storage.Record, error) {
 	rec, err := p.store.Get(ctx, p.id)
 	if err != nil {
@@ -266,7 +427,25 @@ func (p *Persisted[S]) read(ctx context.Context) (storage.Record, error) {
 		return storage.Record{}, err
 	}
 	p.shared.cache = rec
+	if o := p.owner.Load(); o != nil && o.tried != nil && tookOver(rec, *o.tried) {
+		p.owner.CompareAndSwap(o, &owning{claim: rec.Claim()})
+	}
 	return rec, nil
+}
+
+// tookOver reports whether the take-over t wrote rec's claim: rec is
+// owned by t's holder, and the audit entry of that claim follows the
+// revision t was decided on.
+func tookOver(rec storage.Record, t takeOver) bool {
+	if rec.Owner != t.holder {
+		return false
+	}
+	for _, e := range rec.History.All() {
+		if e.Owner == rec.Owner && e.Epoch == rec.Epoch {
+			return e.Revision == t.revision
+		}
+	}
+	return false
 }
 
 func (p *Persisted[S]) stateOf(rec storage.Record) (S, error) {
@@ -378,7 +557,17 @@ func (p *Persisted[S]) apply(ctx context.Context, d decider[S]) (Change[S], stor
 
 // undecided is a failure before any move was decided.
 func (p *Persisted[S]) undecided() Failure[S] {
-	return Failure[S]{Move: Change[S]{ID: p.id, Actor: p.actor, Owner: p.claim.Owner, Epoch: p.claim.Epoch}}
+	c := p.writing()
+	return Failure[S]{Move: Change[S]{ID: p.id, Actor: p.actor, Owner: c.Owner, Epoch: c.Epoch}}
+}
+
+// writing is the claim this handle's writes carry: its own while it is a
+// controller's, none for an outside authority.
+func (p *Persisted[S]) writing() storage.Claim {
+	if o := p.owner.Load(); o != nil {
+		return o.claim
+	}
+	return storage.Claim{}
 }
 
 // lostOwnership reports whether err is a handle's own ownership ended: no
@@ -403,7 +592,7 @@ func (p *Persisted[S]) begin(ctx context.Context) (rec storage.Record, cached bo
 	if rec.ID != "" {
 		return rec, true, nil // decide's fence check fails a lost handle, with the move it refused
 	}
-	if err := p.lost(); err != nil {
+	if err := p.lost(p.owner.Load()); err != nil {
 		return storage.Record{}, false, err
 	}
 	rec, err = p.fresh(ctx)
@@ -427,7 +616,19 @@ func (p *Persisted[S]) write(ctx context.Context, expect uint64, next storage.Re
 	if err := lock(ctx, p.shared.sem); err != nil {
 		return storage.Record{}, err
 	}
-	stored, err := p.store.CompareAndSwap(ctx, p.id, expect, next)
+	var stored storage.Record
+	var err error
+	switch o := p.owner.Load(); {
+	case o == nil:
+		stored, err = p.store.CompareAndSwap(ctx, p.id, expect, next)
+	case o.own == nil || o.claim != next.Claim():
+		err = p.lost(o) // a take-over since the write was planned: it was planned under another claim
+		if err == nil {
+			err = &storage.FencedError{ID: p.id, Owner: next.Owner, Epoch: next.Epoch, Lost: true}
+		}
+	default:
+		stored, err = o.own.CompareAndSwap(ctx, expect, next)
+	}
 	if err != nil {
 		var conflict *storage.ConflictError
 		if !errors.As(err, &conflict) {
@@ -474,37 +675,41 @@ func (p *Persisted[S]) decide(ctx context.Context, rec storage.Record, d decider
 // asked is the change u asks of rec, in state cur, stamped as plan
 // stamps it (the time only when someone will see it).
 func (p *Persisted[S]) asked(cur S, rec storage.Record, u Update[S]) Change[S] {
+	claim := p.writing()
 	c := Change[S]{ID: p.id, From: cur, To: u.To, Reason: u.Reason, Actor: p.actor,
-		Revision: rec.Revision, Owner: p.claim.Owner, Epoch: p.claim.Epoch}
+		Revision: rec.Revision, Owner: claim.Owner, Epoch: claim.Epoch}
 	if p.failures != nil {
 		c.At = p.now()
 	}
 	return c
 }
 
-// lost returns a [*FencedError] if this handle's ownership has ended.
-func (p *Persisted[S]) lost() error {
-	if p.own == nil {
-		return nil
+// lost returns a [*storage.FencedError] if o, a controller's handle,
+// holds nothing: its ownership has ended, or it has none.
+func (p *Persisted[S]) lost(o *owning) error {
+	if o == nil {
+		return nil // an outside authority
+	}
+	if o.own == nil {
+		return &storage.FencedError{ID: p.id, Owner: o.claim.Owner, Epoch: o.claim.Epoch, Lost: o.claim.Owner != ""}
 	}
 	select {
-	case <-p.own.Lost():
-		return &storage.FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch, Lost: true}
+	case <-o.own.Lost():
+		return &storage.FencedError{ID: p.id, Owner: o.claim.Owner, Epoch: o.claim.Epoch, Lost: true}
 	default:
 		return nil
 	}
 }
 
-// fenced returns a [*FencedError] if this handle owns the record no more.
+// fenced returns a [*storage.FencedError] if this handle is a
+// controller's that does not own rec.
 func (p *Persisted[S]) fenced(rec storage.Record) error {
-	if p.own == nil {
-		return nil
-	}
-	if err := p.lost(); err != nil {
+	o := p.owner.Load()
+	if err := p.lost(o); err != nil || o == nil {
 		return err
 	}
-	if rec.Claim() != p.claim {
-		return &storage.FencedError{ID: p.id, Owner: p.claim.Owner, Epoch: p.claim.Epoch,
+	if rec.Claim() != o.claim {
+		return &storage.FencedError{ID: p.id, Owner: o.claim.Owner, Epoch: o.claim.Epoch,
 			CurrentOwner: rec.Owner, CurrentEpoch: rec.Epoch}
 	}
 	return nil
@@ -521,22 +726,16 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec storage.Record, u Up
 		return storage.Record{}, Change[S]{}, false, &Error{ID: p.id, From: t.names[i], To: quote.Limited(nameOf(u.To)),
 			Reason: "not a state of the table"}
 	}
+	claim := rec.Claim() // fenced checked that a controller's is its own
 	c = Change[S]{ID: p.id, From: cur, To: u.To, Reason: u.Reason, Actor: p.actor, At: p.now(),
-		Revision: rec.Revision, Owner: p.claim.Owner, Epoch: p.claim.Epoch}
+		Revision: rec.Revision}
+	if p.owner.Load() != nil {
+		c.Owner, c.Epoch = claim.Owner, claim.Epoch
+	}
 	moves := i != j
 	if moves {
-		prevPlus1 := noPrev
-		if k, known := t.byName[rec.Previous]; known && rec.Previous != "" {
-			prevPlus1 = int(k) + 1
-		}
-		flags := t.edges[i*t.n+j]
-		if err := checkEdge(t, p.id, i, j, prevPlus1, flags); err != nil {
+		if err := p.checkMove(ctx, i, j, rec, c); err != nil {
 			return storage.Record{}, Change[S]{}, false, err
-		}
-		if flags&edgeGuarded != 0 || len(t.anyGuard) > 0 {
-			if err := runGuards(ctx, t, i, j, c); err != nil {
-				return storage.Record{}, Change[S]{}, false, err
-			}
 		}
 	}
 	meta, metaChanged := mergeMeta(rec.Meta, u.Meta, u.Unset)
@@ -565,12 +764,30 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec storage.Record, u Up
 	// The trail keeps the record's own length, whoever writes.
 	next.History, err = p.shared.trails.Append(rec.History, storage.Entry{
 		From: t.names[i], To: t.names[j], Reason: u.Reason, Actor: p.actor,
-		Owner: p.claim.Owner, Epoch: p.claim.Epoch, At: c.At, Revision: rec.Revision,
+		Owner: c.Owner, Epoch: c.Epoch, At: c.At, Revision: rec.Revision,
 	}, rec.HistoryKept())
 	if err != nil {
 		return storage.Record{}, Change[S]{}, false, fmt.Errorf("transition: record %s: %w", quote.Limited(p.id), err)
 	}
 	return next, c, true, nil
+}
+
+// checkMove checks the move from state i to state j of rec against the
+// table's edges and runs its guards, for the change c.
+func (p *Persisted[S]) checkMove(ctx context.Context, i, j int, rec storage.Record, c Change[S]) error {
+	t := p.table
+	prevPlus1 := noPrev
+	if k, known := t.byName[rec.Previous]; known && rec.Previous != "" {
+		prevPlus1 = int(k) + 1
+	}
+	flags := t.edges[i*t.n+j]
+	if err := checkEdge(t, p.id, i, j, prevPlus1, flags); err != nil {
+		return err
+	}
+	if flags&edgeGuarded != 0 || len(t.anyGuard) > 0 {
+		return runGuards(ctx, t, i, j, c)
+	}
+	return nil
 }
 
 // mergeMeta applies set and unset to meta and reports whether anything

@@ -214,8 +214,8 @@ func TestEveryWriterKeepsTheRecordsOwnTrailLength(t *testing.T) {
 	require.Equal(t, 200, rec.HistoryLimit)
 	require.Equal(t, 41, rec.History.Len())
 
-	other := newJob(t, store, transition.PersistedOptions[Job]{History: 3}) // its own option applies to records it creates
-	owned, _, err := other.Acquire(bg, lease("pod-a"))
+	owned := newJob(t, store, transition.PersistedOptions[Job]{History: 3}) // its own option applies to records it creates
+	_, _, err := owned.Acquire(bg, lease("pod-a"), nil)
 	require.NoError(t, err)
 	require.Equal(t, 42, mustGet(t, store).History.Len(), "the take-over kept the trail")
 	_, err = owned.Fire(bg, Moving, "SIGTERM")
@@ -301,16 +301,18 @@ func TestPersistedHostileUpdatesWriteNothing(t *testing.T) {
 		"no holder":      {TTL: time.Minute},
 		"huge holder":    {Holder: huge, TTL: time.Minute},
 		"invalid UTF-8":  {Holder: "pod-\xff", TTL: time.Minute},
-		"no TTL":         {Holder: "pod-a"},
 		"TTL too long":   {Holder: "pod-a", TTL: storage.MaxLeaseTTL + 1},
 		"a 1 MB reason":  {Holder: "pod-a", TTL: time.Minute, Reason: huge},
 		"negative TTL":   {Holder: "pod-a", TTL: -time.Second},
 		"sub-second TTL": {Holder: "pod-a", TTL: time.Millisecond},
 	} {
-		_, _, err = p.Acquire(bg, l)
+		_, _, err = p.Acquire(bg, l, nil)
 		require.ErrorIs(t, err, storage.ErrInvalidLease, name)
 		require.Equal(t, before, mustGet(t, store), name)
 	}
+	_, _, err = p.Acquire(bg, storage.Lease{Holder: "pod-a", Move: &storage.Move{Status: "work"}}, nil)
+	require.ErrorContains(t, err, "lease.Move", "a move is Acquire's to make")
+	require.Equal(t, before, mustGet(t, store))
 }
 
 func manyMeta(n int) map[string]string {
@@ -348,32 +350,45 @@ func lease(holder string) storage.Lease {
 	return storage.Lease{Holder: holder, TTL: time.Minute}
 }
 
+// controllerOf returns a controller's handle on the job in store,
+// taken over for pod.
+func controllerOf(t *testing.T, store storage.Store, l storage.Lease) (*transition.Persisted[Job], storage.Record) {
+	t.Helper()
+	p := newJob(t, store, transition.PersistedOptions[Job]{Actor: l.Holder})
+	_, rec, err := p.Acquire(bg, l, nil)
+	require.NoError(t, err)
+	return p, rec
+}
+
 func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 	master, store := created(t, transition.PersistedOptions[Job]{Actor: "master"})
 	_, err := master.Fire(bg, Work, "scheduled")
 	require.NoError(t, err)
 
-	podA, recA, err := master.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"})
-	require.NoError(t, err)
+	podA, recA := controllerOf(t, store, storage.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"})
 	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim())
+	require.False(t, podA.Authority())
 	require.Equal(t, "pod-a", recA.Owner)
 	require.Nil(t, master.Ownership(), "the master stays an outside authority")
+	require.True(t, master.Authority())
 	_, err = podA.Fire(bg, Moving, "SIGTERM from the platform")
 	require.NoError(t, err)
 
 	// A second controller cannot take a live holder's execution.
-	_, _, err = master.Acquire(bg, lease("pod-b"))
+	podB := newJob(t, store, transition.PersistedOptions[Job]{Actor: "pod-b"})
+	_, _, err = podB.Acquire(bg, lease("pod-b"), nil)
 	var held *storage.HeldError
 	require.ErrorAs(t, err, &held)
-	require.Equal(t, storage.HeldError{ID: "ex-1", Holder: "pod-a"}, *held)
+	require.Equal(t, storage.HeldError{ID: "ex-1", Holder: "pod-a", Status: "moving"}, *held)
 
 	// pod-a's ownership ends (its pod was deleted); pod-b takes over.
 	require.NoError(t, podA.Ownership().Release(bg))
-	podB, recB, err := master.Acquire(bg, storage.Lease{Holder: "pod-b", TTL: time.Minute, Reason: "relocated controller took over"})
+	moved := mustGet(t, store)
+	_, recB, err := podB.Acquire(bg, storage.Lease{Holder: "pod-b", TTL: time.Minute, Reason: "relocated controller took over"}, nil)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), recB.Epoch)
 	require.Equal(t, "moving", recB.Status, "taking over changes owner, not state")
-	require.True(t, recB.Since.Before(recB.UpdatedAt), "nor the time the state was entered")
+	require.True(t, recB.Since.Equal(moved.Since), "nor the time the state was entered")
 	last, _ := recB.History.Last()
 	require.Equal(t, storage.Entry{From: "moving", To: "moving", Reason: "relocated controller took over", Actor: "pod-b",
 		Owner: "pod-b", Epoch: 2, At: last.At, Revision: recA.Revision + 1}, last)
@@ -400,21 +415,85 @@ func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A take-over and a move decided on the record are one write; decided
+// on a record that changed before the take-over landed, the move is
+// decided again on the fresh one.
+func TestPersistedAcquireMakesTheMoveInTheSameWrite(t *testing.T) {
+	master, store := created(t, transition.PersistedOptions[Job]{Actor: "master"})
+	_, err := master.Fire(bg, Work, "scheduled")
+	require.NoError(t, err)
+	var changes []transition.Change[Job]
+	p := newJob(t, store, transition.PersistedOptions[Job]{Actor: "pod-a", OnChange: []func(transition.Change[Job]){
+		func(c transition.Change[Job]) { changes = append(changes, c) }}})
+	asked := 0
+	before := mustGet(t, store)
+	c, rec, err := p.Acquire(bg, lease("pod-a"), func(cur Job, rec storage.Record) (transition.Update[Job], error) {
+		asked++
+		if asked == 1 {
+			_, err := master.Fire(bg, Hold, "paused meanwhile") // lands before the take-over
+			require.NoError(t, err)
+		}
+		return transition.Update[Job]{To: Moving, Reason: fmt.Sprintf("decided on %s", cur), Meta: map[string]string{"k": "v"}}, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, asked, "decided again on the fresh record")
+	require.Equal(t, "moving", rec.Status)
+	require.Equal(t, "held", rec.Previous)
+	require.Equal(t, "decided on held", rec.Reason)
+	require.Equal(t, "v", rec.Meta["k"])
+	require.Equal(t, before.Revision+2, rec.Revision, "the master's write and one write for the take-over and the move")
+	last, _ := rec.History.Last()
+	require.Equal(t, storage.Entry{From: "held", To: "moving", Reason: "decided on held", Actor: "pod-a", Owner: "pod-a", Epoch: 1,
+		At: last.At, Revision: before.Revision + 1}, last)
+	require.Equal(t, transition.Change[Job]{ID: "ex-1", From: Hold, To: Moving, Reason: "decided on held", Actor: "pod-a",
+		At: last.At, Revision: rec.Revision, Owner: "pod-a", Epoch: 1}, c)
+	require.Equal(t, []transition.Change[Job]{c}, changes)
+
+	// A move the table refuses, or an error from decide, writes nothing
+	// and holds nothing.
+	require.NoError(t, p.Ownership().Release(bg))
+	before = mustGet(t, store)
+	q := newJob(t, store, transition.PersistedOptions[Job]{Actor: "pod-b"})
+	_, _, err = q.Acquire(bg, lease("pod-b"), func(Job, storage.Record) (transition.Update[Job], error) {
+		return transition.Update[Job]{To: Queued}, nil
+	})
+	require.ErrorIs(t, err, transition.ErrNotAllowed)
+	veto := errors.New("veto")
+	_, _, err = q.Acquire(bg, lease("pod-b"), func(Job, storage.Record) (transition.Update[Job], error) {
+		return transition.Update[Job]{}, veto
+	})
+	require.ErrorIs(t, err, veto)
+	require.Equal(t, before, mustGet(t, store))
+	_, held, err := store.Held(bg, "ex-1")
+	require.NoError(t, err)
+	require.False(t, held)
+	_, err = q.Fire(bg, Hold, "")
+	require.ErrorIs(t, err, storage.ErrFenced, "a handle that tried to take over is a controller's, owning nothing")
+}
+
 // unnoticing plays a store whose ownerships never notice that they ended
-// (a lease whose loss has not reached its holder yet): the record's epoch
-// still fences their writes.
+// (a lease whose loss has not reached its holder yet, whose writes the
+// store does not check): the record's epoch still fences their writes.
 type unnoticing struct{ *storage.Memory }
 
-type stillHeld struct{ storage.Ownership }
+type stillHeld struct {
+	storage.Ownership
+	store *storage.Memory
+	id    string
+}
 
 func (stillHeld) Lost() <-chan struct{} { return nil }
+
+func (o stillHeld) CompareAndSwap(ctx context.Context, expect uint64, next storage.Record) (storage.Record, error) {
+	return o.store.CompareAndSwap(ctx, o.id, expect, next)
+}
 
 func (s unnoticing) Acquire(ctx context.Context, id string, l storage.Lease) (storage.Ownership, storage.Record, error) {
 	own, rec, err := s.Memory.Acquire(ctx, id, l)
 	if err != nil {
 		return nil, rec, err
 	}
-	return stillHeld{own}, rec, nil
+	return stillHeld{own, s.Memory, id}, rec, nil
 }
 
 func TestPersistedFencesByEpochAnOwnerThatHasNotNoticedItsLoss(t *testing.T) {
@@ -422,11 +501,9 @@ func TestPersistedFencesByEpochAnOwnerThatHasNotNoticedItsLoss(t *testing.T) {
 	master := newJob(t, store, transition.PersistedOptions[Job]{})
 	_, err := master.Create(bg, transition.Update[Job]{To: Queued})
 	require.NoError(t, err)
-	podA, _, err := master.Acquire(bg, lease("pod-a"))
-	require.NoError(t, err)
+	podA, _ := controllerOf(t, store, lease("pod-a"))
 	require.NoError(t, podA.Ownership().Release(bg))
-	_, _, err = master.Acquire(bg, lease("pod-b"))
-	require.NoError(t, err)
+	controllerOf(t, store, lease("pod-b"))
 
 	before := mustGet(t, store)
 	_, err = podA.Fire(bg, Work, "old pod still running")
@@ -436,9 +513,9 @@ func TestPersistedFencesByEpochAnOwnerThatHasNotNoticedItsLoss(t *testing.T) {
 	require.Equal(t, before, mustGet(t, store))
 }
 
-// Observers of a handle and of the handles its Acquire returns are one
-// queue: one call at a time, in write order, whoever writes.
-func TestPersistedObserversOfDerivedHandlesRunOneAtATime(t *testing.T) {
+// The observers of a handle run one at a time, in write order, however
+// many goroutines write through it.
+func TestPersistedObserversRunOneAtATime(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		inside   int
@@ -458,16 +535,17 @@ func TestPersistedObserversOfDerivedHandlesRunOneAtATime(t *testing.T) {
 		inside--
 		mu.Unlock()
 	}}}
-	master, store := created(t, observe)
-	owner, _, err := master.Acquire(bg, lease("pod-a"))
+	master, store := created(t, transition.PersistedOptions[Job]{})
+	owner := newJob(t, store, observe)
+	_, _, err := owner.Acquire(bg, lease("pod-a"), nil)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
-	for _, h := range []*transition.Persisted[Job]{master, owner} {
+	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := range 200 {
-				_, _, err := h.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
+				_, _, err := owner.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
 					return transition.Update[Job]{To: cur, Meta: map[string]string{"n": fmt.Sprint(k)}}, nil
 				})
 				if err != nil {
@@ -478,6 +556,7 @@ func TestPersistedObserversOfDerivedHandlesRunOneAtATime(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	_ = master
 	mu.Lock()
 	defer mu.Unlock()
 	require.Zero(t, overlaps, "observer calls overlapped")
@@ -674,14 +753,16 @@ func ExamplePersisted() {
 	ctx := context.Background()
 	_, _ = master.Create(ctx, transition.Update[string]{To: "queued", Reason: "submitted"})
 
-	// A controller takes the execution over. While it lives nobody else
-	// can; when it is gone (here: it released its ownership) the next one
-	// takes over at a new epoch.
-	first, _, _ := master.Acquire(ctx, storage.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"})
-	_, _, err := master.Acquire(ctx, storage.Lease{Holder: "pod-b", TTL: time.Minute})
+	// A controller takes the execution over through a handle of its own.
+	// While it lives nobody else can; when it is gone (here: it released
+	// its ownership) the next one takes over at a new epoch.
+	first, _ := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[string]{Actor: "pod-a"})
+	_, _, _ = first.Acquire(ctx, storage.Lease{Holder: "pod-a", Reason: "controller started"}, nil)
+	second, _ := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[string]{Actor: "pod-b"})
+	_, _, err := second.Acquire(ctx, storage.Lease{Holder: "pod-b"}, nil)
 	fmt.Println(errors.Is(err, storage.ErrHeld))
 	_ = first.Ownership().Release(ctx)
-	second, _, _ := master.Acquire(ctx, storage.Lease{Holder: "pod-b", TTL: time.Minute, Reason: "controller relocated"})
+	_, _, _ = second.Acquire(ctx, storage.Lease{Holder: "pod-b", Reason: "controller relocated"}, nil)
 
 	_, err = first.Fire(ctx, "working", "old pod still alive")
 	fmt.Println(errors.Is(err, storage.ErrFenced))

@@ -35,7 +35,7 @@ func TestZeroValuesFailWithAnErrorNotAPanicOrAHang(t *testing.T) {
 	require.ErrorContains(t, err, "NewPersisted")
 	_, err = p.Create(ctx, transition.Update[SimState]{To: Idle})
 	require.ErrorContains(t, err, "NewPersisted")
-	_, _, err = p.Acquire(ctx, storage.Lease{Holder: "pod-a", TTL: time.Minute})
+	_, _, err = p.Acquire(ctx, storage.Lease{Holder: "pod-a", TTL: time.Minute}, nil)
 	require.ErrorContains(t, err, "NewPersisted")
 	require.Nil(t, p.Ownership())
 

@@ -146,11 +146,11 @@ func populate(t *testing.T, store storage.Store) {
 	move("ex-moving", state.Scheduling, state.Initializing, state.Running)
 	controller, err := transition.NewPersisted(state.Lifecycle(), store, "ex-moving", transition.PersistedOptions[state.Status]{Actor: "pod-a", Clock: clock})
 	require.NoError(t, err)
-	owned, _, err := controller.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"})
+	_, _, err = controller.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"}, nil)
 	require.NoError(t, err)
-	_, err = owned.Fire(bg, state.Relocating, "SIGTERM: node drained")
+	_, err = controller.Fire(bg, state.Relocating, "SIGTERM: node drained")
 	require.NoError(t, err)
-	require.NoError(t, owned.Ownership().Release(bg))
+	require.NoError(t, controller.Ownership().Release(bg))
 	move("ex-running", state.Scheduling, state.Initializing, state.Running)
 }
 

@@ -104,7 +104,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err != nil {
 		return err
 	}
-	verdict, podA, err := recovery.ApplyStartup(ctx, state.Roles(), podA, lease("pod-a"), policy)
+	verdict, err := recovery.ApplyStartup(ctx, state.Roles(), podA, lease("pod-a"), policy)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err = recovery.ApplyStartup(ctx, state.Roles(), podB, lease("pod-b"), policy); !errors.Is(err, storage.ErrHeld) {
+	if _, err = recovery.ApplyStartup(ctx, state.Roles(), podB, lease("pod-b"), policy); !errors.Is(err, storage.ErrHeld) {
 		return fmt.Errorf("expected pod-b to be refused while pod-a lives, got %v", err)
 	}
 	fmt.Fprintf(w, "  pod-b startup refused: %v\n", err)
@@ -135,7 +135,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	fmt.Fprintf(w, "  pod-a SIGTERM: %s, exit %d (%s)\n", action.Kind, action.ExitCode, action.Reason)
 
 	// pod-b starts elsewhere and takes over at once: pod-a let go.
-	verdict, podB, err = recovery.ApplyStartup(ctx, state.Roles(), podB, lease("pod-b"), policy)
+	verdict, err = recovery.ApplyStartup(ctx, state.Roles(), podB, lease("pod-b"), policy)
 	if err != nil {
 		return err
 	}

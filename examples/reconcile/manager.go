@@ -321,7 +321,7 @@ func (m *manager) own(ctx context.Context, uuid string) (*transition.Persisted[S
 		return nil, err
 	}
 	lease := storage.Lease{Holder: m.holder, TTL: leaseTTL, Wait: true, Reason: m.holder + " starting"}
-	v, owned, err := recovery.ApplyStartup(ctx, m.roles, exec, lease, simulatorPolicy)
+	v, err := recovery.ApplyStartup(ctx, m.roles, exec, lease, simulatorPolicy)
 	if v.Decision == recovery.DecisionRefuse {
 		return nil, errOver
 	}
@@ -330,9 +330,9 @@ func (m *manager) own(ctx context.Context, uuid string) (*transition.Persisted[S
 	}
 	fmt.Printf("take over %s: %s %s → %s\n", uuid, v.Decision, v.From, v.To)
 	m.mu.Lock()
-	m.owned[uuid] = owned
+	m.owned[uuid] = exec
 	m.mu.Unlock()
-	return owned, nil
+	return exec, nil
 }
 
 // terminate is the SIGTERM path: for every simulator this manager owns,

@@ -101,7 +101,7 @@ func controller(cfg controllerConfig) (int, error) {
 	policy := recovery.Policy[state.Status]{Restarts: true, Work: work, RestartBudget: cfg.Budget}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	verdict, exec, err := recovery.ApplyStartup(startCtx, state.Roles(), exec, storage.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true}, policy)
+	verdict, err := recovery.ApplyStartup(startCtx, state.Roles(), exec, storage.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true}, policy)
 	say("verdict %s %s: %s", verdict.Decision, verdict.To, verdict.Reason)
 	switch {
 	case errors.Is(err, recovery.ErrTerminalStatus):

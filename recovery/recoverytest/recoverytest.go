@@ -1,7 +1,10 @@
-// Package recoverytest checks that a store keeps the ownership promise
+// Package recoverytest checks that a store keeps the ownership promises
 // the recovery decisions rest on: a controller that starts owns the
-// execution, a live controller is never taken over, and a controller whose
-// ownership ended cannot write. A store's tests run it next to storagetest:
+// execution with its verdict written, or writes nothing; a retried start
+// counts nothing; a live controller is never taken over; a controller
+// whose ownership ended writes nothing more, and takes the execution back
+// if nobody else did; an execution whose controller is gone for good is
+// ended by its deadline. A store's tests run it next to storagetest:
 //
 //	func TestStartupOwnership(t *testing.T) {
 //		recoverytest.RunOwnership(t, func(t *testing.T) storage.Store {
@@ -52,6 +55,16 @@ func RunOwnership(t *testing.T, newStore func(t *testing.T) storage.Store, opts 
 		{"ASecondControllerStartingJustAfterTheFirstIsHeldAndCountsNoRestart", secondJustAfterFirstIsHeld},
 		{"StartupWaitsForACrashedPredecessorAndCountsOneRestart", startupWaitsForCrashedPredecessor},
 		{"ReleaseClosesLostAndFencesTheHandle", releaseClosesLostAndFences},
+		{"AStartThatMeetsATerminalStatusWritesAndHoldsNothing", startMeetingTerminalWritesNothing},
+		{"AStartWhoseVerdictCannotBeWrittenWritesAndHoldsNothing", startWithUnwritableVerdictWritesNothing},
+		{"AStartRetriedByTheLiveHolderReturnsTheVerdictWrittenAndCountsNothing", retriedStartByLiveHolder},
+		{"AStartRetriedAfterAnUnknownOutcomeTakesBackAndCountsNothing", retriedStartAfterUnknownOutcome},
+		{"AWriteHeldInAGuardWhileTheOwnershipEndsLandsNothing", writeHeldInGuardWhileOwnershipEnds},
+		{"TheHandleThatStartedCannotWriteOnceASuccessorOwnsIt", handleThatStartedIsFenced},
+		{"AHandleUsedToTakeOverNeverWritesAsAnOutsideAuthority", handleUsedToTakeOverIsNoAuthority},
+		{"TerminateAndFinishAfterLossLeaveWithoutReadingTheStore", terminateAndFinishAfterLossLeave},
+		{"AHolderWhoseOwnershipEndedTakesItBackCountingNothing", holderTakesBackCountingNothing},
+		{"ADeadHoldersRunningExecutionIsEndedByItsDeadline", deadHoldersExecutionIsEnded},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
@@ -100,17 +113,31 @@ func controller(t *testing.T, store storage.Store, id, pod string) *transition.P
 	return c
 }
 
-// startup runs the README's startup path for pod.
+// startup runs the README's startup path for pod, with a handle of its
+// own; the handle is returned whatever happens.
 func startup(t *testing.T, store storage.Store, id, pod string, l storage.Lease) (recovery.Verdict[state.Status], *transition.Persisted[state.Status], error) {
 	t.Helper()
+	exec := controller(t, store, id, pod)
+	v, err := start(t, exec, pod, l)
+	return v, exec, err
+}
+
+// start runs ApplyStartup for pod through exec.
+func start(t *testing.T, exec *transition.Persisted[state.Status], pod string, l storage.Lease) (recovery.Verdict[state.Status], error) {
+	t.Helper()
 	l.Holder = pod
-	return recovery.ApplyStartup(bounded(t), state.Roles(), controller(t, store, id, pod), l, policy())
+	v, err := recovery.ApplyStartup(bounded(t), state.Roles(), exec, l, policy())
+	if err == nil {
+		releaseAtEnd(t, exec)
+	}
+	return v, err
 }
 
 // releaseAtEnd ends exec's ownership when the test ends.
 func releaseAtEnd(t *testing.T, exec *transition.Persisted[state.Status]) {
+	own := exec.Ownership()
 	t.Cleanup(func() {
-		if own := exec.Ownership(); own != nil {
+		if own != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = own.Release(ctx)
@@ -146,7 +173,6 @@ func startupOnUnownedTakesOwnership(t *testing.T, store storage.Store) {
 	master(t, store, "ex-1", state.Initializing) // the master placed a controller
 	v, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
 	require.NoError(t, err)
-	releaseAtEnd(t, podA)
 	require.Equal(t, recovery.DecisionStart, v.Decision)
 	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: 1}, podA.Claim(), "a controller that starts owns the execution")
 	rec := get(t, store, "ex-1")
@@ -157,7 +183,6 @@ func startupOnUnownedTakesOwnership(t *testing.T, store storage.Store) {
 	crash(t, podA) // OOM kill: the status stays running, the lease ends
 	v, podB, err := startup(t, store, "ex-1", "pod-b", lease(""))
 	require.NoError(t, err)
-	releaseAtEnd(t, podB)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, state.Running, v.To)
 	require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, podB.Claim())
@@ -178,12 +203,17 @@ func noAPITakesOverALiveHolder(t *testing.T, store storage.Store) {
 	m := master(t, store, "ex-1", state.Running)
 	_, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
 	require.NoError(t, err)
-	releaseAtEnd(t, podA)
 	before := get(t, store, "ex-1")
 
-	_, _, err = startup(t, store, "ex-1", "pod-b", lease(""))
+	v, _, err := startup(t, store, "ex-1", "pod-b", lease(""))
 	require.ErrorIs(t, err, storage.ErrHeld, "ApplyStartup")
-	_, _, err = controller(t, store, "ex-1", "pod-b").Acquire(bounded(t), lease("pod-b"))
+	var held *storage.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Equal(t, "pod-a", held.Holder, "the error names the holder")
+	require.Equal(t, "running", held.Status, "and the status found")
+	require.Equal(t, state.Running, v.From, "the verdict says what was found")
+	require.Zero(t, v.Decision, "and that nothing was decided")
+	_, _, err = controller(t, store, "ex-1", "pod-b").Acquire(bounded(t), lease("pod-b"), nil)
 	require.ErrorIs(t, err, storage.ErrHeld, "Persisted.Acquire")
 	_, _, err = store.Acquire(bounded(t), "ex-1", lease("pod-b"))
 	require.ErrorIs(t, err, storage.ErrHeld, "Store.Acquire")
@@ -214,14 +244,13 @@ func secondJustAfterFirstIsHeld(t *testing.T, store storage.Store) {
 	master(t, store, "ex-1", state.Running) // its previous controller crashed
 	v, podA, err := startup(t, store, "ex-1", "pod-a", lease(""))
 	require.NoError(t, err)
-	releaseAtEnd(t, podA)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	before := get(t, store, "ex-1")
 	require.Contains(t, before.Meta, recovery.MetaRestarts, "the crash before pod-a counted once")
 
 	_, podB, err := startup(t, store, "ex-1", "pod-b", lease(""))
 	require.ErrorIs(t, err, storage.ErrHeld)
-	require.Nil(t, podB)
+	require.Nil(t, podB.Ownership(), "pod-b holds nothing")
 	after := get(t, store, "ex-1")
 	require.Equal(t, before.Revision, after.Revision)
 	require.Equal(t, before.Meta[recovery.MetaRestarts], after.Meta[recovery.MetaRestarts], "pod-b counted no restart")
@@ -258,7 +287,6 @@ func startupWaitsForCrashedPredecessor(t *testing.T, store storage.Store) {
 	select {
 	case r := <-got:
 		require.NoError(t, r.err)
-		releaseAtEnd(t, r.exec)
 		require.Equal(t, recovery.DecisionResume, r.v.Decision)
 		require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, r.exec.Claim())
 		restarts := get(t, store, "ex-1").Meta[recovery.MetaRestarts]
@@ -299,7 +327,7 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 		master(t, store, id, state.Running)
 		_, pod0, err := startup(t, store, id, "pod-0", lease(""))
 		require.NoError(t, err)
-		_, _, err = controller(t, store, id, "pod-0").Acquire(bounded(t), lease("pod-x"))
+		_, _, err = controller(t, store, id, "pod-0").Acquire(bounded(t), lease("pod-x"), nil)
 		require.ErrorIs(t, err, storage.ErrHeld)
 		a, err := recovery.ApplyTerminate(bounded(t), state.Roles(), pod0, policy(), nil)
 		require.NoError(t, err)
@@ -320,7 +348,8 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 			go func() {
 				defer wg.Done()
 				<-start
-				verdicts[k], execs[k], errs[k] = recovery.ApplyStartup(bounded(t), state.Roles(), c, lease(pod), policy())
+				execs[k] = c
+				verdicts[k], errs[k] = recovery.ApplyStartup(bounded(t), state.Roles(), c, lease(pod), policy())
 			}()
 		}
 		close(start)

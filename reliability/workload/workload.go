@@ -124,8 +124,12 @@ func Ownership(ctx context.Context, store storage.Store, client int, ids []strin
 			Holder: claim.Owner, Epoch: claim.Epoch, Call: call, Return: ret})
 	}
 	acquire := func(id string) (*transition.Persisted[state.Status], error) {
+		owned, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: holder, Retries: 50})
+		if err != nil {
+			return nil, err
+		}
 		call := history.Now()
-		owned, rec, err := masters[id].Acquire(ctx, storage.Lease{Holder: holder, TTL: time.Minute})
+		_, rec, err := owned.Acquire(ctx, storage.Lease{Holder: holder, TTL: time.Minute}, nil)
 		ret := history.Now()
 		op := history.Op{Client: client, ID: id, Kind: "acquire", Holder: holder, Call: call, Return: ret}
 		switch {

@@ -1,0 +1,193 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/kube"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// cuttable is one controller's connection to the API server, which the
+// test can cut (a network partition between that pod and the API
+// server) and mend; the API server itself runs on.
+type cuttable struct {
+	rt  http.RoundTripper
+	cut *atomic.Bool
+}
+
+func (c cuttable) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c.cut.Load() {
+		return nil, errors.New("kube test: the network between this controller and the API server is cut")
+	}
+	return c.rt.RoundTrip(r)
+}
+
+// partitionable returns a store in namespace ns reached over its own
+// connection, and the switch that cuts it.
+func partitionable(t *testing.T, ns string) (*kube.Store, *atomic.Bool) {
+	t.Helper()
+	cut := &atomic.Bool{}
+	c := rest.CopyConfig(cfg)
+	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return cuttable{rt: rt, cut: cut} }
+	cs, err := kubernetes.NewForConfig(c)
+	require.NoError(t, err)
+	s, err := kube.New(cs, kube.Options{Namespace: ns, Timeout: 2 * time.Second})
+	require.NoError(t, err)
+	return s, cut
+}
+
+// The cluster master fails the execution between the two Kubernetes
+// writes of a start (the Lease, then the record): the start decides again
+// on the failed record, refuses it, and leaves the record as the master
+// wrote it and the Lease free.
+func TestAStartMeetingATerminalStatusBetweenTheLeaseAndTheRecordWritesNothing(t *testing.T) {
+	s := newStore(t)
+	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
+	require.NoError(t, err)
+	var failed storage.Record
+	kube.SetBeforeTakeOverWrite(s, func() {
+		kube.SetBeforeTakeOverWrite(s, nil)
+		_, err := master.Fire(bg, state.Failed, "the cluster master failed it")
+		require.NoError(t, err)
+		failed, err = s.Get(bg, "ex-1")
+		require.NoError(t, err)
+	})
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
+	require.NoError(t, err)
+	v, err := recovery.ApplyStartup(bg, state.Roles(), exec, lease("pod-a", 10*time.Second),
+		recovery.Policy[state.Status]{Restarts: true, Work: recovery.Restartability(true)})
+	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
+	require.Equal(t, recovery.DecisionRefuse, v.Decision)
+	require.NotZero(t, failed.Revision, "the master wrote between the Lease and the record")
+	got, err := s.Get(bg, "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, failed.Revision, got.Revision, "the record is as the master left it")
+	require.Empty(t, got.Owner)
+	_, held, err := s.Held(bg, "ex-1")
+	require.NoError(t, err)
+	require.False(t, held, "the Lease taken for the refused start was let go")
+	l, err := clientset.CoordinationV1().Leases(s.Namespace()).Get(bg, s.Name("ex-1"), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Nil(t, l.Spec.HolderIdentity)
+}
+
+// A Fire waits in a guard while the controller is cut off from the API
+// server longer than its Lease: its ownership ends by its own clock, and
+// when the guard lets the write go (the network mended) nothing lands.
+func TestAFireHeldInAGuardWhileTheLeaseExpiresLandsNothing(t *testing.T) {
+	ns := namespace(t)
+	s, cut := partitionable(t, ns)
+	entered, proceed := make(chan struct{}, 1), make(chan struct{})
+	table, err := transition.New("queued").Allow("queued", "running").Allow("running", "done").Terminal("done").
+		Guard("running", "done", func(context.Context, transition.Change[string]) error {
+			select {
+			case entered <- struct{}{}:
+			default: // entered again (a retry): the test is already told
+			}
+			select {
+			case <-proceed:
+			case <-time.After(time.Minute):
+			}
+			return nil
+		}).Build()
+	require.NoError(t, err)
+	_, err = s.Create(bg, storage.Record{ID: "ex-1", Status: "running"})
+	require.NoError(t, err)
+	exec, err := transition.NewPersisted(table, s, "ex-1", transition.PersistedOptions[string]{Actor: "pod-a"})
+	require.NoError(t, err)
+	_, _, err = exec.Acquire(bg, lease("pod-a", 2*time.Second), nil)
+	require.NoError(t, err)
+	fired := make(chan error, 1)
+	go func() {
+		_, err := exec.Fire(bg, "done", "finished")
+		fired <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the write never reached its guard")
+	}
+	cut.Store(true)
+	select {
+	case <-exec.Ownership().Lost():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the ownership did not end when the Lease expired")
+	}
+	cut.Store(false)
+	before, err := newStoreIn(t, ns).Get(bg, "ex-1")
+	require.NoError(t, err)
+	close(proceed)
+	select {
+	case err := <-fired:
+		require.ErrorIs(t, err, storage.ErrFenced)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the write did not return")
+	}
+	after, err := newStoreIn(t, ns).Get(bg, "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, before.Revision, after.Revision, "nothing landed")
+	require.Equal(t, "running", after.Status)
+}
+
+// A controller cut off from the API server longer than its Lease, alive
+// all along, loses its ownership. Once the network is mended and nobody
+// has taken the execution over, it takes it back at a new epoch without
+// counting a restart, three outages running (the budget is three).
+func TestAControllerWhoseLeaseAnOutageEndedTakesItBackCountingNothing(t *testing.T) {
+	ns := namespace(t)
+	s, cut := partitionable(t, ns)
+	master, err := transition.NewPersisted(state.Lifecycle(), newStoreIn(t, ns), "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Initializing})
+	require.NoError(t, err)
+	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
+	require.NoError(t, err)
+	l := storage.Lease{Holder: "pod-a", TTL: 2 * time.Second, Wait: true}
+	policy := recovery.Policy[state.Status]{Restarts: true, Work: recovery.Restartability(true)}
+	ctx, cancel := context.WithTimeout(bg, 2*time.Minute)
+	defer cancel()
+	_, err = recovery.ApplyStartup(ctx, state.Roles(), exec, l, policy)
+	require.NoError(t, err)
+	_, err = exec.Fire(ctx, state.Running, "slicer ready")
+	require.NoError(t, err)
+	for outage := range 4 {
+		lost := exec.Ownership().Lost()
+		cut.Store(true)
+		select {
+		case <-lost:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("outage %d: the controller never learned it lost its Lease", outage)
+		}
+		cut.Store(false)
+		before, err := master.Store().Get(ctx, "ex-1")
+		require.NoError(t, err)
+		v, err := recovery.ApplyStartup(ctx, state.Roles(), exec, l, policy)
+		require.NoError(t, err, "outage %d", outage)
+		require.Equal(t, recovery.DecisionResume, v.Decision)
+		require.Zero(t, v.Restarts)
+		rec, err := master.Store().Get(ctx, "ex-1")
+		require.NoError(t, err)
+		require.Equal(t, "running", rec.Status)
+		require.Empty(t, rec.Meta[recovery.MetaRestarts], "outage %d counted a restart", outage)
+		require.Greater(t, rec.Epoch, before.Epoch)
+		_, _, err = exec.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
+			return transition.Update[state.Status]{To: cur, Meta: map[string]string{"outage": "survived"}}, nil
+		})
+		require.NoError(t, err, "the controller drives it again")
+	}
+	require.NoError(t, exec.Ownership().Release(bg))
+}
