@@ -1,7 +1,6 @@
 package kube_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -85,109 +85,35 @@ func TestAStartMeetingATerminalStatusBetweenTheLeaseAndTheRecordWritesNothing(t 
 	require.Nil(t, l.Spec.HolderIdentity)
 }
 
+// cutOff ends the ownership of a controller reached through a
+// partitionable store: its network is cut until the Lease has expired by
+// its own clock, then mended.
+func cutOff(cut *atomic.Bool) func(t *testing.T, own storage.Ownership) {
+	return func(t *testing.T, own storage.Ownership) {
+		cut.Store(true)
+		defer cut.Store(false)
+		select {
+		case <-own.Lost():
+		case <-time.After(30 * time.Second):
+			t.Fatal("the ownership did not end when the Lease expired")
+		}
+	}
+}
+
 // A Fire waits in a guard while the controller is cut off from the API
 // server longer than its Lease: its ownership ends by its own clock, and
 // when the guard lets the write go (the network mended) nothing lands.
 func TestAFireHeldInAGuardWhileTheLeaseExpiresLandsNothing(t *testing.T) {
-	ns := namespace(t)
-	s, cut := partitionable(t, ns)
-	entered, proceed := make(chan struct{}, 1), make(chan struct{})
-	table, err := transition.New("queued").Allow("queued", "running").Allow("running", "done").Terminal("done").
-		Guard("running", "done", func(context.Context, transition.Change[string]) error {
-			select {
-			case entered <- struct{}{}:
-			default: // entered again (a retry): the test is already told
-			}
-			select {
-			case <-proceed:
-			case <-time.After(time.Minute):
-			}
-			return nil
-		}).Build()
-	require.NoError(t, err)
-	_, err = s.Create(bg, storage.Record{ID: "ex-1", Status: "running"})
-	require.NoError(t, err)
-	exec, err := transition.NewPersisted(table, s, "ex-1", transition.PersistedOptions[string]{Actor: "pod-a"})
-	require.NoError(t, err)
-	_, _, err = exec.Acquire(bg, lease("pod-a", 2*time.Second), nil)
-	require.NoError(t, err)
-	fired := make(chan error, 1)
-	go func() {
-		_, err := exec.Fire(bg, "done", "finished")
-		fired <- err
-	}()
-	select {
-	case <-entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the write never reached its guard")
-	}
-	cut.Store(true)
-	select {
-	case <-exec.Ownership().Lost():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the ownership did not end when the Lease expired")
-	}
-	cut.Store(false)
-	before, err := newStoreIn(t, ns).Get(bg, "ex-1")
-	require.NoError(t, err)
-	close(proceed)
-	select {
-	case err := <-fired:
-		require.ErrorIs(t, err, storage.ErrFenced)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the write did not return")
-	}
-	after, err := newStoreIn(t, ns).Get(bg, "ex-1")
-	require.NoError(t, err)
-	require.Equal(t, before.Revision, after.Revision, "nothing landed")
-	require.Equal(t, "running", after.Status)
+	s, cut := partitionable(t, namespace(t))
+	recoverytest.WriteHeldInAGuard(t, s, recoverytest.Outage{TTL: 2 * time.Second, End: cutOff(cut)})
 }
 
 // A controller cut off from the API server longer than its Lease, alive
 // all along, loses its ownership. Once the network is mended and nobody
 // has taken the execution over, it takes it back at a new epoch without
-// counting a restart, three outages running (the budget is three).
+// counting a restart, outage after outage.
 func TestAControllerWhoseLeaseAnOutageEndedTakesItBackCountingNothing(t *testing.T) {
-	ns := namespace(t)
-	s, cut := partitionable(t, ns)
-	master, err := transition.NewPersisted(state.Lifecycle(), newStoreIn(t, ns), "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
-	require.NoError(t, err)
-	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Initializing})
-	require.NoError(t, err)
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
-	require.NoError(t, err)
-	l := storage.Lease{Holder: "pod-a", TTL: 2 * time.Second, Wait: true}
-	policy := recovery.Policy[state.Status]{Restarts: true, Work: recovery.Restartability(true)}
-	ctx, cancel := context.WithTimeout(bg, 2*time.Minute)
-	defer cancel()
-	_, err = recovery.ApplyStartup(ctx, state.Roles(), exec, l, policy)
-	require.NoError(t, err)
-	_, err = exec.Fire(ctx, state.Running, "slicer ready")
-	require.NoError(t, err)
-	for outage := range 4 {
-		lost := exec.Ownership().Lost()
-		cut.Store(true)
-		select {
-		case <-lost:
-		case <-time.After(20 * time.Second):
-			t.Fatalf("outage %d: the controller never learned it lost its Lease", outage)
-		}
-		cut.Store(false)
-		before, err := master.Store().Get(ctx, "ex-1")
-		require.NoError(t, err)
-		v, err := recovery.ApplyStartup(ctx, state.Roles(), exec, l, policy)
-		require.NoError(t, err, "outage %d", outage)
-		require.Equal(t, recovery.DecisionResume, v.Decision)
-		require.Zero(t, v.Restarts)
-		rec, err := master.Store().Get(ctx, "ex-1")
-		require.NoError(t, err)
-		require.Equal(t, "running", rec.Status)
-		require.Empty(t, rec.Meta[recovery.MetaRestarts], "outage %d counted a restart", outage)
-		require.Greater(t, rec.Epoch, before.Epoch)
-		_, _, err = exec.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
-			return transition.Update[state.Status]{To: cur, Meta: map[string]string{"outage": "survived"}}, nil
-		})
-		require.NoError(t, err, "the controller drives it again")
-	}
+	s, cut := partitionable(t, namespace(t))
+	exec := recoverytest.TakeBackAfterOutages(t, s, recoverytest.Outage{TTL: 2 * time.Second, End: cutOff(cut)})
 	require.NoError(t, exec.Ownership().Release(bg))
 }

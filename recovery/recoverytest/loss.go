@@ -39,19 +39,52 @@ func guarded(t *testing.T, entered chan<- struct{}, proceed <-chan struct{}) *tr
 	return table
 }
 
-// A Fire waits in a guard while the holder's ownership ends, with no
-// successor; when the guard lets it go, nothing lands.
-func writeHeldInGuardWhileOwnershipEnds(t *testing.T, store storage.Store) {
+// An Outage ends a live holder's ownership the way a store loses it:
+// released (every store), a lease revoked in etcd, etcd down or the
+// holder cut off from the API server for longer than its lease.
+type Outage struct {
+	// TTL is the holder's lease's; zero is 30 seconds.
+	TTL time.Duration
+	// End ends own's ownership while its holder lives. It returns once
+	// the store has ended it (the holder need not know yet) and can be
+	// reached again.
+	End func(t *testing.T, own storage.Ownership)
+	// Times is how many outages TakeBackAfterOutages plays in a row;
+	// zero is four, more than the default restart budget.
+	Times int
+}
+
+func (o Outage) lease(holder string) storage.Lease {
+	l := lease(holder)
+	if o.TTL > 0 {
+		l.TTL = o.TTL
+	}
+	return l
+}
+
+// released is the outage every store has: the holder's ownership
+// released, which looks to everyone else as if it expired.
+var released = Outage{End: func(t *testing.T, own storage.Ownership) { require.NoError(t, own.Release(bounded(t))) }}
+
+// WriteHeldInAGuard checks on store that a write caught in a guard while
+// its holder's ownership ends (outage.End), with no successor, lands
+// nothing when the guard lets it go: it fails with ErrFenced and the
+// record is as it was. RunOwnership runs it with the ownership released;
+// a store's tests run it with the ways the store itself loses one.
+func WriteHeldInAGuard(t *testing.T, store storage.Store, outage Outage) {
+	t.Helper()
 	entered, proceed := make(chan struct{}, 1), make(chan struct{})
 	table := guarded(t, entered, proceed)
-	m, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[string]{Actor: "cluster-master"})
+	m, err := transition.NewPersisted(table, store, "ex-guarded", transition.PersistedOptions[string]{Actor: "cluster-master"})
 	require.NoError(t, err)
 	_, err = m.Create(bounded(t), transition.Update[string]{To: "running", Reason: "submitted"})
 	require.NoError(t, err)
-	exec, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[string]{Actor: "pod-a"})
+	exec, err := transition.NewPersisted(table, store, "ex-guarded", transition.PersistedOptions[string]{Actor: "pod-a"})
 	require.NoError(t, err)
-	_, _, err = exec.Acquire(bounded(t), lease("pod-a"), nil)
+	_, _, err = exec.Acquire(bounded(t), outage.lease("pod-a"), nil)
 	require.NoError(t, err)
+	own := exec.Ownership()
+	t.Cleanup(func() { _ = own.Release(context.Background()) })
 
 	fired := make(chan error, 1)
 	go func() {
@@ -63,8 +96,8 @@ func writeHeldInGuardWhileOwnershipEnds(t *testing.T, store storage.Store) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the write never reached its guard")
 	}
-	require.NoError(t, exec.Ownership().Release(bounded(t)))
-	before := get(t, store, "ex-1")
+	outage.End(t, own)
+	before := get(t, store, "ex-guarded")
 	close(proceed)
 	select {
 	case err := <-fired:
@@ -72,9 +105,13 @@ func writeHeldInGuardWhileOwnershipEnds(t *testing.T, store storage.Store) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the write did not return")
 	}
-	after := get(t, store, "ex-1")
-	require.Equal(t, before.Revision, after.Revision, "nothing landed after Lost")
+	after := get(t, store, "ex-guarded")
+	require.Equal(t, before.Revision, after.Revision, "nothing landed after the ownership ended")
 	require.Equal(t, "running", after.Status)
+}
+
+func writeHeldInGuardWhileOwnershipEnds(t *testing.T, store storage.Store) {
+	WriteHeldInAGuard(t, store, released)
 }
 
 // pod-a starts through a handle, relocates; pod-b takes over. The very
@@ -144,35 +181,56 @@ func terminateAndFinishAfterLossLeave(t *testing.T, store storage.Store) {
 	require.Equal(t, recovery.ActionLeave, a.Kind)
 }
 
-// A live controller loses its ownership (a store outage outlasted its
-// lease; here it is released, which looks the same to everyone else) and
-// nobody takes the execution over: it takes it back at a new epoch,
-// counting no restart, as often as that happens. Another process under
-// the same name (a container restarted in place after an OOM kill) is a
-// crash, and counts.
-func holderTakesBackCountingNothing(t *testing.T, store storage.Store) {
+// TakeBackAfterOutages checks on store that a live controller whose
+// ownership outage.End ends, and that nobody takes over meanwhile, takes
+// its execution back at a new epoch without counting a restart, outage
+// after outage, past the restart budget, and drives it again each time.
+// It returns the controller's handle, owning the execution "ex-1".
+func TakeBackAfterOutages(t *testing.T, store storage.Store, outage Outage) *transition.Persisted[state.Status] {
+	t.Helper()
+	times := outage.Times
+	if times == 0 {
+		times = 4
+	}
+	l := outage.lease("pod-a")
+	l.Wait = true // an ownership etcd still holds for a while after the holder gave it up
 	master(t, store, "ex-1", state.Initializing)
 	exec := controller(t, store, "ex-1", "pod-a")
-	_, err := start(t, exec, "pod-a", lease(""))
+	_, err := start(t, exec, "pod-a", l)
 	require.NoError(t, err)
 	_, err = exec.Fire(bounded(t), state.Running, "slicer ready")
 	require.NoError(t, err)
-	for outage := range 5 { // more than the restart budget
-		require.NoError(t, exec.Ownership().Release(bounded(t)))
+	for k := range times {
+		own := exec.Ownership()
+		outage.End(t, own)
+		select {
+		case <-own.Lost():
+		case <-time.After(time.Minute):
+			t.Fatalf("outage %d: the controller never learned it lost its ownership", k)
+		}
 		require.ErrorIs(t, probe(bounded(t), exec, "during the outage"), storage.ErrFenced)
 		before := get(t, store, "ex-1")
-		v, err := start(t, exec, "pod-a", lease(""))
-		require.NoError(t, err, "outage %d", outage)
-		require.Equal(t, recovery.DecisionResume, v.Decision, "outage %d", outage)
+		v, err := start(t, exec, "pod-a", l)
+		require.NoError(t, err, "outage %d", k)
+		require.Equal(t, recovery.DecisionResume, v.Decision, "outage %d", k)
 		require.Equal(t, state.Running, v.To)
 		require.Zero(t, v.Restarts)
 		rec := get(t, store, "ex-1")
-		require.Empty(t, rec.Meta[recovery.MetaRestarts], "outage %d counted a restart", outage)
-		require.Equal(t, before.Epoch+1, rec.Epoch)
+		require.Empty(t, rec.Meta[recovery.MetaRestarts], "outage %d counted a restart", k)
+		require.Greater(t, rec.Epoch, before.Epoch, "outage %d: taken back at a new epoch", k)
 		require.Equal(t, "running", rec.Status)
 		require.NoError(t, probe(bounded(t), exec, "drives it again"))
 	}
+	return exec
+}
 
+// A live controller loses its ownership (here: released, which looks the
+// same to everyone else as a lease an outage ended) and nobody takes the
+// execution over: it takes it back, counting nothing, as often as that
+// happens. Another process under the same name (a container restarted in
+// place after an OOM kill) is a crash, and counts.
+func holderTakesBackCountingNothing(t *testing.T, store storage.Store) {
+	exec := TakeBackAfterOutages(t, store, released)
 	require.NoError(t, exec.Ownership().Release(bounded(t)))
 	v, again, err := startup(t, store, "ex-1", "pod-a", lease("")) // the same name, another process
 	require.NoError(t, err)

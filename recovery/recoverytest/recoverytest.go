@@ -11,6 +11,11 @@
 //			return openTestStore(t)
 //		}, recoverytest.Options{})
 //	}
+//
+// RunOwnership ends ownerships by releasing them, which every store can.
+// [WriteHeldInAGuard] and [TakeBackAfterOutages] take an [Outage], so a
+// store's tests also check the ways the store itself loses a lease: etcd
+// down, a lease revoked, a controller cut off from the API server.
 package recoverytest
 
 import (
