@@ -181,8 +181,13 @@ func holds(l *coordinationv1.Lease, c storage.Claim) bool {
 // Kubernetes has no transaction across two objects, so the Lease and the
 // record are written one after the other. The order makes that safe: the
 // Lease first, so nobody else can take over meanwhile, then the record's
-// owner and epoch; an old holder that is still alive stopped renewing a
-// whole lease duration ago and learned it from Lost.
+// owner and epoch (with the lease's Move, if any); an old holder that is
+// still alive stopped renewing a whole lease duration ago and learned it
+// from Lost. An acquirer that finds a Lease taken at an epoch the record
+// does not carry yet (another take-over between its two writes) waits for
+// that take-over to settle instead of calling the record held: it may
+// fail (its move was decided on a record that has moved on), and then it
+// gives the Lease up and nobody held the record.
 func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (storage.Ownership, storage.Record, error) {
 	if err := lease.Validate(); err != nil {
 		return nil, storage.Record{}, err
@@ -213,6 +218,16 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 			continue
 		case err != nil:
 			return nil, storage.Record{}, err
+		case held != nil && leaseAhead(held, rec):
+			// Another acquirer has taken the Lease and not yet written
+			// the record: its take-over may still fail (a move decided
+			// on a record that has moved on), and then nobody held the
+			// record. Wait for it to settle, either way.
+			if err := s.waitSettled(ctx, id, held); err != nil {
+				return nil, storage.Record{}, &storage.HeldError{ID: id, Holder: *held.Spec.HolderIdentity, Status: rec.Status, Waited: err}
+			}
+			attempt = 0
+			continue
 		case held != nil && !lease.Wait:
 			return nil, storage.Record{}, &storage.HeldError{ID: id, Holder: *held.Spec.HolderIdentity, Status: rec.Status}
 		case held != nil:
@@ -292,6 +307,44 @@ func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration
 		return 0, nil, wrap("Acquire", id, err)
 	}
 	return epoch, nil, nil
+}
+
+// leaseAhead reports whether the Lease was taken at an epoch the record
+// does not carry yet: a take-over between its two writes.
+func leaseAhead(l *coordinationv1.Lease, rec storage.Record) bool {
+	return l.Spec.LeaseTransitions != nil && uint64(*l.Spec.LeaseTransitions) > rec.Epoch
+}
+
+// settlePoll is how often an Acquire looks at a take-over between its
+// two writes: one request of another client's.
+const settlePoll = 20 * time.Millisecond
+
+// waitSettled waits until the take-over whose Lease is held has written
+// the record, or given the Lease up (released, dropped after a failed
+// record write, or expired: its taker died between the two writes), or
+// until ctx ends, with ctx's error.
+func (s *Store) waitSettled(ctx context.Context, id string, held *coordinationv1.Lease) error {
+	leases := s.client.CoordinationV1().Leases(s.ns)
+	tick := time.NewTicker(settlePoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if !live(held, time.Now()) {
+			return nil
+		}
+		cur, err := leases.Get(ctx, held.Name, metav1.GetOptions{})
+		if err != nil || cur.ResourceVersion != held.ResourceVersion {
+			return nil // changed, or gone, or unreadable: the caller looks again
+		}
+		rec, err := s.Get(ctx, id)
+		if err != nil || !leaseAhead(cur, rec) {
+			return nil
+		}
+	}
 }
 
 // live reports whether the Lease's holder renewed it within its duration.

@@ -117,3 +117,43 @@ func TestAControllerWhoseLeaseAnOutageEndedTakesItBackCountingNothing(t *testing
 	exec := recoverytest.TakeBackAfterOutages(t, s, recoverytest.Outage{TTL: 2 * time.Second, End: cutOff(cut)})
 	require.NoError(t, exec.Ownership().Release(bg))
 }
+
+// A take-over between its two writes (the Lease taken, the record not
+// yet) fails when the cluster master moves the record meanwhile. Another
+// controller asking in between is not told the execution is held: it
+// waits for the outcome, and takes the execution when nobody held it.
+func TestAnAcquireDuringATakeOverThatFailsIsNotToldHeld(t *testing.T) {
+	s := newStore(t)
+	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
+	require.NoError(t, err)
+	rec, err := s.Get(bg, "ex-1")
+	require.NoError(t, err)
+
+	second := make(chan error, 1)
+	kube.SetBeforeTakeOverWrite(s, func() {
+		kube.SetBeforeTakeOverWrite(s, nil)
+		go func() {
+			own, _, err := s.Acquire(bg, "ex-1", lease("pod-b", 10*time.Second))
+			if err == nil {
+				defer func() { _ = own.Release(bg) }()
+			}
+			second <- err
+		}()
+		time.Sleep(200 * time.Millisecond) // pod-b looks while pod-a is between its two writes
+		_, err := master.Fire(bg, state.Stopping, "user stop")
+		require.NoError(t, err)
+	})
+	l := lease("pod-a", 10*time.Second)
+	l.Move = &storage.Move{Revision: rec.Revision, Status: rec.Status, Meta: rec.Meta}
+	_, _, err = s.Acquire(bg, "ex-1", l)
+	var conflict *storage.ConflictError
+	require.ErrorAs(t, err, &conflict, "pod-a decided on a record that moved on")
+	select {
+	case err := <-second:
+		require.NoError(t, err, "pod-b was told of a holder that never held the execution")
+	case <-time.After(30 * time.Second):
+		t.Fatal("pod-b never got an answer")
+	}
+}

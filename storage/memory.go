@@ -45,7 +45,9 @@ import (
 //     With a [Lease].Move, the take-over and the move are one write
 //     ([Lease.TakeOver] builds it): if the record is no longer at the
 //     move's revision, Acquire writes nothing, holds nothing and returns
-//     the [*ConflictError].
+//     the [*ConflictError]. Another acquirer's take-over still being
+//     written is waited for, not reported as held: it may yet fail, and
+//     then nobody held the record.
 //   - Held reports the claim of the live holder of a record, if any.
 //   - Revisions are positive and strictly increase with every write of a
 //     record; a store may share one counter among all its records.

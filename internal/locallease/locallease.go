@@ -27,7 +27,8 @@ type Held struct {
 	id      string
 	Owner   string
 	Epoch   uint64
-	pending bool // the take-over write is still under way
+	pending bool          // the take-over write is still under way
+	settled chan struct{} // closed once it is no longer: written, or failed
 	lost    chan struct{}
 	// writes is held for reading by every write made under the
 	// ownership, and for writing while it ends: Lost closes only once
@@ -84,8 +85,7 @@ func (t *Table) Holder(id string) (owner string, epoch uint64, ok bool) {
 	return h.Owner, h.Epoch, true
 }
 
-// BusyError says that a holder has the record. Holder is empty while that
-// holder's take-over is still being written. Waited is the context's
+// BusyError says that a holder has the record. Waited is the context's
 // error when Acquire waited for the holder until its context ended.
 type BusyError struct {
 	Holder string
@@ -100,6 +100,11 @@ func (e *BusyError) Error() string { return "locallease: held by " + e.Holder }
 // acquirer at a time. If a holder has it, Acquire fails with a
 // [*BusyError] or, when wait is set, waits until that ownership ends or
 // ctx is done. takeOver's error is returned as it is and nothing is held.
+//
+// Another acquirer's take-over still being written is waited for (one
+// write, or ctx), whatever wait says: it may fail (a move decided on a
+// record that has moved on), and then nobody held the record, so an
+// answer of "held" would be untrue.
 func (t *Table) Acquire(ctx context.Context, id string, wait bool, takeOver func() (owner string, epoch uint64, err error)) (*Held, error) {
 	for {
 		t.mu.Lock()
@@ -111,11 +116,16 @@ func (t *Table) Acquire(ctx context.Context, id string, wait bool, takeOver func
 		if cur == nil {
 			break // t.mu stays locked
 		}
-		holder := cur.Owner
-		if cur.pending {
-			holder = ""
-		}
+		pending, holder := cur.pending, cur.Owner
 		t.mu.Unlock()
+		if pending {
+			select {
+			case <-cur.settled:
+				continue // look again: held now, or free
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
 		if !wait {
 			return nil, &BusyError{Holder: holder}
 		}
@@ -125,7 +135,7 @@ func (t *Table) Acquire(ctx context.Context, id string, wait bool, takeOver func
 			return nil, &BusyError{Holder: holder, Waited: context.Cause(ctx)}
 		}
 	}
-	h := &Held{table: t, id: id, pending: true, lost: make(chan struct{})}
+	h := &Held{table: t, id: id, pending: true, settled: make(chan struct{}), lost: make(chan struct{})}
 	if t.held == nil {
 		t.held = map[string]*Held{}
 	}
@@ -136,6 +146,7 @@ func (t *Table) Acquire(ctx context.Context, id string, wait bool, takeOver func
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer close(h.settled)
 	if err == nil && t.closed != nil {
 		err = t.closed // closed while writing: the write stands, the hold does not
 	}
