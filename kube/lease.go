@@ -188,6 +188,11 @@ func holds(l *coordinationv1.Lease, c storage.Claim) bool {
 // that take-over to settle instead of calling the record held: it may
 // fail (its move was decided on a record that has moved on), and then it
 // gives the Lease up and nobody held the record.
+//
+// What a failed Acquire may leave behind: nothing in the record, which
+// is written once or not at all; the Lease it took is given up at once,
+// or, if the API server cannot be reached for that, expires after its
+// duration (the error then says both).
 func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (storage.Ownership, storage.Record, error) {
 	if err := lease.Validate(); err != nil {
 		return nil, storage.Record{}, err
