@@ -104,6 +104,7 @@ type Options struct {
 var (
 	errZeroDB    = errors.New("boltstore: zero DB: open one with Open")
 	errZeroStore = errors.New("zero Store: get one with DB.Store")
+	errNilStore  = errors.New("nil *Store: get one with DB.Store")
 )
 
 // DB is an open database file. It is safe for concurrent use.
@@ -116,6 +117,10 @@ type DB struct {
 	mu     sync.Mutex
 	stores map[string]*Store
 	closed bool
+	// closing is closed when the first Close has finished, closeErr
+	// then holding its error: a Close racing it waits for it.
+	closing  chan struct{}
+	closeErr error
 
 	// pending are the writes queued for the next leader (see commit.go).
 	// writer is the leader's turn: it admits one write transaction at a
@@ -342,19 +347,32 @@ func checkCounter(tx *bolt.Tx, meta *bolt.Bucket) error {
 	return meta.Put(revisionKey, putUint(highest))
 }
 
-// Close ends every watch and releases the file and its lock.
+// Close ends every watch, applies what the log holds to the file and
+// removes the log, and releases the file and its lock: once it returns,
+// the file alone holds everything. Calling it again is safe: a Close
+// racing another waits until that one is done and returns its error.
 func (db *DB) Close() error {
 	if db.bolt == nil {
 		return errZeroDB
 	}
 	db.mu.Lock()
 	if db.closed {
+		done := db.closing
 		db.mu.Unlock()
-		return nil
+		<-done
+		return db.closeErr
 	}
 	db.closed = true
+	db.closing = make(chan struct{})
 	stores := slices.Collect(maps.Values(db.stores))
 	db.mu.Unlock()
+	db.closeErr = db.close(stores)
+	close(db.closing)
+	return db.closeErr
+}
+
+// close is Close's work, done once.
+func (db *DB) close(stores []*Store) error {
 	// Ownerships end before the writers stop: ending one waits for its
 	// writes in flight, which commit as usual (no new write starts now).
 	for _, s := range stores {
@@ -524,6 +542,9 @@ var (
 )
 
 func (s *Store) check(ctx context.Context, op string) error {
+	if s == nil {
+		return fmt.Errorf("boltstore: %s: %w", op, errNilStore)
+	}
 	if s.db == nil {
 		return fmt.Errorf("boltstore: %s: %w", op, errZeroStore)
 	}
