@@ -217,18 +217,26 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
 	logged, seq, err := readLog(segments)
-	if err != nil {
-		_ = b.Close()
-		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
+	var counter uint64
+	var stored bool
+	if err == nil {
+		err = guard(path, "Open", func() error {
+			return b.View(func(tx *bolt.Tx) (err error) { counter, stored, err = fileCounter(tx); return err })
+		})
 	}
-	if !o.ReadOnly { // a reader needs no counter: only writes take revisions
+	if err == nil {
+		if err = unappliedInOrder(logged, counter); err != nil {
+			err = fmt.Errorf("the log %s: %w", path+walSuffix+"*", err)
+		}
+	}
+	if err == nil && !o.ReadOnly && !stored { // a reader needs no counter: only writes take revisions
 		err = guard(path, "Open", func() error {
 			return b.Update(func(tx *bolt.Tx) error {
 				meta, err := tx.CreateBucketIfNotExists(metaBucket)
 				if err != nil {
 					return err
 				}
-				return checkCounter(tx, meta)
+				return meta.Put(revisionKey, putUint(counter))
 			})
 		})
 	}
@@ -305,19 +313,23 @@ func openError(err error) error {
 	return err
 }
 
-// checkCounter makes sure the revision counter is above every revision
-// the file holds. A missing counter (a foreign tool, a damaged file) would
-// restart revisions at 1, and a stale compare-and-swap whose revision came
-// round again would succeed; it is rebuilt from the highest revision
-// present. A counter of the wrong length is refused.
-func checkCounter(tx *bolt.Tx, meta *bolt.Bucket) error {
-	raw := meta.Get(revisionKey)
-	if raw != nil && len(raw) != 8 {
-		return fmt.Errorf("%w: the revision counter is %d bytes, want 8", storage.ErrCorrupt, len(raw))
+// fileCounter returns the revision counter the file should have: above
+// every revision it holds. A missing counter (a foreign tool, a damaged
+// file) would restart revisions at 1, and a stale compare-and-swap whose
+// revision came round again would succeed; it is rebuilt from the
+// highest revision present (stored reports whether the file has it
+// already). A counter of the wrong length is refused.
+func fileCounter(tx *bolt.Tx) (counter uint64, stored bool, err error) {
+	var raw []byte
+	if meta := tx.Bucket(metaBucket); meta != nil {
+		raw = meta.Get(revisionKey)
 	}
-	counter := getUint(raw)
+	if raw != nil && len(raw) != 8 {
+		return 0, false, fmt.Errorf("%w: the revision counter is %d bytes, want 8", storage.ErrCorrupt, len(raw))
+	}
+	counter = getUint(raw)
 	highest := counter
-	err := tx.ForEach(func(name []byte, ns *bolt.Bucket) error {
+	err = tx.ForEach(func(name []byte, ns *bolt.Bucket) error {
 		if !bytes.HasPrefix(name, []byte("ns/")) {
 			return nil
 		}
@@ -341,10 +353,7 @@ func checkCounter(tx *bolt.Tx, meta *bolt.Bucket) error {
 		}
 		return nil
 	})
-	if err != nil || highest == counter {
-		return err
-	}
-	return meta.Put(revisionKey, putUint(highest))
+	return highest, raw != nil && highest == counter, err
 }
 
 // Close ends every watch, applies what the log holds to the file and

@@ -2,6 +2,7 @@ package boltstore_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
@@ -68,4 +70,193 @@ func TestANilStoreIsAnErrorNotAPanic(t *testing.T) {
 	require.Error(t, err)
 	_, err = s.Watch(bg, 0)
 	require.Error(t, err)
+}
+
+// splitLog rewrites the one segment crashedWith left beside path as
+// several, cut at the frame boundaries given (segment k holds the frames
+// from bounds[k] up to bounds[k+1]), numbered on from the original.
+func splitLog(t *testing.T, path string, sizes []int64, bounds ...int) []string {
+	t.Helper()
+	segs := segments(t, path)
+	require.Len(t, segs, 1)
+	data, err := os.ReadFile(segs[0])
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(segs[0]))
+	magic := data[:frameStart(t, data)]
+	start := func(frame int) int64 {
+		if frame == 0 {
+			return int64(len(magic))
+		}
+		return sizes[frame-1]
+	}
+	var seq uint64
+	_, err = fmt.Sscanf(filepath.Base(segs[0])[len(filepath.Base(path))+len(".wal-"):], "%x", &seq)
+	require.NoError(t, err)
+	var out []string
+	for k := 0; k+1 < len(bounds); k++ {
+		name := fmt.Sprintf("%s.wal-%016x", path, seq+uint64(k))
+		body := append(append([]byte(nil), magic...), data[start(bounds[k]):start(bounds[k+1])]...)
+		require.NoError(t, os.WriteFile(name, body, 0o600))
+		out = append(out, name)
+	}
+	return out
+}
+
+// frameStart returns where the first frame of a segment's bytes starts:
+// right after its magic, which the bytes begin with.
+func frameStart(t *testing.T, data []byte) int64 {
+	t.Helper()
+	const magic = "execfsm-wal\x00\x00\x01"
+	require.Equal(t, magic, string(data[:len(magic)]))
+	return int64(len(magic))
+}
+
+// Segment numbers and revisions both run on without a gap: a segment
+// missing in the middle or at the start, or one cut short at a frame's
+// end with a later one after it, is acknowledged writes gone, and every
+// Open refuses it, naming the revisions missing. A cut at a frame's end
+// in the last segment cannot be told from writes never made (no check
+// of a frame can tell): Open keeps what is there.
+func TestAGapInTheLogIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	sizes := crashedWith(t, good, 6)
+	pristine := files(t, good)
+
+	setUp := func(t *testing.T) (string, []string) {
+		path := filepath.Join(t.TempDir(), "db")
+		require.NoError(t, os.WriteFile(path, pristine[good], 0o600))
+		seg := segments(t, good)[0]
+		require.NoError(t, os.WriteFile(path+filepath.Base(seg)[len("good"):], pristine[seg], 0o600))
+		return path, splitLog(t, path, sizes, 0, 2, 4, 6) // frames 0-1, 2-3, 4-5
+	}
+	t.Run("whole", func(t *testing.T) {
+		path, _ := setUp(t)
+		_, s := openStore(t, path, boltstore.Options{})
+		requireRecords(t, s, 6)
+	})
+	for name, c := range map[string]struct {
+		damage  func(segs []string)
+		missing string
+	}{
+		"the middle segment removed": {func(segs []string) { require.NoError(t, os.Remove(segs[1])) }, "revisions 3 to 4"},
+		"the first segment removed":  {func(segs []string) { require.NoError(t, os.Remove(segs[0])) }, "revisions 1 to 2"},
+		"the middle segment cut at a frame's end": {func(segs []string) {
+			info, err := os.Stat(segs[1])
+			require.NoError(t, err)
+			require.NoError(t, os.Truncate(segs[1], info.Size()-(sizes[3]-sizes[2])))
+		}, "revisions 4 to 4"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path, segs := setUp(t)
+			c.damage(segs)
+			before := files(t, path)
+			for _, readOnly := range []bool{true, false} {
+				db, err := boltstore.Open(path, boltstore.Options{ReadOnly: readOnly})
+				if err == nil {
+					_ = db.Close()
+				}
+				require.ErrorIs(t, err, storage.ErrCorrupt, "read-only %v", readOnly)
+				require.ErrorContains(t, err, "misses "+c.missing)
+			}
+			require.Equal(t, digests(before), digests(files(t, path)), "the log is left for whoever repairs it")
+		})
+	}
+	t.Run("the last segment cut at a frame's end", func(t *testing.T) {
+		path, segs := setUp(t)
+		info, err := os.Stat(segs[2])
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(segs[2], info.Size()-(sizes[5]-sizes[4])))
+		_, s := openStore(t, path, boltstore.Options{})
+		requireRecords(t, s, 5)
+	})
+}
+
+// crashedWithLarge is crashedWith with records of several kilobytes, so
+// that each frame spans several sectors and pages.
+func crashedWithLarge(t *testing.T, path string, n int) []int64 {
+	t.Helper()
+	db, s := openStore(t, path, boltstore.Options{})
+	var sizes []int64
+	for k := range n {
+		rec := storagetest.Sample(fmt.Sprint("ex-", k))
+		for m := range 3 {
+			rec.Meta[fmt.Sprint("blob-", m)] = string(bytesOf(byte('a'+k), 4000))
+		}
+		_, err := s.Create(bg, rec)
+		require.NoError(t, err)
+		segs := segments(t, path)
+		info, err := os.Stat(segs[len(segs)-1])
+		require.NoError(t, err)
+		sizes = append(sizes, info.Size())
+	}
+	db.Crash()
+	return sizes
+}
+
+func bytesOf(b byte, n int) []byte {
+	out := make([]byte, n)
+	for k := range out {
+		out[k] = b
+	}
+	return out
+}
+
+// What a power cut may leave of the last frame, never acknowledged: its
+// first sector or page as zeros with the later ones written, its pages
+// out of order, the file grown with zeros. Each is a torn tail: Open
+// drops it and keeps everything before. The same zeros in a frame with
+// whole frames after it are damage to acknowledged writes, refused.
+func TestWhatAPowerCutLeavesOfTheLastFrameIsATornTail(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	sizes := crashedWithLarge(t, good, 4)
+	pristine := files(t, good)
+	seg := segments(t, good)[0]
+	last, end := sizes[2], sizes[3] // the frame of ex-3
+	require.Greater(t, end-last, int64(3*4096), "a frame of several pages")
+	zero := func(b []byte, from, to int64) []byte {
+		b = append([]byte(nil), b...)
+		clear(b[from:to])
+		return b
+	}
+	// Zeros can be where the file grew past its old end: from the
+	// frame's start, never before it (the sector it starts in held the
+	// previous frame's end, flushed).
+	next := func(off, size int64) int64 { return (off/size + 1) * size }
+	for name, c := range map[string]struct {
+		cut  func([]byte) []byte
+		kept int
+	}{
+		"its first sector zeros": {func(b []byte) []byte { return zero(b, last, next(last, 512)) }, 3},
+		"its first page zeros":   {func(b []byte) []byte { return zero(b, last, next(last, 4096)) }, 3},
+		"a middle sector zeros":  {func(b []byte) []byte { return zero(b, next(last, 512)+2048, next(last, 512)+2560) }, 3},
+		"its header zeros only":  {func(b []byte) []byte { return zero(b, last, last+8) }, 3},
+		"two pages out of order": {func(b []byte) []byte {
+			b = append([]byte(nil), b...)
+			p := (last/4096 + 1) * 4096
+			tmp := append([]byte(nil), b[p:p+4096]...)
+			copy(b[p:p+4096], b[p+4096:p+8192])
+			copy(b[p+4096:p+8192], tmp)
+			return b
+		}, 3},
+		"the file grown with zeros": {func(b []byte) []byte { return append(append([]byte(nil), b...), make([]byte, 8192)...) }, 4},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "db")
+			require.NoError(t, os.WriteFile(path, pristine[good], 0o600))
+			require.NoError(t, os.WriteFile(path+filepath.Base(seg)[len("good"):], c.cut(pristine[seg]), 0o600))
+			_, s := openStore(t, path, boltstore.Options{})
+			requireRecords(t, s, c.kept)
+		})
+	}
+	t.Run("the same zeros with whole frames after them", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "db")
+		require.NoError(t, os.WriteFile(path, pristine[good], 0o600))
+		damaged := zero(pristine[seg], sizes[0], sizes[0]+8) // the header of ex-1's frame
+		require.NoError(t, os.WriteFile(path+filepath.Base(seg)[len("good"):], damaged, 0o600))
+		_, err := boltstore.Open(path, boltstore.Options{})
+		require.ErrorIs(t, err, storage.ErrCorrupt)
+		require.ErrorContains(t, err, "a whole frame follows it")
+	})
 }

@@ -52,6 +52,8 @@ func (db *DB) Crash() {
 	db.writer <- struct{}{} // and never given back: no write after this
 	db.mu.Lock()
 	db.closed = true
+	db.closing = make(chan struct{})
+	close(db.closing) // a later Close returns at once
 	for _, s := range db.stores {
 		s.hub.Close()
 	}

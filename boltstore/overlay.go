@@ -302,6 +302,26 @@ func readSegmentFile(sf segmentFile, last bool) ([]walEntry, error) {
 	return contents.entries, nil
 }
 
+// unappliedInOrder checks that the writes the log holds beyond the
+// file's counter follow it with no revision missing: every write takes
+// the next revision, so a gap is a segment removed, or cut short at a
+// frame's end with a later segment after it, and acknowledged writes
+// gone with it. Revisions at or below the counter are in the file
+// already; a gap among them loses nothing.
+func unappliedInOrder(entries []walEntry, counter uint64) error {
+	want := counter + 1
+	for _, e := range entries {
+		switch {
+		case e.revision < want:
+			continue
+		case e.revision > want:
+			return bad("the log misses revisions %d to %d, past the file's %d: a segment removed or cut short, with acknowledged writes in it", want, e.revision-1, counter)
+		}
+		want++
+	}
+	return nil
+}
+
 // checkLog reads the log's segments from the disk again and returns
 // what is wrong with them; a torn tail is expected of the segment being
 // appended to only.
@@ -311,13 +331,26 @@ func (db *DB) checkLog() error {
 		return fmt.Errorf("boltstore: %s: listing the log: %w", db.path, err)
 	}
 	var errs []error
+	var read []walEntry
 	for i, sf := range segments {
-		_, err := readSegmentFile(sf, i == len(segments)-1)
+		entries, err := readSegmentFile(sf, i == len(segments)-1)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // applied and removed since it was listed
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("boltstore: %w", err))
+		}
+		read = append(read, entries...)
+	}
+	if len(errs) == 0 {
+		// The counter is read after the segments: a segment applied and
+		// removed meanwhile is below it.
+		var counter uint64
+		if err := db.view("Check", func(tx *bolt.Tx) error { counter = counterIn(tx); return nil }); err != nil {
+			return err
+		}
+		if err := unappliedInOrder(read, counter); err != nil {
+			errs = append(errs, fmt.Errorf("boltstore: %s: %w", db.path, err))
 		}
 	}
 	return errors.Join(errs...)

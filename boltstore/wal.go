@@ -38,12 +38,16 @@ import (
 //	    uvarint length and its bytes (the record as MarshalBinary writes it)
 //
 // A frame is written with one write(2) and flushed before any of its
-// writes is acknowledged. A crash during the write leaves the frame cut
-// short at the end of the last segment: a torn tail, never acknowledged,
-// which Open drops. A frame that fails its checksum with bytes after it,
-// or one whose checksum holds but whose entries do not decode, is damage
-// to acknowledged writes: Open refuses the log with ErrCorrupt and
-// leaves it as it is.
+// writes is acknowledged, and before the next frame is written. A crash
+// or a power cut leaves at most the last frame of the last segment not
+// wholly on the disk: a torn tail, never acknowledged, which Open drops
+// (see readSegment for the states a disk may leave it in). A frame that
+// does not check out with a whole frame after it, or one whose checksum
+// holds but whose entries do not decode, is damage to acknowledged
+// writes, and so is a gap in the revisions the log holds beyond the
+// file's (a segment removed, or cut short at a frame's end, with a later
+// one after it): Open refuses the log with ErrCorrupt and leaves it as
+// it is.
 
 const (
 	walMagic        = "execfsm-wal\x00\x00\x01"
@@ -83,8 +87,8 @@ func sealFrame(frame []byte) {
 // segmentContents is what readSegment finds in a segment.
 type segmentContents struct {
 	entries []walEntry
-	// torn is true if the segment ends in a frame cut short: a write
-	// that was never acknowledged.
+	// torn is true if the segment ends in a frame that was never wholly
+	// written: a write that was never acknowledged.
 	torn bool
 }
 
@@ -92,53 +96,95 @@ type segmentContents struct {
 // will trust it: a valid namespace and id, and a record that decodes,
 // names itself by that id and carries that revision. The errors match
 // storage.ErrCorrupt and give the offset of the frame.
+//
+// Every frame is written and flushed on its own, and acknowledged only
+// once flushed, so only a segment's last frame can be unflushed when the
+// power goes, and a disk may then leave it in any state: cut short,
+// zeros where its first sector or page should be (the file grew before
+// its data reached the disk), pages missing or reordered. A frame that
+// does not check out is that torn tail if no whole frame follows it
+// anywhere in the segment; if one does, the frame was flushed before it
+// and was acknowledged, and the damage is refused.
 func readSegment(data []byte) (segmentContents, error) {
 	var out segmentContents
 	if len(data) < len(walMagic) {
-		if strings.HasPrefix(walMagic, string(data)) {
+		if strings.HasPrefix(walMagic, string(data)) || allZero(data) {
 			out.torn = true // cut short as it was created
 			return out, nil
 		}
 		return out, bad("not a write-ahead log segment")
 	}
 	if string(data[:len(walMagic)]) != walMagic {
+		if allZero(data) {
+			out.torn = true // created, its first bytes never flushed
+			return out, nil
+		}
 		return out, bad("not a write-ahead log segment (or one of a version this build does not read)")
 	}
+	var last uint64 // the last revision read, for telling a frame from noise
 	for off := len(walMagic); off < len(data); {
 		rest := data[off:]
-		if len(rest) < frameHeaderSize || allZero(rest) {
-			// A header cut short, or a tail of zeros: the file grew
-			// before its contents reached the disk.
-			out.torn = true
-			return out, nil
-		}
-		n := uint64(binary.LittleEndian.Uint32(rest))
-		if n > uint64(len(rest)-frameHeaderSize) {
-			out.torn = true // the frame runs past the end
-			return out, nil
-		}
-		payload := rest[frameHeaderSize : frameHeaderSize+n]
-		if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(rest[4:]) {
-			if frameHeaderSize+n == uint64(len(rest)) {
-				out.torn = true // the last frame, written in part
-				return out, nil
+		payload, size, why := frameAt(rest)
+		if why != "" {
+			if wholeFrameIn(rest[1:], last) {
+				return out, bad("the frame at byte %d %s, and a whole frame follows it", off, why)
 			}
-			return out, bad("the frame at byte %d fails its checksum, and %d bytes follow it", off, uint64(len(rest))-frameHeaderSize-n)
-		}
-		if len(payload) == 0 {
-			return out, bad("the frame at byte %d is empty", off)
+			out.torn = true // the last frame, never wholly written
+			return out, nil
 		}
 		for len(payload) > 0 {
-			e, rest, err := decodeEntry(payload)
+			e, more, err := decodeEntry(payload)
 			if err != nil {
 				return out, bad("the frame at byte %d: %v", off, err)
 			}
 			out.entries = append(out.entries, e)
-			payload = rest
+			last = e.revision
+			payload = more
 		}
-		off += frameHeaderSize + int(n)
+		off += size
 	}
 	return out, nil
+}
+
+// frameAt reads the frame at the start of b: its payload and its size
+// with the header, or why it is not a whole frame.
+func frameAt(b []byte) (payload []byte, size int, why string) {
+	if len(b) < frameHeaderSize {
+		return nil, 0, "is cut short in its header"
+	}
+	n := uint64(binary.LittleEndian.Uint32(b))
+	switch {
+	case n == 0:
+		return nil, 0, "is empty (a zeroed header?)"
+	case n > uint64(len(b)-frameHeaderSize):
+		return nil, 0, "runs past the end of the segment"
+	}
+	payload = b[frameHeaderSize : frameHeaderSize+n]
+	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+		return nil, 0, "fails its checksum"
+	}
+	return payload, frameHeaderSize + int(n), ""
+}
+
+// wholeFrameIn reports whether a whole frame starts anywhere in b: a
+// header whose length fits, a payload beginning with a revision after
+// last, and a checksum that holds. The length and the revision are
+// checked first, so that the bytes of a torn frame are rarely summed.
+func wholeFrameIn(b []byte, last uint64) bool {
+	for j := 0; j+frameHeaderSize < len(b); j++ {
+		n := uint64(binary.LittleEndian.Uint32(b[j:]))
+		if n == 0 || n > uint64(len(b)-j-frameHeaderSize) {
+			continue
+		}
+		payload := b[j+frameHeaderSize : j+frameHeaderSize+int(n)]
+		if rev, k := binary.Uvarint(payload); k <= 0 || rev <= last {
+			continue
+		}
+		if crc32.Checksum(payload, castagnoli) == binary.LittleEndian.Uint32(b[j+4:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeEntry decodes the entry at the start of payload.

@@ -84,6 +84,13 @@ func FuzzReadSegment(f *testing.F) {
 	f.Add([]byte(walMagic[:5]))
 	f.Add(append([]byte(walMagic), make([]byte, 40)...))
 	f.Add([]byte("not a log at all, but long enough to look like one"))
+	zeroedHeader := append([]byte(nil), good...)
+	clear(zeroedHeader[len(walMagic) : len(walMagic)+frameHeaderSize]) // whole frames follow: damage
+	f.Add(zeroedHeader)
+	tornHead := append([]byte(nil), good...)
+	first := len(walMagic) + frameHeaderSize + int(binary.LittleEndian.Uint32(good[len(walMagic):]))
+	clear(tornHead[first : first+frameHeaderSize]) // the last frame's header: a torn tail
+	f.Add(tornHead)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		contents, err := readSegment(data)
 		if err != nil {
