@@ -184,7 +184,7 @@ func Open(path string, opts Options) (*DB, error) {
 	// a database should be is a database that lost its contents (or was
 	// never written): refuse it rather than start from nothing.
 	if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
-		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is empty (remove it to start a new database)", path, storage.ErrCorrupt)
+		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is empty (remove it to start a new database)", path, errDamagedFile)
 	}
 	if err := validateFile(path, !o.ReadOnly); err != nil {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
@@ -193,7 +193,7 @@ func Open(path string, opts Options) (*DB, error) {
 	// the log beside it would be applied to nothing.
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		if segments, err := listSegments(path); err == nil && len(segments) > 0 {
-			return nil, fmt.Errorf("boltstore: Open %s: %w: the file is missing and its log %s is there", path, storage.ErrCorrupt, segments[0].path)
+			return nil, fmt.Errorf("boltstore: Open %s: %w: the file is missing and its log %s is there", path, errDamagedFile, segments[0].path)
 		}
 	}
 	var b *bolt.DB
@@ -308,7 +308,7 @@ func openError(err error) error {
 	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrVersionMismatch),
 		errors.Is(err, bolterrors.ErrChecksum), errors.Is(err, bolterrors.ErrInvalidMapping),
 		strings.HasPrefix(err.Error(), "file size too small"):
-		return fmt.Errorf("%w: %v", storage.ErrCorrupt, err)
+		return fmt.Errorf("%w: %v", errDamagedFile, err)
 	}
 	return err
 }
@@ -325,7 +325,7 @@ func fileCounter(tx *bolt.Tx) (counter uint64, stored bool, err error) {
 		raw = meta.Get(revisionKey)
 	}
 	if raw != nil && len(raw) != 8 {
-		return 0, false, fmt.Errorf("%w: the revision counter is %d bytes, want 8", storage.ErrCorrupt, len(raw))
+		return 0, false, fmt.Errorf("%w: the revision counter is %d bytes, want 8", errDamagedFile, len(raw))
 	}
 	counter = getUint(raw)
 	highest := counter
@@ -409,7 +409,7 @@ func (db *DB) close(stores []*Store) error {
 			break
 		}
 		db.overlay.drop(g)
-		if err := g.seg.remove(); err != nil {
+		if err := g.seg.remove(); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err) // the next Open skips what it holds
 		}
 	}
@@ -420,10 +420,12 @@ func (db *DB) close(stores []*Store) error {
 }
 
 // Check reads the whole file, every bucket and every key and value of it,
-// and decodes every record, returning every problem it finds, joined
-// (each matching storage.ErrCorrupt); nil means everything reads. It
-// is not bbolt's Tx.Check, which runs in a goroutine of its own where a
-// damaged page's panic cannot be recovered and kills the process.
+// decodes every record of every namespace, reads the log's segments
+// again and makes sure the ones the store writes to are still there
+// under their names, returning every problem it finds, joined (each
+// matching storage.ErrCorrupt); nil means everything reads. It is not
+// bbolt's Tx.Check, which runs in a goroutine of its own where a damaged
+// page's panic cannot be recovered and kills the process.
 func (db *DB) Check() error {
 	if db.bolt == nil {
 		return errZeroDB
@@ -438,12 +440,20 @@ func (db *DB) Check() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, db.checkLog())
-	db.mu.Lock()
-	stores := make([]*Store, 0, len(db.stores))
-	for _, s := range db.stores {
-		stores = append(stores, s)
+	for _, g := range db.overlay.snapshot() {
+		// A gen still in the overlay after its segment failed the look
+		// was not applied yet: the checkpointer drops a gen before it
+		// removes its segment.
+		if g.seg != nil {
+			if err := g.seg.stillNamed(); err != nil && slices.Contains(db.overlay.snapshot(), g) && !db.isClosed() {
+				errs = append(errs, err)
+			}
+		}
 	}
-	db.mu.Unlock()
+	stores, err := db.namespaces()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, s := range stores {
 		if _, bad, err := s.List(context.Background()); err != nil {
 			errs = append(errs, err)
@@ -456,13 +466,39 @@ func (db *DB) Check() error {
 	return errors.Join(errs...)
 }
 
+func (db *DB) isClosed() bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.closed
+}
+
+// namespaces returns a Store for every namespace the file holds, and
+// for those opened since: Check decodes the records of all of them, not
+// only of those this process happens to have opened.
+func (db *DB) namespaces() ([]*Store, error) {
+	db.mu.Lock()
+	byName := maps.Clone(db.stores)
+	db.mu.Unlock()
+	err := db.view("Check", func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			namespace, ok := strings.CutPrefix(string(name), "ns/")
+			if !ok || byName[namespace] != nil || b.Bucket(recordsKey) == nil || checkNamespace(namespace) != nil {
+				return nil
+			}
+			byName[namespace] = &Store{db: db, namespace: namespace, bucket: []byte("ns/" + namespace)}
+			return nil
+		})
+	})
+	return slices.Collect(maps.Values(byName)), err
+}
+
 // checkBucket reads every key and value under b.
 func checkBucket(b *bolt.Bucket, path []byte, errs *[]error) error {
 	return b.ForEach(func(k, v []byte) error {
 		if v == nil {
 			child := b.Bucket(k)
 			if child == nil {
-				*errs = append(*errs, fmt.Errorf("%w: %s/%s: neither a value nor a bucket", storage.ErrCorrupt, path, k))
+				*errs = append(*errs, fmt.Errorf("%w: %s/%s: neither a value nor a bucket", errDamagedFile, path, k))
 				return nil
 			}
 			return checkBucket(child, append(append(append([]byte(nil), path...), '/'), k...), errs)

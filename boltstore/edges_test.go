@@ -260,3 +260,59 @@ func TestWhatAPowerCutLeavesOfTheLastFrameIsATornTail(t *testing.T) {
 		require.ErrorContains(t, err, "a whole frame follows it")
 	})
 }
+
+// The segment the store writes to, removed while it is open: the next
+// write is not acknowledged and writes stop, Check says why, and Close
+// still applies every write acknowledged before, so none is lost.
+func TestTheLiveSegmentRemovedStopsWritesAndIsReported(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, s := openStore(t, path, boltstore.Options{})
+	for k := range 3 {
+		_, err := s.Create(bg, storagetest.Sample(fmt.Sprint("ex-", k)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, db.Check())
+	segs := segments(t, path)
+	require.Len(t, segs, 1)
+	require.NoError(t, os.Remove(segs[0]))
+
+	err := db.Check()
+	require.ErrorIs(t, err, storage.ErrCorrupt)
+	require.ErrorContains(t, err, "removed or replaced while in use")
+	_, err = s.Create(bg, storagetest.Sample("ex-3"))
+	require.ErrorContains(t, err, "removed or replaced while in use", "a write into the removed segment is not acknowledged")
+	_, err = s.Create(bg, storagetest.Sample("ex-4"))
+	require.Error(t, err, "and writes stop")
+	require.NoError(t, db.Close())
+
+	_, s = openStore(t, path, boltstore.Options{})
+	requireRecords(t, s, 3)
+}
+
+// Check decodes the records of every namespace the file holds, not only
+// of those this process opened.
+func TestCheckReadsEveryNamespaceOfTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, err := boltstore.Open(path, boltstore.Options{})
+	require.NoError(t, err)
+	other, err := db.Store("other")
+	require.NoError(t, err)
+	_, err = other.Create(bg, storagetest.Sample("ex-1"))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	raw, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, raw.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("ns/other")).Bucket([]byte("records")).Put([]byte("ex-1"), []byte("not a record"))
+	}))
+	require.NoError(t, raw.Close())
+
+	for _, readOnly := range []bool{false, true} {
+		db, err := boltstore.Open(path, boltstore.Options{ReadOnly: readOnly})
+		require.NoError(t, err)
+		err = db.Check() // no Store opened
+		require.NoError(t, db.Close())
+		require.ErrorIs(t, err, storage.ErrCorrupt, "read-only %v", readOnly)
+		require.ErrorContains(t, err, `namespace "other", record "ex-1"`)
+	}
+}

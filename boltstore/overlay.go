@@ -275,7 +275,7 @@ func readLog(segments []segmentFile) ([]walEntry, uint64, error) {
 		}
 		for _, e := range read {
 			if e.revision <= last {
-				return nil, 0, fmt.Errorf("the log %s: %w", sf.path, bad("revision %d follows revision %d", e.revision, last))
+				return nil, 0, fmt.Errorf("the log %s: %w", sf.path, badLog("revision %d follows revision %d", e.revision, last))
 			}
 			last = e.revision
 		}
@@ -294,7 +294,7 @@ func readSegmentFile(sf segmentFile, last bool) ([]walEntry, error) {
 	}
 	contents, err := readSegment(data)
 	if err == nil && contents.torn && !last {
-		err = bad("it is cut short, and a later segment follows it")
+		err = badLog("it is cut short, and a later segment follows it")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the log %s: %w", sf.path, err)
@@ -315,7 +315,7 @@ func unappliedInOrder(entries []walEntry, counter uint64) error {
 		case e.revision < want:
 			continue
 		case e.revision > want:
-			return bad("the log misses revisions %d to %d, past the file's %d: a segment removed or cut short, with acknowledged writes in it", want, e.revision-1, counter)
+			return badLog("the log misses revisions %d to %d, past the file's %d: a segment removed or cut short, with acknowledged writes in it", want, e.revision-1, counter)
 		}
 		want++
 	}

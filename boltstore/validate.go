@@ -124,8 +124,27 @@ func validateFile(path string, walk bool) error {
 
 // bad is what validateFile and walkTrees return for a damaged file.
 func bad(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", storage.ErrCorrupt, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", errDamagedFile, fmt.Sprintf(format, args...))
 }
+
+// badLog is bad for the write-ahead log.
+func badLog(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errDamagedLog, fmt.Sprintf(format, args...))
+}
+
+// Damage to the database file or to its log, rather than to one record:
+// both match storage.ErrCorrupt, and their text says which it is.
+var (
+	errDamagedFile error = damage("damaged database file")
+	errDamagedLog  error = damage("damaged write-ahead log")
+)
+
+type damage string
+
+func (d damage) Error() string { return string(d) }
+
+// Is makes errors.Is(err, storage.ErrCorrupt) hold.
+func (d damage) Is(target error) bool { return target == storage.ErrCorrupt }
 
 // guard runs fn, turning a panic or a memory fault inside bbolt (which
 // trusts the pages it reads) into an error matching storage.ErrCorrupt
@@ -135,7 +154,7 @@ func guard(path, op string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("boltstore: %s %s: %w: bbolt failed on a damaged page: %v", op, path, storage.ErrCorrupt, r)
+			err = fmt.Errorf("boltstore: %s %s: %w: bbolt failed on a damaged page: %v", op, path, errDamagedFile, r)
 		}
 	}()
 	return fn()

@@ -112,14 +112,14 @@ func readSegment(data []byte) (segmentContents, error) {
 			out.torn = true // cut short as it was created
 			return out, nil
 		}
-		return out, bad("not a write-ahead log segment")
+		return out, badLog("not a write-ahead log segment")
 	}
 	if string(data[:len(walMagic)]) != walMagic {
 		if allZero(data) {
 			out.torn = true // created, its first bytes never flushed
 			return out, nil
 		}
-		return out, bad("not a write-ahead log segment (or one of a version this build does not read)")
+		return out, badLog("not a write-ahead log segment (or one of a version this build does not read)")
 	}
 	var last uint64 // the last revision read, for telling a frame from noise
 	for off := len(walMagic); off < len(data); {
@@ -127,7 +127,7 @@ func readSegment(data []byte) (segmentContents, error) {
 		payload, size, why := frameAt(rest)
 		if why != "" {
 			if wholeFrameIn(rest[1:], last) {
-				return out, bad("the frame at byte %d %s, and a whole frame follows it", off, why)
+				return out, badLog("the frame at byte %d %s, and a whole frame follows it", off, why)
 			}
 			out.torn = true // the last frame, never wholly written
 			return out, nil
@@ -135,7 +135,7 @@ func readSegment(data []byte) (segmentContents, error) {
 		for len(payload) > 0 {
 			e, more, err := decodeEntry(payload)
 			if err != nil {
-				return out, bad("the frame at byte %d: %v", off, err)
+				return out, badLog("the frame at byte %d: %v", off, err)
 			}
 			out.entries = append(out.entries, e)
 			last = e.revision
@@ -329,7 +329,24 @@ func (s *segment) append(b []byte) error {
 		return fmt.Errorf("boltstore: flushing the log %s: %w", s.path, err)
 	}
 	s.size += int64(len(b))
-	return nil
+	// Before anything written here is acknowledged: a segment removed or
+	// replaced behind the store's back would take it along at the next
+	// crash.
+	return s.stillNamed()
+}
+
+// stillNamed returns an error matching storage.ErrCorrupt unless the
+// segment's name still leads to the file the store writes to.
+func (s *segment) stillNamed() error {
+	open, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("boltstore: the log %s: %w", s.path, err)
+	}
+	named, err := os.Stat(s.path)
+	if err == nil && os.SameFile(named, open) {
+		return nil
+	}
+	return fmt.Errorf("boltstore: %w: the log %s the store writes to was removed or replaced while in use: writes stop; Close still applies every acknowledged write to the file", errDamagedLog, s.path)
 }
 
 // remove closes and deletes the segment, once bbolt holds its writes.
