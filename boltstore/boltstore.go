@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -110,7 +111,8 @@ var (
 // DB is an open database file. It is safe for concurrent use.
 type DB struct {
 	bolt     *bolt.DB
-	path     string
+	path     string // as given to Open
+	logPath  string // the file's own path, symbolic links resolved: its log is named after it
 	logSize  int
 	readOnly bool
 
@@ -159,6 +161,13 @@ var (
 	logKey      = []byte("log")
 	droppedKey  = []byte("dropped")
 	logCountKey = []byte("log-count")
+	// logFromKey is the sequence number of the oldest log segment that
+	// may hold writes the file does not, or zero when none may: how the
+	// file knows that it has a log, and which (see openLog).
+	logFromKey = []byte("log-from")
+	// logPathKey is the path the log was last started under, to say
+	// where it is when it is not beside the file.
+	logPathKey = []byte("log-path")
 )
 
 // Open opens or creates the database at path. The zero Options are the
@@ -189,10 +198,13 @@ func Open(path string, opts Options) (*DB, error) {
 	if err := validateFile(path, !o.ReadOnly); err != nil {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
+	// The log is named after the file itself: opened through a symbolic
+	// link, the database still finds it.
+	logPath := ownPath(path)
 	// bbolt would make a new file where the database went missing, and
 	// the log beside it would be applied to nothing.
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if segments, err := listSegments(path); err == nil && len(segments) > 0 {
+		if segments, err := listSegments(logPath); err == nil && len(segments) > 0 {
 			return nil, fmt.Errorf("boltstore: Open %s: %w: the file is missing and its log %s is there", path, errDamagedFile, segments[0].path)
 		}
 	}
@@ -211,22 +223,30 @@ func Open(path string, opts Options) (*DB, error) {
 	// The log is read under bbolt's lock (a running writer appends to it
 	// and removes it) and before the first write to the file: a damaged
 	// log leaves both as they were.
-	segments, err := listSegments(path)
+	segments, err := listSegments(logPath)
 	if err != nil {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
 	logged, seq, err := readLog(segments)
-	var counter uint64
+	var counter, logFrom uint64
+	var loggedAs string
 	var stored bool
 	if err == nil {
 		err = guard(path, "Open", func() error {
-			return b.View(func(tx *bolt.Tx) (err error) { counter, stored, err = fileCounter(tx); return err })
+			return b.View(func(tx *bolt.Tx) (err error) {
+				counter, stored, err = fileCounter(tx)
+				logFrom, loggedAs = logFromIn(tx)
+				return err
+			})
 		})
 	}
 	if err == nil {
+		err = logFound(logPath, loggedAs, segments, logFrom)
+	}
+	if err == nil {
 		if err = unappliedInOrder(logged, counter); err != nil {
-			err = fmt.Errorf("the log %s: %w", path+walSuffix+"*", err)
+			err = fmt.Errorf("the log %s: %w", logPath+walSuffix+"*", err)
 		}
 	}
 	if err == nil && !o.ReadOnly && !stored { // a reader needs no counter: only writes take revisions
@@ -244,7 +264,7 @@ func Open(path string, opts Options) (*DB, error) {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
-	db := &DB{bolt: b, path: path, logSize: o.LogSize, readOnly: o.ReadOnly, mode: o.Mode, checkpointWrites: checkpointWrites,
+	db := &DB{bolt: b, path: path, logPath: logPath, logSize: o.LogSize, readOnly: o.ReadOnly, mode: o.Mode, checkpointWrites: checkpointWrites,
 		stores: map[string]*Store{}, writer: make(chan struct{}, 1)}
 	if err := db.openLog(segments, logged, seq); err != nil {
 		_ = b.Close()
@@ -278,17 +298,23 @@ func (db *DB) openLog(segments []segmentFile, logged []walEntry, seq uint64) err
 		}
 		return nil
 	}
-	if err := db.checkpoint(pending); err != nil {
+	if err := db.checkpoint(pending, 0); err != nil {
+		return err
+	}
+	// The new segment first, then the file names it, then the old ones
+	// go: at no moment does the file name a log that is not there.
+	seg, err := createSegment(db.logPath, seq+1, db.mode)
+	if err != nil {
+		return fmt.Errorf("starting the log: %w", err)
+	}
+	if err := db.setLogFrom(seg.seq); err != nil {
+		_ = seg.remove()
 		return err
 	}
 	for _, sf := range segments {
 		if err := os.Remove(sf.path); err != nil {
 			return fmt.Errorf("removing the log %s, now applied: %w", sf.path, err)
 		}
-	}
-	seg, err := createSegment(db.path, seq+1, db.mode)
-	if err != nil {
-		return fmt.Errorf("starting the log: %w", err)
 	}
 	db.revision = db.overlay.revision
 	db.overlay.gens = []*gen{newGen(seg)}
@@ -298,6 +324,59 @@ func (db *DB) openLog(segments []segmentFile, logged []walEntry, seq uint64) err
 	db.ckpDone = make(chan struct{})
 	go db.checkpointer(db.stopCkp, db.ckpDone)
 	return nil
+}
+
+// ownPath is path with its symbolic links resolved (its directory's,
+// when the file does not exist yet), or path itself when they cannot
+// be.
+func ownPath(path string) string {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return real
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+		return filepath.Join(dir, filepath.Base(path))
+	}
+	return path
+}
+
+// logFromIn returns the file's log-from (see logFromKey) and the path
+// its log was started under.
+func logFromIn(tx *bolt.Tx) (uint64, string) {
+	if meta := tx.Bucket(metaBucket); meta != nil {
+		return getUint(meta.Get(logFromKey)), string(meta.Get(logPathKey))
+	}
+	return 0, ""
+}
+
+// logFound checks that the log the file names is beside it: a database
+// opened under another name (a hard link), or copied or moved without
+// its log, would otherwise run on without the writes the log holds, and
+// hand their revisions out again.
+func logFound(logPath, loggedAs string, segments []segmentFile, logFrom uint64) error {
+	if logFrom == 0 || slices.ContainsFunc(segments, func(sf segmentFile) bool { return sf.seq == logFrom }) {
+		return nil
+	}
+	if loggedAs == "" {
+		loggedAs = logPath
+	}
+	return fmt.Errorf("%w: the file says writes it does not hold yet are in its log, from %s on, and no such log is beside %s (opened under another name than its own, or copied or moved without its log?)",
+		errDamagedLog, segmentPath(loggedAs, logFrom), logPath)
+}
+
+// setLogFrom records in the file which log segment is the oldest that
+// may hold writes it does not (seq, or 0 for none), and the path the
+// log is named after.
+func (db *DB) setLogFrom(seq uint64) error {
+	return db.update("log", func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err != nil {
+			return err
+		}
+		if err := meta.Put(logPathKey, []byte(db.logPath)); err != nil {
+			return err
+		}
+		return meta.Put(logFromKey, putUint(seq))
+	})
 }
 
 // openError makes the errors bbolt gives for a damaged file match
@@ -401,20 +480,37 @@ func (db *DB) close(stores []*Store) error {
 	// Apply what is left of the log, so that the file alone holds
 	// everything: tools that open it with bbolt directly see it all.
 	// This is tried even after a failure: the gens hold only writes
-	// that were acknowledged, whatever the segment's tail holds.
+	// that were acknowledged, whatever the segment's tail holds. The
+	// file says it has no log before the segments go.
 	var errs []error
-	for _, g := range db.overlay.snapshot() {
-		if err := db.checkpoint(g); err != nil {
+	gens := db.overlay.snapshot()
+	applied := 0
+	for k, g := range gens {
+		var next uint64
+		if k+1 < len(gens) {
+			next = gens[k+1].seg.seq
+		}
+		if err := db.checkpoint(g, next); err != nil {
 			errs = append(errs, err)
 			break
+		}
+		applied++
+	}
+	if applied == len(gens) {
+		if err := db.setLogFrom(0); err != nil {
+			errs = append(errs, err)
+			applied = 0 // the file still names its log: keep it
+		}
+	}
+	for k, g := range gens {
+		if k >= applied {
+			_ = g.seg.f.Close() // not applied: the next Open replays it
+			continue
 		}
 		db.overlay.drop(g)
 		if err := g.seg.remove(); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err) // the next Open skips what it holds
 		}
-	}
-	for _, g := range db.overlay.snapshot() {
-		_ = g.seg.f.Close() // not applied: the next Open replays it
 	}
 	return errors.Join(append(errs, db.bolt.Close())...)
 }

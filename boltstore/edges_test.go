@@ -139,13 +139,13 @@ func TestAGapInTheLogIsRefused(t *testing.T) {
 		damage  func(segs []string)
 		missing string
 	}{
-		"the middle segment removed": {func(segs []string) { require.NoError(t, os.Remove(segs[1])) }, "revisions 3 to 4"},
-		"the first segment removed":  {func(segs []string) { require.NoError(t, os.Remove(segs[0])) }, "revisions 1 to 2"},
+		"the middle segment removed": {func(segs []string) { require.NoError(t, os.Remove(segs[1])) }, "misses revisions 3 to 4"},
+		"the first segment removed":  {func(segs []string) { require.NoError(t, os.Remove(segs[0])) }, "no such log is beside"},
 		"the middle segment cut at a frame's end": {func(segs []string) {
 			info, err := os.Stat(segs[1])
 			require.NoError(t, err)
 			require.NoError(t, os.Truncate(segs[1], info.Size()-(sizes[3]-sizes[2])))
-		}, "revisions 4 to 4"},
+		}, "misses revisions 4 to 4"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path, segs := setUp(t)
@@ -157,7 +157,7 @@ func TestAGapInTheLogIsRefused(t *testing.T) {
 					_ = db.Close()
 				}
 				require.ErrorIs(t, err, storage.ErrCorrupt, "read-only %v", readOnly)
-				require.ErrorContains(t, err, "misses "+c.missing)
+				require.ErrorContains(t, err, c.missing)
 			}
 			require.Equal(t, digests(before), digests(files(t, path)), "the log is left for whoever repairs it")
 		})
@@ -315,4 +315,50 @@ func TestCheckReadsEveryNamespaceOfTheFile(t *testing.T) {
 		require.ErrorIs(t, err, storage.ErrCorrupt, "read-only %v", readOnly)
 		require.ErrorContains(t, err, `namespace "other", record "ex-1"`)
 	}
+}
+
+// A database and its log cannot be separated by a name. After a crash,
+// with writes in the log only: opened through a symbolic link it finds
+// its log; opened under another name (a hard link) or copied without its
+// log it is refused, naming the log it misses, and nothing is written,
+// so the real one still opens with everything. Once closed, the file
+// alone holds everything and a copy of it opens.
+func TestADatabaseAndItsLogCannotBeSeparatedByAName(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db")
+	crashedWith(t, path, 5)
+	before := digests(files(t, path))
+
+	link := filepath.Join(t.TempDir(), "link-to-db")
+	require.NoError(t, os.Symlink(path, link))
+	hard := filepath.Join(dir, "other-name")
+	require.NoError(t, os.Link(path, hard))
+	copied := filepath.Join(t.TempDir(), "copy")
+	require.NoError(t, os.WriteFile(copied, files(t, path)[path], 0o600))
+
+	for _, other := range []string{hard, copied} {
+		for _, readOnly := range []bool{true, false} {
+			db, err := boltstore.Open(other, boltstore.Options{ReadOnly: readOnly})
+			if err == nil {
+				_ = db.Close()
+			}
+			require.ErrorIs(t, err, storage.ErrCorrupt, "%s, read-only %v", other, readOnly)
+			require.ErrorContains(t, err, path+".wal-0000000000000001 on", "it says where the log is")
+			require.ErrorContains(t, err, "no such log is beside "+other)
+		}
+	}
+	require.Equal(t, before, digests(files(t, path)), "nothing written by the refused opens")
+
+	db, s := openStore(t, link, boltstore.Options{})
+	requireRecords(t, s, 5)
+	rec, err := s.Create(bg, storagetest.Sample("ex-5"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), rec.Revision, "revisions go on from the log's")
+	require.NoError(t, db.Close())
+	require.Empty(t, segments(t, link), "no log beside the link's name")
+	require.Empty(t, segments(t, path), "Close applied the log and removed it")
+
+	require.NoError(t, os.WriteFile(copied, files(t, path)[path], 0o600))
+	_, s = openStore(t, copied, boltstore.Options{})
+	requireRecords(t, s, 6)
 }

@@ -177,7 +177,7 @@ func (o *overlay) drop(g *gen) {
 // checkpoint applies g's writes to bbolt in one transaction, with the
 // revision counter set to its last: after it commits, bbolt holds every
 // write up to g.last.
-func (db *DB) checkpoint(g *gen) error {
+func (db *DB) checkpoint(g *gen, next uint64) error {
 	if g.writes == 0 {
 		return nil
 	}
@@ -205,6 +205,13 @@ func (db *DB) checkpoint(g *gen) error {
 				}
 			}
 		}
+		if g.seg != nil {
+			// The file holds g's writes: the oldest segment that may
+			// hold writes it does not is the next one.
+			if err := meta.Put(logFromKey, putUint(next)); err != nil {
+				return err
+			}
+		}
 		return meta.Put(revisionKey, putUint(g.last))
 	})
 	if err != nil {
@@ -224,7 +231,7 @@ func (db *DB) checkpointer(stop <-chan struct{}, done chan<- struct{}) {
 		case <-db.wake:
 		}
 		for g := db.overlay.frozen(); g != nil; g = db.overlay.frozen() {
-			if err := db.checkpoint(g); err != nil {
+			if err := db.checkpoint(g, g.seg.seq+1); err != nil { // made by handOver before g was frozen
 				db.fail(err)
 				break
 			}
@@ -326,7 +333,7 @@ func unappliedInOrder(entries []walEntry, counter uint64) error {
 // what is wrong with them; a torn tail is expected of the segment being
 // appended to only.
 func (db *DB) checkLog() error {
-	segments, err := listSegments(db.path)
+	segments, err := listSegments(db.logPath)
 	if err != nil {
 		return fmt.Errorf("boltstore: %s: listing the log: %w", db.path, err)
 	}
