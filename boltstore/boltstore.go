@@ -113,6 +113,7 @@ type DB struct {
 	bolt     *bolt.DB
 	path     string // as given to Open
 	logPath  string // the file's own path, symbolic links resolved: its log is named after it
+	fs       logFS  // where the log is
 	logSize  int
 	readOnly bool
 
@@ -172,7 +173,10 @@ var (
 
 // Open opens or creates the database at path. The zero Options are the
 // defaults.
-func Open(path string, opts Options) (*DB, error) {
+func Open(path string, opts Options) (*DB, error) { return open(path, opts, osFS{}) }
+
+// open is Open with the log on fs.
+func open(path string, opts Options, fs logFS) (*DB, error) {
 	o := opts
 	switch {
 	case o.Timeout < 0:
@@ -204,7 +208,7 @@ func Open(path string, opts Options) (*DB, error) {
 	// bbolt would make a new file where the database went missing, and
 	// the log beside it would be applied to nothing.
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if segments, err := listSegments(logPath); err == nil && len(segments) > 0 {
+		if segments, err := listSegments(fs, logPath); err == nil && len(segments) > 0 {
 			return nil, fmt.Errorf("boltstore: Open %s: %w: the file is missing and its log %s is there", path, errDamagedFile, segments[0].path)
 		}
 	}
@@ -223,12 +227,12 @@ func Open(path string, opts Options) (*DB, error) {
 	// The log is read under bbolt's lock (a running writer appends to it
 	// and removes it) and before the first write to the file: a damaged
 	// log leaves both as they were.
-	segments, err := listSegments(logPath)
+	segments, err := listSegments(fs, logPath)
 	if err != nil {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
-	logged, seq, err := readLog(segments)
+	logged, seq, err := readLog(fs, segments)
 	var counter, logFrom uint64
 	var loggedAs string
 	var stored bool
@@ -264,7 +268,7 @@ func Open(path string, opts Options) (*DB, error) {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
-	db := &DB{bolt: b, path: path, logPath: logPath, logSize: o.LogSize, readOnly: o.ReadOnly, mode: o.Mode, checkpointWrites: checkpointWrites,
+	db := &DB{bolt: b, path: path, logPath: logPath, fs: fs, logSize: o.LogSize, readOnly: o.ReadOnly, mode: o.Mode, checkpointWrites: checkpointWrites,
 		stores: map[string]*Store{}, writer: make(chan struct{}, 1)}
 	if err := db.openLog(segments, logged, seq); err != nil {
 		_ = b.Close()
@@ -303,7 +307,7 @@ func (db *DB) openLog(segments []segmentFile, logged []walEntry, seq uint64) err
 	}
 	// The new segment first, then the file names it, then the old ones
 	// go: at no moment does the file name a log that is not there.
-	seg, err := createSegment(db.logPath, seq+1, db.mode)
+	seg, err := createSegment(db.fs, db.logPath, seq+1, db.mode)
 	if err != nil {
 		return fmt.Errorf("starting the log: %w", err)
 	}
@@ -312,7 +316,7 @@ func (db *DB) openLog(segments []segmentFile, logged []walEntry, seq uint64) err
 		return err
 	}
 	for _, sf := range segments {
-		if err := os.Remove(sf.path); err != nil {
+		if err := db.fs.remove(sf.path); err != nil {
 			return fmt.Errorf("removing the log %s, now applied: %w", sf.path, err)
 		}
 	}

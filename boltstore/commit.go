@@ -238,7 +238,7 @@ func (db *DB) afterBatch(current *gen) {
 // handOver freezes the current gen for the checkpointer, which it wakes,
 // and starts the next segment for the writes after it.
 func (db *DB) handOver(current *gen) error {
-	seg, err := createSegment(db.logPath, current.seg.seq+1, db.mode)
+	seg, err := createSegment(db.fs, db.logPath, current.seg.seq+1, db.mode)
 	if err != nil {
 		return fmt.Errorf("starting a log segment: %w", err)
 	}

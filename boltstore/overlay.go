@@ -272,11 +272,11 @@ func (db *DB) failure() error {
 // returns their writes and the sequence number of the last segment. A
 // torn tail is allowed only at the end of the last segment; revisions
 // must go up throughout.
-func readLog(segments []segmentFile) ([]walEntry, uint64, error) {
+func readLog(fs logFS, segments []segmentFile) ([]walEntry, uint64, error) {
 	var entries []walEntry
 	var seq, last uint64
 	for i, sf := range segments {
-		read, err := readSegmentFile(sf, i == len(segments)-1)
+		read, err := readSegmentFile(fs, sf, i == len(segments)-1)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -294,8 +294,8 @@ func readLog(segments []segmentFile) ([]walEntry, uint64, error) {
 
 // readSegmentFile reads and decodes one segment; only the last may end
 // in a torn frame.
-func readSegmentFile(sf segmentFile, last bool) ([]walEntry, error) {
-	data, err := os.ReadFile(sf.path)
+func readSegmentFile(fs logFS, sf segmentFile, last bool) ([]walEntry, error) {
+	data, err := fs.readFile(sf.path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the log %s: %w", sf.path, err)
 	}
@@ -333,14 +333,14 @@ func unappliedInOrder(entries []walEntry, counter uint64) error {
 // what is wrong with them; a torn tail is expected of the segment being
 // appended to only.
 func (db *DB) checkLog() error {
-	segments, err := listSegments(db.logPath)
+	segments, err := listSegments(db.fs, db.logPath)
 	if err != nil {
 		return fmt.Errorf("boltstore: %s: listing the log: %w", db.path, err)
 	}
 	var errs []error
 	var read []walEntry
 	for i, sf := range segments {
-		entries, err := readSegmentFile(sf, i == len(segments)-1)
+		entries, err := readSegmentFile(db.fs, sf, i == len(segments)-1)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // applied and removed since it was listed
 		}

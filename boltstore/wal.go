@@ -9,7 +9,6 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -248,7 +247,8 @@ func allZero(b []byte) bool {
 
 // segment is a log file being appended to.
 type segment struct {
-	f    *os.File
+	fs   logFS
+	f    logFile
 	path string
 	seq  uint64
 	size int64
@@ -268,12 +268,12 @@ type segmentFile struct {
 
 // listSegments returns the segments beside the database at path, oldest
 // first.
-func listSegments(path string) ([]segmentFile, error) {
+func listSegments(fs logFS, path string) ([]segmentFile, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	entries, err := os.ReadDir(dir)
+	entries, err := fs.readDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -297,21 +297,21 @@ func listSegments(path string) ([]segmentFile, error) {
 // createSegment creates segment seq, its header flushed and its name in
 // the directory flushed too: a segment that vanished after a crash
 // would take its acknowledged writes with it.
-func createSegment(path string, seq uint64, mode os.FileMode) (*segment, error) {
+func createSegment(fs logFS, path string, seq uint64, mode os.FileMode) (*segment, error) {
 	name := segmentPath(path, seq)
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	f, err := fs.create(name, mode)
 	if err != nil {
 		return nil, err
 	}
-	s := &segment{f: f, path: name, seq: seq}
+	s := &segment{fs: fs, f: f, path: name, seq: seq}
 	if err := s.append([]byte(walMagic)); err != nil {
 		_ = f.Close()
-		_ = os.Remove(name)
+		_ = fs.remove(name)
 		return nil, err
 	}
-	if err := syncDir(path); err != nil {
+	if err := fs.syncDir(filepath.Dir(path)); err != nil {
 		_ = f.Close()
-		_ = os.Remove(name)
+		_ = fs.remove(name)
 		return nil, err
 	}
 	return s, nil
@@ -325,7 +325,7 @@ func (s *segment) append(b []byte) error {
 		_ = s.f.Truncate(s.size)
 		return fmt.Errorf("boltstore: writing the log %s: %w", s.path, err)
 	}
-	if err := fdatasync(s.f); err != nil {
+	if err := s.f.datasync(); err != nil {
 		return fmt.Errorf("boltstore: flushing the log %s: %w", s.path, err)
 	}
 	s.size += int64(len(b))
@@ -338,12 +338,11 @@ func (s *segment) append(b []byte) error {
 // stillNamed returns an error matching storage.ErrCorrupt unless the
 // segment's name still leads to the file the store writes to.
 func (s *segment) stillNamed() error {
-	open, err := s.f.Stat()
+	named, err := s.fs.named(s.f, s.path)
 	if err != nil {
 		return fmt.Errorf("boltstore: the log %s: %w", s.path, err)
 	}
-	named, err := os.Stat(s.path)
-	if err == nil && os.SameFile(named, open) {
+	if named {
 		return nil
 	}
 	return fmt.Errorf("boltstore: %w: the log %s the store writes to was removed or replaced while in use: writes stop; Close still applies every acknowledged write to the file", errDamagedLog, s.path)
@@ -352,19 +351,5 @@ func (s *segment) stillNamed() error {
 // remove closes and deletes the segment, once bbolt holds its writes.
 func (s *segment) remove() error {
 	_ = s.f.Close()
-	return os.Remove(s.path)
-}
-
-// syncDir flushes the directory holding path, so that files created in
-// it or removed from it stay so after a crash.
-func syncDir(path string) error {
-	if runtime.GOOS == "windows" {
-		return nil // directories cannot be opened for syncing there
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return s.fs.remove(s.path)
 }

@@ -152,7 +152,7 @@ func TestABatchOfLargeRecordsIsWrittenInBoundedFrames(t *testing.T) {
 	for range writers {
 		require.NoError(t, testwait.Recv(t, errs, "a large write's outcome"))
 	}
-	segs, err := listSegments(path)
+	segs, err := listSegments(osFS{}, path)
 	require.NoError(t, err)
 	data, err := os.ReadFile(segs[len(segs)-1].path)
 	require.NoError(t, err)
@@ -199,7 +199,7 @@ func TestAWriteRefusedInABatchFailsAloneAndTheRestCommitTogether(t *testing.T) {
 	defer db.Close()
 	s, err = db.Store("executions")
 	require.NoError(t, err)
-	segs, err := listSegments(path)
+	segs, err := listSegments(osFS{}, path)
 	require.NoError(t, err)
 
 	bumped := shared.Clone()
