@@ -169,6 +169,10 @@ var (
 	// logPathKey is the path the log was last started under, to say
 	// where it is when it is not beside the file.
 	logPathKey = []byte("log-path")
+	// revisionFloorKey is set by RepairLog: revisions up to it were
+	// handed out by writes it dropped, and the next one given is above
+	// it, so that none comes round again.
+	revisionFloorKey = []byte("revision-floor")
 )
 
 // Open opens or creates the database at path. The zero Options are the
@@ -281,9 +285,12 @@ func open(path string, opts Options, fs logFS) (*DB, error) {
 // bbolt, removes it and starts a new segment and the checkpointer; a
 // read-only one keeps its writes in memory, as the writer would have.
 func (db *DB) openLog(segments []segmentFile, logged []walEntry, seq uint64) error {
-	var counter uint64
+	var counter, floor uint64
 	err := db.view("Open", func(tx *bolt.Tx) error {
 		counter = counterIn(tx)
+		if meta := tx.Bucket(metaBucket); meta != nil {
+			floor = getUint(meta.Get(revisionFloorKey))
+		}
 		return nil
 	})
 	if err != nil {
@@ -295,7 +302,7 @@ func (db *DB) openLog(segments []segmentFile, logged []walEntry, seq uint64) err
 			pending.add(e)
 		}
 	}
-	db.overlay.revision = max(counter, pending.last)
+	db.overlay.revision = max(counter, pending.last, floor)
 	if db.readOnly {
 		if pending.writes > 0 {
 			db.overlay.gens = []*gen{pending}

@@ -362,3 +362,99 @@ func TestADatabaseAndItsLogCannotBeSeparatedByAName(t *testing.T) {
 	_, s = openStore(t, copied, boltstore.Options{})
 	requireRecords(t, s, 6)
 }
+
+// A damaged log is repaired only on request, knowing what is dropped:
+// InspectLog names every acknowledged write a repair would drop and
+// changes nothing; RepairLog refuses a fingerprint that is not the log's
+// and, with it, cuts the log at its last good frame. The database then
+// opens with the writes before the damage, and no revision handed out
+// before comes round again.
+func TestADamagedLogIsRepairedOnlyOnRequestKnowingWhatIsDropped(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	sizes := crashedWith(t, good, 5)
+	pristine := files(t, good)
+	seg := segments(t, good)[0]
+	suffix := filepath.Base(seg)[len("good"):]
+	for name, c := range map[string]struct {
+		damage  func(path string)
+		dropped []uint64
+		kept    int
+		missing [2]uint64
+	}{
+		"a byte flipped in the second frame": {func(path string) {
+			b := append([]byte(nil), pristine[seg]...)
+			b[sizes[0]+10] ^= 0x40
+			require.NoError(t, os.WriteFile(path+suffix, b, 0o600))
+		}, []uint64{3, 4, 5}, 1, [2]uint64{}},
+		"a gap: the middle of three segments removed": {func(path string) {
+			require.NoError(t, os.WriteFile(path+suffix, pristine[seg], 0o600))
+			segs := splitLog(t, path, sizes, 0, 2, 4, 5)
+			require.NoError(t, os.Remove(segs[1]))
+		}, []uint64{5}, 2, [2]uint64{3, 4}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "db")
+			require.NoError(t, os.WriteFile(path, pristine[good], 0o600))
+			c.damage(path)
+			before := digests(files(t, path))
+			_, err := boltstore.Open(path, boltstore.Options{})
+			require.ErrorIs(t, err, storage.ErrCorrupt)
+
+			d, err := boltstore.InspectLog(path, boltstore.Options{})
+			require.NoError(t, err)
+			require.NotNil(t, d)
+			require.NotEmpty(t, d.Problem)
+			var dropped []uint64
+			for _, w := range d.Dropped {
+				require.Equal(t, "executions", w.Namespace)
+				require.Equal(t, fmt.Sprint("ex-", w.Revision-1), w.ID)
+				dropped = append(dropped, w.Revision)
+			}
+			require.Equal(t, c.dropped, dropped, "the acknowledged writes a repair drops")
+			require.Equal(t, c.missing, [2]uint64{d.MissingFrom, d.MissingTo})
+			require.NotEmpty(t, d.Fingerprint)
+			require.Equal(t, before, digests(files(t, path)), "inspecting changes nothing")
+
+			_, err = boltstore.RepairLog(path, "0123456789abcdef", boltstore.Options{})
+			require.ErrorIs(t, err, boltstore.ErrLogChanged)
+			require.Equal(t, before, digests(files(t, path)), "a wrong fingerprint repairs nothing")
+
+			repaired, err := boltstore.RepairLog(path, d.Fingerprint, boltstore.Options{})
+			require.NoError(t, err)
+			require.Equal(t, d.Dropped, repaired.Dropped)
+			again, err := boltstore.InspectLog(path, boltstore.Options{})
+			require.NoError(t, err)
+			require.Nil(t, again, "nothing is wrong any more")
+
+			_, s := openStore(t, path, boltstore.Options{})
+			requireRecords(t, s, c.kept)
+			rec, err := s.Create(bg, storagetest.Sample("after"))
+			require.NoError(t, err)
+			require.Greater(t, rec.Revision, uint64(5), "a revision the dropped writes had is not handed out again")
+		})
+	}
+}
+
+// A database copied without its log: the repair accepts that the log's
+// writes are gone (it cannot name them) and revisions jump past any it
+// could have held.
+func TestALogThatIsMissingIsGivenUpOnlyOnRequest(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db")
+	crashedWith(t, path, 3)
+	copied := filepath.Join(t.TempDir(), "copy")
+	require.NoError(t, os.WriteFile(copied, files(t, path)[path], 0o600))
+
+	d, err := boltstore.InspectLog(copied, boltstore.Options{})
+	require.NoError(t, err)
+	require.Equal(t, path+".wal-0000000000000001", d.LogMissing)
+	require.Empty(t, d.Dropped, "its writes cannot be named")
+	_, err = boltstore.RepairLog(copied, d.Fingerprint, boltstore.Options{})
+	require.NoError(t, err)
+	_, s := openStore(t, copied, boltstore.Options{})
+	requireRecords(t, s, 0)
+	rec, err := s.Create(bg, storagetest.Sample("after"))
+	require.NoError(t, err)
+	require.Greater(t, rec.Revision, uint64(1)<<32, "past any revision the missing log could hold")
+}

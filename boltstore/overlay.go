@@ -282,7 +282,7 @@ func readLog(fs logFS, segments []segmentFile) ([]walEntry, uint64, error) {
 		}
 		for _, e := range read {
 			if e.revision <= last {
-				return nil, 0, fmt.Errorf("the log %s: %w", sf.path, badLog("revision %d follows revision %d", e.revision, last))
+				return nil, 0, fmt.Errorf("the log %s: %w", sf.path, damageAt(e.frame, "revision %d follows revision %d", e.revision, last))
 			}
 			last = e.revision
 		}
@@ -301,7 +301,7 @@ func readSegmentFile(fs logFS, sf segmentFile, last bool) ([]walEntry, error) {
 	}
 	contents, err := readSegment(data)
 	if err == nil && contents.torn && !last {
-		err = badLog("it is cut short, and a later segment follows it")
+		err = damageAt(contents.end, "it is cut short, and a later segment follows it")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the log %s: %w", sf.path, err)

@@ -62,6 +62,7 @@ type walEntry struct {
 	namespace string
 	id        string
 	data      []byte
+	frame     int // the offset of its frame in its segment
 }
 
 // appendEntry appends e's encoding to a frame's payload.
@@ -87,8 +88,24 @@ func sealFrame(frame []byte) {
 type segmentContents struct {
 	entries []walEntry
 	// torn is true if the segment ends in a frame that was never wholly
-	// written: a write that was never acknowledged.
+	// written: a write that was never acknowledged; end is where that
+	// frame starts (the length of the data otherwise).
 	torn bool
+	end  int
+}
+
+// frameDamage is damage found in a segment: the offset of the first
+// byte that does not check out, and why. It matches storage.ErrCorrupt.
+type frameDamage struct {
+	offset int
+	why    string
+}
+
+func (d *frameDamage) Error() string { return errDamagedLog.Error() + ": " + d.why }
+func (d *frameDamage) Unwrap() error { return errDamagedLog }
+
+func damageAt(offset int, format string, args ...any) error {
+	return &frameDamage{offset: offset, why: fmt.Sprintf(format, args...)}
 }
 
 // readSegment decodes a segment's bytes. Each entry is checked as Open
@@ -111,36 +128,50 @@ func readSegment(data []byte) (segmentContents, error) {
 			out.torn = true // cut short as it was created
 			return out, nil
 		}
-		return out, badLog("not a write-ahead log segment")
+		return out, damageAt(0, "not a write-ahead log segment")
 	}
 	if string(data[:len(walMagic)]) != walMagic {
 		if allZero(data) {
 			out.torn = true // created, its first bytes never flushed
 			return out, nil
 		}
-		return out, badLog("not a write-ahead log segment (or one of a version this build does not read)")
+		return out, damageAt(0, "not a write-ahead log segment (or one of a version this build does not read)")
 	}
 	var last uint64 // the last revision read, for telling a frame from noise
-	for off := len(walMagic); off < len(data); {
+	off := len(walMagic)
+	for off < len(data) {
 		rest := data[off:]
 		payload, size, why := frameAt(rest)
 		if why != "" {
 			if wholeFrameIn(rest[1:], last) {
-				return out, badLog("the frame at byte %d %s, and a whole frame follows it", off, why)
+				return out, damageAt(off, "the frame at byte %d %s, and a whole frame follows it", off, why)
 			}
-			out.torn = true // the last frame, never wholly written
+			out.torn, out.end = true, off // the last frame, never wholly written
 			return out, nil
 		}
-		for len(payload) > 0 {
-			e, more, err := decodeEntry(payload)
-			if err != nil {
-				return out, badLog("the frame at byte %d: %v", off, err)
-			}
-			out.entries = append(out.entries, e)
-			last = e.revision
-			payload = more
+		entries, err := decodeFrame(payload, off)
+		if err != nil {
+			return out, damageAt(off, "the frame at byte %d: %v", off, err)
 		}
+		out.entries = append(out.entries, entries...)
+		last = entries[len(entries)-1].revision
 		off += size
+	}
+	out.end = off
+	return out, nil
+}
+
+// decodeFrame decodes the entries of the frame at offset off.
+func decodeFrame(payload []byte, off int) ([]walEntry, error) {
+	var out []walEntry
+	for len(payload) > 0 {
+		e, more, err := decodeEntry(payload)
+		if err != nil {
+			return nil, err
+		}
+		e.frame = off
+		out = append(out, e)
+		payload = more
 	}
 	return out, nil
 }

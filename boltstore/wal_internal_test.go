@@ -69,6 +69,7 @@ func TestFramesThatPassTheirChecksumButDoNotDecodeAreCorrupt(t *testing.T) {
 	contents, err := readSegment(segmentOf([]walEntry{good, otherRecord}))
 	require.NoError(t, err)
 	require.False(t, contents.torn)
+	good.frame, otherRecord.frame = len(walMagic), len(walMagic) // one frame, right after the magic
 	require.Equal(t, []walEntry{good, otherRecord}, contents.entries)
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -41,6 +42,9 @@ Commands:
   watch [ID...]               the records now, then every change until interrupted (etcd, Kubernetes)
   diagram [--format F]        the execution lifecycle, as mermaid (default) or dot; needs no store
   stop ID --reason R          ask an execution to stop, as the cluster master does (--actor names you)
+  repair-log [--drop FP]      with --bolt: say what is wrong with the file's write-ahead log and which
+                              acknowledged writes a repair would drop; with --drop and the fingerprint
+                              it printed, drop them: the log is cut at its last good frame
 
 Exit status: 0 done, 1 the operation failed, 2 bad usage, 3 the store cannot be reached or opened.
 `
@@ -193,6 +197,17 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fail(exitUsage, "--actor is %d bytes, at most %d", len(actor), storage.MaxOwnerLen)
 		}
 		return withStore(ctx, g, true, func(b *backend) error { return stop(ctx, g, b, id, reason, actor, out) })
+	case "repair-log":
+		var drop string
+		sub := newSub(cmd)
+		sub.StringVar(&drop, "drop", "", "")
+		if err := parseFlagsOnly(sub, rest); err != nil {
+			return err
+		}
+		if g.bolt == "" || g.etcd != "" || g.kubeNamespace != "" {
+			return fail(exitUsage, "repair-log works on a bbolt file: give --bolt PATH alone")
+		}
+		return repairLog(g, drop, out)
 	}
 	return fail(exitUsage, "unknown command %q", cmd)
 }
@@ -332,6 +347,38 @@ func storeError(err error) error {
 		return &failure{code: exitUnavailable, err: fmt.Errorf("the store cannot be reached: %w", err)}
 	}
 	return &failure{code: exitFailed, err: err}
+}
+
+// repairLog reports what is wrong with a bbolt file's write-ahead log,
+// and with drop (the report's fingerprint) repairs it. A damaged log
+// reported and not repaired is a failure (exit 1): the file does not
+// open until someone decides.
+func repairLog(g globals, drop string, out *printer) error {
+	opts := boltstore.Options{Timeout: time.Second}
+	var (
+		d   *boltstore.LogDamage
+		err error
+	)
+	if drop == "" {
+		d, err = boltstore.InspectLog(g.bolt, opts)
+	} else {
+		d, err = boltstore.RepairLog(g.bolt, drop, opts)
+	}
+	switch {
+	case errors.Is(err, boltstore.ErrLocked):
+		return errLocked(g.bolt, err)
+	case errors.Is(err, boltstore.ErrLogChanged):
+		return &failure{code: exitFailed, err: fmt.Errorf("%w: inspect it again (execfsm --bolt %s repair-log)", err, g.bolt)}
+	case err != nil:
+		return &failure{code: exitUnavailable, err: err}
+	}
+	if err := out.logDamage(g.bolt, d, drop != ""); err != nil {
+		return err
+	}
+	if d != nil && drop == "" {
+		return &failure{code: exitFailed, err: fmt.Errorf("the write-ahead log of %s is damaged; nothing was changed", g.bolt)}
+	}
+	return nil
 }
 
 // errLocked explains a bbolt file another process holds.

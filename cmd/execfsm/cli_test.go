@@ -466,3 +466,70 @@ func TestAnUnreachableAPIServerIsUnavailable(t *testing.T) {
 	r := execfsm(t, "--kube-namespace", "teraslice", "--kubeconfig", kubeconfig, "--timeout", "2s", "get", "ex-1")
 	require.Equal(t, 3, r.code, fmt.Sprintf("%+v", r))
 }
+
+// A bbolt file whose log was damaged after a crash: repair-log says what
+// is wrong and which acknowledged writes a repair would drop, changing
+// nothing (exit 1); with the fingerprint it printed, it repairs, and the
+// file opens with the writes before the damage.
+func TestRepairLogReportsThenRepairsOnlyOnRequest(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	db, err := boltstore.Open(live, boltstore.Options{})
+	require.NoError(t, err)
+	s, err := db.Store("executions")
+	require.NoError(t, err)
+	var sizes []int64
+	for k := range 3 {
+		_, err := s.Create(bg, storage.Record{ID: fmt.Sprint("ex-", k), Status: "running"})
+		require.NoError(t, err)
+		segs, _ := filepath.Glob(live + ".wal-*")
+		require.Len(t, segs, 1)
+		info, err := os.Stat(segs[0])
+		require.NoError(t, err)
+		sizes = append(sizes, info.Size())
+	}
+	// What a crash leaves: the file and its log as they are while it runs.
+	crashed := filepath.Join(t.TempDir(), "state.db")
+	copyFile(t, live, crashed)
+	segs, _ := filepath.Glob(live + ".wal-*")
+	log := crashed + strings.TrimPrefix(segs[0], live)
+	copyFile(t, segs[0], log)
+	require.NoError(t, db.Close())
+	data, err := os.ReadFile(log)
+	require.NoError(t, err)
+	data[sizes[0]+10] ^= 0x40 // damage to ex-1's write, ex-2's after it
+	require.NoError(t, os.WriteFile(log, data, 0o600))
+
+	r := execfsm(t, "--bolt", crashed, "repair-log")
+	require.Equal(t, exitFailed, r.code, r.stderr)
+	require.Contains(t, r.stdout, "is damaged")
+	require.Contains(t, r.stdout, "revision 3: ex-2 in namespace executions, an acknowledged write")
+	require.Contains(t, r.stdout, "bytes that cannot be read as writes")
+	i := strings.Index(r.stdout, "--drop ")
+	require.Positive(t, i)
+	fingerprint := strings.TrimSpace(r.stdout[i+len("--drop "):])
+	after, err := os.ReadFile(log)
+	require.NoError(t, err)
+	require.Equal(t, data, after, "nothing changed")
+	require.Equal(t, exitUnavailable, execfsm(t, "--bolt", crashed, "get", "ex-0").code, "the damaged file does not open")
+
+	r = execfsm(t, "--bolt", crashed, "repair-log", "--drop", "0000000000000000")
+	require.Equal(t, exitFailed, r.code)
+	require.Contains(t, r.stderr, "changed since it was inspected")
+
+	r = execfsm(t, "--bolt", crashed, "-o", "json", "repair-log", "--drop", fingerprint)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"repaired": true`)
+	require.Equal(t, exitOK, execfsm(t, "--bolt", crashed, "get", "ex-0").code)
+	require.Equal(t, exitFailed, execfsm(t, "--bolt", crashed, "get", "ex-2").code, "ex-2's write was dropped")
+	r = execfsm(t, "--bolt", crashed, "repair-log")
+	require.Equal(t, exitOK, r.code)
+	require.Contains(t, r.stdout, "is whole")
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(to, data, 0o600))
+}

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -199,4 +200,50 @@ func (p *printer) event(typ string, rec storage.Record, id string, err error) er
 	}
 	_, werr := fmt.Fprintln(p.w, line)
 	return werr
+}
+
+// logDamage prints what is wrong with a bbolt file's log and what a
+// repair drops (or, repaired, dropped); nil is a whole log.
+func (p *printer) logDamage(path string, d *boltstore.LogDamage, repaired bool) error {
+	if p.json {
+		if d == nil {
+			return p.encode(map[string]any{"damaged": false})
+		}
+		return p.encode(map[string]any{"damaged": !repaired, "repaired": repaired, "damage": d})
+	}
+	if d == nil {
+		_, err := fmt.Fprintf(p.w, "The write-ahead log of %s is whole: nothing to repair.\n", path)
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "The write-ahead log of %s is damaged:\n  %s\n", path, d.Problem)
+	verb := "A repair drops"
+	if repaired {
+		verb = "Repaired. Dropped"
+	}
+	if d.Segment != "" {
+		fmt.Fprintf(&b, "%s everything from byte %d of %s on:\n", verb, d.Offset, d.Segment)
+	} else {
+		fmt.Fprintf(&b, "%s:\n", verb)
+	}
+	for _, w := range d.Dropped {
+		fmt.Fprintf(&b, "  revision %d: %s in namespace %s, an acknowledged write\n", w.Revision, w.ID, w.Namespace)
+	}
+	if d.UnreadableBytes > 0 {
+		fmt.Fprintf(&b, "  %d bytes that cannot be read as writes (their records cannot be named)\n", d.UnreadableBytes)
+	}
+	if d.MissingFrom > 0 {
+		fmt.Fprintf(&b, "  revisions %d to %d, already missing from the log (their records cannot be named)\n", d.MissingFrom, d.MissingTo)
+	}
+	if d.LogMissing != "" {
+		fmt.Fprintf(&b, "  the log from %s on, which is not there: every write in it\n", d.LogMissing)
+	}
+	if len(d.Dropped) == 0 && d.UnreadableBytes == 0 && d.MissingFrom == 0 && d.LogMissing == "" {
+		b.WriteString("  nothing acknowledged\n")
+	}
+	if !repaired {
+		fmt.Fprintf(&b, "Those records keep the state they had before. To repair, knowing that:\n  execfsm --bolt %s repair-log --drop %s\n", path, d.Fingerprint)
+	}
+	_, err := io.WriteString(p.w, b.String())
+	return err
 }

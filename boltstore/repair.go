@@ -1,0 +1,342 @@
+package boltstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// LogDamage is what [InspectLog] finds wrong with a database's
+// write-ahead log, and exactly what [RepairLog] would drop to mend it:
+// the log is kept up to its last good frame, and everything after it
+// goes. Open refuses a damaged log and never repairs it on its own:
+// every write the log holds was acknowledged, and dropping one is the
+// operator's decision, taken knowing which.
+type LogDamage struct {
+	// Problem is what is wrong, as Open says it.
+	Problem string `json:"problem"`
+	// Segment and Offset are where the log stops being good: it is kept
+	// up to Offset in Segment, and every segment after goes. Segment is
+	// empty when only the file's reference to its log is mended.
+	Segment string `json:"segment,omitempty"`
+	Offset  int64  `json:"offset"`
+	// Dropped are the acknowledged writes the repair drops that can
+	// still be read, oldest first: the records they wrote keep their
+	// state before them.
+	Dropped []DroppedWrite `json:"dropped"`
+	// UnreadableBytes is how much of what is dropped cannot be read as
+	// frames, so its writes cannot be named (zeros at the end of the
+	// last segment, a torn write never acknowledged, are not counted).
+	UnreadableBytes int64 `json:"unreadable_bytes"`
+	// MissingFrom to MissingTo are revisions no segment holds: writes
+	// already lost, whose ids nothing records. Zero when none are.
+	MissingFrom uint64 `json:"missing_from,omitempty"`
+	MissingTo   uint64 `json:"missing_to,omitempty"`
+	// LogMissing is the segment the file names as holding writes it does
+	// not, when it is not beside it; the repair makes the file stop
+	// naming it, and every write in it is lost.
+	LogMissing string `json:"log_missing,omitempty"`
+	// Fingerprint identifies the log as it was inspected: RepairLog
+	// repairs only a log that still has it.
+	Fingerprint string `json:"fingerprint"`
+}
+
+// DroppedWrite is one acknowledged write a repair drops.
+type DroppedWrite struct {
+	Revision  uint64 `json:"revision"`
+	Namespace string `json:"namespace"`
+	ID        string `json:"id"`
+}
+
+// ErrLogChanged is matched by the error of [RepairLog] when the log is
+// no longer as it was inspected: nothing was repaired.
+var ErrLogChanged = errors.New("the log changed since it was inspected")
+
+// InspectLog reads the write-ahead log of the database at path, as Open
+// would, and returns what is wrong with it and what a repair would drop,
+// or nil when nothing is. It changes nothing. It takes the file's lock
+// shared, as a read-only Open does: a process holding the file for
+// writing excludes it (ErrLocked). opts.Timeout bounds the wait.
+func InspectLog(path string, opts Options) (*LogDamage, error) {
+	var damage *LogDamage
+	err := withFile(path, opts, true, func(b *bolt.DB, logPath string) error {
+		var err error
+		damage, _, err = inspectLog(b, osFS{}, logPath)
+		return err
+	})
+	return damage, err
+}
+
+// RepairLog drops what [InspectLog] reported, once the log is still as
+// inspected (fingerprint, from LogDamage.Fingerprint; otherwise the error
+// matches ErrLogChanged and nothing is changed): it cuts the log at its
+// last good frame, removes every segment after it, and makes the file
+// name what is left. It returns what it dropped. The database then opens
+// with the writes before the damage; those reported are gone. It takes
+// the file's lock for writing, as Open does.
+func RepairLog(path, fingerprint string, opts Options) (*LogDamage, error) {
+	var damage *LogDamage
+	err := withFile(path, opts, false, func(b *bolt.DB, logPath string) error {
+		d, plan, err := inspectLog(b, osFS{}, logPath)
+		switch {
+		case err != nil:
+			return err
+		case d == nil:
+			return fmt.Errorf("boltstore: RepairLog %s: %w: the log is not damaged any more", path, ErrLogChanged)
+		case d.Fingerprint != fingerprint:
+			return fmt.Errorf("boltstore: RepairLog %s: %w (fingerprint %s, not %s)", path, ErrLogChanged, d.Fingerprint, fingerprint)
+		}
+		if err := plan.carryOut(b, logPath); err != nil {
+			return fmt.Errorf("boltstore: RepairLog %s: %w", path, err)
+		}
+		damage = d
+		return nil
+	})
+	return damage, err
+}
+
+// withFile opens the bbolt file at path, checked as Open checks it,
+// for fn.
+func withFile(path string, opts Options, readOnly bool, fn func(b *bolt.DB, logPath string) error) error {
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("boltstore: %s: %w", path, err)
+	}
+	if err := validateFile(path, !readOnly); err != nil {
+		return fmt.Errorf("boltstore: %s: %w", path, err)
+	}
+	var b *bolt.DB
+	err := guard(path, "open", func() error {
+		var err error
+		b, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
+		return err
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return fmt.Errorf("boltstore: %s: %w (waited %v)", path, ErrLocked, timeout)
+	}
+	if err != nil {
+		return fmt.Errorf("boltstore: %s: %w", path, openError(err))
+	}
+	defer b.Close()
+	return fn(b, ownPath(path))
+}
+
+// repairPlan is what a repair does.
+type repairPlan struct {
+	cut     *segmentFile // the segment cut at offset; nil: none is
+	offset  int64
+	removed []segmentFile // every segment after it
+	kept    []segmentFile // those before, and the cut one if anything of it stays
+	// floor is the highest revision the dropped writes may have had:
+	// the revisions handed out after the repair go above it.
+	floor uint64
+}
+
+// missingLogRevisions is how far revisions jump past the file's when a
+// repair accepts that its whole log is missing: nobody can say which
+// revisions the writes in it had, and none may come round again.
+const missingLogRevisions = 1 << 32
+
+// inspectLog reads the log as Open does and, at the first thing that
+// does not check out, stops: what comes after is what a repair drops.
+func inspectLog(b *bolt.DB, fs logFS, logPath string) (*LogDamage, *repairPlan, error) {
+	var counter, logFrom uint64
+	var loggedAs string
+	err := guard(logPath, "inspect", func() error {
+		return b.View(func(tx *bolt.Tx) (err error) {
+			counter, _, err = fileCounter(tx)
+			logFrom, loggedAs = logFromIn(tx)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	segments, err := listSegments(fs, logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := &LogDamage{}
+	plan := &repairPlan{}
+	if err := logFound(logPath, loggedAs, segments, logFrom); err != nil {
+		d.Problem, d.LogMissing = err.Error(), segmentPath(orDefault(loggedAs, logPath), logFrom)
+	}
+	digest := sha256.New()
+	fmt.Fprintf(digest, "%d %d %s\n", counter, logFrom, loggedAs)
+	want, last := counter+1, uint64(0)
+	datas := make([][]byte, len(segments))
+	cutAt := -1
+	for i, sf := range segments {
+		data, err := fs.readFile(sf.path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the log %s: %w", sf.path, err)
+		}
+		datas[i] = data
+		fmt.Fprintf(digest, "%s %d\n", sf.path, len(data))
+		digest.Write(data)
+		if cutAt >= 0 {
+			continue
+		}
+		contents, err := readSegment(data)
+		off := -1
+		var fd *frameDamage
+		switch {
+		case errors.As(err, &fd):
+			off, d.Problem = fd.offset, fmt.Sprintf("the log %s: %v", sf.path, err)
+		case err != nil:
+			return nil, nil, err
+		case contents.torn && i < len(segments)-1:
+			off, d.Problem = contents.end, fmt.Sprintf("the log %s is cut short, and a later segment follows it", sf.path)
+		}
+	entries:
+		for _, e := range contents.entries {
+			switch {
+			case off >= 0 && e.frame >= off:
+				break entries
+			case e.revision <= last:
+				off, d.Problem = e.frame, fmt.Sprintf("the log %s: revision %d follows revision %d", sf.path, e.revision, last)
+				break entries
+			case e.revision > counter && e.revision != want:
+				off, d.Problem = e.frame, fmt.Sprintf("the log misses revisions %d to %d, past the file's %d", want, e.revision-1, counter)
+				d.MissingFrom, d.MissingTo = want, e.revision-1
+				break entries
+			case e.revision > counter:
+				want++
+			}
+			last = e.revision
+		}
+		if off >= 0 {
+			cutAt, plan.offset = i, int64(off)
+		}
+	}
+	if cutAt < 0 && d.LogMissing == "" {
+		return nil, nil, nil
+	}
+	plan.floor = max(counter, last, d.MissingTo)
+	if d.LogMissing != "" {
+		plan.floor = max(plan.floor, counter+missingLogRevisions)
+	}
+	if cutAt >= 0 {
+		plan.cut = &segments[cutAt]
+		d.Segment, d.Offset = segments[cutAt].path, plan.offset
+		plan.kept, plan.removed = segments[:cutAt], segments[cutAt+1:]
+		if plan.offset > int64(len(walMagic)) {
+			plan.kept = segments[:cutAt+1]
+		}
+		for i := cutAt; i < len(segments); i++ {
+			from := len(walMagic)
+			if i == cutAt {
+				from = max(from, int(plan.offset))
+			}
+			entries, unreadable := salvage(datas[i], from)
+			d.UnreadableBytes += int64(unreadable)
+			for _, e := range entries {
+				plan.floor = max(plan.floor, e.revision)
+				if e.revision > counter {
+					d.Dropped = append(d.Dropped, DroppedWrite{Revision: e.revision, Namespace: e.namespace, ID: e.id})
+				}
+			}
+		}
+	} else {
+		plan.kept = segments
+	}
+	// A write is more than a byte: the writes in bytes no frame could be
+	// read from took at most that many revisions.
+	plan.floor += uint64(d.UnreadableBytes)
+	d.Fingerprint = hex.EncodeToString(digest.Sum(nil))[:16]
+	return d, plan, nil
+}
+
+// salvage reads what whole frames it can find in data from offset from
+// on, and counts the bytes in none of them (zeros at the end aside).
+func salvage(data []byte, from int) ([]walEntry, int) {
+	var out []walEntry
+	unreadable := 0
+	if from > len(data) {
+		return nil, 0
+	}
+	for off := from; off < len(data); {
+		if allZero(data[off:]) {
+			break
+		}
+		if payload, size, why := frameAt(data[off:]); why == "" {
+			if entries, err := decodeFrame(payload, off); err == nil {
+				out = append(out, entries...)
+				off += size
+				continue
+			}
+		}
+		unreadable++
+		off++
+	}
+	return out, unreadable
+}
+
+// carryOut cuts and removes what the plan says, then makes the file name
+// the oldest segment left, or none.
+func (p *repairPlan) carryOut(b *bolt.DB, logPath string) error {
+	if p.cut != nil && len(p.kept) > 0 && p.kept[len(p.kept)-1] == *p.cut {
+		if err := os.Truncate(p.cut.path, p.offset); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(p.cut.path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		err = fdatasync(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	} else if p.cut != nil {
+		p.removed = append([]segmentFile{*p.cut}, p.removed...)
+	}
+	var logFrom uint64
+	if len(p.kept) > 0 {
+		logFrom = p.kept[0].seq
+	}
+	// The file names what stays before anything goes.
+	err := guard(logPath, "repair", func() error {
+		return b.Update(func(tx *bolt.Tx) error {
+			meta, err := tx.CreateBucketIfNotExists(metaBucket)
+			if err != nil {
+				return err
+			}
+			if err := meta.Put(logPathKey, []byte(logPath)); err != nil {
+				return err
+			}
+			if err := meta.Put(revisionFloorKey, putUint(max(p.floor, getUint(meta.Get(revisionFloorKey))))); err != nil {
+				return err
+			}
+			return meta.Put(logFromKey, putUint(logFrom))
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, sf := range p.removed {
+		if err := os.Remove(sf.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return osFS{}.syncDir(filepath.Dir(logPath))
+}
+
+func orDefault(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
