@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Backoff is the per-key retry delay after a failed Reconcile: Base,
@@ -109,6 +109,51 @@ type Limiter interface {
 	Wait(ctx context.Context) error
 }
 
+// isNilLimiter reports whether l is nil, or a nil pointer in the
+// interface.
+func isNilLimiter(l Limiter) bool {
+	if l == nil {
+		return true
+	}
+	v := reflect.ValueOf(l)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// checkLimiter refuses a limiter that says (through the Limit and Burst
+// methods x/time/rate's *rate.Limiter has, found without importing it:
+// the module depends on the standard library alone) that no call could
+// ever pass, or none after its burst.
+func checkLimiter(l Limiter) error {
+	if l == nil {
+		return nil
+	}
+	bursts, ok := l.(interface{ Burst() int })
+	if !ok {
+		return nil
+	}
+	limit, ok := limitOf(l)
+	if !ok || limit == math.MaxFloat64 { // rate.Inf: no limit at all
+		return nil
+	}
+	switch {
+	case bursts.Burst() < 1:
+		return errors.New("reconcile: NewLoop: Limiter has a burst below 1, so no call could ever pass")
+	case limit <= 0:
+		return fmt.Errorf("reconcile: NewLoop: Limiter has a rate of %v, so no call could pass after its burst of %d", limit, bursts.Burst())
+	}
+	return nil
+}
+
+// limitOf calls l's Limit method, if it has one returning a number of
+// events a second.
+func limitOf(l Limiter) (float64, bool) {
+	m := reflect.ValueOf(l).MethodByName("Limit")
+	if !m.IsValid() || m.Type().NumIn() != 0 || m.Type().NumOut() != 1 || m.Type().Out(0).Kind() != reflect.Float64 {
+		return 0, false
+	}
+	return m.Call(nil)[0].Float(), true
+}
+
 // Loop runs a [Reconciler] over the keys of the world: first a recovery
 // pass that adopts what the world has and reports what it lost, then
 // reconciles driven by events and periodic resyncs, with dedup, per-key
@@ -146,16 +191,11 @@ func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
 			errs = append(errs, fmt.Errorf("reconcile: NewLoop: Backoff jitter %v, want 0 to 1", b.Jitter))
 		}
 	}
-	if rl, ok := opt.Limiter.(*rate.Limiter); ok && rl != nil && rl.Limit() != rate.Inf {
-		switch {
-		case rl.Burst() < 1:
-			errs = append(errs, errors.New("reconcile: NewLoop: Limiter has a burst below 1, so no call could ever pass"))
-		case rl.Limit() <= 0:
-			errs = append(errs, fmt.Errorf("reconcile: NewLoop: Limiter has a rate of %v, so no call could pass after its burst of %d", rl.Limit(), rl.Burst()))
-		}
-	}
-	if rl, ok := opt.Limiter.(*rate.Limiter); ok && rl == nil {
+	if isNilLimiter(opt.Limiter) {
 		opt.Limiter = nil // a typed nil is no limiter, not a crash
+	}
+	if err := checkLimiter(opt.Limiter); err != nil {
+		errs = append(errs, err)
 	}
 	l := &Loop[K]{opt: opt, backoff: b, clock: opt.Clock, log: opt.Logger, recovered: make(chan struct{})}
 	if l.clock == nil {

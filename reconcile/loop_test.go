@@ -494,7 +494,23 @@ func TestLoopRunsOnceAndRefusesBadOptions(t *testing.T) {
 		_, err := reconcile.NewLoop(opt)
 		require.Error(t, err, name)
 	}
+	// Limiters the loop accepts: a typed nil is no limiter, an unlimited
+	// one or one of the caller's own with nothing to say is taken as is.
+	for name, lim := range map[string]reconcile.Limiter{
+		"typed nil":        (*rate.Limiter)(nil),
+		"unlimited":        rate.NewLimiter(rate.Inf, 0),
+		"one of its own":   ownLimiter{},
+		"a rate and burst": rate.NewLimiter(10, 1),
+	} {
+		_, err := reconcile.NewLoop(reconcile.Options[string]{Reconciler: noop, Limiter: lim})
+		require.NoError(t, err, name)
+	}
 }
+
+// ownLimiter is a limiter that is not x/time/rate's.
+type ownLimiter struct{}
+
+func (ownLimiter) Wait(context.Context) error { return nil }
 
 func TestLoopObserverSeesEveryOutcome(t *testing.T) {
 	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
