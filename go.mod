@@ -4,13 +4,9 @@ go 1.24.0
 
 require (
 	github.com/stretchr/testify v1.12.1
-	go.etcd.io/bbolt v1.4.3
 	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.12.0
 	pgregory.net/rapid v1.3.0
 )
 
-require (
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.29.0 // indirect
-)
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

@@ -20,6 +20,7 @@ import (
 
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/internal/testwait"
+	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/transition"
@@ -54,6 +55,14 @@ func openStore(t testing.TB, path string, opts boltstore.Options) (*boltstore.DB
 	s, err := db.Store("executions")
 	require.NoError(t, err)
 	return db, s
+}
+
+// The ownership promises the recovery decisions rest on, on bbolt.
+func TestStartupOwnership(t *testing.T) {
+	recoverytest.RunOwnership(t, func(t *testing.T) storage.Store {
+		_, s := openStore(t, filepath.Join(t.TempDir(), "executions.db"), boltstore.Options{})
+		return s
+	}, recoverytest.Options{})
 }
 
 func TestConformance(t *testing.T) {

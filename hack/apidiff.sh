@@ -15,10 +15,10 @@ cd "$(dirname "$0")/.."
 apidiff="go run golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4"
 mode=${1:-check}
 
-# The public packages: those of the published modules (the core, etcdstore,
+# The public packages: those of the published modules (the core, boltstore, etcdstore,
 # kube, looplabfsm and prom), internal ones left out.
 packages() {
-	for dir in . etcdstore kube looplabfsm prom; do
+	for dir in . boltstore etcdstore kube looplabfsm prom; do
 		(cd "$dir" && go list ./...) | grep -v '/internal'
 	done
 }

@@ -11,6 +11,7 @@ require (
 )
 
 require (
+	github.com/execfsm/execfsm/boltstore v0.1.0
 	go.etcd.io/bbolt v1.4.3 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.29.0 // indirect

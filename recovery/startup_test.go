@@ -3,7 +3,6 @@ package recovery_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/execfsm/execfsm/storage"
 
-	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
@@ -394,17 +392,6 @@ func (s *stoppingOnAcquire) Acquire(ctx context.Context, id string, l storage.Le
 
 func TestStartupOwnershipOnMemory(t *testing.T) {
 	recoverytest.RunOwnership(t, func(*testing.T) storage.Store { return storage.NewMemory() }, recoverytest.Options{})
-}
-
-func TestStartupOwnershipOnBolt(t *testing.T) {
-	recoverytest.RunOwnership(t, func(t *testing.T) storage.Store {
-		db, err := boltstore.Open(filepath.Join(t.TempDir(), "executions.db"), boltstore.Options{})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = db.Close() })
-		s, err := db.Store("executions")
-		require.NoError(t, err)
-		return s
-	}, recoverytest.Options{})
 }
 
 func TestStartupReasonsAreForPeople(t *testing.T) {

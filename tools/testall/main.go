@@ -338,7 +338,7 @@ const cliPath = "/cmd/execfsm"
 // stores and its bridges, not the examples, the suites or these tools.
 func public(path string) bool {
 	switch strings.TrimPrefix(path, repoPrefix) {
-	case "", "/etcdstore", "/kube", "/looplabfsm", "/prom":
+	case "", "/boltstore", "/etcdstore", "/kube", "/looplabfsm", "/prom":
 		return true
 	}
 	return false
