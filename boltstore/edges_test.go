@@ -176,22 +176,13 @@ func TestAGapInTheLogIsRefused(t *testing.T) {
 // that each frame spans several sectors and pages.
 func crashedWithLarge(t *testing.T, path string, n int) []int64 {
 	t.Helper()
-	db, s := openStore(t, path, boltstore.Options{})
-	var sizes []int64
-	for k := range n {
+	return crashedWithRecords(t, path, n, func(k int) storage.Record {
 		rec := storagetest.Sample(fmt.Sprint("ex-", k))
 		for m := range 3 {
 			rec.Meta[fmt.Sprint("blob-", m)] = string(bytesOf(byte('a'+k), 4000))
 		}
-		_, err := s.Create(bg, rec)
-		require.NoError(t, err)
-		segs := segments(t, path)
-		info, err := os.Stat(segs[len(segs)-1])
-		require.NoError(t, err)
-		sizes = append(sizes, info.Size())
-	}
-	db.Crash()
-	return sizes
+		return rec
+	})
 }
 
 func bytesOf(b byte, n int) []byte {

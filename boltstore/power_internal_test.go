@@ -78,7 +78,12 @@ func newPowerFS(t *testing.T, dir string) *powerFS {
 	return p
 }
 
-func (p *powerFS) key(name string) (string, error) {
+// enter begins an operation on name, p.mu held: it fails once the
+// power is out, and returns name's entry in the directory.
+func (p *powerFS) enter(name string) (string, error) {
+	if p.down() {
+		return "", errPowerCut
+	}
 	if filepath.Dir(name) != p.dir {
 		return "", fmt.Errorf("powerFS holds %s only, not %s", p.dir, name)
 	}
@@ -88,10 +93,7 @@ func (p *powerFS) key(name string) (string, error) {
 func (p *powerFS) create(name string, _ os.FileMode) (logFile, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.down() {
-		return nil, errPowerCut
-	}
-	k, err := p.key(name)
+	k, err := p.enter(name)
 	if err != nil {
 		return nil, err
 	}
@@ -106,10 +108,7 @@ func (p *powerFS) create(name string, _ os.FileMode) (logFile, error) {
 func (p *powerFS) readFile(name string) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.down() {
-		return nil, errPowerCut
-	}
-	k, err := p.key(name)
+	k, err := p.enter(name)
 	if err != nil {
 		return nil, err
 	}
@@ -140,10 +139,7 @@ func (p *powerFS) readDir(dir string) ([]os.DirEntry, error) {
 func (p *powerFS) remove(name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.down() {
-		return errPowerCut
-	}
-	k, err := p.key(name)
+	k, err := p.enter(name)
 	if err != nil {
 		return err
 	}
@@ -167,10 +163,7 @@ func (p *powerFS) syncDir(dir string) error {
 func (p *powerFS) named(f logFile, name string) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.down() {
-		return false, errPowerCut
-	}
-	k, err := p.key(name)
+	k, err := p.enter(name)
 	if err != nil {
 		return false, err
 	}

@@ -53,10 +53,16 @@ func digests(files map[string][]byte) map[string]string {
 // of the last segment after each write.
 func crashedWith(t *testing.T, path string, n int) []int64 {
 	t.Helper()
+	return crashedWithRecords(t, path, n, func(k int) storage.Record { return storagetest.Sample(fmt.Sprint("ex-", k)) })
+}
+
+// crashedWithRecords is crashedWith, writing record(k) as ex-k.
+func crashedWithRecords(t *testing.T, path string, n int, record func(k int) storage.Record) []int64 {
+	t.Helper()
 	db, s := openStore(t, path, boltstore.Options{})
 	var sizes []int64
 	for k := range n {
-		_, err := s.Create(bg, storagetest.Sample(fmt.Sprint("ex-", k)))
+		_, err := s.Create(bg, record(k))
 		require.NoError(t, err)
 		segs := segments(t, path)
 		info, err := os.Stat(segs[len(segs)-1])
