@@ -321,18 +321,7 @@ func ApplyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 		}
 	}
 	var verdict Verdict[S]
-	_, _, err = exec.Acquire(ctx, lease, func(_ S, rec storage.Record) (transition.Update[S], error) {
-		v, err := decideStartup(roles, rec, p, carries(rec))
-		if err != nil {
-			return transition.Update[S]{}, err
-		}
-		v = withWork(v, rec, p)
-		verdict = v
-		if v.Decision == DecisionRefuse {
-			return transition.Update[S]{}, v.Err
-		}
-		return startupUpdate(v, rec), nil
-	})
+	_, _, err = exec.Acquire(ctx, lease, startupDecider(roles, p, carries, &verdict))
 	if err != nil {
 		if verdict.Decision == DecisionRefuse {
 			p.Observer.startup(verdict, err)
@@ -358,20 +347,29 @@ func ApplyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 // claim.
 func applyUnderClaim[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p Policy[S]) (Verdict[S], error) {
 	var verdict Verdict[S]
-	_, _, err := exec.Apply(ctx, func(_ S, rec storage.Record) (transition.Update[S], error) {
-		v, err := decideStartup(roles, rec, p, true)
+	takingBack := func(storage.Record) bool { return true }
+	_, _, err := exec.Apply(ctx, startupDecider(roles, p, takingBack, &verdict))
+	p.Observer.startup(verdict, err)
+	return verdict, err
+}
+
+// startupDecider is the decide function of a start's write: it decides
+// on the record as the write finds it (taking back, when takingBack says
+// so, see decideStartup), leaves the verdict in verdict, and refuses a
+// terminal record with the verdict's error.
+func startupDecider[S comparable](roles *Roles[S], p Policy[S], takingBack func(storage.Record) bool, verdict *Verdict[S]) func(S, storage.Record) (transition.Update[S], error) {
+	return func(_ S, rec storage.Record) (transition.Update[S], error) {
+		v, err := decideStartup(roles, rec, p, takingBack(rec))
 		if err != nil {
 			return transition.Update[S]{}, err
 		}
 		v = withWork(v, rec, p)
-		verdict = v
+		*verdict = v
 		if v.Decision == DecisionRefuse {
 			return transition.Update[S]{}, v.Err
 		}
 		return startupUpdate(v, rec), nil
-	})
-	p.Observer.startup(verdict, err)
-	return verdict, err
+	}
 }
 
 // withWork adds to v what the policy's Work says of its restartability,

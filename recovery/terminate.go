@@ -210,22 +210,13 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 // execution without looking at the store: it holds no live ownership. An
 // outside authority's handle never has to.
 func holdsNothing[S comparable](exec *transition.Persisted[S]) (string, bool) {
-	if exec.Authority() {
+	switch {
+	case exec.Authority() || !storage.Ended(exec.Ownership()):
 		return "", false
+	case exec.Claim().Owner == "":
+		return "this controller never took the execution over", true
 	}
-	own := exec.Ownership()
-	if own == nil {
-		if exec.Claim().Owner == "" {
-			return "this controller never took the execution over", true
-		}
-		return "this controller's ownership of the execution has ended", true
-	}
-	select {
-	case <-own.Lost():
-		return "this controller's ownership of the execution has ended", true
-	default:
-		return "", false
-	}
+	return "this controller's ownership of the execution has ended", true
 }
 
 // isRelocating reports whether rec is in the roles' relocating state.

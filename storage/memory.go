@@ -228,7 +228,7 @@ func (s *Memory) Acquire(ctx context.Context, id string, lease Lease) (Ownership
 		return written.Owner, written.Epoch, nil
 	})
 	if err != nil {
-		return nil, Record{}, localHeld(id, s.statusOf(id), err)
+		return nil, Record{}, localHeld(id, s.statusOf, err)
 	}
 	return localOwnership{h: h, id: id, cas: s.CompareAndSwap}, written, nil
 }
@@ -275,11 +275,12 @@ func (o localOwnership) CompareAndSwap(ctx context.Context, expect uint64, next 
 	return written, err
 }
 
-// localHeld turns a local lease table's refusal into a [*HeldError].
-func localHeld(id, status string, err error) error {
+// localHeld turns a local lease table's refusal into a [*HeldError],
+// with the record's status.
+func localHeld(id string, statusOf func(id string) string, err error) error {
 	var busy *locallease.BusyError
 	if errors.As(err, &busy) {
-		return &HeldError{ID: id, Holder: busy.Holder, Status: status, Waited: busy.Waited}
+		return &HeldError{ID: id, Holder: busy.Holder, Status: statusOf(id), Waited: busy.Waited}
 	}
 	return err
 }

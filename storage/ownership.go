@@ -216,6 +216,20 @@ type Ownership interface {
 	Release(ctx context.Context) error
 }
 
+// Ended reports whether o has ended (its Lost channel is closed), or is
+// nil: whether its holder holds nothing now.
+func Ended(o Ownership) bool {
+	if o == nil {
+		return true
+	}
+	select {
+	case <-o.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
 // HeldError is returned by Acquire when a live holder owns the record. It
 // matches [ErrHeld]; when Acquire waited ([Lease].Wait) until its context
 // ended, it also matches the context's error.

@@ -178,15 +178,7 @@ func (p *Persisted[S]) Authority() bool { return p.owner.Load() == nil }
 // carries: whether it may drive the execution rec is.
 func (p *Persisted[S]) Owns(rec storage.Record) bool {
 	o := p.owner.Load()
-	if o == nil || o.own == nil || o.claim.Owner == "" || o.claim != rec.Claim() {
-		return false
-	}
-	select {
-	case <-o.own.Lost():
-		return false
-	default:
-		return true
-	}
+	return o != nil && p.lost(o) == nil && o.claim == rec.Claim()
 }
 
 // Acquire takes the record over for this handle, through the store's
@@ -703,18 +695,12 @@ func (p *Persisted[S]) asked(cur S, rec storage.Record, u Update[S]) Change[S] {
 // lost returns a [*storage.FencedError] if o, a controller's handle,
 // holds nothing: its ownership has ended, or it has none.
 func (p *Persisted[S]) lost(o *owning) error {
-	if o == nil {
-		return nil // an outside authority
+	if o == nil || !storage.Ended(o.own) {
+		return nil // an outside authority, or a live ownership
 	}
-	if o.own == nil {
-		return &storage.FencedError{ID: p.id, Owner: o.claim.Owner, Epoch: o.claim.Epoch, Lost: o.claim.Owner != ""}
-	}
-	select {
-	case <-o.own.Lost():
-		return &storage.FencedError{ID: p.id, Owner: o.claim.Owner, Epoch: o.claim.Epoch, Lost: true}
-	default:
-		return nil
-	}
+	// Lost only if it had a claim: before its first take-over the handle
+	// owns nothing and never did.
+	return &storage.FencedError{ID: p.id, Owner: o.claim.Owner, Epoch: o.claim.Epoch, Lost: o.claim.Owner != ""}
 }
 
 // fenced returns a [*storage.FencedError] if this handle is a
