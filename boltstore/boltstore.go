@@ -236,7 +236,8 @@ func open(path string, opts Options, fs logFS) (*DB, error) {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
-	logged, seq, err := readLog(fs, segments)
+	segs, err := readSegments(fs, segments, false)
+	var logged []walEntry
 	var counter, logFrom uint64
 	var loggedAs string
 	var stored bool
@@ -253,8 +254,9 @@ func open(path string, opts Options, fs logFS) (*DB, error) {
 		err = logFound(logPath, loggedAs, segments, logFrom)
 	}
 	if err == nil {
-		if err = unappliedInOrder(logged, counter); err != nil {
-			err = fmt.Errorf("the log %s: %w", logPath+walSuffix+"*", err)
+		var faults []logFault
+		if logged, faults = scanLog(segs, counter); len(faults) > 0 {
+			err = faults[0].err
 		}
 	}
 	if err == nil && !o.ReadOnly && !stored { // a reader needs no counter: only writes take revisions
@@ -274,6 +276,10 @@ func open(path string, opts Options, fs logFS) (*DB, error) {
 	}
 	db := &DB{bolt: b, path: path, logPath: logPath, fs: fs, logSize: o.LogSize, readOnly: o.ReadOnly, mode: o.Mode, checkpointWrites: checkpointWrites,
 		stores: map[string]*Store{}, writer: make(chan struct{}, 1)}
+	var seq uint64 // of the last segment: the next one follows it
+	if len(segments) > 0 {
+		seq = segments[len(segments)-1].seq
+	}
 	if err := db.openLog(segments, logged, seq); err != nil {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)

@@ -268,65 +268,90 @@ func (db *DB) failure() error {
 	return db.failed
 }
 
-// readLog reads the segments beside the database, oldest first, and
-// returns their writes and the sequence number of the last segment. A
-// torn tail is allowed only at the end of the last segment; revisions
-// must go up throughout.
-func readLog(fs logFS, segments []segmentFile) ([]walEntry, uint64, error) {
-	var entries []walEntry
-	var seq, last uint64
-	for i, sf := range segments {
-		read, err := readSegmentFile(fs, sf, i == len(segments)-1)
-		if err != nil {
-			return nil, 0, err
+// segmentData is a log segment and its bytes.
+type segmentData struct {
+	segmentFile
+	data []byte
+}
+
+// readSegments reads the segments listed, oldest first. One removed
+// since it was listed (applied by a checkpoint meanwhile) is left out
+// when skipGone says so, and is an error otherwise.
+func readSegments(fs logFS, segments []segmentFile, skipGone bool) ([]segmentData, error) {
+	out := make([]segmentData, 0, len(segments))
+	for _, sf := range segments {
+		data, err := fs.readFile(sf.path)
+		if skipGone && errors.Is(err, os.ErrNotExist) {
+			continue
 		}
-		for _, e := range read {
+		if err != nil {
+			return nil, fmt.Errorf("reading the log %s: %w", sf.path, err)
+		}
+		out = append(out, segmentData{sf, data})
+	}
+	return out, nil
+}
+
+// logFault is something in the log that does not check out: in which
+// segment, from which byte, what (err names the segment and matches
+// storage.ErrCorrupt), and the revisions a gap misses.
+type logFault struct {
+	segment                int
+	offset                 int
+	err                    error
+	missingFrom, missingTo uint64
+}
+
+// scanLog decodes the segments, oldest first, as Open trusts them
+// against the file's counter: a torn tail only at the end of the last
+// segment; revisions going up throughout; and the writes beyond the
+// counter following it with no revision missing (every write takes the
+// next revision, so a gap is a segment removed, or cut short at a
+// frame's end with a later one after it, and acknowledged writes gone
+// with it; below the counter the writes are in the file already, and a
+// gap loses nothing). It returns the writes before the first fault, and
+// every fault: after the first, only segments that do not decode.
+func scanLog(segs []segmentData, counter uint64) ([]walEntry, []logFault) {
+	var entries []walEntry
+	var faults []logFault
+	fault := func(i, offset int, err error) {
+		faults = append(faults, logFault{segment: i, offset: offset, err: fmt.Errorf("the log %s: %w", segs[i].path, err)})
+	}
+	want, last := counter+1, uint64(0)
+	for i, sd := range segs {
+		contents, err := readSegment(sd.data)
+		switch fd := (*frameDamage)(nil); {
+		case errors.As(err, &fd):
+			fault(i, fd.offset, err)
+		case err != nil: // readSegment says where; this is for one that would not
+			fault(i, len(walMagic), err)
+		case contents.torn && i < len(segs)-1:
+			fault(i, contents.end, damageAt(contents.end, "it is cut short, and a later segment follows it"))
+		}
+		if len(faults) > 1 || len(faults) == 1 && faults[0].segment < i {
+			continue // past the first fault: the order of what follows says nothing
+		}
+		for _, e := range contents.entries {
+			if len(faults) > 0 && e.frame >= faults[0].offset {
+				break
+			}
 			if e.revision <= last {
-				return nil, 0, fmt.Errorf("the log %s: %w", sf.path, damageAt(e.frame, "revision %d follows revision %d", e.revision, last))
+				fault(i, e.frame, damageAt(e.frame, "revision %d follows revision %d", e.revision, last))
+				break
+			}
+			if e.revision > counter && e.revision != want {
+				fault(i, e.frame, damageAt(e.frame, "the log misses revisions %d to %d, past the file's %d: a segment removed or cut short, with acknowledged writes in it", want, e.revision-1, counter))
+				faults[len(faults)-1].missingFrom, faults[len(faults)-1].missingTo = want, e.revision-1
+				break
+			}
+			if e.revision > counter {
+				want++
 			}
 			last = e.revision
+			entries = append(entries, e)
 		}
-		entries = append(entries, read...)
-		seq = sf.seq
 	}
-	return entries, seq, nil
-}
-
-// readSegmentFile reads and decodes one segment; only the last may end
-// in a torn frame.
-func readSegmentFile(fs logFS, sf segmentFile, last bool) ([]walEntry, error) {
-	data, err := fs.readFile(sf.path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the log %s: %w", sf.path, err)
-	}
-	contents, err := readSegment(data)
-	if err == nil && contents.torn && !last {
-		err = damageAt(contents.end, "it is cut short, and a later segment follows it")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("the log %s: %w", sf.path, err)
-	}
-	return contents.entries, nil
-}
-
-// unappliedInOrder checks that the writes the log holds beyond the
-// file's counter follow it with no revision missing: every write takes
-// the next revision, so a gap is a segment removed, or cut short at a
-// frame's end with a later segment after it, and acknowledged writes
-// gone with it. Revisions at or below the counter are in the file
-// already; a gap among them loses nothing.
-func unappliedInOrder(entries []walEntry, counter uint64) error {
-	want := counter + 1
-	for _, e := range entries {
-		switch {
-		case e.revision < want:
-			continue
-		case e.revision > want:
-			return badLog("the log misses revisions %d to %d, past the file's %d: a segment removed or cut short, with acknowledged writes in it", want, e.revision-1, counter)
-		}
-		want++
-	}
-	return nil
+	return entries, faults
 }
 
 // checkLog reads the log's segments from the disk again and returns
@@ -337,28 +362,20 @@ func (db *DB) checkLog() error {
 	if err != nil {
 		return fmt.Errorf("boltstore: %s: listing the log: %w", db.path, err)
 	}
-	var errs []error
-	var read []walEntry
-	for i, sf := range segments {
-		entries, err := readSegmentFile(db.fs, sf, i == len(segments)-1)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // applied and removed since it was listed
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("boltstore: %w", err))
-		}
-		read = append(read, entries...)
+	segs, err := readSegments(db.fs, segments, true)
+	if err != nil {
+		return fmt.Errorf("boltstore: %w", err)
 	}
-	if len(errs) == 0 {
-		// The counter is read after the segments: a segment applied and
-		// removed meanwhile is below it.
-		var counter uint64
-		if err := db.view("Check", func(tx *bolt.Tx) error { counter = counterIn(tx); return nil }); err != nil {
-			return err
-		}
-		if err := unappliedInOrder(read, counter); err != nil {
-			errs = append(errs, fmt.Errorf("boltstore: %s: %w", db.path, err))
-		}
+	// The counter is read after the segments: a segment applied and
+	// removed meanwhile is below it.
+	var counter uint64
+	if err := db.view("Check", func(tx *bolt.Tx) error { counter = counterIn(tx); return nil }); err != nil {
+		return err
+	}
+	_, faults := scanLog(segs, counter)
+	errs := make([]error, len(faults))
+	for k, f := range faults {
+		errs[k] = fmt.Errorf("boltstore: %w", f.err)
 	}
 	return errors.Join(errs...)
 }

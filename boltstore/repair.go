@@ -171,53 +171,25 @@ func inspectLog(b *bolt.DB, fs logFS, logPath string) (*LogDamage, *repairPlan, 
 	if err := logFound(logPath, loggedAs, segments, logFrom); err != nil {
 		d.Problem, d.LogMissing = err.Error(), segmentPath(orDefault(loggedAs, logPath), logFrom)
 	}
+	segs, err := readSegments(fs, segments, false)
+	if err != nil {
+		return nil, nil, err
+	}
 	digest := sha256.New()
 	fmt.Fprintf(digest, "%d %d %s\n", counter, logFrom, loggedAs)
-	want, last := counter+1, uint64(0)
-	datas := make([][]byte, len(segments))
-	cutAt := -1
-	for i, sf := range segments {
-		data, err := fs.readFile(sf.path)
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading the log %s: %w", sf.path, err)
-		}
-		datas[i] = data
-		fmt.Fprintf(digest, "%s %d\n", sf.path, len(data))
-		digest.Write(data)
-		if cutAt >= 0 {
-			continue
-		}
-		contents, err := readSegment(data)
-		off := -1
-		var fd *frameDamage
-		switch {
-		case errors.As(err, &fd):
-			off, d.Problem = fd.offset, fmt.Sprintf("the log %s: %v", sf.path, err)
-		case err != nil:
-			return nil, nil, err
-		case contents.torn && i < len(segments)-1:
-			off, d.Problem = contents.end, fmt.Sprintf("the log %s is cut short, and a later segment follows it", sf.path)
-		}
-	entries:
-		for _, e := range contents.entries {
-			switch {
-			case off >= 0 && e.frame >= off:
-				break entries
-			case e.revision <= last:
-				off, d.Problem = e.frame, fmt.Sprintf("the log %s: revision %d follows revision %d", sf.path, e.revision, last)
-				break entries
-			case e.revision > counter && e.revision != want:
-				off, d.Problem = e.frame, fmt.Sprintf("the log misses revisions %d to %d, past the file's %d", want, e.revision-1, counter)
-				d.MissingFrom, d.MissingTo = want, e.revision-1
-				break entries
-			case e.revision > counter:
-				want++
-			}
-			last = e.revision
-		}
-		if off >= 0 {
-			cutAt, plan.offset = i, int64(off)
-		}
+	for _, sd := range segs {
+		fmt.Fprintf(digest, "%s %d\n", sd.path, len(sd.data))
+		digest.Write(sd.data)
+	}
+	good, faults := scanLog(segs, counter)
+	cutAt, last := -1, uint64(0)
+	if len(good) > 0 {
+		last = good[len(good)-1].revision
+	}
+	if len(faults) > 0 {
+		f := faults[0]
+		cutAt, plan.offset = f.segment, int64(f.offset)
+		d.Problem, d.MissingFrom, d.MissingTo = f.err.Error(), f.missingFrom, f.missingTo
 	}
 	if cutAt < 0 && d.LogMissing == "" {
 		return nil, nil, nil
@@ -238,7 +210,7 @@ func inspectLog(b *bolt.DB, fs logFS, logPath string) (*LogDamage, *repairPlan, 
 			if i == cutAt {
 				from = max(from, int(plan.offset))
 			}
-			entries, unreadable := salvage(datas[i], from)
+			entries, unreadable := salvage(segs[i].data, from)
 			d.UnreadableBytes += int64(unreadable)
 			for _, e := range entries {
 				plan.floor = max(plan.floor, e.revision)

@@ -127,11 +127,6 @@ func bad(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errDamagedFile, fmt.Sprintf(format, args...))
 }
 
-// badLog is bad for the write-ahead log.
-func badLog(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errDamagedLog, fmt.Sprintf(format, args...))
-}
-
 // Damage to the database file or to its log, rather than to one record:
 // both match storage.ErrCorrupt, and their text says which it is.
 var (
