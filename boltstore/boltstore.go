@@ -52,10 +52,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
+	"github.com/execfsm/execfsm/boltstore/internal/filecheck"
+	"github.com/execfsm/execfsm/boltstore/internal/wal"
 	"github.com/execfsm/execfsm/internal/locallease"
 	"github.com/execfsm/execfsm/internal/watchlog"
+	"github.com/execfsm/execfsm/storage"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
@@ -113,7 +114,7 @@ type DB struct {
 	bolt     *bolt.DB
 	path     string // as given to Open
 	logPath  string // the file's own path, symbolic links resolved: its log is named after it
-	fs       logFS  // where the log is
+	fs       wal.FS // where the log is
 	logSize  int
 	readOnly bool
 
@@ -177,10 +178,10 @@ var (
 
 // Open opens or creates the database at path. The zero Options are the
 // defaults.
-func Open(path string, opts Options) (*DB, error) { return open(path, opts, osFS{}) }
+func Open(path string, opts Options) (*DB, error) { return open(path, opts, wal.OS{}) }
 
 // open is Open with the log on fs.
-func open(path string, opts Options, fs logFS) (*DB, error) {
+func open(path string, opts Options, fs wal.FS) (*DB, error) {
 	o := opts
 	switch {
 	case o.Timeout < 0:
@@ -201,9 +202,9 @@ func open(path string, opts Options, fs logFS) (*DB, error) {
 	// a database should be is a database that lost its contents (or was
 	// never written): refuse it rather than start from nothing.
 	if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
-		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is empty (remove it to start a new database)", path, errDamagedFile)
+		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is empty (remove it to start a new database)", path, filecheck.ErrDamaged)
 	}
-	if err := validateFile(path, !o.ReadOnly); err != nil {
+	if err := filecheck.Validate(path, !o.ReadOnly); err != nil {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
 	// The log is named after the file itself: opened through a symbolic
@@ -212,12 +213,12 @@ func open(path string, opts Options, fs logFS) (*DB, error) {
 	// bbolt would make a new file where the database went missing, and
 	// the log beside it would be applied to nothing.
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if segments, err := listSegments(fs, logPath); err == nil && len(segments) > 0 {
-			return nil, fmt.Errorf("boltstore: Open %s: %w: the file is missing and its log %s is there", path, errDamagedFile, segments[0].path)
+		if segments, err := wal.ListSegments(fs, logPath); err == nil && len(segments) > 0 {
+			return nil, fmt.Errorf("boltstore: Open %s: %w: the file is missing and its log %s is there", path, filecheck.ErrDamaged, segments[0].Path)
 		}
 	}
 	var b *bolt.DB
-	err := guard(path, "Open", func() error {
+	err := filecheck.Guard(path, "Open", func() error {
 		var err error
 		b, err = bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
 		return err
@@ -231,18 +232,18 @@ func open(path string, opts Options, fs logFS) (*DB, error) {
 	// The log is read under bbolt's lock (a running writer appends to it
 	// and removes it) and before the first write to the file: a damaged
 	// log leaves both as they were.
-	segments, err := listSegments(fs, logPath)
+	segments, err := wal.ListSegments(fs, logPath)
 	if err != nil {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
-	segs, err := readSegments(fs, segments, false)
-	var logged []walEntry
+	segs, err := wal.ReadSegments(fs, segments, false)
+	var logged []wal.Entry
 	var counter, logFrom uint64
 	var loggedAs string
 	var stored bool
 	if err == nil {
-		err = guard(path, "Open", func() error {
+		err = filecheck.Guard(path, "Open", func() error {
 			return b.View(func(tx *bolt.Tx) (err error) {
 				counter, stored, err = fileCounter(tx)
 				logFrom, loggedAs = logFromIn(tx)
@@ -254,13 +255,13 @@ func open(path string, opts Options, fs logFS) (*DB, error) {
 		err = logFound(logPath, loggedAs, segments, logFrom)
 	}
 	if err == nil {
-		var faults []logFault
-		if logged, faults = scanLog(segs, counter); len(faults) > 0 {
-			err = faults[0].err
+		var faults []wal.Fault
+		if logged, faults = wal.Scan(segs, counter); len(faults) > 0 {
+			err = faults[0].Err
 		}
 	}
 	if err == nil && !o.ReadOnly && !stored { // a reader needs no counter: only writes take revisions
-		err = guard(path, "Open", func() error {
+		err = filecheck.Guard(path, "Open", func() error {
 			return b.Update(func(tx *bolt.Tx) error {
 				meta, err := tx.CreateBucketIfNotExists(metaBucket)
 				if err != nil {
@@ -278,7 +279,7 @@ func open(path string, opts Options, fs logFS) (*DB, error) {
 		stores: map[string]*Store{}, writer: make(chan struct{}, 1)}
 	var seq uint64 // of the last segment: the next one follows it
 	if len(segments) > 0 {
-		seq = segments[len(segments)-1].seq
+		seq = segments[len(segments)-1].Seq
 	}
 	if err := db.openLog(segments, logged, seq); err != nil {
 		_ = b.Close()
@@ -290,7 +291,7 @@ func open(path string, opts Options, fs logFS) (*DB, error) {
 // openLog reads the log beside the file. A writable DB applies it to
 // bbolt, removes it and starts a new segment and the checkpointer; a
 // read-only one keeps its writes in memory, as the writer would have.
-func (db *DB) openLog(segments []segmentFile, logged []walEntry, seq uint64) error {
+func (db *DB) openLog(segments []wal.SegmentFile, logged []wal.Entry, seq uint64) error {
 	var counter, floor uint64
 	err := db.view("Open", func(tx *bolt.Tx) error {
 		counter = counterIn(tx)
@@ -304,7 +305,7 @@ func (db *DB) openLog(segments []segmentFile, logged []walEntry, seq uint64) err
 	}
 	pending := newGen(nil)
 	for _, e := range logged {
-		if e.revision > counter { // not yet applied
+		if e.Revision > counter { // not yet applied
 			pending.add(e)
 		}
 	}
@@ -320,17 +321,17 @@ func (db *DB) openLog(segments []segmentFile, logged []walEntry, seq uint64) err
 	}
 	// The new segment first, then the file names it, then the old ones
 	// go: at no moment does the file name a log that is not there.
-	seg, err := createSegment(db.fs, db.logPath, seq+1, db.mode)
+	seg, err := wal.CreateSegment(db.fs, db.logPath, seq+1, db.mode)
 	if err != nil {
 		return fmt.Errorf("starting the log: %w", err)
 	}
-	if err := db.setLogFrom(seg.seq); err != nil {
-		_ = seg.remove()
+	if err := db.setLogFrom(seg.Seq); err != nil {
+		_ = seg.Remove()
 		return err
 	}
 	for _, sf := range segments {
-		if err := db.fs.remove(sf.path); err != nil {
-			return fmt.Errorf("removing the log %s, now applied: %w", sf.path, err)
+		if err := db.fs.Remove(sf.Path); err != nil {
+			return fmt.Errorf("removing the log %s, now applied: %w", sf.Path, err)
 		}
 	}
 	db.revision = db.overlay.revision
@@ -369,15 +370,15 @@ func logFromIn(tx *bolt.Tx) (uint64, string) {
 // opened under another name (a hard link), or copied or moved without
 // its log, would otherwise run on without the writes the log holds, and
 // hand their revisions out again.
-func logFound(logPath, loggedAs string, segments []segmentFile, logFrom uint64) error {
-	if logFrom == 0 || slices.ContainsFunc(segments, func(sf segmentFile) bool { return sf.seq == logFrom }) {
+func logFound(logPath, loggedAs string, segments []wal.SegmentFile, logFrom uint64) error {
+	if logFrom == 0 || slices.ContainsFunc(segments, func(sf wal.SegmentFile) bool { return sf.Seq == logFrom }) {
 		return nil
 	}
 	if loggedAs == "" {
 		loggedAs = logPath
 	}
 	return fmt.Errorf("%w: the file says writes it does not hold yet are in its log, from %s on, and no such log is beside %s (opened under another name than its own, or copied or moved without its log?)",
-		errDamagedLog, segmentPath(loggedAs, logFrom), logPath)
+		wal.ErrDamaged, wal.SegmentPath(loggedAs, logFrom), logPath)
 }
 
 // setLogFrom records in the file which log segment is the oldest that
@@ -404,7 +405,7 @@ func openError(err error) error {
 	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrVersionMismatch),
 		errors.Is(err, bolterrors.ErrChecksum), errors.Is(err, bolterrors.ErrInvalidMapping),
 		strings.HasPrefix(err.Error(), "file size too small"):
-		return fmt.Errorf("%w: %v", errDamagedFile, err)
+		return fmt.Errorf("%w: %v", filecheck.ErrDamaged, err)
 	}
 	return err
 }
@@ -421,7 +422,7 @@ func fileCounter(tx *bolt.Tx) (counter uint64, stored bool, err error) {
 		raw = meta.Get(revisionKey)
 	}
 	if raw != nil && len(raw) != 8 {
-		return 0, false, fmt.Errorf("%w: the revision counter is %d bytes, want 8", errDamagedFile, len(raw))
+		return 0, false, fmt.Errorf("%w: the revision counter is %d bytes, want 8", filecheck.ErrDamaged, len(raw))
 	}
 	counter = getUint(raw)
 	highest := counter
@@ -505,7 +506,7 @@ func (db *DB) close(stores []*Store) error {
 	for k, g := range gens {
 		var next uint64
 		if k+1 < len(gens) {
-			next = gens[k+1].seg.seq
+			next = gens[k+1].seg.Seq
 		}
 		if err := db.checkpoint(g, next); err != nil {
 			errs = append(errs, err)
@@ -521,11 +522,11 @@ func (db *DB) close(stores []*Store) error {
 	}
 	for k, g := range gens {
 		if k >= applied {
-			_ = g.seg.f.Close() // not applied: the next Open replays it
+			_ = g.seg.Close() // not applied: the next Open replays it
 			continue
 		}
 		db.overlay.drop(g)
-		if err := g.seg.remove(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := g.seg.Remove(); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err) // the next Open skips what it holds
 		}
 	}
@@ -558,7 +559,7 @@ func (db *DB) Check() error {
 		// was not applied yet: the checkpointer drops a gen before it
 		// removes its segment.
 		if g.seg != nil {
-			if err := g.seg.stillNamed(); err != nil && slices.Contains(db.overlay.snapshot(), g) && !db.isClosed() {
+			if err := g.seg.StillNamed(); err != nil && slices.Contains(db.overlay.snapshot(), g) && !db.isClosed() {
 				errs = append(errs, err)
 			}
 		}
@@ -595,7 +596,7 @@ func (db *DB) namespaces() ([]*Store, error) {
 	err := db.view("Check", func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			namespace, ok := strings.CutPrefix(string(name), "ns/")
-			if !ok || byName[namespace] != nil || b.Bucket(recordsKey) == nil || checkNamespace(namespace) != nil {
+			if !ok || byName[namespace] != nil || b.Bucket(recordsKey) == nil || wal.CheckNamespace(namespace) != nil {
 				return nil
 			}
 			byName[namespace] = &Store{db: db, namespace: namespace, bucket: []byte("ns/" + namespace)}
@@ -611,7 +612,7 @@ func checkBucket(b *bolt.Bucket, path []byte, errs *[]error) error {
 		if v == nil {
 			child := b.Bucket(k)
 			if child == nil {
-				*errs = append(*errs, fmt.Errorf("%w: %s/%s: neither a value nor a bucket", errDamagedFile, path, k))
+				*errs = append(*errs, fmt.Errorf("%w: %s/%s: neither a value nor a bucket", filecheck.ErrDamaged, path, k))
 				return nil
 			}
 			return checkBucket(child, append(append(append([]byte(nil), path...), '/'), k...), errs)
@@ -621,13 +622,13 @@ func checkBucket(b *bolt.Bucket, path []byte, errs *[]error) error {
 }
 
 // view and update run a bbolt transaction guarded against damaged pages
-// (see guard), and say ErrClosed for a closed database.
+// (see filecheck.Guard), and say ErrClosed for a closed database.
 func (db *DB) view(op string, fn func(*bolt.Tx) error) error {
-	return db.closedError(guard(db.path, op, func() error { return db.bolt.View(fn) }))
+	return db.closedError(filecheck.Guard(db.path, op, func() error { return db.bolt.View(fn) }))
 }
 
 func (db *DB) update(op string, fn func(*bolt.Tx) error) error {
-	return db.closedError(guard(db.path, op, func() error { return db.bolt.Update(fn) }))
+	return db.closedError(filecheck.Guard(db.path, op, func() error { return db.bolt.Update(fn) }))
 }
 
 func (db *DB) closedError(err error) error {
@@ -647,7 +648,7 @@ func (db *DB) Store(namespace string) (*Store, error) {
 	if db.bolt == nil {
 		return nil, errZeroDB
 	}
-	if err := checkNamespace(namespace); err != nil {
+	if err := wal.CheckNamespace(namespace); err != nil {
 		return nil, fmt.Errorf("boltstore: %w", err)
 	}
 	db.mu.Lock()

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync/atomic"
 
+	"github.com/execfsm/execfsm/boltstore/internal/filecheck"
+	"github.com/execfsm/execfsm/boltstore/internal/wal"
 	"github.com/execfsm/execfsm/storage"
 	bolt "go.etcd.io/bbolt"
 )
@@ -157,7 +159,7 @@ func (db *DB) commitBatch(batch []*request, outcomes []outcome) {
 	}
 	gens := db.overlay.snapshot()
 	current := gens[len(gens)-1]
-	v := &batchView{db: db, gens: gens, frame: append(db.frame[:0], make([]byte, frameHeaderSize)...)}
+	v := &batchView{db: db, gens: gens, frame: append(db.frame[:0], make([]byte, wal.FrameHeaderSize)...)}
 	start := 0 // the first write of the frame being encoded
 	for i, r := range batch {
 		// A writer who gave up while its turn came gets nothing
@@ -203,8 +205,8 @@ func (db *DB) flush(v *batchView, current *gen) error {
 	if len(v.entries) == 0 {
 		return nil
 	}
-	sealFrame(v.frame)
-	if err := current.seg.append(v.frame); err != nil {
+	wal.SealFrame(v.frame)
+	if err := current.seg.Append(v.frame); err != nil {
 		db.heads.rollback()
 		db.fail(err)
 		return err
@@ -212,7 +214,7 @@ func (db *DB) flush(v *batchView, current *gen) error {
 	db.heads.commit()
 	db.overlay.install(current, v.entries)
 	v.entries, v.written = v.entries[:0], nil
-	v.frame = v.frame[:frameHeaderSize]
+	v.frame = v.frame[:wal.FrameHeaderSize]
 	return nil
 }
 
@@ -238,7 +240,7 @@ func (db *DB) afterBatch(current *gen) {
 // handOver freezes the current gen for the checkpointer, which it wakes,
 // and starts the next segment for the writes after it.
 func (db *DB) handOver(current *gen) error {
-	seg, err := createSegment(db.fs, db.logPath, current.seg.seq+1, db.mode)
+	seg, err := wal.CreateSegment(db.fs, db.logPath, current.seg.Seq+1, db.mode)
 	if err != nil {
 		return fmt.Errorf("starting a log segment: %w", err)
 	}
@@ -257,7 +259,7 @@ type batchView struct {
 	db      *DB
 	gens    []*gen
 	tx      *bolt.Tx
-	entries []walEntry
+	entries []wal.Entry
 	written map[string]int // headKey → index in entries of its latest write
 	frame   []byte
 }
@@ -267,13 +269,13 @@ type batchView struct {
 // "no record": it is not overwritten either.
 func (v *batchView) lookup(s *Store, id string) ([]byte, error) {
 	if i, ok := v.written[s.headKey(id)]; ok {
-		return v.entries[i].data, nil
+		return v.entries[i].Data, nil
 	}
 	if l, ok := lookupGens(v.gens, s.namespace, id); ok {
 		return l.data, nil
 	}
 	var data []byte
-	err := v.db.closedError(guard(v.db.path, "read", func() error {
+	err := v.db.closedError(filecheck.Guard(v.db.path, "read", func() error {
 		if v.tx == nil {
 			tx, err := v.db.bolt.Begin(false)
 			if err != nil {
@@ -294,8 +296,8 @@ func (v *batchView) add(s *Store, rec storage.Record, data []byte) {
 		v.written = map[string]int{}
 	}
 	v.written[s.headKey(rec.ID)] = len(v.entries)
-	v.entries = append(v.entries, walEntry{revision: rec.Revision, namespace: s.namespace, id: rec.ID, data: data})
-	v.frame = appendEntry(v.frame, rec.Revision, s.namespace, rec.ID, data)
+	v.entries = append(v.entries, wal.Entry{Revision: rec.Revision, Namespace: s.namespace, ID: rec.ID, Data: data})
+	v.frame = wal.AppendEntry(v.frame, rec.Revision, s.namespace, rec.ID, data)
 }
 
 func (v *batchView) close() {

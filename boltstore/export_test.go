@@ -3,6 +3,8 @@ package boltstore
 import (
 	"fmt"
 	"sync"
+
+	"github.com/execfsm/execfsm/boltstore/internal/wal"
 )
 
 // HoldWriter takes the writer's turn, as a long write would, until the
@@ -61,7 +63,7 @@ func (db *DB) Crash() {
 	close(db.stopCkp)
 	<-db.ckpDone
 	for _, g := range db.overlay.snapshot() {
-		_ = g.seg.f.Close()
+		_ = g.seg.Close()
 	}
 	_ = db.bolt.Close()
 }
@@ -72,9 +74,9 @@ func (db *DB) BreakLog() {
 	db.writer <- struct{}{}
 	defer func() { <-db.writer }()
 	gens := db.overlay.snapshot()
-	_ = gens[len(gens)-1].seg.f.Close()
+	_ = gens[len(gens)-1].seg.Close()
 }
 
 // Fdatasync flushes f as the log is flushed, for benchmarks that write a
 // log by hand.
-var Fdatasync = fdatasync
+var Fdatasync = wal.Fdatasync

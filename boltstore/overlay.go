@@ -3,11 +3,11 @@ package boltstore
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"sync"
 
+	"github.com/execfsm/execfsm/boltstore/internal/wal"
 	"github.com/execfsm/execfsm/internal/watchlog"
 	bolt "go.etcd.io/bbolt"
 )
@@ -47,7 +47,7 @@ type logged struct {
 
 // gen is the writes of one segment.
 type gen struct {
-	seg     *segment                     // nil in a read-only DB
+	seg     *wal.Segment                 // nil in a read-only DB
 	records map[string]map[string]logged // namespace → id → latest write
 	logs    map[string][]watchlog.Entry  // namespace → its writes, in order
 	writes  int
@@ -55,21 +55,21 @@ type gen struct {
 	last    uint64 // the highest revision it holds
 }
 
-func newGen(seg *segment) *gen {
+func newGen(seg *wal.Segment) *gen {
 	return &gen{seg: seg, records: map[string]map[string]logged{}, logs: map[string][]watchlog.Entry{}}
 }
 
-func (g *gen) add(e walEntry) {
-	ids := g.records[e.namespace]
+func (g *gen) add(e wal.Entry) {
+	ids := g.records[e.Namespace]
 	if ids == nil {
 		ids = map[string]logged{}
-		g.records[e.namespace] = ids
+		g.records[e.Namespace] = ids
 	}
-	ids[e.id] = logged{revision: e.revision, data: e.data}
-	g.logs[e.namespace] = append(g.logs[e.namespace], watchlog.Entry{ID: e.id, Revision: e.revision})
+	ids[e.ID] = logged{revision: e.Revision, data: e.Data}
+	g.logs[e.Namespace] = append(g.logs[e.Namespace], watchlog.Entry{ID: e.ID, Revision: e.Revision})
 	g.writes++
-	g.bytes += len(e.data) + len(e.id)
-	g.last = e.revision
+	g.bytes += len(e.Data) + len(e.ID)
+	g.last = e.Revision
 }
 
 // full says whether g holds factor times what a checkpoint takes.
@@ -95,7 +95,7 @@ func (o *overlay) snapshot() []*gen {
 }
 
 // install adds a batch's writes, once they are in the log.
-func (o *overlay) install(g *gen, entries []walEntry) {
+func (o *overlay) install(g *gen, entries []wal.Entry) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, e := range entries {
@@ -231,14 +231,14 @@ func (db *DB) checkpointer(stop <-chan struct{}, done chan<- struct{}) {
 		case <-db.wake:
 		}
 		for g := db.overlay.frozen(); g != nil; g = db.overlay.frozen() {
-			if err := db.checkpoint(g, g.seg.seq+1); err != nil { // made by handOver before g was frozen
+			if err := db.checkpoint(g, g.seg.Seq+1); err != nil { // made by handOver before g was frozen
 				db.fail(err)
 				break
 			}
 			db.overlay.drop(g)
 			// bbolt holds its writes: a segment left behind by a
 			// failed remove is skipped at the next Open.
-			_ = g.seg.remove()
+			_ = g.seg.Remove()
 			select {
 			case db.dropped <- struct{}{}:
 			default:
@@ -268,101 +268,15 @@ func (db *DB) failure() error {
 	return db.failed
 }
 
-// segmentData is a log segment and its bytes.
-type segmentData struct {
-	segmentFile
-	data []byte
-}
-
-// readSegments reads the segments listed, oldest first. One removed
-// since it was listed (applied by a checkpoint meanwhile) is left out
-// when skipGone says so, and is an error otherwise.
-func readSegments(fs logFS, segments []segmentFile, skipGone bool) ([]segmentData, error) {
-	out := make([]segmentData, 0, len(segments))
-	for _, sf := range segments {
-		data, err := fs.readFile(sf.path)
-		if skipGone && errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading the log %s: %w", sf.path, err)
-		}
-		out = append(out, segmentData{sf, data})
-	}
-	return out, nil
-}
-
-// logFault is something in the log that does not check out: in which
-// segment, from which byte, what (err names the segment and matches
-// storage.ErrCorrupt), and the revisions a gap misses.
-type logFault struct {
-	segment                int
-	offset                 int
-	err                    error
-	missingFrom, missingTo uint64
-}
-
-// scanLog decodes the segments, oldest first, as Open trusts them
-// against the file's counter: a torn tail only at the end of the last
-// segment; revisions going up throughout; and the writes beyond the
-// counter following it with no revision missing (every write takes the
-// next revision, so a gap is a segment removed, or cut short at a
-// frame's end with a later one after it, and acknowledged writes gone
-// with it; below the counter the writes are in the file already, and a
-// gap loses nothing). It returns the writes before the first fault, and
-// every fault: after the first, only segments that do not decode.
-func scanLog(segs []segmentData, counter uint64) ([]walEntry, []logFault) {
-	var entries []walEntry
-	var faults []logFault
-	fault := func(i, offset int, err error) {
-		faults = append(faults, logFault{segment: i, offset: offset, err: fmt.Errorf("the log %s: %w", segs[i].path, err)})
-	}
-	want, last := counter+1, uint64(0)
-	for i, sd := range segs {
-		contents, err := readSegment(sd.data)
-		switch fd := (*frameDamage)(nil); {
-		case errors.As(err, &fd):
-			fault(i, fd.offset, err)
-		case err != nil: // readSegment says where; this is for one that would not
-			fault(i, len(walMagic), err)
-		case contents.torn && i < len(segs)-1:
-			fault(i, contents.end, damageAt(contents.end, "it is cut short, and a later segment follows it"))
-		}
-		if len(faults) > 1 || len(faults) == 1 && faults[0].segment < i {
-			continue // past the first fault: the order of what follows says nothing
-		}
-		for _, e := range contents.entries {
-			if len(faults) > 0 && e.frame >= faults[0].offset {
-				break
-			}
-			if e.revision <= last {
-				fault(i, e.frame, damageAt(e.frame, "revision %d follows revision %d", e.revision, last))
-				break
-			}
-			if e.revision > counter && e.revision != want {
-				fault(i, e.frame, damageAt(e.frame, "the log misses revisions %d to %d, past the file's %d: a segment removed or cut short, with acknowledged writes in it", want, e.revision-1, counter))
-				faults[len(faults)-1].missingFrom, faults[len(faults)-1].missingTo = want, e.revision-1
-				break
-			}
-			if e.revision > counter {
-				want++
-			}
-			last = e.revision
-			entries = append(entries, e)
-		}
-	}
-	return entries, faults
-}
-
 // checkLog reads the log's segments from the disk again and returns
 // what is wrong with them; a torn tail is expected of the segment being
 // appended to only.
 func (db *DB) checkLog() error {
-	segments, err := listSegments(db.fs, db.logPath)
+	segments, err := wal.ListSegments(db.fs, db.logPath)
 	if err != nil {
 		return fmt.Errorf("boltstore: %s: listing the log: %w", db.path, err)
 	}
-	segs, err := readSegments(db.fs, segments, true)
+	segs, err := wal.ReadSegments(db.fs, segments, true)
 	if err != nil {
 		return fmt.Errorf("boltstore: %w", err)
 	}
@@ -372,10 +286,10 @@ func (db *DB) checkLog() error {
 	if err := db.view("Check", func(tx *bolt.Tx) error { counter = counterIn(tx); return nil }); err != nil {
 		return err
 	}
-	_, faults := scanLog(segs, counter)
+	_, faults := wal.Scan(segs, counter)
 	errs := make([]error, len(faults))
 	for k, f := range faults {
-		errs[k] = fmt.Errorf("boltstore: %w", f.err)
+		errs[k] = fmt.Errorf("boltstore: %w", f.Err)
 	}
 	return errors.Join(errs...)
 }

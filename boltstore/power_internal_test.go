@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execfsm/execfsm/boltstore/internal/wal"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +25,7 @@ import (
 // errPowerCut is what every file operation returns once the power is cut.
 var errPowerCut = errors.New("power cut")
 
-// powerFS is a logFS that plays a power cut. For every file it keeps
+// powerFS is a wal.FS that plays a power cut. For every file it keeps
 // what was flushed and what was written since, and for the directory
 // which entries were flushed. At the cut every later call fails, and
 // afterwards it draws one of the states a disk may have been left in:
@@ -67,7 +68,7 @@ type powerFile struct {
 func newPowerFS(t *testing.T, dir string) *powerFS {
 	t.Helper()
 	p := &powerFS{dir: dir, entries: map[string]*powerFile{}, synced: map[string]*powerFile{}}
-	found, err := filepath.Glob(filepath.Join(dir, "*"+walSuffix+"*"))
+	found, err := filepath.Glob(filepath.Join(dir, "*"+wal.Suffix+"*"))
 	require.NoError(t, err)
 	for _, name := range found {
 		data, err := os.ReadFile(name)
@@ -90,7 +91,7 @@ func (p *powerFS) enter(name string) (string, error) {
 	return filepath.Base(name), nil
 }
 
-func (p *powerFS) create(name string, _ os.FileMode) (logFile, error) {
+func (p *powerFS) Create(name string, _ os.FileMode) (wal.File, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k, err := p.enter(name)
@@ -105,7 +106,7 @@ func (p *powerFS) create(name string, _ os.FileMode) (logFile, error) {
 	return f, nil
 }
 
-func (p *powerFS) readFile(name string) ([]byte, error) {
+func (p *powerFS) ReadFile(name string) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k, err := p.enter(name)
@@ -119,7 +120,7 @@ func (p *powerFS) readFile(name string) ([]byte, error) {
 	return slices.Clone(f.current), nil
 }
 
-func (p *powerFS) readDir(dir string) ([]os.DirEntry, error) {
+func (p *powerFS) ReadDir(dir string) ([]os.DirEntry, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.down() {
@@ -136,7 +137,7 @@ func (p *powerFS) readDir(dir string) ([]os.DirEntry, error) {
 	return out, nil
 }
 
-func (p *powerFS) remove(name string) error {
+func (p *powerFS) Remove(name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k, err := p.enter(name)
@@ -150,7 +151,7 @@ func (p *powerFS) remove(name string) error {
 	return nil
 }
 
-func (p *powerFS) syncDir(dir string) error {
+func (p *powerFS) SyncDir(dir string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.down() {
@@ -160,7 +161,7 @@ func (p *powerFS) syncDir(dir string) error {
 	return nil
 }
 
-func (p *powerFS) named(f logFile, name string) (bool, error) {
+func (p *powerFS) Named(f wal.File, name string) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k, err := p.enter(name)
@@ -193,7 +194,7 @@ func (f *powerFile) Truncate(size int64) error {
 	return nil
 }
 
-func (f *powerFile) datasync() error {
+func (f *powerFile) Datasync() error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	if f.fs.down() {
@@ -218,7 +219,7 @@ func (p *powerFS) leftOnDisk(t *testing.T, rng *rand.Rand) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	stale, err := filepath.Glob(filepath.Join(p.dir, "*"+walSuffix+"*"))
+	stale, err := filepath.Glob(filepath.Join(p.dir, "*"+wal.Suffix+"*"))
 	require.NoError(t, err)
 	for _, name := range stale {
 		require.NoError(t, os.Remove(name))

@@ -8,9 +8,10 @@ import (
 	"os"
 	"path/filepath"
 
-	bolterrors "go.etcd.io/bbolt/errors"
-
+	"github.com/execfsm/execfsm/boltstore/internal/filecheck"
+	"github.com/execfsm/execfsm/boltstore/internal/wal"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // LogDamage is what [InspectLog] finds wrong with a database's
@@ -68,7 +69,7 @@ func InspectLog(path string, opts Options) (*LogDamage, error) {
 	var damage *LogDamage
 	err := withFile(path, opts, true, func(b *bolt.DB, logPath string) error {
 		var err error
-		damage, _, err = inspectLog(b, osFS{}, logPath)
+		damage, _, err = inspectLog(b, wal.OS{}, logPath)
 		return err
 	})
 	return damage, err
@@ -84,7 +85,7 @@ func InspectLog(path string, opts Options) (*LogDamage, error) {
 func RepairLog(path, fingerprint string, opts Options) (*LogDamage, error) {
 	var damage *LogDamage
 	err := withFile(path, opts, false, func(b *bolt.DB, logPath string) error {
-		d, plan, err := inspectLog(b, osFS{}, logPath)
+		d, plan, err := inspectLog(b, wal.OS{}, logPath)
 		switch {
 		case err != nil:
 			return err
@@ -112,11 +113,11 @@ func withFile(path string, opts Options, readOnly bool, fn func(b *bolt.DB, logP
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("boltstore: %s: %w", path, err)
 	}
-	if err := validateFile(path, !readOnly); err != nil {
+	if err := filecheck.Validate(path, !readOnly); err != nil {
 		return fmt.Errorf("boltstore: %s: %w", path, err)
 	}
 	var b *bolt.DB
-	err := guard(path, "open", func() error {
+	err := filecheck.Guard(path, "open", func() error {
 		var err error
 		b, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
 		return err
@@ -133,10 +134,10 @@ func withFile(path string, opts Options, readOnly bool, fn func(b *bolt.DB, logP
 
 // repairPlan is what a repair does.
 type repairPlan struct {
-	cut     *segmentFile // the segment cut at offset; nil: none is
+	cut     *wal.SegmentFile // the segment cut at offset; nil: none is
 	offset  int64
-	removed []segmentFile // every segment after it
-	kept    []segmentFile // those before, and the cut one if anything of it stays
+	removed []wal.SegmentFile // every segment after it
+	kept    []wal.SegmentFile // those before, and the cut one if anything of it stays
 	// floor is the highest revision the dropped writes may have had:
 	// the revisions handed out after the repair go above it.
 	floor uint64
@@ -149,10 +150,10 @@ const missingLogRevisions = 1 << 32
 
 // inspectLog reads the log as Open does and, at the first thing that
 // does not check out, stops: what comes after is what a repair drops.
-func inspectLog(b *bolt.DB, fs logFS, logPath string) (*LogDamage, *repairPlan, error) {
+func inspectLog(b *bolt.DB, fs wal.FS, logPath string) (*LogDamage, *repairPlan, error) {
 	var counter, logFrom uint64
 	var loggedAs string
-	err := guard(logPath, "inspect", func() error {
+	err := filecheck.Guard(logPath, "inspect", func() error {
 		return b.View(func(tx *bolt.Tx) (err error) {
 			counter, _, err = fileCounter(tx)
 			logFrom, loggedAs = logFromIn(tx)
@@ -162,34 +163,34 @@ func inspectLog(b *bolt.DB, fs logFS, logPath string) (*LogDamage, *repairPlan, 
 	if err != nil {
 		return nil, nil, err
 	}
-	segments, err := listSegments(fs, logPath)
+	segments, err := wal.ListSegments(fs, logPath)
 	if err != nil {
 		return nil, nil, err
 	}
 	d := &LogDamage{}
 	plan := &repairPlan{}
 	if err := logFound(logPath, loggedAs, segments, logFrom); err != nil {
-		d.Problem, d.LogMissing = err.Error(), segmentPath(orDefault(loggedAs, logPath), logFrom)
+		d.Problem, d.LogMissing = err.Error(), wal.SegmentPath(orDefault(loggedAs, logPath), logFrom)
 	}
-	segs, err := readSegments(fs, segments, false)
+	segs, err := wal.ReadSegments(fs, segments, false)
 	if err != nil {
 		return nil, nil, err
 	}
 	digest := sha256.New()
 	fmt.Fprintf(digest, "%d %d %s\n", counter, logFrom, loggedAs)
 	for _, sd := range segs {
-		fmt.Fprintf(digest, "%s %d\n", sd.path, len(sd.data))
-		digest.Write(sd.data)
+		fmt.Fprintf(digest, "%s %d\n", sd.Path, len(sd.Data))
+		digest.Write(sd.Data)
 	}
-	good, faults := scanLog(segs, counter)
+	good, faults := wal.Scan(segs, counter)
 	cutAt, last := -1, uint64(0)
 	if len(good) > 0 {
-		last = good[len(good)-1].revision
+		last = good[len(good)-1].Revision
 	}
 	if len(faults) > 0 {
 		f := faults[0]
-		cutAt, plan.offset = f.segment, int64(f.offset)
-		d.Problem, d.MissingFrom, d.MissingTo = f.err.Error(), f.missingFrom, f.missingTo
+		cutAt, plan.offset = f.Segment, int64(f.Offset)
+		d.Problem, d.MissingFrom, d.MissingTo = f.Err.Error(), f.MissingFrom, f.MissingTo
 	}
 	if cutAt < 0 && d.LogMissing == "" {
 		return nil, nil, nil
@@ -200,22 +201,22 @@ func inspectLog(b *bolt.DB, fs logFS, logPath string) (*LogDamage, *repairPlan, 
 	}
 	if cutAt >= 0 {
 		plan.cut = &segments[cutAt]
-		d.Segment, d.Offset = segments[cutAt].path, plan.offset
+		d.Segment, d.Offset = segments[cutAt].Path, plan.offset
 		plan.kept, plan.removed = segments[:cutAt], segments[cutAt+1:]
-		if plan.offset > int64(len(walMagic)) {
+		if plan.offset > int64(len(wal.Magic)) {
 			plan.kept = segments[:cutAt+1]
 		}
 		for i := cutAt; i < len(segments); i++ {
-			from := len(walMagic)
+			from := len(wal.Magic)
 			if i == cutAt {
 				from = max(from, int(plan.offset))
 			}
-			entries, unreadable := salvage(segs[i].data, from)
+			entries, unreadable := wal.Salvage(segs[i].Data, from)
 			d.UnreadableBytes += int64(unreadable)
 			for _, e := range entries {
-				plan.floor = max(plan.floor, e.revision)
-				if e.revision > counter {
-					d.Dropped = append(d.Dropped, DroppedWrite{Revision: e.revision, Namespace: e.namespace, ID: e.id})
+				plan.floor = max(plan.floor, e.Revision)
+				if e.Revision > counter {
+					d.Dropped = append(d.Dropped, DroppedWrite{Revision: e.Revision, Namespace: e.Namespace, ID: e.ID})
 				}
 			}
 		}
@@ -229,43 +230,18 @@ func inspectLog(b *bolt.DB, fs logFS, logPath string) (*LogDamage, *repairPlan, 
 	return d, plan, nil
 }
 
-// salvage reads what whole frames it can find in data from offset from
-// on, and counts the bytes in none of them (zeros at the end aside).
-func salvage(data []byte, from int) ([]walEntry, int) {
-	var out []walEntry
-	unreadable := 0
-	if from > len(data) {
-		return nil, 0
-	}
-	for off := from; off < len(data); {
-		if allZero(data[off:]) {
-			break
-		}
-		if payload, size, why := frameAt(data[off:]); why == "" {
-			if entries, err := decodeFrame(payload, off); err == nil {
-				out = append(out, entries...)
-				off += size
-				continue
-			}
-		}
-		unreadable++
-		off++
-	}
-	return out, unreadable
-}
-
 // carryOut cuts and removes what the plan says, then makes the file name
 // the oldest segment left, or none.
 func (p *repairPlan) carryOut(b *bolt.DB, logPath string) error {
 	if p.cut != nil && len(p.kept) > 0 && p.kept[len(p.kept)-1] == *p.cut {
-		if err := os.Truncate(p.cut.path, p.offset); err != nil {
+		if err := os.Truncate(p.cut.Path, p.offset); err != nil {
 			return err
 		}
-		f, err := os.OpenFile(p.cut.path, os.O_WRONLY, 0)
+		f, err := os.OpenFile(p.cut.Path, os.O_WRONLY, 0)
 		if err != nil {
 			return err
 		}
-		err = fdatasync(f)
+		err = wal.Fdatasync(f)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -273,14 +249,14 @@ func (p *repairPlan) carryOut(b *bolt.DB, logPath string) error {
 			return err
 		}
 	} else if p.cut != nil {
-		p.removed = append([]segmentFile{*p.cut}, p.removed...)
+		p.removed = append([]wal.SegmentFile{*p.cut}, p.removed...)
 	}
 	var logFrom uint64
 	if len(p.kept) > 0 {
-		logFrom = p.kept[0].seq
+		logFrom = p.kept[0].Seq
 	}
 	// The file names what stays before anything goes.
-	err := guard(logPath, "repair", func() error {
+	err := filecheck.Guard(logPath, "repair", func() error {
 		return b.Update(func(tx *bolt.Tx) error {
 			meta, err := tx.CreateBucketIfNotExists(metaBucket)
 			if err != nil {
@@ -299,11 +275,11 @@ func (p *repairPlan) carryOut(b *bolt.DB, logPath string) error {
 		return err
 	}
 	for _, sf := range p.removed {
-		if err := os.Remove(sf.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(sf.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
-	return osFS{}.syncDir(filepath.Dir(logPath))
+	return wal.OS{}.SyncDir(filepath.Dir(logPath))
 }
 
 func orDefault(s, otherwise string) string {

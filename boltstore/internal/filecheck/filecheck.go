@@ -1,4 +1,9 @@
-package boltstore
+// Package filecheck checks a bbolt file before bbolt trusts it, and
+// turns bbolt's faults on damaged pages into errors: bbolt reads pages
+// straight from a memory map and panics or faults on one that is not
+// what it expects, which no caller can recover from unless the check
+// or the guard comes first.
+package filecheck
 
 import (
 	"encoding/binary"
@@ -12,7 +17,7 @@ import (
 	"github.com/execfsm/execfsm/storage"
 )
 
-// The parts of bbolt's file format that validateFile reads (bbolt's
+// The parts of bbolt's file format that Validate reads (bbolt's
 // internal/common: a 16-byte page header, then the meta fields, all
 // little-endian on the machines bbolt supports).
 const (
@@ -49,14 +54,14 @@ func readMeta(f *os.File, off int64) (metaPage, bool) {
 		pgid: le.Uint64(m[40:]), txid: le.Uint64(m[48:])}, true
 }
 
-// validateFile checks an existing file before bbolt trusts it: bbolt reads
+// Validate checks an existing file before bbolt trusts it: bbolt reads
 // the pages its meta page names straight from memory, and a file cut short
 // (or a meta page naming pages the file does not have) makes it fault or
 // panic inside Open, where nothing can recover. With walk, a file whose
 // freelist is not stored has every tree checked too (see walkTrees):
 // bbolt walks them inside a writable Open. A missing or empty file is left
 // to Open. The error matches storage.ErrCorrupt.
-func validateFile(path string, walk bool) error {
+func Validate(path string, walk bool) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -122,34 +127,31 @@ func validateFile(path string, walk bool) error {
 	return nil
 }
 
-// bad is what validateFile and walkTrees return for a damaged file.
+// bad is what Validate and walkTrees return for a damaged file.
 func bad(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errDamagedFile, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", ErrDamaged, fmt.Sprintf(format, args...))
 }
 
-// Damage to the database file or to its log, rather than to one record:
-// both match storage.ErrCorrupt, and their text says which it is.
-var (
-	errDamagedFile error = damage("damaged database file")
-	errDamagedLog  error = damage("damaged write-ahead log")
-)
+// ErrDamaged is damage to the database file, rather than to one record:
+// it matches storage.ErrCorrupt, and its text says it is the file.
+var ErrDamaged error = damagedFile{}
 
-type damage string
+type damagedFile struct{}
 
-func (d damage) Error() string { return string(d) }
+func (damagedFile) Error() string { return "damaged database file" }
 
 // Is makes errors.Is(err, storage.ErrCorrupt) hold.
-func (d damage) Is(target error) bool { return target == storage.ErrCorrupt }
+func (damagedFile) Is(target error) bool { return target == storage.ErrCorrupt }
 
-// guard runs fn, turning a panic or a memory fault inside bbolt (which
+// Guard runs fn, turning a panic or a memory fault inside bbolt (which
 // trusts the pages it reads) into an error matching storage.ErrCorrupt
 // that names the file. bbolt runs a transaction's function on the
 // calling goroutine, so guarding the call guards the transaction.
-func guard(path, op string, fn func() error) (err error) {
+func Guard(path, op string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("boltstore: %s %s: %w: bbolt failed on a damaged page: %v", op, path, errDamagedFile, r)
+			err = fmt.Errorf("boltstore: %s %s: %w: bbolt failed on a damaged page: %v", op, path, ErrDamaged, r)
 		}
 	}()
 	return fn()

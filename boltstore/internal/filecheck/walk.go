@@ -1,4 +1,4 @@
-package boltstore
+package filecheck
 
 import (
 	"bytes"

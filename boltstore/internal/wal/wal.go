@@ -1,4 +1,34 @@
-package boltstore
+// Package wal is boltstore's write-ahead log. A write is acknowledged once it is in the log and
+// the log is fdatasynced: one sequential append and one flush per batch,
+// where committing the batch to bbolt rewrites every B+tree page its
+// writes touch, scattered over the file, with two flushes (on the
+// machine the benchmarks ran on, 0.2 ms against 1.0 to 1.3 ms a batch).
+// The log is applied to bbolt later, many batches in one transaction, by
+// a checkpoint (boltstore's overlay); until then reads find the logged writes
+// in memory. Etcd's backend works the same way.
+//
+// The log is a series of segment files beside the database,
+// "<path>.wal-<16 hex digits>", applied and removed in order. A segment
+// starts with [Magic] and holds frames, one per batch:
+//
+//	length uint32, little-endian: of the payload
+//	crc    uint32, little-endian: CRC-32C of the payload
+//	payload: one or more entries, each
+//	    uvarint revision, then namespace, id and record, each as a
+//	    uvarint length and its bytes (the record as MarshalBinary writes it)
+//
+// A frame is written with one write(2) and flushed before any of its
+// writes is acknowledged, and before the next frame is written. A crash
+// or a power cut leaves at most the last frame of the last segment not
+// wholly on the disk: a torn tail, never acknowledged, which boltstore.Open drops
+// (see [ReadSegment] for the states a disk may leave it in). A frame that
+// does not check out with a whole frame after it, or one whose checksum
+// holds but whose entries do not decode, is damage to acknowledged
+// writes, and so is a gap in the revisions the log holds beyond the
+// file's (a segment removed, or cut short at a frame's end, with a later
+// one after it): Open refuses the log with ErrCorrupt and leaves it as
+// it is.
+package wal
 
 import (
 	"bytes"
@@ -17,56 +47,25 @@ import (
 	"github.com/execfsm/execfsm/storage"
 )
 
-// The write-ahead log. A write is acknowledged once it is in the log and
-// the log is fdatasynced: one sequential append and one flush per batch,
-// where committing the batch to bbolt rewrites every B+tree page its
-// writes touch, scattered over the file, with two flushes (on the
-// machine the benchmarks ran on, 0.2 ms against 1.0 to 1.3 ms a batch).
-// The log is applied to bbolt later, many batches in one transaction, by
-// a checkpoint (see overlay.go); until then reads find the logged writes
-// in memory. Etcd's backend works the same way.
-//
-// The log is a series of segment files beside the database,
-// "<path>.wal-<16 hex digits>", applied and removed in order. A segment
-// starts with walMagic and holds frames, one per batch:
-//
-//	length uint32, little-endian: of the payload
-//	crc    uint32, little-endian: CRC-32C of the payload
-//	payload: one or more entries, each
-//	    uvarint revision, then namespace, id and record, each as a
-//	    uvarint length and its bytes (the record as MarshalBinary writes it)
-//
-// A frame is written with one write(2) and flushed before any of its
-// writes is acknowledged, and before the next frame is written. A crash
-// or a power cut leaves at most the last frame of the last segment not
-// wholly on the disk: a torn tail, never acknowledged, which Open drops
-// (see readSegment for the states a disk may leave it in). A frame that
-// does not check out with a whole frame after it, or one whose checksum
-// holds but whose entries do not decode, is damage to acknowledged
-// writes, and so is a gap in the revisions the log holds beyond the
-// file's (a segment removed, or cut short at a frame's end, with a later
-// one after it): Open refuses the log with ErrCorrupt and leaves it as
-// it is.
-
 const (
-	walMagic        = "execfsm-wal\x00\x00\x01"
-	walSuffix       = ".wal-"
-	frameHeaderSize = 8
+	Magic           = "execfsm-wal\x00\x00\x01"
+	Suffix          = ".wal-"
+	FrameHeaderSize = 8
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// walEntry is one logged write.
-type walEntry struct {
-	revision  uint64
-	namespace string
-	id        string
-	data      []byte
-	frame     int // the offset of its frame in its segment
+// Entry is one logged write.
+type Entry struct {
+	Revision  uint64
+	Namespace string
+	ID        string
+	Data      []byte
+	Frame     int // the offset of its frame in its segment
 }
 
-// appendEntry appends e's encoding to a frame's payload.
-func appendEntry(buf []byte, revision uint64, namespace, id string, data []byte) []byte {
+// AppendEntry appends e's encoding to a frame's payload.
+func AppendEntry(buf []byte, revision uint64, namespace, id string, data []byte) []byte {
 	buf = binary.AppendUvarint(buf, revision)
 	buf = binary.AppendUvarint(buf, uint64(len(namespace)))
 	buf = append(buf, namespace...)
@@ -76,39 +75,50 @@ func appendEntry(buf []byte, revision uint64, namespace, id string, data []byte)
 	return append(buf, data...)
 }
 
-// sealFrame fills in the header of frame, whose first frameHeaderSize
+// SealFrame fills in the header of frame, whose first FrameHeaderSize
 // bytes were left for it.
-func sealFrame(frame []byte) {
-	payload := frame[frameHeaderSize:]
+func SealFrame(frame []byte) {
+	payload := frame[FrameHeaderSize:]
 	binary.LittleEndian.PutUint32(frame[0:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(frame[4:], crc32.Checksum(payload, castagnoli))
 }
 
-// segmentContents is what readSegment finds in a segment.
-type segmentContents struct {
-	entries []walEntry
-	// torn is true if the segment ends in a frame that was never wholly
+// SegmentContents is what ReadSegment finds in a segment.
+type SegmentContents struct {
+	Entries []Entry
+	// Torn is true if the segment ends in a frame that was never wholly
 	// written: a write that was never acknowledged; end is where that
 	// frame starts (the length of the data otherwise).
-	torn bool
-	end  int
+	Torn bool
+	End  int
 }
 
-// frameDamage is damage found in a segment: the offset of the first
+// ErrDamaged is damage to the log, rather than to one record: it
+// matches storage.ErrCorrupt, and its text says it is the log.
+var ErrDamaged error = damagedLog{}
+
+type damagedLog struct{}
+
+func (damagedLog) Error() string { return "damaged write-ahead log" }
+
+// Is makes errors.Is(err, storage.ErrCorrupt) hold.
+func (damagedLog) Is(target error) bool { return target == storage.ErrCorrupt }
+
+// FrameDamage is damage found in a segment: the offset of the first
 // byte that does not check out, and why. It matches storage.ErrCorrupt.
-type frameDamage struct {
-	offset int
+type FrameDamage struct {
+	Offset int
 	why    string
 }
 
-func (d *frameDamage) Error() string { return errDamagedLog.Error() + ": " + d.why }
-func (d *frameDamage) Unwrap() error { return errDamagedLog }
+func (d *FrameDamage) Error() string { return ErrDamaged.Error() + ": " + d.why }
+func (d *FrameDamage) Unwrap() error { return ErrDamaged }
 
 func damageAt(offset int, format string, args ...any) error {
-	return &frameDamage{offset: offset, why: fmt.Sprintf(format, args...)}
+	return &FrameDamage{Offset: offset, why: fmt.Sprintf(format, args...)}
 }
 
-// readSegment decodes a segment's bytes. Each entry is checked as Open
+// ReadSegment decodes a segment's bytes. Each entry is checked as Open
 // will trust it: a valid namespace and id, and a record that decodes,
 // names itself by that id and carries that revision. The errors match
 // storage.ErrCorrupt and give the offset of the frame.
@@ -121,24 +131,24 @@ func damageAt(offset int, format string, args ...any) error {
 // does not check out is that torn tail if no whole frame follows it
 // anywhere in the segment; if one does, the frame was flushed before it
 // and was acknowledged, and the damage is refused.
-func readSegment(data []byte) (segmentContents, error) {
-	var out segmentContents
-	if len(data) < len(walMagic) {
-		if strings.HasPrefix(walMagic, string(data)) || allZero(data) {
-			out.torn = true // cut short as it was created
+func ReadSegment(data []byte) (SegmentContents, error) {
+	var out SegmentContents
+	if len(data) < len(Magic) {
+		if strings.HasPrefix(Magic, string(data)) || AllZero(data) {
+			out.Torn = true // cut short as it was created
 			return out, nil
 		}
 		return out, damageAt(0, "not a write-ahead log segment")
 	}
-	if string(data[:len(walMagic)]) != walMagic {
-		if allZero(data) {
-			out.torn = true // created, its first bytes never flushed
+	if string(data[:len(Magic)]) != Magic {
+		if AllZero(data) {
+			out.Torn = true // created, its first bytes never flushed
 			return out, nil
 		}
 		return out, damageAt(0, "not a write-ahead log segment (or one of a version this build does not read)")
 	}
 	var last uint64 // the last revision read, for telling a frame from noise
-	off := len(walMagic)
+	off := len(Magic)
 	for off < len(data) {
 		rest := data[off:]
 		payload, size, why := frameAt(rest)
@@ -146,30 +156,30 @@ func readSegment(data []byte) (segmentContents, error) {
 			if wholeFrameIn(rest[1:], last) {
 				return out, damageAt(off, "the frame at byte %d %s, and a whole frame follows it", off, why)
 			}
-			out.torn, out.end = true, off // the last frame, never wholly written
+			out.Torn, out.End = true, off // the last frame, never wholly written
 			return out, nil
 		}
 		entries, err := decodeFrame(payload, off)
 		if err != nil {
 			return out, damageAt(off, "the frame at byte %d: %v", off, err)
 		}
-		out.entries = append(out.entries, entries...)
-		last = entries[len(entries)-1].revision
+		out.Entries = append(out.Entries, entries...)
+		last = entries[len(entries)-1].Revision
 		off += size
 	}
-	out.end = off
+	out.End = off
 	return out, nil
 }
 
 // decodeFrame decodes the entries of the frame at offset off.
-func decodeFrame(payload []byte, off int) ([]walEntry, error) {
-	var out []walEntry
+func decodeFrame(payload []byte, off int) ([]Entry, error) {
+	var out []Entry
 	for len(payload) > 0 {
 		e, more, err := decodeEntry(payload)
 		if err != nil {
 			return nil, err
 		}
-		e.frame = off
+		e.Frame = off
 		out = append(out, e)
 		payload = more
 	}
@@ -179,21 +189,21 @@ func decodeFrame(payload []byte, off int) ([]walEntry, error) {
 // frameAt reads the frame at the start of b: its payload and its size
 // with the header, or why it is not a whole frame.
 func frameAt(b []byte) (payload []byte, size int, why string) {
-	if len(b) < frameHeaderSize {
+	if len(b) < FrameHeaderSize {
 		return nil, 0, "is cut short in its header"
 	}
 	n := uint64(binary.LittleEndian.Uint32(b))
 	switch {
 	case n == 0:
 		return nil, 0, "is empty (a zeroed header?)"
-	case n > uint64(len(b)-frameHeaderSize):
+	case n > uint64(len(b)-FrameHeaderSize):
 		return nil, 0, "runs past the end of the segment"
 	}
-	payload = b[frameHeaderSize : frameHeaderSize+n]
+	payload = b[FrameHeaderSize : FrameHeaderSize+n]
 	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
 		return nil, 0, "fails its checksum"
 	}
-	return payload, frameHeaderSize + int(n), ""
+	return payload, FrameHeaderSize + int(n), ""
 }
 
 // wholeFrameIn reports whether a whole frame starts anywhere in b: a
@@ -201,12 +211,12 @@ func frameAt(b []byte) (payload []byte, size int, why string) {
 // last, and a checksum that holds. The length and the revision are
 // checked first, so that the bytes of a torn frame are rarely summed.
 func wholeFrameIn(b []byte, last uint64) bool {
-	for j := 0; j+frameHeaderSize < len(b); j++ {
+	for j := 0; j+FrameHeaderSize < len(b); j++ {
 		n := uint64(binary.LittleEndian.Uint32(b[j:]))
-		if n == 0 || n > uint64(len(b)-j-frameHeaderSize) {
+		if n == 0 || n > uint64(len(b)-j-FrameHeaderSize) {
 			continue
 		}
-		payload := b[j+frameHeaderSize : j+frameHeaderSize+int(n)]
+		payload := b[j+FrameHeaderSize : j+FrameHeaderSize+int(n)]
 		if rev, k := binary.Uvarint(payload); k <= 0 || rev <= last {
 			continue
 		}
@@ -218,13 +228,13 @@ func wholeFrameIn(b []byte, last uint64) bool {
 }
 
 // decodeEntry decodes the entry at the start of payload.
-func decodeEntry(payload []byte) (walEntry, []byte, error) {
-	var e walEntry
+func decodeEntry(payload []byte) (Entry, []byte, error) {
+	var e Entry
 	revision, n := binary.Uvarint(payload)
 	if n <= 0 || revision == 0 {
 		return e, nil, errors.New("an entry without a revision")
 	}
-	e.revision = revision
+	e.Revision = revision
 	payload = payload[n:]
 	field := func(name string) ([]byte, error) {
 		size, n := binary.Uvarint(payload)
@@ -247,69 +257,71 @@ func decodeEntry(payload []byte) (walEntry, []byte, error) {
 	if err != nil {
 		return e, nil, err
 	}
-	e.namespace, e.id, e.data = string(namespace), string(id), data
-	if err := checkNamespace(e.namespace); err != nil {
+	e.Namespace, e.ID, e.Data = string(namespace), string(id), data
+	if err := CheckNamespace(e.Namespace); err != nil {
 		return e, nil, fmt.Errorf("revision %d: %v", revision, err)
 	}
-	if err := storage.ValidateID(e.id); err != nil {
+	if err := storage.ValidateID(e.ID); err != nil {
 		return e, nil, fmt.Errorf("revision %d: %v", revision, err)
 	}
 	var rec storage.Record
 	if err := rec.UnmarshalBinary(data); err != nil {
-		return e, nil, fmt.Errorf("revision %d, record %q: %v", revision, quoted(e.id), err)
+		return e, nil, fmt.Errorf("revision %d, record %.64q: %v", revision, e.ID, err)
 	}
-	if rec.ID != e.id || rec.Revision != revision {
-		return e, nil, fmt.Errorf("revision %d, record %q: the record says it is %q at revision %d", revision, quoted(e.id), quoted(rec.ID), rec.Revision)
+	if rec.ID != e.ID || rec.Revision != revision {
+		return e, nil, fmt.Errorf("revision %d, record %.64q: the record says it is %.64q at revision %d", revision, e.ID, rec.ID, rec.Revision)
 	}
 	return e, payload, nil
 }
 
-// checkNamespace says whether namespace is one DB.Store accepts.
-func checkNamespace(namespace string) error {
+// CheckNamespace says whether namespace is one DB.Store accepts.
+func CheckNamespace(namespace string) error {
 	if namespace == "" || len(namespace) > 128 || !utf8.ValidString(namespace) {
 		return fmt.Errorf("namespace %q: want 1 to 128 bytes of UTF-8", namespace)
 	}
 	return nil
 }
 
-func allZero(b []byte) bool {
+// AllZero reports whether b holds nothing but zeros: what a disk leaves
+// where a file grew and its data never arrived.
+func AllZero(b []byte) bool {
 	return len(bytes.TrimLeft(b, "\x00")) == 0
 }
 
-// segment is a log file being appended to.
-type segment struct {
-	fs   logFS
-	f    logFile
-	path string
-	seq  uint64
+// Segment is a log file being appended to.
+type Segment struct {
+	fs   FS
+	f    File
+	Path string
+	Seq  uint64
 	size int64
 }
 
-// segmentPath names segment seq of the database at path: the names sort
+// SegmentPath names segment seq of the database at path: the names sort
 // in the order the segments are applied.
-func segmentPath(path string, seq uint64) string {
-	return fmt.Sprintf("%s%s%016x", path, walSuffix, seq)
+func SegmentPath(path string, seq uint64) string {
+	return fmt.Sprintf("%s%s%016x", path, Suffix, seq)
 }
 
-// segmentFile is a segment found beside a database.
-type segmentFile struct {
-	path string
-	seq  uint64
+// SegmentFile is a segment found beside a database.
+type SegmentFile struct {
+	Path string
+	Seq  uint64
 }
 
-// listSegments returns the segments beside the database at path, oldest
+// ListSegments returns the segments beside the database at path, oldest
 // first.
-func listSegments(fs logFS, path string) ([]segmentFile, error) {
+func ListSegments(fs FS, path string) ([]SegmentFile, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	entries, err := fs.readDir(dir)
+	entries, err := fs.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	var out []segmentFile
-	prefix := base + walSuffix
+	var out []SegmentFile
+	prefix := base + Suffix
 	for _, e := range entries {
 		name, ok := strings.CutPrefix(e.Name(), prefix)
 		if !ok {
@@ -319,68 +331,72 @@ func listSegments(fs logFS, path string) ([]segmentFile, error) {
 		if err != nil || len(name) != 16 {
 			continue // not one of ours: "<path>.wal-old" and the like
 		}
-		out = append(out, segmentFile{path: filepath.Join(dir, e.Name()), seq: seq})
+		out = append(out, SegmentFile{Path: filepath.Join(dir, e.Name()), Seq: seq})
 	}
-	slices.SortFunc(out, func(a, b segmentFile) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(out, func(a, b SegmentFile) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
 }
 
-// createSegment creates segment seq, its header flushed and its name in
+// CreateSegment creates segment seq, its header flushed and its name in
 // the directory flushed too: a segment that vanished after a crash
 // would take its acknowledged writes with it.
-func createSegment(fs logFS, path string, seq uint64, mode os.FileMode) (*segment, error) {
-	name := segmentPath(path, seq)
-	f, err := fs.create(name, mode)
+func CreateSegment(fs FS, path string, seq uint64, mode os.FileMode) (*Segment, error) {
+	name := SegmentPath(path, seq)
+	f, err := fs.Create(name, mode)
 	if err != nil {
 		return nil, err
 	}
-	s := &segment{fs: fs, f: f, path: name, seq: seq}
-	if err := s.append([]byte(walMagic)); err != nil {
+	s := &Segment{fs: fs, f: f, Path: name, Seq: seq}
+	if err := s.Append([]byte(Magic)); err != nil {
 		_ = f.Close()
-		_ = fs.remove(name)
+		_ = fs.Remove(name)
 		return nil, err
 	}
-	if err := fs.syncDir(filepath.Dir(path)); err != nil {
+	if err := fs.SyncDir(filepath.Dir(path)); err != nil {
 		_ = f.Close()
-		_ = fs.remove(name)
+		_ = fs.Remove(name)
 		return nil, err
 	}
 	return s, nil
 }
 
-// append writes b at the end of the segment and flushes it. On an error
+// Append writes b at the end of the segment and flushes it. On an error
 // the segment is cut back to where it was, as far as that is possible;
 // the caller stops writing to it either way.
-func (s *segment) append(b []byte) error {
+func (s *Segment) Append(b []byte) error {
 	if _, err := s.f.WriteAt(b, s.size); err != nil {
 		_ = s.f.Truncate(s.size)
-		return fmt.Errorf("boltstore: writing the log %s: %w", s.path, err)
+		return fmt.Errorf("boltstore: writing the log %s: %w", s.Path, err)
 	}
-	if err := s.f.datasync(); err != nil {
-		return fmt.Errorf("boltstore: flushing the log %s: %w", s.path, err)
+	if err := s.f.Datasync(); err != nil {
+		return fmt.Errorf("boltstore: flushing the log %s: %w", s.Path, err)
 	}
 	s.size += int64(len(b))
 	// Before anything written here is acknowledged: a segment removed or
 	// replaced behind the store's back would take it along at the next
 	// crash.
-	return s.stillNamed()
+	return s.StillNamed()
 }
 
-// stillNamed returns an error matching storage.ErrCorrupt unless the
+// StillNamed returns an error matching storage.ErrCorrupt unless the
 // segment's name still leads to the file the store writes to.
-func (s *segment) stillNamed() error {
-	named, err := s.fs.named(s.f, s.path)
+func (s *Segment) StillNamed() error {
+	named, err := s.fs.Named(s.f, s.Path)
 	if err != nil {
-		return fmt.Errorf("boltstore: the log %s: %w", s.path, err)
+		return fmt.Errorf("boltstore: the log %s: %w", s.Path, err)
 	}
 	if named {
 		return nil
 	}
-	return fmt.Errorf("boltstore: %w: the log %s the store writes to was removed or replaced while in use: writes stop; Close still applies every acknowledged write to the file", errDamagedLog, s.path)
+	return fmt.Errorf("boltstore: %w: the log %s the store writes to was removed or replaced while in use: writes stop; Close still applies every acknowledged write to the file", ErrDamaged, s.Path)
 }
 
-// remove closes and deletes the segment, once bbolt holds its writes.
-func (s *segment) remove() error {
+// Close closes the segment and leaves it beside the database: its writes
+// are replayed by the next Open.
+func (s *Segment) Close() error { return s.f.Close() }
+
+// Remove closes and deletes the segment, once bbolt holds its writes.
+func (s *Segment) Remove() error {
 	_ = s.f.Close()
-	return s.fs.remove(s.path)
+	return s.fs.Remove(s.Path)
 }
