@@ -55,6 +55,7 @@ import (
 	"github.com/execfsm/execfsm/boltstore/internal/filecheck"
 	"github.com/execfsm/execfsm/boltstore/internal/wal"
 	"github.com/execfsm/execfsm/internal/locallease"
+	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/internal/watchlog"
 	"github.com/execfsm/execfsm/storage"
 	bolt "go.etcd.io/bbolt"
@@ -743,20 +744,13 @@ func (s *Store) buckets(tx *bolt.Tx) (ns, records, log *bolt.Bucket) {
 func (s *Store) decode(id string, data []byte) (storage.Record, error) {
 	var rec storage.Record
 	if err := rec.UnmarshalBinary(data); err != nil {
-		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), err)
+		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %s: %w", s.namespace, quote.Limited(id), err)
 	}
 	if rec.ID != id {
-		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w: it names itself %q",
-			s.namespace, quoted(id), storage.ErrCorrupt, quoted(rec.ID))
+		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %s: %w: it names itself %s",
+			s.namespace, quote.Limited(id), storage.ErrCorrupt, quote.Limited(rec.ID))
 	}
 	return rec, nil
-}
-
-func quoted(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 // Get implements [storage.Store].
@@ -797,7 +791,7 @@ func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record,
 		if data, err := v.lookup(s, rec.ID); err != nil {
 			return storage.Record{}, err
 		} else if data != nil {
-			return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(rec.ID), storage.ErrExists)
+			return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %s: %w", s.namespace, quote.Limited(rec.ID), storage.ErrExists)
 		}
 		rec.Revision = 0 // a new record: no floor
 		return rec, nil
@@ -810,7 +804,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 		return storage.Record{}, err
 	}
 	if next.ID != id {
-		return storage.Record{}, fmt.Errorf("boltstore: CompareAndSwap %q: %w: record id is %q", quoted(id), storage.ErrInvalidRecord, quoted(next.ID))
+		return storage.Record{}, fmt.Errorf("boltstore: CompareAndSwap %s: %w: record id is %s", quote.Limited(id), storage.ErrInvalidRecord, quote.Limited(next.ID))
 	}
 	if err := next.Validate(); err != nil {
 		return storage.Record{}, err
@@ -848,7 +842,7 @@ func (s *Store) current(v *batchView, id string) (storage.Record, error) {
 // found decodes the bytes lookup found for id.
 func (s *Store) found(id string, data []byte) (storage.Record, error) {
 	if data == nil {
-		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %q: %w", s.namespace, quoted(id), storage.ErrNotFound)
+		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %s: %w", s.namespace, quote.Limited(id), storage.ErrNotFound)
 	}
 	return s.decode(id, data)
 }
@@ -858,7 +852,7 @@ func (s *Store) found(id string, data []byte) (storage.Record, error) {
 // ErrCorrupt, not "no record": it is not overwritten either.
 func (s *Store) lookupBucket(records *bolt.Bucket, id string) ([]byte, error) {
 	if records.Bucket([]byte(id)) != nil {
-		return nil, fmt.Errorf("boltstore: namespace %q, record %q: %w: a bucket, not a record", s.namespace, quoted(id), storage.ErrCorrupt)
+		return nil, fmt.Errorf("boltstore: namespace %q, record %s: %w: a bucket, not a record", s.namespace, quote.Limited(id), storage.ErrCorrupt)
 	}
 	return records.Get([]byte(id)), nil
 }

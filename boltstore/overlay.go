@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/execfsm/execfsm/boltstore/internal/wal"
+	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/internal/watchlog"
 	bolt "go.etcd.io/bbolt"
 )
@@ -196,7 +197,7 @@ func (db *DB) checkpoint(g *gen, next uint64) error {
 			}
 			for id, l := range ids {
 				if err := records.Put([]byte(id), l.data); err != nil {
-					return fmt.Errorf("namespace %q, record %q: %w", namespace, quoted(id), err)
+					return fmt.Errorf("namespace %q, record %s: %w", namespace, quote.Limited(id), err)
 				}
 			}
 			for _, e := range g.logs[namespace] {

@@ -44,6 +44,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/storage"
 )
 
@@ -266,10 +267,10 @@ func decodeEntry(payload []byte) (Entry, []byte, error) {
 	}
 	var rec storage.Record
 	if err := rec.UnmarshalBinary(data); err != nil {
-		return e, nil, fmt.Errorf("revision %d, record %.64q: %v", revision, e.ID, err)
+		return e, nil, fmt.Errorf("revision %d, record %s: %v", revision, quote.Limited(e.ID), err)
 	}
 	if rec.ID != e.ID || rec.Revision != revision {
-		return e, nil, fmt.Errorf("revision %d, record %.64q: the record says it is %.64q at revision %d", revision, e.ID, rec.ID, rec.Revision)
+		return e, nil, fmt.Errorf("revision %d, record %s: the record says it is %s at revision %d", revision, quote.Limited(e.ID), quote.Limited(rec.ID), rec.Revision)
 	}
 	return e, payload, nil
 }
