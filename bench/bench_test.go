@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/execfsm/execfsm/transition/transitiontest"
 	"github.com/looplab/fsm"
@@ -22,7 +23,7 @@ var toggleMoves = Guarded{{"running", "paused"}: true, {"paused", "running"}: tr
 // timed, that the three implementations agree on every move between two
 // different states of both tables, from every state.
 func TestPeersAcceptAndRefuseExactlyTheSameMoves(t *testing.T) {
-	lifecycle := state.Lifecycle()
+	lifecycle := teraslice.Lifecycle()
 	toggle, err := Toggle()
 	require.NoError(t, err)
 	parity(t, lifecycle)
@@ -55,7 +56,7 @@ func parity[S comparable](t *testing.T, table *transition.Table[S]) {
 // lifecycle in all three and checks they end up in the same states, and
 // that an illegal move is refused by all three.
 func TestPeersFollowTheSameRandomWalks(t *testing.T) {
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	rapid.Check(t, func(t *rapid.T) {
 		walk := transitiontest.Walk(table, 30).Draw(t, "walk")
 		m, err := transition.NewMachine(table, transition.MachineOptions[state.Status]{})
@@ -98,7 +99,7 @@ func machine(b *testing.B, table *transition.Table[state.Status]) *transition.Ma
 // of an atomic word, which is all a Machine's state is. Its speed-up
 // column says how far execfsm is from it.
 func BenchmarkFire(b *testing.B) {
-	lifecycle := state.Lifecycle()
+	lifecycle := teraslice.Lifecycle()
 	moves := [2]state.Status{state.Paused, state.Running}
 	fireInEach(b, "lifecycle", lifecycle, state.Running, moves, func(b *testing.B) {
 		// Concrete, not inside the generic fireInEach: a caller of Fire
@@ -181,7 +182,7 @@ func fireInEach[S comparable](b *testing.B, group string, table *transition.Tabl
 
 // BenchmarkReject is a move the table refuses: running → pending.
 func BenchmarkReject(b *testing.B) {
-	lifecycle := state.Lifecycle()
+	lifecycle := teraslice.Lifecycle()
 	b.Run("execfsm", func(b *testing.B) {
 		m := machine(b, lifecycle)
 		b.ReportAllocs()
@@ -253,7 +254,7 @@ var sink bool
 
 // BenchmarkCan asks "can I go there" (running → relocating) without moving.
 func BenchmarkCan(b *testing.B) {
-	lifecycle := state.Lifecycle()
+	lifecycle := teraslice.Lifecycle()
 	b.Run("execfsm", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
@@ -292,7 +293,7 @@ func BenchmarkCan(b *testing.B) {
 // BenchmarkParallel is many goroutines firing on one shared machine; a
 // refused or idempotent move counts like any other attempt.
 func BenchmarkParallel(b *testing.B) {
-	lifecycle := state.Lifecycle()
+	lifecycle := teraslice.Lifecycle()
 	b.Run("execfsm", func(b *testing.B) {
 		m := machine(b, lifecycle)
 		b.ReportAllocs()
@@ -326,11 +327,11 @@ func BenchmarkParallel(b *testing.B) {
 
 // BenchmarkBuild builds the lifecycle table.
 func BenchmarkBuild(b *testing.B) {
-	lifecycle := state.Lifecycle()
+	lifecycle := teraslice.Lifecycle()
 	b.Run("execfsm", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			if _, err := state.LifecycleBuilder().Build(); err != nil {
+			if _, err := teraslice.LifecycleBuilder().Build(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -352,7 +353,7 @@ func BenchmarkBuild(b *testing.B) {
 // BenchmarkDiagram exports the lifecycle as a diagram: Mermaid for
 // execfsm and looplab, Graphviz for stateless (its only format).
 func BenchmarkDiagram(b *testing.B) {
-	lifecycle := state.Lifecycle()
+	lifecycle := teraslice.Lifecycle()
 	b.Run("execfsm", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {

@@ -1,7 +1,7 @@
 // Package bench builds the same transition tables in execfsm and in the
 // libraries a user might pick instead, looplab/fsm and qmuntal/stateless,
 // so that their benchmarks compare like with like. The peers' tables are
-// derived from execfsm's (state.Lifecycle is the one place the lifecycle
+// derived from execfsm's (teraslice.Lifecycle is the one place the lifecycle
 // is written down); a parity test checks that all three accept and
 // refuse exactly the same moves.
 //
@@ -19,6 +19,7 @@ import (
 	"context"
 
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/looplab/fsm"
 	"github.com/qmuntal/stateless"
@@ -98,7 +99,7 @@ func Stateless[S comparable](t *transition.Table[S], start string, mode stateles
 // Lifecycle is execfsm's lifecycle table, with pass-through guards on the
 // guarded moves.
 func Lifecycle(guarded Guarded) (*transition.Table[state.Status], error) {
-	b := state.LifecycleBuilder()
+	b := teraslice.LifecycleBuilder()
 	for move := range guarded {
 		from, err := state.Parse(move[0])
 		if err != nil {

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/boltstore"
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	bolt "go.etcd.io/bbolt"
 )
@@ -36,7 +36,7 @@ import (
 func BenchmarkPersistedFire(b *testing.B) {
 	dir := b.TempDir()
 	_, s := openStore(b, filepath.Join(dir, "db"), boltstore.Options{})
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	if err != nil {
 		b.Fatal(err)
 	}

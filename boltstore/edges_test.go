@@ -12,6 +12,7 @@ import (
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
@@ -56,7 +57,7 @@ func TestASecondCloseWaitsForTheFirst(t *testing.T) {
 // where it is handed over, and on every call: never a panic.
 func TestANilStoreIsAnErrorNotAPanic(t *testing.T) {
 	var s *boltstore.Store
-	_, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	_, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.ErrorContains(t, err, "nil store")
 	_, err = s.Get(bg, "ex-1")
 	require.ErrorContains(t, err, "nil *Store")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -24,7 +25,7 @@ import (
 func BenchmarkPersistedFire(b *testing.B) {
 	s := newStore(b, etcdstore.Options{})
 	cl := client(b, shared)
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes"
@@ -73,7 +73,7 @@ func controller(spec controllerSpec) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, spec.ID, transition.PersistedOptions[state.Status]{Actor: spec.Pod})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, spec.ID, transition.PersistedOptions[state.Status]{Actor: spec.Pod})
 	if err != nil {
 		return 0, err
 	}
@@ -82,7 +82,7 @@ func controller(spec controllerSpec) (int, error) {
 	policy := recovery.Policy[state.Status]{Restarts: true, Work: restartable{}, RestartBudget: spec.Budget}
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, err := recovery.ApplyStartup(waitCtx, state.Roles(), exec, storage.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true}, policy)
+	v, err := recovery.ApplyStartup(waitCtx, teraslice.Roles(), exec, storage.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true}, policy)
 	if errors.Is(err, recovery.ErrTerminalStatus) {
 		// Exit 0: the outcome is in the record, and on a Job a non-zero
 		// exit would only start another pod that refuses.
@@ -105,7 +105,7 @@ func controller(spec controllerSpec) (int, error) {
 	}
 	fmt.Println("running")
 	<-terms // until the platform deletes the pod
-	a, err := recovery.ApplyTerminate(ctx, state.Roles(), exec, policy, nil)
+	a, err := recovery.ApplyTerminate(ctx, teraslice.Roles(), exec, policy, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -114,7 +114,7 @@ func controller(spec controllerSpec) (int, error) {
 		return 0, a.ReleaseErr
 	}
 	if a.Kind == recovery.ActionShutdown {
-		end, err := recovery.ApplyFinish(ctx, state.Roles(), exec, recovery.Ending{}, nil)
+		end, err := recovery.ApplyFinish(ctx, teraslice.Roles(), exec, recovery.Ending{}, nil)
 		if err != nil {
 			return 0, err
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/storage"
-
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -272,7 +271,7 @@ func LabelJob(ctx context.Context, client kubernetes.Interface, namespace, name 
 // left to write the end:
 //
 //	if why, failed := kube.JobFailure(job); failed {
-//		recovery.ApplyFinish(ctx, state.Roles(), master, recovery.Ending{Err: errors.New(why)}, nil)
+//		recovery.ApplyFinish(ctx, teraslice.Roles(), master, recovery.Ending{Err: errors.New(why)}, nil)
 //	}
 func JobFailure(job *batchv1.Job) (string, bool) {
 	if job == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
@@ -194,7 +195,7 @@ func kcmLog() string {
 func submit(t *testing.T, ns string, limit int32) (*transition.Persisted[state.Status], *kubelet) {
 	t.Helper()
 	s := newStoreIn(t, ns)
-	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-42", transition.PersistedOptions[state.Status]{Actor: "cluster-master", History: storage.MaxHistory})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-42", transition.PersistedOptions[state.Status]{Actor: "cluster-master", History: storage.MaxHistory})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted", Meta: map[string]string{recovery.MetaRelocatable: "true"}})
 	require.NoError(t, err)
@@ -305,7 +306,7 @@ func TestControllerJobLimitReachedFirstFailsTheExecutionWithItsReason(t *testing
 	require.Contains(t, why, "BackoffLimitExceeded")
 	requireStatus(t, master, state.Running) // nobody is left to say otherwise
 
-	end, err := recovery.ApplyFinish(bg, state.Roles(), master, recovery.Ending{Err: errors.New(why)}, nil)
+	end, err := recovery.ApplyFinish(bg, teraslice.Roles(), master, recovery.Ending{Err: errors.New(why)}, nil)
 	require.NoError(t, err)
 	require.Equal(t, state.Failed, end.To)
 	rec := requireStatus(t, master, state.Failed)

@@ -4,13 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/execfsm/execfsm/reconcile"
-
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/kube"
+	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,9 +27,9 @@ func Example() {
 	client := kubernetes.NewForConfigOrDie(cfg)
 
 	store, _ := kube.New(client, kube.Options{Namespace: "teraslice"})
-	exec, _ := transition.NewPersisted(state.Lifecycle(), store, "ex-42", transition.PersistedOptions[state.Status]{})
+	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-42", transition.PersistedOptions[state.Status]{})
 	lease := storage.Lease{Holder: "ex-42-controller-7d9f", TTL: 15 * time.Second} // held in a Lease
-	verdict, err := recovery.ApplyStartup(ctx, state.Roles(), exec, lease, recovery.Policy[state.Status]{Restarts: true})
+	verdict, err := recovery.ApplyStartup(ctx, teraslice.Roles(), exec, lease, recovery.Policy[state.Status]{Restarts: true})
 	if err != nil {
 		return // storage.ErrHeld: a live controller has it
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,7 +55,7 @@ func partitionable(t *testing.T, ns string) (*kube.Store, *atomic.Bool) {
 // wrote it and the Lease free.
 func TestAStartMeetingATerminalStatusBetweenTheLeaseAndTheRecordWritesNothing(t *testing.T) {
 	s := newStore(t)
-	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)
@@ -66,9 +67,9 @@ func TestAStartMeetingATerminalStatusBetweenTheLeaseAndTheRecordWritesNothing(t 
 		failed, err = s.Get(bg, "ex-1")
 		require.NoError(t, err)
 	})
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
 	require.NoError(t, err)
-	v, err := recovery.ApplyStartup(bg, state.Roles(), exec, lease("pod-a", 10*time.Second),
+	v, err := recovery.ApplyStartup(bg, teraslice.Roles(), exec, lease("pod-a", 10*time.Second),
 		recovery.Policy[state.Status]{Restarts: true, Work: recovery.Restartability(true)})
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.DecisionRefuse, v.Decision)
@@ -124,7 +125,7 @@ func TestAControllerWhoseLeaseAnOutageEndedTakesItBackCountingNothing(t *testing
 // waits for the outcome, and takes the execution when nobody held it.
 func TestAnAcquireDuringATakeOverThatFailsIsNotToldHeld(t *testing.T) {
 	s := newStore(t)
-	master, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)

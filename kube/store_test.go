@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -131,7 +131,7 @@ func TestStaleResourceVersionIsAConflictWithTheCurrentRecord(t *testing.T) {
 
 func TestPersistedLifecycleOnKubernetes(t *testing.T) {
 	s := newStore(t)
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
 	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ import (
 func TestTerasliceControllerRelocatesAndSurvivesOOMWithinItsBudgetOnKubernetes(t *testing.T) {
 	ns := namespace(t)
 	s := newStoreIn(t, ns)
-	exec0, err := transition.NewPersisted(state.Lifecycle(), s, "ex-42", transition.PersistedOptions[state.Status]{Actor: "cluster-master"})
+	exec0, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-42", transition.PersistedOptions[state.Status]{Actor: "cluster-master"})
 	require.NoError(t, err)
 	_, err = exec0.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
 	require.NoError(t, err)

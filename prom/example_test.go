@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
-
 	"github.com/execfsm/execfsm/prom"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 )
 
 // A controller counts the moves of its executions. In a process it would
@@ -22,12 +22,12 @@ func Example() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 
-	moves, err := prom.NewTransitions(m, state.Lifecycle())
+	moves, err := prom.NewTransitions(m, teraslice.Lifecycle())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	exec, err := transition.NewPersisted(state.Lifecycle(), storage.NewMemory(), "ex-1", transition.PersistedOptions[state.Status]{
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), storage.NewMemory(), "ex-1", transition.PersistedOptions[state.Status]{
 		OnChange:  []func(transition.Change[state.Status]){moves.OnChange},
 		OnFailure: []func(transition.Failure[state.Status]){moves.OnFailure},
 	})

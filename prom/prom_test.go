@@ -15,20 +15,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/common/expfmt"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
-
 	"github.com/execfsm/execfsm/prom"
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/reconcile/reconciletest"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 // Statuses.Run and the loops start goroutines.
@@ -59,7 +59,7 @@ func golden(t *testing.T, c prometheus.Collector, file string, names ...string) 
 
 func execution(t *testing.T, store storage.Store, id string, s state.Status, opts transition.PersistedOptions[state.Status]) *transition.Persisted[state.Status] {
 	t.Helper()
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, id, opts)
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, opts)
 	require.NoError(t, err)
 	_, err = exec.Create(bg, transition.Update[state.Status]{To: s, Reason: "test"})
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func execution(t *testing.T, store storage.Store, id string, s state.Status, opt
 // conflict, fenced, error.
 func TestTransitionsAreCountedByFromToAndResult(t *testing.T) {
 	m := prom.New()
-	guarded, err := state.LifecycleBuilder().Guard(state.Running, state.Stopping, func(context.Context, transition.Change[state.Status]) error {
+	guarded, err := teraslice.LifecycleBuilder().Guard(state.Running, state.Stopping, func(context.Context, transition.Change[state.Status]) error {
 		return errors.New("maintenance window")
 	}).Build()
 	require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestTransitionsAreCountedByFromToAndResult(t *testing.T) {
 // enforced deadlines, counted from what the recovery helpers carried out.
 func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	m := prom.New()
-	obs, err := prom.RecoveryObserver(m, state.Lifecycle())
+	obs, err := prom.RecoveryObserver(m, teraslice.Lifecycle())
 	require.NoError(t, err)
 	store := storage.NewMemory()
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
@@ -136,14 +136,14 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	// then it is refused.
 	execution(t, store, "ex-loop", state.Running, transition.PersistedOptions[state.Status]{Clock: clock})
 	controller := func(id string) *transition.Persisted[state.Status] {
-		c, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Clock: clock})
+		c, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Clock: clock})
 		require.NoError(t, err)
 		return c
 	}
 	for k := range 5 {
 		now = now.Add(time.Second)
 		looping := controller("ex-loop")
-		_, _ = recovery.ApplyStartup(bg, state.Roles(), looping, storage.Lease{Holder: fmt.Sprintf("pod-%d", k), TTL: time.Minute}, policy())
+		_, _ = recovery.ApplyStartup(bg, teraslice.Roles(), looping, storage.Lease{Holder: fmt.Sprintf("pod-%d", k), TTL: time.Minute}, policy())
 		if own := looping.Ownership(); own != nil {
 			require.NoError(t, own.Release(bg))
 		}
@@ -152,31 +152,31 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	// resumes it; a live holder refuses a third.
 	execution(t, store, "ex-fresh", state.Initializing, transition.PersistedOptions[state.Status]{Clock: clock})
 	owned := controller("ex-fresh")
-	_, err = recovery.ApplyStartup(bg, state.Roles(), owned, storage.Lease{Holder: "pod-a", TTL: time.Minute}, policy())
+	_, err = recovery.ApplyStartup(bg, teraslice.Roles(), owned, storage.Lease{Holder: "pod-a", TTL: time.Minute}, policy())
 	require.NoError(t, err)
 	_, err = owned.Fire(bg, state.Running, "")
 	require.NoError(t, err)
-	a, err := recovery.ApplyTerminate(bg, state.Roles(), owned, policy(), nil)
+	a, err := recovery.ApplyTerminate(bg, teraslice.Roles(), owned, policy(), nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionRelocate, a.Kind)
 	successor := controller("ex-fresh")
-	_, err = recovery.ApplyStartup(bg, state.Roles(), successor, storage.Lease{Holder: "pod-b", TTL: time.Minute}, policy())
+	_, err = recovery.ApplyStartup(bg, teraslice.Roles(), successor, storage.Lease{Holder: "pod-b", TTL: time.Minute}, policy())
 	require.NoError(t, err)
-	_, err = recovery.ApplyStartup(bg, state.Roles(), controller("ex-fresh"), storage.Lease{Holder: "pod-c", TTL: time.Minute}, policy())
+	_, err = recovery.ApplyStartup(bg, teraslice.Roles(), controller("ex-fresh"), storage.Lease{Holder: "pod-c", TTL: time.Minute}, policy())
 	require.ErrorIs(t, err, storage.ErrHeld)
 	// The successor is told to shut down while the master stops it.
-	master, err := transition.NewPersisted(state.Lifecycle(), store, "ex-fresh", transition.PersistedOptions[state.Status]{Clock: clock})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-fresh", transition.PersistedOptions[state.Status]{Clock: clock})
 	require.NoError(t, err)
 	_, err = master.Fire(bg, state.Stopping, "user stop")
 	require.NoError(t, err)
-	a, err = recovery.ApplyTerminate(bg, state.Roles(), successor, policy(), nil)
+	a, err = recovery.ApplyTerminate(bg, teraslice.Roles(), successor, policy(), nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionShutdown, a.Kind)
 
 	// A relocation nobody took over is reaped at its deadline.
 	entered := now.Add(-recovery.RelocatingDeadline - time.Minute)
 	execution(t, store, "ex-stuck", state.Relocating, transition.PersistedOptions[state.Status]{Clock: func() time.Time { return entered }})
-	reaper := &recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Clock: reconciletest.NewClock(now), Observer: obs}
+	reaper := &recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Clock: reconciletest.NewClock(now), Observer: obs}
 	for _, id := range []string{"ex-stuck", "ex-stuck", "ex-loop"} {
 		_, err = reaper.Reconcile(bg, id)
 		require.NoError(t, err)
@@ -323,7 +323,7 @@ func TestStatusesFollowTheStore(t *testing.T) {
 	execution(t, mem, "ex-1", state.Running, transition.PersistedOptions[state.Status]{})
 	execution(t, mem, "ex-2", state.Running, transition.PersistedOptions[state.Status]{})
 	moving := execution(t, mem, "ex-3", state.Running, transition.PersistedOptions[state.Status]{})
-	statuses, err := prom.NewStatuses(m, state.Lifecycle(), store, func(err error) { t.Errorf("store error: %v", err) })
+	statuses, err := prom.NewStatuses(m, teraslice.Lifecycle(), store, func(err error) { t.Errorf("store error: %v", err) })
 	require.NoError(t, err)
 	require.Zero(t, testutil.CollectAndCount(m, "execfsm_executions"), "nothing before the first List")
 
@@ -370,7 +370,7 @@ func TestStatusesFollowTheStore(t *testing.T) {
 
 func TestConstructorsRefuseMissingParts(t *testing.T) {
 	m := prom.New()
-	_, err := prom.NewTransitions[state.Status](nil, state.Lifecycle())
+	_, err := prom.NewTransitions[state.Status](nil, teraslice.Lifecycle())
 	require.Error(t, err)
 	_, err = prom.NewTransitions[state.Status](m, nil)
 	require.Error(t, err)
@@ -381,7 +381,7 @@ func TestConstructorsRefuseMissingParts(t *testing.T) {
 	_, err = prom.LoopRecoveryObserver[string](nil, "x")
 	require.Error(t, err)
 	require.Error(t, prom.WatchQueue[string](m, "x", nil))
-	_, err = prom.NewStatuses[state.Status](m, state.Lifecycle(), nil, nil)
+	_, err = prom.NewStatuses[state.Status](m, teraslice.Lifecycle(), nil, nil)
 	require.Error(t, err)
 }
 
@@ -393,7 +393,7 @@ func TestScrapedOverHTTP(t *testing.T) {
 	require.NoError(t, reg.Register(m))
 	require.Error(t, reg.Register(prom.New()), "a second Metrics in one registry collides")
 
-	counts, err := prom.NewTransitions(m, state.Lifecycle())
+	counts, err := prom.NewTransitions(m, teraslice.Lifecycle())
 	require.NoError(t, err)
 	exec := execution(t, storage.NewMemory(), "ex-1", state.Pending, transition.PersistedOptions[state.Status]{
 		OnChange: []func(transition.Change[state.Status]){counts.OnChange}, OnFailure: []func(transition.Failure[state.Status]){counts.OnFailure}})

@@ -13,7 +13,7 @@
 // terminal. Roles are checked against the table when they are built
 // ([DefineRoles]): a state without a role, a running state that cannot
 // fail or relocate, a relocating state without return edges is an error
-// then, not a wrong decision later. state.Roles() are the execution
+// then, not a wrong decision later. teraslice.Roles() are the execution
 // lifecycle's; a VILLAS simulator manager defines its own.
 //
 // # Decisions
@@ -29,7 +29,7 @@
 // nothing, and a controller that lost its ownership while it lived takes
 // the execution back, counting nothing, if nobody else took it.
 //
-// What each stored status of the execution lifecycle (state.Roles())
+// What each stored status of the execution lifecycle (teraslice.Roles())
 // means for each event, for a controller on a platform that restarts
 // controllers, running restartable work (a relocating record remembering
 // that it left paused):

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -20,7 +20,7 @@ func ExampleStartup() {
 	rec := storage.Record{ID: "ex-1", Status: "running"}
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	for range 3 {
-		v, _ := recovery.Startup(state.Roles(), rec, recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: 2})
+		v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: 2})
 		fmt.Println(v.Decision, "→", v.To)
 		rec.Meta = v.Meta // ApplyStartup writes this with the decision
 		rec.Status = v.To.String()
@@ -28,7 +28,7 @@ func ExampleStartup() {
 	}
 
 	rec = storage.Record{ID: "ex-2", Status: "relocating", Previous: "paused", Since: now}
-	v, _ := recovery.Startup(state.Roles(), rec, recovery.Policy[state.Status]{Now: now})
+	v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy[state.Status]{Now: now})
 	fmt.Println(v.Decision, "→", v.To)
 	// Output:
 	// resume → running
@@ -43,7 +43,7 @@ func ExampleStartup() {
 func ExampleTerminate() {
 	p := recovery.Policy[state.Status]{Now: time.Now(), Restarts: true, Work: slicer{true}}
 	for _, status := range []string{"stopping", "running"} {
-		a, _ := recovery.Terminate(state.Roles(), storage.Record{ID: "ex-1", Status: status}, storage.Claim{}, p)
+		a, _ := recovery.Terminate(teraslice.Roles(), storage.Record{ID: "ex-1", Status: status}, storage.Claim{}, p)
 		fmt.Println(status, "→", a.Kind, a.ExitCode)
 	}
 	// Output:
@@ -54,10 +54,10 @@ func ExampleTerminate() {
 // The deadline reaper runs in a loop over the executions' ids.
 func ExampleReaper() {
 	store := storage.NewMemory()
-	exec, _ := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Clock: func() time.Time { return time.Now().Add(-time.Hour) }})
+	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Clock: func() time.Time { return time.Now().Add(-time.Hour) }})
 	_, _ = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Relocating})
 
-	reaper := &recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store}
+	reaper := &recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store}
 	_, _ = reaper.Reconcile(context.Background(), "ex-1")
 	cur, rec, _ := exec.Load(context.Background())
 	fmt.Println(cur, "—", rec.Reason)
@@ -121,7 +121,7 @@ func ExampleFinish() {
 		{"stopping", recovery.Ending{}}, // the cluster master asked
 		{"stopped", recovery.Ending{}},  // ended meanwhile: statistics only
 	} {
-		end, _ := recovery.Finish(state.Roles(), storage.Record{ID: "ex-1", Status: c.status}, storage.Claim{}, c.ending)
+		end, _ := recovery.Finish(teraslice.Roles(), storage.Record{ID: "ex-1", Status: c.status}, storage.Claim{}, c.ending)
 		fmt.Printf("%-8s %-5s → %s (%s)\n", c.status, end.Kind, end.To, end.Reason)
 	}
 	// Output:
@@ -138,23 +138,23 @@ func ExampleRecover() {
 	ctx := context.Background()
 	store := storage.NewMemory()
 	open := func(id string) *transition.Persisted[state.Status] {
-		exec, _ := transition.NewPersisted(state.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: "master"})
+		exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: "master"})
 		return exec
 	}
 	failed := open("ex-1")
 	_, _ = failed.Create(ctx, transition.Update[state.Status]{To: state.Failed, Reason: "slice failures"})
 
-	rec, err := recovery.Recover(ctx, state.Roles(), failed, open("ex-2"), recovery.Recovery{SliceType: "failed"})
+	rec, err := recovery.Recover(ctx, teraslice.Roles(), failed, open("ex-2"), recovery.Recovery{SliceType: "failed"})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(rec.ID, rec.Status, rec.Reason)
 
-	v, _ := recovery.Startup(state.Roles(), rec, recovery.Policy[state.Status]{Now: time.Now()})
+	v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy[state.Status]{Now: time.Now()})
 	fmt.Println(v.Decision, "then recovering:", v.Recovers)
 
-	_, err = recovery.Recover(ctx, state.Roles(), open("ex-2"), open("ex-3"), recovery.Recovery{})
+	_, err = recovery.Recover(ctx, teraslice.Roles(), open("ex-2"), open("ex-3"), recovery.Recovery{})
 	fmt.Println(errors.Is(err, recovery.ErrNotEnded))
 	// Output:
 	// ex-2 pending recovers ex-1

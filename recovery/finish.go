@@ -143,7 +143,7 @@ func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Cla
 func checkFinish[S comparable](roles *Roles[S], ending Ending) error {
 	switch {
 	case roles == nil:
-		return fmt.Errorf("recovery: %w: nil roles (state.Roles() for the execution lifecycle)", ErrInvalidRoles)
+		return fmt.Errorf("recovery: %w: nil roles (teraslice.Roles() for the execution lifecycle)", ErrInvalidRoles)
 	case !roles.hasEnds:
 		return fmt.Errorf("recovery: %w: Finish needs roles with Ends (what finished and shut-down work write)", ErrInvalidRoles)
 	case ending.Failures < 0:

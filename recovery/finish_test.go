@@ -11,13 +11,14 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
 func finish(t *testing.T, s state.Status, e recovery.Ending) recovery.End[state.Status] {
 	t.Helper()
-	end, err := recovery.Finish(state.Roles(), record(s), podA, e)
+	end, err := recovery.Finish(teraslice.Roles(), record(s), podA, e)
 	require.NoError(t, err)
 	return end
 }
@@ -70,24 +71,24 @@ func TestFinishLeavesWhatIsNotThisControllersToEnd(t *testing.T) {
 
 	rec := record(state.Running)
 	rec.Owner, rec.Epoch = "pod-b", 2
-	end, err := recovery.Finish(state.Roles(), rec, podA, finished)
+	end, err := recovery.Finish(teraslice.Roles(), rec, podA, finished)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Equal(t, "execution is owned by pod-b at epoch 2 now", end.Reason)
 }
 
 func TestFinishRefusesInputItCannotDecideOn(t *testing.T) {
-	_, err := recovery.Finish(state.Roles(), record(state.Initializing), podA, finished)
+	_, err := recovery.Finish(teraslice.Roles(), record(state.Initializing), podA, finished)
 	require.ErrorIs(t, err, transition.ErrNotAllowed, "work cannot finish before it ran")
 	require.Contains(t, err.Error(), "initializing status, which cannot move to completed")
 
-	_, err = recovery.Finish(state.Roles(), record(state.Running), podA, recovery.Ending{Finished: true, Failures: -1})
+	_, err = recovery.Finish(teraslice.Roles(), record(state.Running), podA, recovery.Ending{Finished: true, Failures: -1})
 	require.ErrorIs(t, err, recovery.ErrInvalidEnding)
 
 	_, err = recovery.Finish[state.Status](nil, record(state.Running), podA, finished)
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
 
-	noEnds, err := recovery.DefineRoles(state.Lifecycle()).
+	noEnds, err := recovery.DefineRoles(teraslice.Lifecycle()).
 		NotStarted(state.Pending, state.Scheduling, state.Initializing).
 		Running(state.Running, state.Recovering, state.Failing, state.Paused).
 		Relocating(state.Relocating, state.Initializing).
@@ -100,7 +101,7 @@ func TestFinishRefusesInputItCannotDecideOn(t *testing.T) {
 
 	rec := record(state.Running)
 	rec.Status = "Running"
-	_, err = recovery.Finish(state.Roles(), rec, podA, finished)
+	_, err = recovery.Finish(teraslice.Roles(), rec, podA, finished)
 	require.ErrorIs(t, err, transition.ErrUnknownState)
 }
 
@@ -113,7 +114,7 @@ func TestFinishCutsAHugeErrorToWhatARecordHolds(t *testing.T) {
 }
 
 func TestRolesEndsAreCheckedAgainstTheTable(t *testing.T) {
-	_, err := recovery.DefineRoles(state.Lifecycle()).
+	_, err := recovery.DefineRoles(teraslice.Lifecycle()).
 		NotStarted(state.Pending, state.Scheduling, state.Initializing).
 		Running(state.Running, state.Recovering, state.Failing, state.Paused).
 		Relocating(state.Relocating, state.Initializing).
@@ -129,7 +130,7 @@ func TestRolesEndsAreCheckedAgainstTheTable(t *testing.T) {
 func TestApplyFinishWritesTheEndWithTheStatisticsAndLetsGo(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	owned := owner(t, exec, "pod-0")
-	end, err := recovery.ApplyFinish(context.Background(), state.Roles(), owned, withFailure, map[string]string{"processed": "98"})
+	end, err := recovery.ApplyFinish(context.Background(), teraslice.Roles(), owned, withFailure, map[string]string{"processed": "98"})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndWrite, end.Kind)
 	require.NoError(t, end.ReleaseErr)
@@ -153,7 +154,7 @@ func TestApplyFinishOnAnEndedExecutionWritesOnlyTheStatistics(t *testing.T) {
 	require.NoError(t, err)
 	_, err = exec.Fire(context.Background(), state.Stopped, "stop overdue")
 	require.NoError(t, err)
-	end, err := recovery.ApplyFinish(context.Background(), state.Roles(), owned, finished, map[string]string{"processed": "100"})
+	end, err := recovery.ApplyFinish(context.Background(), teraslice.Roles(), owned, finished, map[string]string{"processed": "100"})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndKeep, end.Kind)
 	rec, _ := store.Get(context.Background(), "ex-1")
@@ -172,7 +173,7 @@ func TestApplyFinishDecidesAgainWhenTheStopLandsFirst(t *testing.T) {
 	require.NoError(t, err)
 	_, err = exec.Fire(context.Background(), state.Stopping, "user stop")
 	require.NoError(t, err)
-	end, err := recovery.ApplyFinish(context.Background(), state.Roles(), owned, shutDown, nil)
+	end, err := recovery.ApplyFinish(context.Background(), teraslice.Roles(), owned, shutDown, nil)
 	require.NoError(t, err)
 	require.Equal(t, state.Stopped, end.To)
 	rec, _ := store.Get(context.Background(), "ex-1")
@@ -185,7 +186,7 @@ func TestApplyFinishByAFencedControllerLeaves(t *testing.T) {
 	stale := crashed(t, exec, "pod-0")
 	owner(t, exec, "pod-1")
 	before, _ := store.Get(context.Background(), "ex-1")
-	end, err := recovery.ApplyFinish(context.Background(), state.Roles(), stale, finished, nil)
+	end, err := recovery.ApplyFinish(context.Background(), teraslice.Roles(), stale, finished, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	after, _ := store.Get(context.Background(), "ex-1")
@@ -209,7 +210,7 @@ func TestFinishTableInPackageDocIsTrue(t *testing.T) {
 }
 
 func finishCell(s state.Status, e recovery.Ending) string {
-	end, err := recovery.Finish(state.Roles(), tableRecord(s), podA, e)
+	end, err := recovery.Finish(teraslice.Roles(), tableRecord(s), podA, e)
 	switch {
 	case errors.Is(err, transition.ErrNotAllowed):
 		return "not allowed"
@@ -233,7 +234,7 @@ func TestForceStopEndsThroughStoppingWrittenByTheMaster(t *testing.T) {
 
 	_, err = exec.Fire(ctx, state.Stopping, "force stop")
 	require.NoError(t, err)
-	end, err := recovery.ApplyFinish(ctx, state.Roles(), exec, recovery.Ending{}, nil) // the master, after killing the pods
+	end, err := recovery.ApplyFinish(ctx, teraslice.Roles(), exec, recovery.Ending{}, nil) // the master, after killing the pods
 	require.NoError(t, err)
 	require.Equal(t, state.Stopped, end.To)
 	_, err = controller.Fire(ctx, state.Completed, "late")

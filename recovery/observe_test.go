@@ -10,6 +10,7 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/stretchr/testify/require"
 )
 
@@ -43,7 +44,7 @@ func TestObserverSeesEveryStartupWithTheRestartsItCounted(t *testing.T) {
 		now = now.Add(time.Second)
 		p := recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, Observer: o.observer()}
 		owned := controllerOf(t, exec, fmt.Sprintf("pod-%d", k))
-		_, _ = recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease(fmt.Sprintf("pod-%d", k)), p)
+		_, _ = recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease(fmt.Sprintf("pod-%d", k)), p)
 		if own := owned.Ownership(); own != nil {
 			require.NoError(t, own.Release(context.Background())) // OOM-killed
 		}
@@ -73,7 +74,7 @@ func TestObserverSeesAStartupALiveHolderRefused(t *testing.T) {
 	owner(t, exec, "pod-a")
 	var o observed
 	p := recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}, Observer: o.observer()}
-	_, err := recovery.ApplyStartup(context.Background(), state.Roles(), controllerOf(t, exec, "pod-b"), lease("pod-b"), p)
+	_, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), controllerOf(t, exec, "pod-b"), lease("pod-b"), p)
 	require.ErrorIs(t, err, storage.ErrHeld)
 	require.Len(t, o.verdicts, 1)
 	require.ErrorIs(t, o.vErrs[0], storage.ErrHeld)
@@ -87,17 +88,17 @@ func TestObserverSeesEverySIGTERMAction(t *testing.T) {
 	p := recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}, Observer: o.observer()}
 
 	exec, _ := newExecution(t, state.Running, time.Now)
-	_, err := recovery.ApplyTerminate(context.Background(), state.Roles(), owner(t, exec, "pod-a"), p, nil)
+	_, err := recovery.ApplyTerminate(context.Background(), teraslice.Roles(), owner(t, exec, "pod-a"), p, nil)
 	require.NoError(t, err)
 
 	stopping, _ := newExecution(t, state.Stopping, time.Now)
-	_, err = recovery.ApplyTerminate(context.Background(), state.Roles(), owner(t, stopping, "pod-a"), p, nil)
+	_, err = recovery.ApplyTerminate(context.Background(), teraslice.Roles(), owner(t, stopping, "pod-a"), p, nil)
 	require.NoError(t, err)
 
 	taken, _ := newExecution(t, state.Running, time.Now)
 	stale := crashed(t, taken, "pod-0")
 	owner(t, taken, "pod-1")
-	_, err = recovery.ApplyTerminate(context.Background(), state.Roles(), stale, p, nil)
+	_, err = recovery.ApplyTerminate(context.Background(), teraslice.Roles(), stale, p, nil)
 	require.NoError(t, err)
 
 	require.Len(t, o.actions, 3)
@@ -114,7 +115,7 @@ func TestObserverSeesEveryDeadlineTheReaperEnforced(t *testing.T) {
 	overdue := recovery.RelocatingDeadline + time.Minute
 	entered := clock.Now().Add(-overdue)
 	_, store := newExecution(t, state.Relocating, func() time.Time { return entered })
-	reaper := &recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Clock: clock, Observer: o.observer()}
+	reaper := &recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Clock: clock, Observer: o.observer()}
 	_, err := reaper.Reconcile(context.Background(), "ex-1")
 	require.NoError(t, err)
 	_, err = reaper.Reconcile(context.Background(), "ex-1") // failed now: nothing to enforce

@@ -172,7 +172,7 @@ type Policy[S comparable] struct {
 func (p Policy[S]) withDefaults(roles *Roles[S]) (Policy[S], error) {
 	switch {
 	case roles == nil:
-		return p, fmt.Errorf("recovery: %w: nil roles (state.Roles() for the execution lifecycle)", ErrInvalidPolicy)
+		return p, fmt.Errorf("recovery: %w: nil roles (teraslice.Roles() for the execution lifecycle)", ErrInvalidPolicy)
 	case p.RestartBudget < 0 || p.RestartBudget > MaxRestartBudget:
 		return p, fmt.Errorf("recovery: %w: RestartBudget %d, want 0 (default) to %d", ErrInvalidPolicy, p.RestartBudget, MaxRestartBudget)
 	case p.RestartWindow < 0:

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/reconcile"
-
 	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -41,7 +39,7 @@ const AbandonedDeadline = RelocatingDeadline
 //
 // A Reaper is used through a pointer and must not be copied once used.
 type Reaper[S comparable] struct {
-	Roles     *Roles[S] // required: state.Roles() for the execution lifecycle
+	Roles     *Roles[S] // required: teraslice.Roles() for the execution lifecycle
 	Store     storage.Store
 	Deadlines Deadlines[S]    // nil: Roles.DefaultDeadlines()
 	Clock     reconcile.Clock // nil: the system clock

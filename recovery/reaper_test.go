@@ -7,11 +7,10 @@ import (
 
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/reconcile/reconciletest"
-
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -31,16 +30,16 @@ func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
 		{state.Stopping, time.Minute, state.Stopping, 4 * time.Minute},
 		// Stranded: the master died placing it, or its controller died
 		// in setup and nobody replaced it.
-		{state.Scheduling, state.StrandedAfter, state.Failed, 0},
-		{state.Initializing, state.StrandedAfter + time.Hour, state.Failed, 0},
-		{state.Initializing, time.Minute, state.Initializing, state.StrandedAfter - time.Minute},
+		{state.Scheduling, teraslice.StrandedAfter, state.Failed, 0},
+		{state.Initializing, teraslice.StrandedAfter + time.Hour, state.Failed, 0},
+		{state.Initializing, time.Minute, state.Initializing, teraslice.StrandedAfter - time.Minute},
 		{state.Pending, 100 * time.Hour, state.Pending, 0}, // a queue may be long
 		{state.Running, 100 * time.Hour, state.Running, 0},
 		{state.Completed, time.Hour, state.Completed, 0},
 	} {
 		entered := clock.Now().Add(-tc.age)
 		exec, store := newExecution(t, tc.status, func() time.Time { return entered })
-		reaper := &recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Clock: clock}
+		reaper := &recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Clock: clock}
 		res, err := reaper.Reconcile(ctx, "ex-1")
 		require.NoError(t, err)
 		require.Equal(t, tc.wait, res.RequeueAfter, "%s for %v", tc.status, tc.age)
@@ -57,12 +56,12 @@ func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
 
 func TestReaperIgnoresExecutionsThatAreGoneAndRefusesBadConfig(t *testing.T) {
 	_, store := newExecution(t, state.Running, time.Now)
-	res, err := (&recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store}).Reconcile(context.Background(), "nope")
+	res, err := (&recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store}).Reconcile(context.Background(), "nope")
 	require.NoError(t, err)
 	require.Zero(t, res)
-	_, err = (&recovery.Reaper[state.Status]{Roles: state.Roles()}).Reconcile(context.Background(), "ex-1")
+	_, err = (&recovery.Reaper[state.Status]{Roles: teraslice.Roles()}).Reconcile(context.Background(), "ex-1")
 	require.ErrorIs(t, err, reconcile.ErrTerminal)
-	_, err = (&recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Deadlines: recovery.Deadlines[state.Status]{state.Running: {After: -1, Then: state.Failed}}}).Reconcile(context.Background(), "ex-1")
+	_, err = (&recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Deadlines: recovery.Deadlines[state.Status]{state.Running: {After: -1, Then: state.Failed}}}).Reconcile(context.Background(), "ex-1")
 	require.ErrorIs(t, err, reconcile.ErrTerminal)
 	require.ErrorIs(t, err, recovery.ErrInvalidPolicy)
 }
@@ -75,7 +74,7 @@ func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) 
 	l, err := reconcile.NewLoop(reconcile.Options[string]{
 		Clock:      clock,
 		Resync:     -1,
-		Reconciler: &recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Clock: clock},
+		Reconciler: &recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Clock: clock},
 		List: func(context.Context) ([]reconcile.Item[string], error) {
 			return []reconcile.Item[string]{{Key: "ex-1"}}, nil
 		},
@@ -95,7 +94,7 @@ func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
 	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	store := storage.NewMemory()
 	then := clock.Now().Add(-time.Hour)
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{History: 100, Clock: func() time.Time { return then }})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{History: 100, Clock: func() time.Time { return then }})
 	require.NoError(t, err)
 	_, err = exec.Create(ctx, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)
@@ -113,7 +112,7 @@ func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 36, rec.History.Len())
 
-	_, err = (&recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store, Clock: clock}).Reconcile(ctx, "ex-1")
+	_, err = (&recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Clock: clock}).Reconcile(ctx, "ex-1")
 	require.NoError(t, err)
 	cur, rec, err := exec.Load(ctx)
 	require.NoError(t, err)

@@ -60,7 +60,7 @@ type Recovery struct {
 func Recover[S comparable](ctx context.Context, roles *Roles[S], from, to *transition.Persisted[S], r Recovery) (storage.Record, error) {
 	switch {
 	case roles == nil:
-		return storage.Record{}, fmt.Errorf("recovery: %w: nil roles (state.Roles() for the execution lifecycle)", ErrInvalidRoles)
+		return storage.Record{}, fmt.Errorf("recovery: %w: nil roles (teraslice.Roles() for the execution lifecycle)", ErrInvalidRoles)
 	case from == nil || to == nil:
 		return storage.Record{}, errors.New("recovery: Recover: nil execution")
 	case from.ID() == to.ID():

@@ -7,6 +7,7 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +24,7 @@ func execIn(t *testing.T, store storage.Store, id string, s state.Status) *trans
 
 func handle(t *testing.T, store storage.Store, id, actor string) *transition.Persisted[state.Status] {
 	t.Helper()
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: actor})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: actor})
 	require.NoError(t, err)
 	return exec
 }
@@ -39,7 +40,7 @@ func TestRecoverCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 	before, err := store.Get(ctx, "ex-1")
 	require.NoError(t, err)
 
-	rec, err := recovery.Recover(ctx, state.Roles(), old, handle(t, store, "ex-2", "master"),
+	rec, err := recovery.Recover(ctx, teraslice.Roles(), old, handle(t, store, "ex-2", "master"),
 		recovery.Recovery{SliceType: "pending", Meta: map[string]string{"job": "j-7"}})
 	require.NoError(t, err)
 	require.Equal(t, "pending", rec.Status, "a recovery starts pending, queued like any execution")
@@ -55,7 +56,7 @@ func TestRecoverCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 	require.Equal(t, before, after, "the recovered execution is never touched")
 
 	// Recovered a second time: both are listed, in id order.
-	_, err = recovery.Recover(ctx, state.Roles(), old, handle(t, store, "ex-3", "master"), recovery.Recovery{})
+	_, err = recovery.Recover(ctx, teraslice.Roles(), old, handle(t, store, "ex-3", "master"), recovery.Recovery{})
 	require.NoError(t, err)
 	recs, unreadable, err := recovery.Recoveries(ctx, store, "ex-1")
 	require.NoError(t, err)
@@ -72,7 +73,7 @@ func TestRecoverCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 		require.NoError(t, err)
 	}
 	exec := handle(t, store, "ex-2", "pod-a")
-	v, err := recovery.ApplyStartup(ctx, state.Roles(), exec, lease("pod-a"), recovery.Policy[state.Status]{})
+	v, err := recovery.ApplyStartup(ctx, teraslice.Roles(), exec, lease("pod-a"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionStart, v.Decision)
 	require.Equal(t, "ex-1", v.Recovers)
@@ -82,7 +83,7 @@ func TestRecoverCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 	// A crash while recovering resumes recovering, still knowing what it recovers.
 	require.NoError(t, exec.Ownership().Release(ctx))
 	exec = handle(t, store, "ex-2", "pod-b")
-	v, err = recovery.ApplyStartup(ctx, state.Roles(), exec, lease("pod-b"), policy())
+	v, err = recovery.ApplyStartup(ctx, teraslice.Roles(), exec, lease("pod-b"), policy())
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, state.Recovering, v.To)
@@ -90,7 +91,7 @@ func TestRecoverCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 
 	_, err = exec.Fire(ctx, state.Running, "recovered work done")
 	require.NoError(t, err)
-	end, err := recovery.ApplyFinish(ctx, state.Roles(), exec, recovery.Ending{Finished: true}, nil)
+	end, err := recovery.ApplyFinish(ctx, teraslice.Roles(), exec, recovery.Ending{Finished: true}, nil)
 	require.NoError(t, err)
 	require.Equal(t, state.Completed, end.To)
 }
@@ -98,7 +99,7 @@ func TestRecoverCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 func TestRecoverEveryEndedStatus(t *testing.T) {
 	for s := range state.TerminalStatuses.All() {
 		store := storage.NewMemory()
-		_, err := recovery.Recover(context.Background(), state.Roles(), execIn(t, store, "ex-1", s), handle(t, store, "ex-2", "master"), recovery.Recovery{})
+		_, err := recovery.Recover(context.Background(), teraslice.Roles(), execIn(t, store, "ex-1", s), handle(t, store, "ex-2", "master"), recovery.Recovery{})
 		require.NoError(t, err, "%s", s)
 	}
 }
@@ -112,7 +113,7 @@ func TestRecoverRefusesALiveExecutionAndWritesNothing(t *testing.T) {
 		store := storage.NewMemory()
 		old := execIn(t, store, "ex-1", s)
 		before, _ := store.Get(ctx, "ex-1")
-		_, err := recovery.Recover(ctx, state.Roles(), old, handle(t, store, "ex-2", "master"), recovery.Recovery{})
+		_, err := recovery.Recover(ctx, teraslice.Roles(), old, handle(t, store, "ex-2", "master"), recovery.Recovery{})
 		require.ErrorIs(t, err, recovery.ErrNotEnded, "%s", s)
 		require.Contains(t, err.Error(), `execution "ex-1" is `+s.String()+": execution has not ended; only an ended execution can be recovered")
 		_, err = store.Get(ctx, "ex-2")
@@ -128,19 +129,19 @@ func TestRecoverRefusesInputItCannotHonour(t *testing.T) {
 	old := execIn(t, store, "ex-1", state.Failed)
 	taken := execIn(t, store, "ex-2", state.Pending)
 
-	_, err := recovery.Recover(ctx, state.Roles(), old, taken, recovery.Recovery{})
+	_, err := recovery.Recover(ctx, teraslice.Roles(), old, taken, recovery.Recovery{})
 	require.ErrorIs(t, err, storage.ErrExists, "the new id must be new")
 
-	_, err = recovery.Recover(ctx, state.Roles(), old, handle(t, store, "ex-1", "master"), recovery.Recovery{})
+	_, err = recovery.Recover(ctx, teraslice.Roles(), old, handle(t, store, "ex-1", "master"), recovery.Recovery{})
 	require.ErrorContains(t, err, "cannot recover itself")
 
-	_, err = recovery.Recover(ctx, state.Roles(), old, handle(t, store, "ex-3", "master"),
+	_, err = recovery.Recover(ctx, teraslice.Roles(), old, handle(t, store, "ex-3", "master"),
 		recovery.Recovery{Meta: map[string]string{recovery.MetaRecoveredExecution: "ex-9"}})
 	require.ErrorContains(t, err, "which Recover writes")
 
 	_, err = recovery.Recover(ctx, nil, old, handle(t, store, "ex-3", "master"), recovery.Recovery{})
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
-	_, err = recovery.Recover(ctx, state.Roles(), nil, handle(t, store, "ex-3", "master"), recovery.Recovery{})
+	_, err = recovery.Recover(ctx, teraslice.Roles(), nil, handle(t, store, "ex-3", "master"), recovery.Recovery{})
 	require.Error(t, err)
 
 	_, err = store.Get(ctx, "ex-3")
@@ -150,7 +151,7 @@ func TestRecoverRefusesInputItCannotHonour(t *testing.T) {
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = recovery.Recover(cancelled, state.Roles(), old, handle(t, store, "ex-3", "master"), recovery.Recovery{})
+	_, err = recovery.Recover(cancelled, teraslice.Roles(), old, handle(t, store, "ex-3", "master"), recovery.Recovery{})
 	require.ErrorIs(t, err, context.Canceled)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -84,7 +85,7 @@ func TestRolesOfAUserTable(t *testing.T) {
 // The execution lifecycle's roles agree with the status sets of package
 // state, status by status.
 func TestExecutionRolesAgreeWithTheStatusSets(t *testing.T) {
-	roles := state.Roles()
+	roles := teraslice.Roles()
 	for s := range state.All.All() {
 		role, ok := roles.Role(s)
 		require.True(t, ok, s)

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -35,7 +35,7 @@ func record(status state.Status) storage.Record {
 
 func startup(t *testing.T, rec storage.Record, p recovery.Policy[state.Status]) recovery.Verdict[state.Status] {
 	t.Helper()
-	v, err := recovery.Startup(state.Roles(), rec, p)
+	v, err := recovery.Startup(teraslice.Roles(), rec, p)
 	require.NoError(t, err)
 	return v
 }
@@ -173,13 +173,13 @@ func TestStartupRecordsWhatTheWorkSaysAboutRestarting(t *testing.T) {
 func TestApplyStartupRefreshesTheRecordedFlag(t *testing.T) {
 	ctx := context.Background()
 	store := storage.NewMemory()
-	master, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
 	require.NoError(t, err)
 	_, err = master.Create(ctx, transition.Update[state.Status]{To: state.Initializing, Meta: map[string]string{recovery.MetaRelocatable: "true"}})
 	require.NoError(t, err)
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
 	require.NoError(t, err)
-	_, err = recovery.ApplyStartup(ctx, state.Roles(), exec, lease("pod-a"), recovery.Policy[state.Status]{Work: recovery.Restartability(false)})
+	_, err = recovery.ApplyStartup(ctx, teraslice.Roles(), exec, lease("pod-a"), recovery.Policy[state.Status]{Work: recovery.Restartability(false)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = exec.Ownership().Release(ctx) })
 	rec, err := store.Get(ctx, "ex-1")
@@ -221,14 +221,14 @@ func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {
 		"deadline to a live status": {Now: t0, Deadlines: recovery.Deadlines[state.Status]{state.Relocating: {After: time.Minute, Then: state.Initializing}}},
 		"deadline of no status":     {Now: t0, Deadlines: recovery.Deadlines[state.Status]{0: {After: time.Minute, Then: state.Failed}}},
 	} {
-		_, err := recovery.Startup(state.Roles(), record(state.Running), p)
+		_, err := recovery.Startup(teraslice.Roles(), record(state.Running), p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
-		_, err = recovery.Terminate(state.Roles(), record(state.Running), storage.Claim{}, p)
+		_, err = recovery.Terminate(teraslice.Roles(), record(state.Running), storage.Claim{}, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 	}
 	rec := record(state.Running)
 	rec.Status = "Running"
-	_, err := recovery.Startup(state.Roles(), rec, good)
+	_, err := recovery.Startup(teraslice.Roles(), rec, good)
 	require.ErrorIs(t, err, transition.ErrUnknownState)
 	_, err = recovery.Startup(nil, record(state.Running), good)
 	require.ErrorIs(t, err, recovery.ErrInvalidPolicy, "nil roles")
@@ -239,7 +239,7 @@ func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {
 func newExecution(t *testing.T, s state.Status, clock func() time.Time) (*transition.Persisted[state.Status], *storage.Memory) {
 	t.Helper()
 	store := storage.NewMemory()
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Clock: clock})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Clock: clock})
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: s, Reason: "test"})
 	require.NoError(t, err)
@@ -292,7 +292,7 @@ func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T)
 			now = now.Add(time.Second) // all within the window
 			p := recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: budget}
 			owned := controllerOf(t, exec, fmt.Sprintf("pod-%d", k+1))
-			v, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease(fmt.Sprintf("pod-%d", k+1)), p)
+			v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease(fmt.Sprintf("pod-%d", k+1)), p)
 			decisions = append(decisions, v.Decision)
 			if v.Decision == recovery.DecisionRefuse {
 				require.ErrorIs(t, err, recovery.ErrTerminalStatus)
@@ -325,7 +325,7 @@ func TestApplyStartupFencesThePreviousOwner(t *testing.T) {
 	exec, store := newExecution(t, state.Relocating, time.Now)
 	old := crashed(t, exec, "pod-0")
 	owned := controllerOf(t, exec, "pod-1")
-	v, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, storage.Claim{Owner: "pod-1", Epoch: 2}, owned.Claim())
@@ -340,7 +340,7 @@ func TestApplyStartupRefusalWritesNothing(t *testing.T) {
 	exec, store := newExecution(t, state.Completed, time.Now)
 	before, _ := store.Get(context.Background(), "ex-1")
 	owned := controllerOf(t, exec, "pod-1")
-	v, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.DecisionRefuse, v.Decision)
 	require.Nil(t, owned.Ownership())
@@ -357,13 +357,13 @@ func TestApplyStartupRefusalWritesNothing(t *testing.T) {
 // held: the start is one write.
 func TestApplyStartupWritesNothingWhenTheExecutionEndedMeanwhile(t *testing.T) {
 	store := &stoppingOnAcquire{Memory: storage.NewMemory()}
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Stopping})
 	require.NoError(t, err)
-	store.master, err = transition.NewPersisted(state.Lifecycle(), store.Memory, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	store.master, err = transition.NewPersisted(teraslice.Lifecycle(), store.Memory, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
 	require.NoError(t, err)
-	v, err := recovery.ApplyStartup(context.Background(), state.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.DecisionRefuse, v.Decision)
 	require.Nil(t, exec.Ownership())
@@ -408,14 +408,14 @@ func TestApplyStartupUnderAnOwnershipItAlreadyHoldsDoesNotTakeOverAgain(t *testi
 	crashed(t, exec, "pod-0")
 	owned := owner(t, exec, "pod-1") // a plain take-over, no startup yet
 	claim := owned.Claim()
-	v, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, claim, owned.Claim(), "no second epoch bump")
 	rec, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, uint64(2), rec.Epoch)
 	require.Equal(t, "initializing", rec.Status)
-	again, err := recovery.ApplyStartup(context.Background(), state.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
+	again, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, v.Decision, again.Decision, "a retry returns the verdict written")
 	after, _ := store.Get(context.Background(), "ex-1")

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +22,7 @@ var podA = storage.Claim{Owner: "pod-a", Epoch: 1}
 
 func terminate(t *testing.T, s state.Status, p recovery.Policy[state.Status]) recovery.Action {
 	t.Helper()
-	a, err := recovery.Terminate(state.Roles(), record(s), podA, p)
+	a, err := recovery.Terminate(teraslice.Roles(), record(s), podA, p)
 	require.NoError(t, err)
 	return a
 }
@@ -66,7 +66,7 @@ func TestTerminateAsksTheRecordedFlagWhenTheWorkCannotAnswer(t *testing.T) {
 	for flag, want := range map[string]recovery.ActionKind{"true": recovery.ActionRelocate, "false": recovery.ActionShutdown, "": recovery.ActionShutdown} {
 		rec := record(state.Running)
 		rec.Meta = map[string]string{recovery.MetaRelocatable: flag}
-		a, err := recovery.Terminate(state.Roles(), rec, podA, noWork)
+		a, err := recovery.Terminate(teraslice.Roles(), rec, podA, noWork)
 		require.NoError(t, err)
 		require.Equal(t, want, a.Kind, "recorded %q", flag)
 	}
@@ -74,7 +74,7 @@ func TestTerminateAsksTheRecordedFlagWhenTheWorkCannotAnswer(t *testing.T) {
 	rec.Meta = map[string]string{recovery.MetaRelocatable: "true"}
 	p := noWork
 	p.Work = slicer{false}
-	a, err := recovery.Terminate(state.Roles(), rec, podA, p)
+	a, err := recovery.Terminate(teraslice.Roles(), rec, podA, p)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionShutdown, a.Kind, "the work's own answer wins over the record's")
 }
@@ -82,7 +82,7 @@ func TestTerminateAsksTheRecordedFlagWhenTheWorkCannotAnswer(t *testing.T) {
 func TestTerminateLeavesAnExecutionSomeoneElseOwns(t *testing.T) {
 	rec := record(state.Running)
 	rec.Owner, rec.Epoch = "pod-b", 2
-	a, err := recovery.Terminate(state.Roles(), rec, podA, policy())
+	a, err := recovery.Terminate(teraslice.Roles(), rec, podA, policy())
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
 	require.Equal(t, "leave", a.Kind.String())
@@ -92,7 +92,7 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 	exec, store := newExecution(t, state.Paused, time.Now)
 	owned := owner(t, exec, "pod-0")
 	checkpoints := 0
-	a, err := recovery.ApplyTerminate(context.Background(), state.Roles(), owned, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, func(context.Context) error {
+	a, err := recovery.ApplyTerminate(context.Background(), teraslice.Roles(), owned, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, func(context.Context) error {
 		checkpoints++
 		rec, _ := store.Get(context.Background(), "ex-1")
 		require.Equal(t, "paused", rec.Status, "checkpoint runs before the status changes")
@@ -116,7 +116,7 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 	require.ErrorIs(t, err, storage.ErrFenced, "a relocated controller writes nothing more")
 
 	// The successor takes over at once and brings it back paused.
-	v, err := recovery.ApplyStartup(context.Background(), state.Roles(), controllerOf(t, exec, "pod-1"), lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), controllerOf(t, exec, "pod-1"), lease("pod-1"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, state.Paused, v.To)
 }
@@ -124,7 +124,7 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 func TestApplyTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	errFlush := errors.New("flush failed")
-	a, err := recovery.ApplyTerminate(context.Background(), state.Roles(), owner(t, exec, "pod-0"),
+	a, err := recovery.ApplyTerminate(context.Background(), teraslice.Roles(), owner(t, exec, "pod-0"),
 		recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, func(context.Context) error { return errFlush })
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionRelocate, a.Kind)
@@ -136,7 +136,7 @@ func TestApplyTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 func TestApplyTerminateShutdownWritesNothing(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	before, _ := store.Get(context.Background(), "ex-1")
-	a, err := recovery.ApplyTerminate(context.Background(), state.Roles(), exec, recovery.Policy[state.Status]{Work: slicer{true}}, func(context.Context) error {
+	a, err := recovery.ApplyTerminate(context.Background(), teraslice.Roles(), exec, recovery.Policy[state.Status]{Work: slicer{true}}, func(context.Context) error {
 		t.Fatal("no checkpoint for a shutdown")
 		return nil
 	})
@@ -151,7 +151,7 @@ func TestApplyTerminateByAFencedControllerLeaves(t *testing.T) {
 	stale := crashed(t, exec, "pod-0")
 	owner(t, exec, "pod-1")
 	before, _ := store.Get(context.Background(), "ex-1")
-	a, err := recovery.ApplyTerminate(context.Background(), state.Roles(), stale, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, nil)
+	a, err := recovery.ApplyTerminate(context.Background(), teraslice.Roles(), stale, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
 	after, _ := store.Get(context.Background(), "ex-1")
@@ -171,10 +171,10 @@ func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testin
 	counts := map[recovery.ActionKind]int{}
 	for range rounds {
 		_, store := newExecution(t, state.Running, time.Now)
-		controller, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "controller"})
+		controller, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "controller"})
 		require.NoError(t, err)
 		controller = owner(t, controller, "pod-0")
-		master, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+		master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
 		require.NoError(t, err)
 
 		var wg sync.WaitGroup
@@ -185,7 +185,7 @@ func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testin
 		go func() {
 			defer wg.Done()
 			<-start
-			action, termErr = recovery.ApplyTerminate(context.Background(), state.Roles(), controller, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, nil)
+			action, termErr = recovery.ApplyTerminate(context.Background(), teraslice.Roles(), controller, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, nil)
 		}()
 		go func() {
 			defer wg.Done()
@@ -266,7 +266,7 @@ func startCell(t *testing.T, s state.Status, budgetSpent bool) string {
 }
 
 func sigtermCell(t *testing.T, s state.Status) string {
-	a, err := recovery.Terminate(state.Roles(), tableRecord(s), podA, policy())
+	a, err := recovery.Terminate(teraslice.Roles(), tableRecord(s), podA, policy())
 	require.NoError(t, err)
 	cell := a.Kind.String()
 	if a.Kind == recovery.ActionRelocate && s != state.Relocating {
@@ -276,7 +276,7 @@ func sigtermCell(t *testing.T, s state.Status) string {
 }
 
 func stopCell(t *testing.T, s state.Status) string {
-	m, err := transition.NewMachineAt(state.Lifecycle(), s, transition.MachineOptions[state.Status]{})
+	m, err := transition.NewMachineAt(teraslice.Lifecycle(), s, transition.MachineOptions[state.Status]{})
 	require.NoError(t, err)
 	c, err := m.Fire(context.Background(), state.Stopping, "user stop")
 	switch {

@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -107,14 +107,14 @@ func childCrashWriter(ctx context.Context, spec childSpec) error {
 		return err
 	}
 	defer closeStore()
-	exec, err := transition.NewPersisted(state.Lifecycle(), announcing{store}, spec.IDs[0], transition.PersistedOptions[state.Status]{History: storage.MaxHistory, OnChange: []func(transition.Change[state.Status]){func(c transition.Change[state.Status]) { fmt.Printf("hook %d %s\n", c.Revision, c.To) }}})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), announcing{store}, spec.IDs[0], transition.PersistedOptions[state.Status]{History: storage.MaxHistory, OnChange: []func(transition.Change[state.Status]){func(c transition.Change[state.Status]) { fmt.Printf("hook %d %s\n", c.Revision, c.To) }}})
 	if err != nil {
 		return err
 	}
 	// A killed predecessor's etcd lease must expire first: wait for it.
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, err := recovery.ApplyStartup(startCtx, state.Roles(), exec, storage.Lease{Holder: spec.Owner, TTL: 2 * time.Second, Wait: true},
+	v, err := recovery.ApplyStartup(startCtx, teraslice.Roles(), exec, storage.Lease{Holder: spec.Owner, TTL: 2 * time.Second, Wait: true},
 		recovery.Policy[state.Status]{Restarts: true, Work: restartable{}, RestartBudget: recovery.MaxRestartBudget})
 	if err != nil {
 		return err
@@ -186,7 +186,7 @@ func TestSIGKILLAtRandomPointsLosesNothingAndDecisionsAgree(t *testing.T) {
 			}
 			store, closeStore = open()
 			createAll(t, store, spec.IDs)
-			p, err := transition.NewPersisted(state.Lifecycle(), store, spec.IDs[0], transition.PersistedOptions[state.Status]{})
+			p, err := transition.NewPersisted(teraslice.Lifecycle(), store, spec.IDs[0], transition.PersistedOptions[state.Status]{})
 			require.NoError(t, err)
 			for _, to := range []state.Status{state.Scheduling, state.Initializing} {
 				_, err := p.Fire(context.Background(), to, "master")
@@ -265,7 +265,7 @@ func restartsIn(rec storage.Record) string {
 // moves the lifecycle allows, ending where the record is.
 func requireLegalTrail(t testing.TB, rec storage.Record) {
 	t.Helper()
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	trail := rec.History.Entries()
 	for k := 1; k < len(trail); k++ {
 		prev, e := trail[k-1], trail[k]
@@ -294,7 +294,7 @@ func childLeaseHolder(ctx context.Context, spec childSpec) error {
 	if err != nil {
 		return err
 	}
-	exec, err := transition.NewPersisted(state.Lifecycle(), s, spec.IDs[0], transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, spec.IDs[0], transition.PersistedOptions[state.Status]{})
 	if err != nil {
 		return err
 	}

@@ -11,14 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/reconcile"
-
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
+	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -178,7 +177,7 @@ func TestMemberAndWholeClusterRestartsKeepHistoriesLinearizable(t *testing.T) {
 		}
 	}
 	t.Logf("%d operations, %d unanswered", len(ops), unknown)
-	require.NoError(t, history.Check(history.FireModel(state.Lifecycle()), ops, artifacts(), "fire-etcd-faults", checkTimeout))
+	require.NoError(t, history.Check(history.FireModel(teraslice.Lifecycle()), ops, artifacts(), "fire-etcd-faults", checkTimeout))
 }
 
 // The recovery loop is fed by an etcd watch whose member goes down while
@@ -240,7 +239,7 @@ func TestWatchCompactedUnderTheLoopMissesNothing(t *testing.T) {
 
 	move := func(to state.Status) {
 		for _, id := range execs {
-			p, err := transition.NewPersisted(state.Lifecycle(), writing, id, transition.PersistedOptions[state.Status]{})
+			p, err := transition.NewPersisted(teraslice.Lifecycle(), writing, id, transition.PersistedOptions[state.Status]{})
 			require.NoError(t, err)
 			require.Eventually(t, func() bool { _, err = p.Fire(context.Background(), to, "writer"); return err == nil },
 				30*time.Second, 100*time.Millisecond, "%v", err)

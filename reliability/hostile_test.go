@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/reconcile"
-
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
+	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -49,7 +48,7 @@ func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
 	} {
 		t.Run(storeName, func(t *testing.T) {
 			createAll(t, store, []string{"ex-hostile"})
-			exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-hostile", transition.PersistedOptions[state.Status]{})
+			exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-hostile", transition.PersistedOptions[state.Status]{})
 			require.NoError(t, err)
 			before, err := store.Get(context.Background(), "ex-hostile")
 			require.NoError(t, err)
@@ -97,18 +96,18 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 		t.Run(storeName, func(t *testing.T) {
 			stored, err := store.Create(context.Background(), storage.Record{ID: "ex-future", Status: "hibernating"})
 			require.NoError(t, err)
-			exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-future", transition.PersistedOptions[state.Status]{})
+			exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-future", transition.PersistedOptions[state.Status]{})
 			require.NoError(t, err)
 			_, err = exec.Fire(context.Background(), state.Failed, "clean up")
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			require.Contains(t, err.Error(), `"hibernating"`)
-			_, err = recovery.ApplyStartup(context.Background(), state.Roles(), exec, storage.Lease{Holder: "pod-a", TTL: time.Minute}, recovery.Policy[state.Status]{})
+			_, err = recovery.ApplyStartup(context.Background(), teraslice.Roles(), exec, storage.Lease{Holder: "pod-a", TTL: time.Minute}, recovery.Policy[state.Status]{})
 			require.ErrorIs(t, err, transition.ErrUnknownState)
-			_, err = recovery.Startup(state.Roles(), after(t, store), recovery.Policy[state.Status]{Now: time.Now()})
+			_, err = recovery.Startup(teraslice.Roles(), after(t, store), recovery.Policy[state.Status]{Now: time.Now()})
 			require.ErrorIs(t, err, transition.ErrUnknownState)
-			_, err = recovery.ApplyTerminate(context.Background(), state.Roles(), exec, recovery.Policy[state.Status]{}, nil)
+			_, err = recovery.ApplyTerminate(context.Background(), teraslice.Roles(), exec, recovery.Policy[state.Status]{}, nil)
 			require.Error(t, err)
-			_, err = (&recovery.Reaper[state.Status]{Roles: state.Roles(), Store: store}).Reconcile(context.Background(), "ex-future")
+			_, err = (&recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store}).Reconcile(context.Background(), "ex-future")
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			after, err := store.Get(context.Background(), "ex-future")
 			require.NoError(t, err)
@@ -132,9 +131,9 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 		"exit code above 255":        {Now: now, RelocateExitCode: 1 << 20},
 		"negative exit code":         {Now: now, RelocateExitCode: -1},
 	} {
-		_, err := recovery.Startup(state.Roles(), rec, p)
+		_, err := recovery.Startup(teraslice.Roles(), rec, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
-		_, err = recovery.Terminate(state.Roles(), rec, storage.Claim{}, p)
+		_, err = recovery.Terminate(teraslice.Roles(), rec, storage.Claim{}, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 	}
 	noop := reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) { return reconcile.Result{}, nil })
@@ -156,7 +155,7 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 		"overflowing retries": {Retries: 1 << 40},
 		"1 MB actor":          {Actor: strings.Repeat("a", 1<<20)},
 	} {
-		_, err := transition.NewPersisted(state.Lifecycle(), storage.NewMemory(), "ex-1", opt)
+		_, err := transition.NewPersisted(teraslice.Lifecycle(), storage.NewMemory(), "ex-1", opt)
 		require.Error(t, err, name)
 	}
 	_, err := boltstore.Open(filepath.Join(t.TempDir(), "db"), boltstore.Options{Timeout: -time.Second})

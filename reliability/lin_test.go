@@ -10,14 +10,13 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/reliability/workload"
-	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -86,7 +85,7 @@ func concurrently(t *testing.T, clients int, body func(client int, emit func(his
 
 func checkFire(t *testing.T, ops []history.Op, name string) {
 	t.Helper()
-	require.NoError(t, history.Check(history.FireModel(state.Lifecycle()), ops, artifacts(), name, checkTimeout))
+	require.NoError(t, history.Check(history.FireModel(teraslice.Lifecycle()), ops, artifacts(), name, checkTimeout))
 	changed := 0
 	for _, op := range ops {
 		if op.Outcome == history.Changed {
@@ -188,7 +187,7 @@ func TestTheCheckerCatchesLostAndDoubledWrites(t *testing.T) {
 		return fireOps(context.Background(), lossy, c, execs, 80, 5, emit)
 	})
 	dir := t.TempDir()
-	err := history.Check(history.FireModel(state.Lifecycle()), rec.Ops(), dir, "lossy", checkTimeout)
+	err := history.Check(history.FireModel(teraslice.Lifecycle()), rec.Ops(), dir, "lossy", checkTimeout)
 	require.ErrorContains(t, err, "Illegal")
 	_, statErr := os.Stat(filepath.Join(dir, "lossy.html"))
 	require.NoError(t, statErr, "the failing history is written as a visualization")
@@ -197,10 +196,10 @@ func TestTheCheckerCatchesLostAndDoubledWrites(t *testing.T) {
 		{Client: 0, ID: "x", Kind: "fire", To: "scheduling", Outcome: history.Changed, From: "pending", Call: 1, Return: 2},
 		{Client: 1, ID: "x", Kind: "fire", To: "scheduling", Outcome: history.Changed, From: "pending", Call: 3, Return: 4},
 	}
-	require.Error(t, history.Check(history.FireModel(state.Lifecycle()), doubled, dir, "doubled", checkTimeout))
+	require.Error(t, history.Check(history.FireModel(teraslice.Lifecycle()), doubled, dir, "doubled", checkTimeout))
 	concurrent := []history.Op{doubled[0], doubled[1]}
 	concurrent[1].Call, concurrent[1].Return = 1, 2
-	require.Error(t, history.Check(history.FireModel(state.Lifecycle()), concurrent, dir, "concurrent", checkTimeout),
+	require.Error(t, history.Check(history.FireModel(teraslice.Lifecycle()), concurrent, dir, "concurrent", checkTimeout),
 		"even overlapping, one move cannot be taken twice from the same state")
 }
 

@@ -4,11 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/reliability/workload"
-	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/stretchr/testify/require"
 )
 
@@ -37,7 +36,7 @@ func TestOwnershipIsLinearizableOnEveryStore(t *testing.T) {
 // history did what it is for: take-overs, refusals and fenced moves.
 func CheckOwnership(t *testing.T, ops []history.Op, name string) {
 	t.Helper()
-	require.NoError(t, history.Check(history.OwnershipModel(state.Lifecycle()), ops, artifacts(), name, checkTimeout))
+	require.NoError(t, history.Check(history.OwnershipModel(teraslice.Lifecycle()), ops, artifacts(), name, checkTimeout))
 	require.NoError(t, workload.OwnershipExercised(ops))
 }
 
@@ -47,7 +46,7 @@ func CheckOwnership(t *testing.T, ops []history.Op, name string) {
 // Store contract asks for one above every earlier one, and a kube
 // Acquire whose attempt failed spends one.)
 func TestTheOwnershipCheckerCatchesTwoOwnersAndStaleWrites(t *testing.T) {
-	model := history.OwnershipModel(state.Lifecycle())
+	model := history.OwnershipModel(teraslice.Lifecycle())
 	dir := t.TempDir()
 	acq := func(c int, epoch uint64, at int64) history.Op {
 		return history.Op{Client: c, ID: "x", Kind: "acquire", Holder: "c" + string(rune('0'+c)), Outcome: history.Changed, Epoch: epoch, Call: at, Return: at + 1}

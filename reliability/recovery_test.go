@@ -18,6 +18,7 @@ import (
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -49,7 +50,7 @@ func childRecover(ctx context.Context, spec childSpec) error {
 	var listed atomic.Int64
 	var reconciled atomic.Int64
 	adopter := reconcile.AdopterFunc[string](func(_ context.Context, item reconcile.Item[string]) error {
-		p, err := transition.NewPersisted(state.Lifecycle(), store, item.Key, transition.PersistedOptions[state.Status]{})
+		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, item.Key, transition.PersistedOptions[state.Status]{})
 		if err != nil {
 			return err
 		}

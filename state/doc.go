@@ -1,5 +1,8 @@
-// Package state names the statuses of an execution and the canonical
-// table of moves between them.
+// Package state is the vocabulary of an execution's lifecycle: its
+// statuses ([Status]), sets of them ([Set]) and their text form
+// ([Parse]). It depends on the standard library alone, so a dashboard,
+// a CLI or a log decoder can read a status without compiling the
+// decisions or the reconcile runtime.
 //
 // An execution is submitted ([Pending]), placed by the cluster master
 // ([Scheduling]), set up by its controller ([Initializing]) and then works
@@ -21,12 +24,7 @@
 // The text form of a status is its lowercase name, Teraslice's `_status`
 // values, and is what [Status.MarshalText] writes and [Parse] reads.
 //
-// The lifecycle as a diagram (docs/lifecycle.md's copy is checked against
-// [Lifecycle] by this package's tests):
-//
-//	pending → scheduling → initializing → running ⇄ failing
-//	                                      running ⇄ paused
-//	                                      running → relocating → (back to running)
-//	                                      running → stopping → stopped
-//	                                      running → completed | failed | terminated
+// The table of moves between these statuses, and what each means to the
+// decisions of package recovery, are the canonical preset in package
+// teraslice (teraslice.Lifecycle, teraslice.Roles).
 package state

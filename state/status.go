@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/execfsm/execfsm/internal/quote"
 )
 
 // Status is the lifecycle status of one execution.
@@ -18,8 +20,8 @@ type Status uint8
 // The statuses, in lifecycle order. Each paragraph says what the status
 // means, who moves an execution out of it, and what a controller that
 // finds it on startup (after a crash, a relocation or a restart) must do.
-// Its "Moves to" line is every status [Lifecycle] allows next; a test
-// holds it to the table.
+// Its "Moves to" line is every status the canonical lifecycle
+// (teraslice.Lifecycle) allows next; a test holds it to the table.
 const (
 	// Pending: the execution was submitted and waits in the cluster
 	// master's queue. Nothing runs yet. The cluster master moves it to
@@ -34,9 +36,9 @@ const (
 	// (allocating the slicer). It moves to Initializing once placed, or to
 	// Failed or Rejected if placement fails; a user may stop it. Nothing
 	// retries a placement whose cluster master died here (Teraslice
-	// re-queues only pending executions): past StrandedAfter the
-	// deadline reaper (recovery.Reaper with Roles()) fails it. Found on
-	// controller startup: start normally.
+	// re-queues only pending executions): past teraslice.StrandedAfter
+	// the deadline reaper (recovery.Reaper with teraslice.Roles()) fails
+	// it. Found on controller startup: start normally.
 	//
 	// Moves to: initializing, stopping, rejected, failed.
 	Scheduling
@@ -47,7 +49,7 @@ const (
 	// execution resumes an earlier one; a setup error moves it to Failed,
 	// a stop request to Stopping, a shutdown before it got going to
 	// Terminated; a setup that never ends (the controller died and nobody
-	// replaced it) is failed by the deadline reaper past StrandedAfter.
+	// replaced it) is failed by the deadline reaper past teraslice.StrandedAfter.
 	// Found on startup: start normally.
 	//
 	// Moves to: running, recovering, stopping, failed, terminated.
@@ -187,10 +189,6 @@ var names = [...]string{
 // typed "Running" learns the spelling that works.
 var validNames = strings.Join(names[1:], ", ")
 
-// maxQuoted bounds how much of a bad input an error message repeats: a
-// megabyte of garbage must not become a megabyte of log line.
-const maxQuoted = 64
-
 // Valid reports whether s is one of the declared statuses.
 func (s Status) Valid() bool { return s >= Pending && s <= Terminated }
 
@@ -239,14 +237,7 @@ func parse(text []byte) (Status, error) {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("state: %w %s (valid: %s)", ErrUnknownStatus, quote(text), validNames)
-}
-
-func quote(text []byte) string {
-	if len(text) > maxQuoted {
-		return fmt.Sprintf("%q… (%d bytes)", text[:maxQuoted], len(text))
-	}
-	return fmt.Sprintf("%q", text)
+	return 0, fmt.Errorf("state: %w %s (valid: %s)", ErrUnknownStatus, quote.Limited(string(text)), validNames)
 }
 
 // IsInit reports whether s is an init status: the execution exists but its

@@ -11,7 +11,7 @@ import (
 )
 
 // The wire form must stay identical to Teraslice's _status values.
-var teraslice = map[state.Status]string{
+var terasliceNames = map[state.Status]string{
 	state.Pending: "pending", state.Scheduling: "scheduling", state.Initializing: "initializing",
 	state.Running: "running", state.Recovering: "recovering", state.Relocating: "relocating",
 	state.Failing: "failing", state.Paused: "paused", state.Stopping: "stopping",
@@ -20,8 +20,8 @@ var teraslice = map[state.Status]string{
 }
 
 func TestEveryStatusHasItsTerasliceNameAndParsesBack(t *testing.T) {
-	require.Len(t, teraslice, state.NumStatuses)
-	for s, name := range teraslice {
+	require.Len(t, terasliceNames, state.NumStatuses)
+	for s, name := range terasliceNames {
 		require.True(t, s.Valid())
 		require.Equal(t, name, s.String())
 		text, err := s.MarshalText()
@@ -79,7 +79,7 @@ func TestJSONUsesTheTextForm(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, name := range teraslice {
+	for _, name := range terasliceNames {
 		f.Add(name)
 	}
 	f.Add("")

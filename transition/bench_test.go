@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -14,7 +14,7 @@ import (
 // canonical lifecycle; bench/ runs the same moves on peer libraries.
 
 func benchMachine(b *testing.B, opts transition.MachineOptions[state.Status]) *transition.Machine[state.Status] {
-	m, err := transition.NewMachineAt(state.Lifecycle(), state.Running, opts)
+	m, err := transition.NewMachineAt(teraslice.Lifecycle(), state.Running, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func BenchmarkMachineFireRejected(b *testing.B) {
 }
 
 func BenchmarkMachineFireGuarded(b *testing.B) {
-	table, err := state.LifecycleBuilder().
+	table, err := teraslice.LifecycleBuilder().
 		Guard(state.Running, state.Paused, func(context.Context, transition.Change[state.Status]) error { return nil }).
 		Guard(state.Paused, state.Running, func(context.Context, transition.Change[state.Status]) error { return nil }).
 		Build()
@@ -113,7 +113,7 @@ func BenchmarkMachineFireParallel(b *testing.B) {
 var sink bool
 
 func BenchmarkAllowed(b *testing.B) {
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	froms := [2]state.Status{state.Running, state.Stopping}
 	b.ReportAllocs()
 	for i := range b.N {
@@ -124,7 +124,7 @@ func BenchmarkAllowed(b *testing.B) {
 // BenchmarkBareArrayLookup is the floor Allowed is measured against: a
 // precomputed [14][14]bool indexed directly.
 func BenchmarkBareArrayLookup(b *testing.B) {
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	var matrix [state.NumStatuses + 1][state.NumStatuses + 1]bool
 	for from := range state.All.All() {
 		for to := range state.All.All() {
@@ -141,14 +141,14 @@ func BenchmarkBareArrayLookup(b *testing.B) {
 func BenchmarkBuildLifecycle(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
-		if _, err := state.LifecycleBuilder().Build(); err != nil {
+		if _, err := teraslice.LifecycleBuilder().Build(); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 func BenchmarkMermaid(b *testing.B) {
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	b.ReportAllocs()
 	for range b.N {
 		_ = table.Mermaid()
@@ -157,7 +157,7 @@ func BenchmarkMermaid(b *testing.B) {
 
 func BenchmarkPersistedFireMemoryStore(b *testing.B) {
 	store := storage.NewMemory()
-	p, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{})
+	p, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{})
 	if err != nil {
 		b.Fatal(err)
 	}

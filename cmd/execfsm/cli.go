@@ -14,6 +14,7 @@ import (
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -312,7 +313,7 @@ func list(ctx context.Context, g globals, b *backend, wanted map[string]bool, ou
 func stop(ctx context.Context, g globals, b *backend, id, reason, actor string, out *printer) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	exec, err := transition.NewPersisted(state.Lifecycle(), b.store, id, transition.PersistedOptions[state.Status]{Actor: actor})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), b.store, id, transition.PersistedOptions[state.Status]{Actor: actor})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -326,10 +327,10 @@ func stop(ctx context.Context, g globals, b *backend, id, reason, actor string, 
 func diagram(format string, w io.Writer) error {
 	switch format {
 	case "mermaid":
-		_, err := io.WriteString(w, state.Lifecycle().Mermaid())
+		_, err := io.WriteString(w, teraslice.Lifecycle().Mermaid())
 		return err
 	case "dot":
-		_, err := io.WriteString(w, state.Lifecycle().DOT())
+		_, err := io.WriteString(w, teraslice.Lifecycle().DOT())
 		return err
 	}
 	return fail(exitUsage, "--format %q: want mermaid or dot", format)

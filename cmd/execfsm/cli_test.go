@@ -15,14 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-	bolt "go.etcd.io/bbolt"
-	"go.uber.org/goleak"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
@@ -30,7 +22,15 @@ import (
 	"github.com/execfsm/execfsm/kube/kubetest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // The watch and the embedded etcd start goroutines.
@@ -131,7 +131,7 @@ func populate(t *testing.T, store storage.Store) {
 	clock := ticking()
 	opts := transition.PersistedOptions[state.Status]{Actor: "cluster-master", Clock: clock}
 	move := func(id string, path ...state.Status) *transition.Persisted[state.Status] {
-		exec, err := transition.NewPersisted(state.Lifecycle(), store, id, opts)
+		exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, opts)
 		require.NoError(t, err)
 		_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
 		require.NoError(t, err)
@@ -144,7 +144,7 @@ func populate(t *testing.T, store storage.Store) {
 	move("ex-pending")
 	move("ex-done", state.Scheduling, state.Initializing, state.Running, state.Completed)
 	move("ex-moving", state.Scheduling, state.Initializing, state.Running)
-	controller, err := transition.NewPersisted(state.Lifecycle(), store, "ex-moving", transition.PersistedOptions[state.Status]{Actor: "pod-a", Clock: clock})
+	controller, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-moving", transition.PersistedOptions[state.Status]{Actor: "pod-a", Clock: clock})
 	require.NoError(t, err)
 	_, _, err = controller.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"}, nil)
 	require.NoError(t, err)
@@ -262,10 +262,10 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 func TestDiagram(t *testing.T) {
 	r := execfsm(t, "diagram")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, state.Lifecycle().Mermaid(), r.stdout)
+	require.Equal(t, teraslice.Lifecycle().Mermaid(), r.stdout)
 	r = execfsm(t, "diagram", "--format", "dot")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, state.Lifecycle().DOT(), r.stdout)
+	require.Equal(t, teraslice.Lifecycle().DOT(), r.stdout)
 }
 
 // While a controller holds the bbolt file, nothing can open it, even to

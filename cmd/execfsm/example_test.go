@@ -9,6 +9,7 @@ import (
 
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -36,7 +37,7 @@ func Example() {
 		return
 	}
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{
 		Actor: "cluster-master", Clock: func() time.Time { return at },
 	})
 	if err != nil {

@@ -27,11 +27,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -56,7 +56,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 		return err
 	}
 	defer closeStore()
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	printTable(w, table)
 	fmt.Fprintf(w, "\nStore: %s\n", f.Kind)
 
@@ -104,7 +104,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err != nil {
 		return err
 	}
-	verdict, err := recovery.ApplyStartup(ctx, state.Roles(), podA, lease("pod-a"), policy)
+	verdict, err := recovery.ApplyStartup(ctx, teraslice.Roles(), podA, lease("pod-a"), policy)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err != nil {
 		return err
 	}
-	if _, err = recovery.ApplyStartup(ctx, state.Roles(), podB, lease("pod-b"), policy); !errors.Is(err, storage.ErrHeld) {
+	if _, err = recovery.ApplyStartup(ctx, teraslice.Roles(), podB, lease("pod-b"), policy); !errors.Is(err, storage.ErrHeld) {
 		return fmt.Errorf("expected pod-b to be refused while pod-a lives, got %v", err)
 	}
 	fmt.Fprintf(w, "  pod-b startup refused: %v\n", err)
@@ -128,14 +128,14 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	}
 
 	// The node is drained: SIGTERM, and the status is not stopping.
-	action, err := recovery.ApplyTerminate(ctx, state.Roles(), podA, policy, nil)
+	action, err := recovery.ApplyTerminate(ctx, teraslice.Roles(), podA, policy, nil)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "  pod-a SIGTERM: %s, exit %d (%s)\n", action.Kind, action.ExitCode, action.Reason)
 
 	// pod-b starts elsewhere and takes over at once: pod-a let go.
-	verdict, err = recovery.ApplyStartup(ctx, state.Roles(), podB, lease("pod-b"), policy)
+	verdict, err = recovery.ApplyStartup(ctx, teraslice.Roles(), podB, lease("pod-b"), policy)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	}
 	// The work ends: Finish decides the final status, ApplyFinish writes it
 	// with the work's statistics and lets the execution go.
-	end, err := recovery.ApplyFinish(ctx, state.Roles(), podB, recovery.Ending{Finished: true}, map[string]string{"slices": "100"})
+	end, err := recovery.ApplyFinish(ctx, teraslice.Roles(), podB, recovery.Ending{Finished: true}, map[string]string{"slices": "100"})
 	if err != nil {
 		return err
 	}

@@ -11,11 +11,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -89,7 +89,7 @@ func controller(cfg controllerConfig) (int, error) {
 		return 0, err
 	}
 	defer closeStore()
-	exec, err := transition.NewPersisted(state.Lifecycle(), store, cfg.Execution, transition.PersistedOptions[state.Status]{Actor: cfg.Name, History: storage.MaxHistory})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, cfg.Execution, transition.PersistedOptions[state.Status]{Actor: cfg.Name, History: storage.MaxHistory})
 	if err != nil {
 		return 0, err
 	}
@@ -101,7 +101,7 @@ func controller(cfg controllerConfig) (int, error) {
 	policy := recovery.Policy[state.Status]{Restarts: true, Work: work, RestartBudget: cfg.Budget}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	verdict, err := recovery.ApplyStartup(startCtx, state.Roles(), exec, storage.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true}, policy)
+	verdict, err := recovery.ApplyStartup(startCtx, teraslice.Roles(), exec, storage.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true}, policy)
 	say("verdict %s %s: %s", verdict.Decision, verdict.To, verdict.Reason)
 	switch {
 	case errors.Is(err, recovery.ErrTerminalStatus):
@@ -163,7 +163,7 @@ func controller(cfg controllerConfig) (int, error) {
 
 func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persisted[state.Status],
 	policy recovery.Policy[state.Status], checkpoint func(context.Context) error, lateWrite chan os.Signal) (int, error) {
-	action, err := recovery.ApplyTerminate(ctx, state.Roles(), exec, policy, checkpoint)
+	action, err := recovery.ApplyTerminate(ctx, teraslice.Roles(), exec, policy, checkpoint)
 	if err != nil {
 		return 0, err
 	}
@@ -201,7 +201,7 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 // and lets the execution go. The process exits 0 whatever the status: the
 // outcome is in the record.
 func finish(ctx context.Context, exec *transition.Persisted[state.Status], ending recovery.Ending, stats map[string]string) (int, error) {
-	end, err := recovery.ApplyFinish(ctx, state.Roles(), exec, ending, stats)
+	end, err := recovery.ApplyFinish(ctx, teraslice.Roles(), exec, ending, stats)
 	if err != nil {
 		return 0, err
 	}

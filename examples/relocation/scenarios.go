@@ -12,12 +12,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -159,7 +159,7 @@ func (s *supervisor) withStore(fn func(storage.Store) error) error {
 }
 
 func (s *supervisor) master(st storage.Store, id string) (*transition.Persisted[state.Status], error) {
-	return transition.NewPersisted(state.Lifecycle(), st, id, transition.PersistedOptions[state.Status]{Actor: "master", History: storage.MaxHistory})
+	return transition.NewPersisted(teraslice.Lifecycle(), st, id, transition.PersistedOptions[state.Status]{Actor: "master", History: storage.MaxHistory})
 }
 
 // submit creates the execution and schedules it, as the cluster master.

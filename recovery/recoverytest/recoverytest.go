@@ -26,10 +26,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -103,7 +103,7 @@ func bounded(t *testing.T) context.Context {
 // without a claim.
 func master(t *testing.T, store storage.Store, id string, s state.Status) *transition.Persisted[state.Status] {
 	t.Helper()
-	m, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: "cluster-master"})
+	m, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: "cluster-master"})
 	require.NoError(t, err)
 	_, err = m.Create(bounded(t), transition.Update[state.Status]{To: s, Reason: "submitted"})
 	require.NoError(t, err)
@@ -113,7 +113,7 @@ func master(t *testing.T, store storage.Store, id string, s state.Status) *trans
 // controller is a controller process's own handle on the execution.
 func controller(t *testing.T, store storage.Store, id, pod string) *transition.Persisted[state.Status] {
 	t.Helper()
-	c, err := transition.NewPersisted(state.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: pod})
+	c, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: pod})
 	require.NoError(t, err)
 	return c
 }
@@ -131,7 +131,7 @@ func startup(t *testing.T, store storage.Store, id, pod string, l storage.Lease)
 func start(t *testing.T, exec *transition.Persisted[state.Status], pod string, l storage.Lease) (recovery.Verdict[state.Status], error) {
 	t.Helper()
 	l.Holder = pod
-	v, err := recovery.ApplyStartup(bounded(t), state.Roles(), exec, l, policy())
+	v, err := recovery.ApplyStartup(bounded(t), teraslice.Roles(), exec, l, policy())
 	if err == nil {
 		releaseAtEnd(t, exec)
 	}
@@ -334,7 +334,7 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 		require.NoError(t, err)
 		_, _, err = controller(t, store, id, "pod-0").Acquire(bounded(t), lease("pod-x"), nil)
 		require.ErrorIs(t, err, storage.ErrHeld)
-		a, err := recovery.ApplyTerminate(bounded(t), state.Roles(), pod0, policy(), nil)
+		a, err := recovery.ApplyTerminate(bounded(t), teraslice.Roles(), pod0, policy(), nil)
 		require.NoError(t, err)
 		require.Equal(t, recovery.ActionRelocate, a.Kind)
 		require.NoError(t, a.ReleaseErr)
@@ -354,7 +354,7 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 				defer wg.Done()
 				<-start
 				execs[k] = c
-				verdicts[k], errs[k] = recovery.ApplyStartup(bounded(t), state.Roles(), c, lease(pod), policy())
+				verdicts[k], errs[k] = recovery.ApplyStartup(bounded(t), teraslice.Roles(), c, lease(pod), policy())
 			}()
 		}
 		close(start)

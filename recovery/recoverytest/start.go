@@ -10,6 +10,7 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -113,7 +114,7 @@ func startMeetingTerminalWritesNothing(t *testing.T, store storage.Store) {
 // A verdict that cannot be written (here: the record's metadata is full,
 // and the start adds to it) leaves nothing written and nothing held.
 func startWithUnwritableVerdictWritesNothing(t *testing.T, store storage.Store) {
-	m, err := transition.NewPersisted(state.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "cluster-master"})
+	m, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "cluster-master"})
 	require.NoError(t, err)
 	full := map[string]string{}
 	for k := range storage.MaxMetaEntries {
@@ -159,11 +160,11 @@ func retriedStartByLiveHolder(t *testing.T, store storage.Store) {
 	p := policy()
 	p.Work = recovery.Restartability(false)
 	l := lease("pod-a")
-	v, err := recovery.ApplyStartup(bounded(t), state.Roles(), failing, l, p)
+	v, err := recovery.ApplyStartup(bounded(t), teraslice.Roles(), failing, l, p)
 	require.NoError(t, err)
 	releaseAtEnd(t, failing)
 	require.Equal(t, recovery.DecisionFail, v.Decision)
-	again, err := recovery.ApplyStartup(bounded(t), state.Roles(), failing, l, p)
+	again, err := recovery.ApplyStartup(bounded(t), teraslice.Roles(), failing, l, p)
 	require.NoError(t, err)
 	require.Equal(t, v.Decision, again.Decision)
 	require.Equal(t, v.To, again.To)

@@ -14,13 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/kube/kubetest"
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/reliability/workload"
-	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,7 +71,7 @@ func TestFireIsLinearizableOnKube(t *testing.T) {
 	ops := concurrently(t, 5, func(c int, emit func(history.Op)) error {
 		return workload.Fire(context.Background(), store, c, execs, 40, 7, emit)
 	})
-	require.NoError(t, history.Check(history.FireModel(state.Lifecycle()), ops, artifacts(), "fire-kube", checkTimeout))
+	require.NoError(t, history.Check(history.FireModel(teraslice.Lifecycle()), ops, artifacts(), "fire-kube", checkTimeout))
 	changed := 0
 	for _, op := range ops {
 		if op.Outcome == history.Changed {
@@ -107,6 +106,6 @@ func TestOwnershipIsLinearizableOnKube(t *testing.T) {
 	ops := concurrently(t, 4, func(c int, emit func(history.Op)) error {
 		return workload.Ownership(context.Background(), store, c, execs, 25, 9, emit)
 	})
-	require.NoError(t, history.Check(history.OwnershipModel(state.Lifecycle()), ops, artifacts(), "ownership-kube", checkTimeout))
+	require.NoError(t, history.Check(history.OwnershipModel(teraslice.Lifecycle()), ops, artifacts(), "ownership-kube", checkTimeout))
 	require.NoError(t, workload.OwnershipExercised(ops))
 }

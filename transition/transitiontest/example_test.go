@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/execfsm/execfsm/transition/transitiontest"
 	"pgregory.net/rapid"
@@ -33,7 +33,7 @@ func ExampleCheck() {
 // Here: a relocated execution that returns comes back to the status it
 // left, never to another one.
 func ExampleWalk() {
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	property := func(t *rapid.T) {
 		path := transitiontest.Walk(table, 40).Draw(t, "path")
 		for k := 2; k < len(path); k++ {
@@ -51,7 +51,7 @@ func ExampleWalk() {
 }
 
 func TestWalkPropertyHolds(t *testing.T) {
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	rapid.Check(t, func(t *rapid.T) {
 		path := transitiontest.Walk(table, 40).Draw(t, "path")
 		for k := 2; k < len(path); k++ {

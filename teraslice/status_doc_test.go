@@ -1,4 +1,4 @@
-package state_test
+package teraslice_test
 
 import (
 	"go/ast"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,7 +18,7 @@ import (
 // table unnoticed (it had: Scheduling's left out Stopping, Stopping's
 // Failed and Terminated).
 func TestStatusDocsSayWhereTheTableGoes(t *testing.T) {
-	file, err := parser.ParseFile(token.NewFileSet(), "status.go", nil, parser.ParseComments)
+	file, err := parser.ParseFile(token.NewFileSet(), "../state/status.go", nil, parser.ParseComments)
 	require.NoError(t, err)
 	docs := map[string]string{}
 	ast.Inspect(file, func(n ast.Node) bool {
@@ -28,7 +29,7 @@ func TestStatusDocsSayWhereTheTableGoes(t *testing.T) {
 		}
 		return true
 	})
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	for s := range state.All.All() {
 		name := strings.ToUpper(s.String()[:1]) + s.String()[1:]
 		doc, ok := docs[name]

@@ -1,4 +1,4 @@
-package state_test
+package teraslice_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/execfsm/execfsm/transition/transitiontest"
 	"github.com/stretchr/testify/require"
@@ -37,7 +38,7 @@ var spec = map[state.Status]string{
 
 // TestLifecycleMatrix checks all 14×14 pairs against the spec.
 func TestLifecycleMatrix(t *testing.T) {
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	require.Len(t, spec, state.NumStatuses)
 	for from := range state.All.All() {
 		want := map[state.Status]string{}
@@ -59,7 +60,7 @@ func TestLifecycleMatrix(t *testing.T) {
 }
 
 func TestLifecycleHasNoWayOutOfATerminalStatus(t *testing.T) {
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	for s := range state.TerminalStatuses.All() {
 		require.True(t, table.IsTerminal(s))
 		require.Empty(t, table.Next(s), "%s", s)
@@ -70,7 +71,7 @@ func TestLifecycleHasNoWayOutOfATerminalStatus(t *testing.T) {
 }
 
 func TestLifecycleNeverGoesFromRunningBackToInitButForARelocatedRestart(t *testing.T) {
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	for from := range state.RunningStatuses.All() {
 		for to := range state.InitStatuses.All() {
 			want := from == state.Relocating && to == state.Initializing
@@ -80,7 +81,7 @@ func TestLifecycleNeverGoesFromRunningBackToInitButForARelocatedRestart(t *testi
 }
 
 func TestRelocatingIsReachableFromEveryRunningStatusButStopping(t *testing.T) {
-	table := state.Lifecycle()
+	table := teraslice.Lifecycle()
 	for from := range state.RunningStatuses.Minus(state.Of(state.Relocating)).All() {
 		require.Equal(t, from != state.Stopping, table.Allowed(from, state.Relocating), "%s", from)
 	}
@@ -92,7 +93,7 @@ func TestRelocatingIsReachableFromEveryRunningStatusButStopping(t *testing.T) {
 func TestLifecycleRelocatedExecutionReturnsToTheStatusItLeft(t *testing.T) {
 	ctx := context.Background()
 	for _, left := range []state.Status{state.Running, state.Recovering, state.Failing, state.Paused} {
-		m, err := transition.NewMachineAt(state.Lifecycle(), left, transition.MachineOptions[state.Status]{})
+		m, err := transition.NewMachineAt(teraslice.Lifecycle(), left, transition.MachineOptions[state.Status]{})
 		require.NoError(t, err)
 		_, err = m.Fire(ctx, state.Relocating, "node drained")
 		require.NoError(t, err)
@@ -114,7 +115,7 @@ func TestLifecycleRelocatedExecutionReturnsToTheStatusItLeft(t *testing.T) {
 func TestLifecycleWritingTheCurrentStatusIsAnIdempotentSuccess(t *testing.T) {
 	ctx := context.Background()
 	for s := range state.All.All() {
-		m, err := transition.NewMachineAt(state.Lifecycle(), s, transition.MachineOptions[state.Status]{})
+		m, err := transition.NewMachineAt(teraslice.Lifecycle(), s, transition.MachineOptions[state.Status]{})
 		require.NoError(t, err)
 		c, err := m.Fire(ctx, s, "again")
 		require.NoError(t, err, "%s", s)
@@ -124,17 +125,17 @@ func TestLifecycleWritingTheCurrentStatusIsAnIdempotentSuccess(t *testing.T) {
 }
 
 func TestLifecycleProperties(t *testing.T) {
-	transitiontest.Check(t, state.Lifecycle())
+	transitiontest.Check(t, teraslice.Lifecycle())
 }
 
 func TestLifecycleBuilderTakesGuards(t *testing.T) {
 	noWorkers := func(context.Context, transition.Change[state.Status]) error {
 		return context.DeadlineExceeded
 	}
-	table, err := state.LifecycleBuilder().Guard(state.Initializing, state.Running, noWorkers).Build()
+	table, err := teraslice.LifecycleBuilder().Guard(state.Initializing, state.Running, noWorkers).Build()
 	require.NoError(t, err)
 	require.True(t, table.Guarded(state.Initializing, state.Running))
-	require.False(t, state.Lifecycle().Guarded(state.Initializing, state.Running), "the shared table is untouched")
+	require.False(t, teraslice.Lifecycle().Guarded(state.Initializing, state.Running), "the shared table is untouched")
 }
 
 const (
@@ -154,7 +155,7 @@ func TestLifecycleDiagramIsCurrent(t *testing.T) {
 	end := strings.Index(doc, diagramEnd)
 	require.True(t, begin >= 0 && end > begin, "docs/lifecycle.md lacks the lifecycle diagram markers")
 	current := doc[begin+len(diagramBegin) : end]
-	want := state.Lifecycle().Mermaid()
+	want := teraslice.Lifecycle().Mermaid()
 	if *updateDocs {
 		doc = doc[:begin+len(diagramBegin)] + want + doc[end:]
 		require.NoError(t, os.WriteFile(path, []byte(doc), 0o644))

@@ -1,0 +1,19 @@
+package state_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The vocabulary is at the bottom: decoding a status compiles nothing of
+// the tables, the decisions or the reconcile runtime, and nothing outside
+// the standard library.
+func TestTheVocabularyDependsOnTheStandardLibraryAlone(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	deps := strings.Fields(string(out))
+	require.ElementsMatch(t, []string{"github.com/execfsm/execfsm/internal/quote", "github.com/execfsm/execfsm/state"}, deps)
+}
