@@ -53,10 +53,10 @@
 //
 // # controller-runtime
 //
-// [ForControllerRuntime] runs a reconcile.Reconciler in a manager
-// (RequeueAfter and terminal errors carry over); [FromControllerRuntime]
-// runs a controller-runtime reconciler in a reconcile.Loop to give it the
-// recovery pass.
+// Package ctrlruntime (kube/ctrlruntime) runs a reconcile.Reconciler in a
+// manager and a controller-runtime reconciler in a reconcile.Loop. It is
+// a package of its own so that this one does not compile
+// controller-runtime.
 //
 // Its tests run against a real kube-apiserver and etcd started by
 // controller-runtime's envtest; kube/hack/test-assets.sh builds and caches

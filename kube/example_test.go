@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/kube"
+	"github.com/execfsm/execfsm/kube/ctrlruntime"
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
@@ -38,6 +39,6 @@ func Example() {
 
 	mgr, _ := ctrl.NewManager(cfg, ctrl.Options{})
 	var r reconcile.Reconciler[types.NamespacedName] // your reconciler
-	_ = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(kube.ForControllerRuntime(r))
+	_ = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(ctrlruntime.ToReconciler(r))
 	_ = mgr.Start(ctx)
 }

@@ -1,4 +1,13 @@
-package kube
+// Package ctrlruntime adapts reconcilers between package reconcile and
+// controller-runtime, apart from package kube so that a controller using
+// kube's ConfigMap store does not compile controller-runtime's client,
+// cache and Prometheus metrics unless it asks for them here.
+//
+// [ToReconciler] runs a reconcile.Reconciler in a controller-runtime
+// manager, the loop many operators already have (RequeueAfter and
+// terminal errors carry over); [FromReconciler] runs a controller-runtime
+// reconciler in a reconcile.Loop, to give it the Loop's adoption pass.
+package ctrlruntime
 
 import (
 	"context"
@@ -9,12 +18,12 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// ForControllerRuntime runs a [reconcile.Reconciler] inside a
-// controller-runtime manager, the loop many operators already have:
+// ToReconciler runs a [reconcile.Reconciler] inside a controller-runtime
+// manager:
 // Result.RequeueAfter carries over, and an error marked with
 // [reconcile.TerminalError] becomes controller-runtime's TerminalError so
 // controller-runtime does not retry it either.
-func ForControllerRuntime(r reconcile.Reconciler[types.NamespacedName]) crreconcile.Reconciler {
+func ToReconciler(r reconcile.Reconciler[types.NamespacedName]) crreconcile.Reconciler {
 	return crreconcile.Func(func(ctx context.Context, req crreconcile.Request) (crreconcile.Result, error) {
 		res, err := r.Reconcile(ctx, req.NamespacedName)
 		if errors.Is(err, reconcile.ErrTerminal) {
@@ -24,11 +33,11 @@ func ForControllerRuntime(r reconcile.Reconciler[types.NamespacedName]) crreconc
 	})
 }
 
-// FromControllerRuntime runs a controller-runtime Reconciler in a
+// FromReconciler runs a controller-runtime Reconciler in a
 // reconcile.Loop, for code written for controller-runtime that should get
-// the Loop's recovery pass. A terminal error stays terminal; the
+// the Loop's adoption pass. A terminal error stays terminal; the
 // deprecated Result.Requeue becomes a retry with backoff.
-func FromControllerRuntime(r crreconcile.Reconciler) reconcile.Reconciler[types.NamespacedName] {
+func FromReconciler(r crreconcile.Reconciler) reconcile.Reconciler[types.NamespacedName] {
 	return reconcile.ReconcilerFunc[types.NamespacedName](func(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
 		res, err := r.Reconcile(ctx, crreconcile.Request{NamespacedName: key})
 		if errors.Is(err, crreconcile.TerminalError(nil)) {
@@ -44,4 +53,4 @@ func FromControllerRuntime(r crreconcile.Reconciler) reconcile.Reconciler[types.
 
 // errRequeue asks the Loop for a retry with backoff, what a bare
 // Result.Requeue meant in controller-runtime.
-var errRequeue = errors.New("kube: reconciler asked to requeue")
+var errRequeue = errors.New("ctrlruntime: reconciler asked to requeue")
