@@ -94,14 +94,14 @@
 // decision with the statistics and lets the execution go; the process
 // then exits 0 whatever the status: the outcome is in the record.
 //
-// # Recover
+// # Rerun (Teraslice's recover)
 //
 // An ended execution is never restarted; its unfinished work is
-// re-processed by a new one. [Recover] creates it (linked to the old one
-// by [MetaRecoveredExecution], the old record untouched, refused for an
-// execution that has not ended), [Recoveries] lists an execution's
-// recoveries, and [Startup] tells the new execution's controller what it
-// recovers (Verdict.Recovers), so it runs recovering before running.
+// re-processed by a new one. [Rerun] creates it (linked to the old one
+// by [MetaRerunOf], the old record untouched, refused for an execution
+// that has not ended), [Reruns] lists an execution's reruns, and
+// [Startup] tells the new execution's controller what it reruns
+// (Verdict.RerunOf), so it runs recovering before running.
 //
 // # Deadlines
 //

@@ -132,9 +132,9 @@ func ExampleFinish() {
 	// stopped  keep  → stopped (execution has already ended in stopped status)
 }
 
-// A failed execution is recovered into a new one, which starts pending and
-// whose controller learns on startup what it recovers.
-func ExampleRecover() {
+// A failed execution is rerun in a new one (Teraslice's recover), which
+// starts pending and whose controller learns on startup what it reruns.
+func ExampleRerun() {
 	ctx := context.Background()
 	store := storage.NewMemory()
 	open := func(id string) *transition.Persisted[state.Status] {
@@ -144,7 +144,7 @@ func ExampleRecover() {
 	failed := open("ex-1")
 	_, _ = failed.Create(ctx, transition.Update[state.Status]{To: state.Failed, Reason: "slice failures"})
 
-	rec, err := recovery.Recover(ctx, teraslice.Roles(), failed, open("ex-2"), recovery.Recovery{SliceType: "failed"})
+	rec, err := recovery.Rerun(ctx, teraslice.Roles(), failed, open("ex-2"), recovery.RerunOptions{SliceType: "failed"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -152,12 +152,12 @@ func ExampleRecover() {
 	fmt.Println(rec.ID, rec.Status, rec.Reason)
 
 	v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy[state.Status]{Now: time.Now()})
-	fmt.Println(v.Decision, "then recovering:", v.Recovers)
+	fmt.Println(v.Decision, "then recovering:", v.RerunOf)
 
-	_, err = recovery.Recover(ctx, teraslice.Roles(), open("ex-2"), open("ex-3"), recovery.Recovery{})
+	_, err = recovery.Rerun(ctx, teraslice.Roles(), open("ex-2"), open("ex-3"), recovery.RerunOptions{})
 	fmt.Println(errors.Is(err, recovery.ErrNotEnded))
 	// Output:
-	// ex-2 pending recovers ex-1
+	// ex-2 pending reruns ex-1
 	// start then recovering: ex-1
 	// true
 }

@@ -72,11 +72,11 @@ type Verdict[S comparable] struct {
 	// RestartBudget the budget they are counted against: Restarts above
 	// it is DecisionFail. Both are 0 for any other verdict.
 	Restarts, RestartBudget int
-	// Recovers is the id of the execution this one recovers ([Recover]),
-	// "" if it is not a recovery. A recovery that starts runs in its
-	// recovering state after its setup (state.Recovering, not Running),
+	// RerunOf is the id of the execution this one reruns ([Rerun]), ""
+	// if it is not a rerun. A rerun that starts runs in Teraslice's
+	// recovering status after its setup (state.Recovering, not Running),
 	// re-processing what the old execution left unfinished.
-	Recovers string
+	RerunOf string
 }
 
 // ErrTerminalStatus: the execution is already over.
@@ -132,7 +132,7 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S
 	}
 	role, _ := roles.Role(cur)
 	v := Verdict[S]{From: cur, To: cur}
-	v.Recovers, _ = RecoveredFrom(rec)
+	v.RerunOf, _ = RerunOf(rec)
 	switch role {
 	case RoleTerminal:
 		v.Decision = DecisionRefuse
@@ -439,7 +439,7 @@ func writtenVerdict[S comparable](roles *Roles[S], rec storage.Record, claim sto
 		return Verdict[S]{}, false
 	}
 	v := Verdict[S]{Decision: d, From: from, To: to, Reason: e.Reason}
-	v.Recovers, _ = RecoveredFrom(rec)
+	v.RerunOf, _ = RerunOf(rec)
 	if n, b, ok := strings.Cut(counts, "/"); ok {
 		v.Restarts, _ = strconv.Atoi(n)
 		v.RestartBudget, _ = strconv.Atoi(b)

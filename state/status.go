@@ -69,11 +69,11 @@ const (
 	Running
 
 	// Recovering: like Running, but the controller first re-processes the
-	// unfinished work of an earlier, ended execution: this one was created
-	// by recovery.Recover, and its startup verdict names the execution it
-	// recovers (Verdict.Recovers), so after its setup the controller
-	// writes Recovering instead of Running. It moves to Running when the
-	// recovered work is done, and otherwise like Running. Found on
+	// unfinished work of an earlier, ended execution (Teraslice's
+	// recover): this one was created by recovery.Rerun, and its startup
+	// verdict names the execution it reruns (Verdict.RerunOf), so after
+	// its setup the controller writes Recovering instead of Running. It
+	// moves to Running when that work is done, and otherwise like Running. Found on
 	// startup: as for Running.
 	//
 	// Moves to: running, relocating, failing, paused, stopping, completed,

@@ -29,44 +29,44 @@ func handle(t *testing.T, store storage.Store, id, actor string) *transition.Per
 	return exec
 }
 
-// The whole of a recovery: the failed execution is left as it was, the new
-// one points to it and is listed as its recovery, and its controller's
+// The whole of a rerun: the failed execution is left as it was, the new
+// one points to it and is listed as its rerun, and its controller's
 // startup takes the recovering path to the end.
-func TestRecoverCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
+func TestRerunCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 	ctx := context.Background()
 	store := storage.NewMemory()
 	old := execIn(t, store, "ex-1", state.Failed)
-	execIn(t, store, "ex-0", state.Completed) // another execution, not a recovery
+	execIn(t, store, "ex-0", state.Completed) // another execution, not a rerun
 	before, err := store.Get(ctx, "ex-1")
 	require.NoError(t, err)
 
-	rec, err := recovery.Recover(ctx, teraslice.Roles(), old, handle(t, store, "ex-2", "master"),
-		recovery.Recovery{SliceType: "pending", Meta: map[string]string{"job": "j-7"}})
+	rec, err := recovery.Rerun(ctx, teraslice.Roles(), old, handle(t, store, "ex-2", "master"),
+		recovery.RerunOptions{SliceType: "pending", Meta: map[string]string{"job": "j-7"}})
 	require.NoError(t, err)
-	require.Equal(t, "pending", rec.Status, "a recovery starts pending, queued like any execution")
-	require.Equal(t, "recovers ex-1", rec.Reason)
-	require.Equal(t, "pending", rec.Meta[recovery.MetaRecoveredSliceType])
+	require.Equal(t, "pending", rec.Status, "a rerun starts pending, queued like any execution")
+	require.Equal(t, "reruns ex-1", rec.Reason)
+	require.Equal(t, "pending", rec.Meta[recovery.MetaRerunSliceType])
 	require.Equal(t, "j-7", rec.Meta["job"])
-	from, ok := recovery.RecoveredFrom(rec)
+	from, ok := recovery.RerunOf(rec)
 	require.True(t, ok)
 	require.Equal(t, "ex-1", from)
 
 	after, err := store.Get(ctx, "ex-1")
 	require.NoError(t, err)
-	require.Equal(t, before, after, "the recovered execution is never touched")
+	require.Equal(t, before, after, "the execution rerun is never touched")
 
 	// Recovered a second time: both are listed, in id order.
-	_, err = recovery.Recover(ctx, teraslice.Roles(), old, handle(t, store, "ex-3", "master"), recovery.Recovery{})
+	_, err = recovery.Rerun(ctx, teraslice.Roles(), old, handle(t, store, "ex-3", "master"), recovery.RerunOptions{})
 	require.NoError(t, err)
-	recs, unreadable, err := recovery.Recoveries(ctx, store, "ex-1")
+	recs, unreadable, err := recovery.Reruns(ctx, store, "ex-1")
 	require.NoError(t, err)
 	require.Empty(t, unreadable)
 	require.Equal(t, []string{"ex-2", "ex-3"}, ids(recs))
-	recs, _, err = recovery.Recoveries(ctx, store, "ex-0")
+	recs, _, err = recovery.Reruns(ctx, store, "ex-0")
 	require.NoError(t, err)
 	require.Empty(t, recs)
 
-	// The master schedules it; its controller starts and learns it recovers ex-1.
+	// The master schedules it; its controller starts and learns it reruns ex-1.
 	master := handle(t, store, "ex-2", "master")
 	for _, s := range []state.Status{state.Scheduling, state.Initializing} {
 		_, err := master.Fire(ctx, s, "placed")
@@ -76,18 +76,18 @@ func TestRecoverCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 	v, err := recovery.ApplyStartup(ctx, teraslice.Roles(), exec, lease("pod-a"), recovery.Policy[state.Status]{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionStart, v.Decision)
-	require.Equal(t, "ex-1", v.Recovers)
+	require.Equal(t, "ex-1", v.RerunOf)
 	_, err = exec.Fire(ctx, state.Recovering, "re-processing what ex-1 left unfinished")
 	require.NoError(t, err)
 
-	// A crash while recovering resumes recovering, still knowing what it recovers.
+	// A crash while recovering resumes recovering, still knowing what it reruns.
 	require.NoError(t, exec.Ownership().Release(ctx))
 	exec = handle(t, store, "ex-2", "pod-b")
 	v, err = recovery.ApplyStartup(ctx, teraslice.Roles(), exec, lease("pod-b"), policy())
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, state.Recovering, v.To)
-	require.Equal(t, "ex-1", v.Recovers)
+	require.Equal(t, "ex-1", v.RerunOf)
 
 	_, err = exec.Fire(ctx, state.Running, "recovered work done")
 	require.NoError(t, err)
@@ -96,15 +96,15 @@ func TestRecoverCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 	require.Equal(t, state.Completed, end.To)
 }
 
-func TestRecoverEveryEndedStatus(t *testing.T) {
+func TestRerunEveryEndedStatus(t *testing.T) {
 	for s := range state.TerminalStatuses.All() {
 		store := storage.NewMemory()
-		_, err := recovery.Recover(context.Background(), teraslice.Roles(), execIn(t, store, "ex-1", s), handle(t, store, "ex-2", "master"), recovery.Recovery{})
+		_, err := recovery.Rerun(context.Background(), teraslice.Roles(), execIn(t, store, "ex-1", s), handle(t, store, "ex-2", "master"), recovery.RerunOptions{})
 		require.NoError(t, err, "%s", s)
 	}
 }
 
-func TestRecoverRefusesALiveExecutionAndWritesNothing(t *testing.T) {
+func TestRerunRefusesALiveExecutionAndWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	for s := range state.All.All() {
 		if s.IsTerminal() {
@@ -113,9 +113,9 @@ func TestRecoverRefusesALiveExecutionAndWritesNothing(t *testing.T) {
 		store := storage.NewMemory()
 		old := execIn(t, store, "ex-1", s)
 		before, _ := store.Get(ctx, "ex-1")
-		_, err := recovery.Recover(ctx, teraslice.Roles(), old, handle(t, store, "ex-2", "master"), recovery.Recovery{})
+		_, err := recovery.Rerun(ctx, teraslice.Roles(), old, handle(t, store, "ex-2", "master"), recovery.RerunOptions{})
 		require.ErrorIs(t, err, recovery.ErrNotEnded, "%s", s)
-		require.Contains(t, err.Error(), `execution "ex-1" is `+s.String()+": execution has not ended; only an ended execution can be recovered")
+		require.Contains(t, err.Error(), `execution "ex-1" is `+s.String()+": execution has not ended; only an ended execution can be rerun")
 		_, err = store.Get(ctx, "ex-2")
 		require.ErrorIs(t, err, storage.ErrNotFound, "nothing created for a live %s execution", s)
 		after, _ := store.Get(ctx, "ex-1")
@@ -123,35 +123,35 @@ func TestRecoverRefusesALiveExecutionAndWritesNothing(t *testing.T) {
 	}
 }
 
-func TestRecoverRefusesInputItCannotHonour(t *testing.T) {
+func TestRerunRefusesInputItCannotHonour(t *testing.T) {
 	ctx := context.Background()
 	store := storage.NewMemory()
 	old := execIn(t, store, "ex-1", state.Failed)
 	taken := execIn(t, store, "ex-2", state.Pending)
 
-	_, err := recovery.Recover(ctx, teraslice.Roles(), old, taken, recovery.Recovery{})
+	_, err := recovery.Rerun(ctx, teraslice.Roles(), old, taken, recovery.RerunOptions{})
 	require.ErrorIs(t, err, storage.ErrExists, "the new id must be new")
 
-	_, err = recovery.Recover(ctx, teraslice.Roles(), old, handle(t, store, "ex-1", "master"), recovery.Recovery{})
-	require.ErrorContains(t, err, "cannot recover itself")
+	_, err = recovery.Rerun(ctx, teraslice.Roles(), old, handle(t, store, "ex-1", "master"), recovery.RerunOptions{})
+	require.ErrorContains(t, err, "cannot rerun itself")
 
-	_, err = recovery.Recover(ctx, teraslice.Roles(), old, handle(t, store, "ex-3", "master"),
-		recovery.Recovery{Meta: map[string]string{recovery.MetaRecoveredExecution: "ex-9"}})
-	require.ErrorContains(t, err, "which Recover writes")
+	_, err = recovery.Rerun(ctx, teraslice.Roles(), old, handle(t, store, "ex-3", "master"),
+		recovery.RerunOptions{Meta: map[string]string{recovery.MetaRerunOf: "ex-9"}})
+	require.ErrorContains(t, err, "which Rerun writes")
 
-	_, err = recovery.Recover(ctx, nil, old, handle(t, store, "ex-3", "master"), recovery.Recovery{})
+	_, err = recovery.Rerun(ctx, nil, old, handle(t, store, "ex-3", "master"), recovery.RerunOptions{})
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
-	_, err = recovery.Recover(ctx, teraslice.Roles(), nil, handle(t, store, "ex-3", "master"), recovery.Recovery{})
+	_, err = recovery.Rerun(ctx, teraslice.Roles(), nil, handle(t, store, "ex-3", "master"), recovery.RerunOptions{})
 	require.Error(t, err)
 
 	_, err = store.Get(ctx, "ex-3")
-	require.ErrorIs(t, err, storage.ErrNotFound, "no refused recovery wrote anything")
-	_, _, err = recovery.Recoveries(ctx, nil, "ex-1")
+	require.ErrorIs(t, err, storage.ErrNotFound, "no refused rerun wrote anything")
+	_, _, err = recovery.Reruns(ctx, nil, "ex-1")
 	require.Error(t, err)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = recovery.Recover(cancelled, teraslice.Roles(), old, handle(t, store, "ex-3", "master"), recovery.Recovery{})
+	_, err = recovery.Rerun(cancelled, teraslice.Roles(), old, handle(t, store, "ex-3", "master"), recovery.RerunOptions{})
 	require.ErrorIs(t, err, context.Canceled)
 }
 
