@@ -18,9 +18,9 @@ import (
 
 // The reproduction: five executions, one of whose records no longer
 // decodes (damage, or a newer version's format during a rolling upgrade).
-// A Loop whose recovery pass lists the store, as a controller's does,
+// A Loop whose adoption pass lists the store, as a controller's does,
 // reconciles the four healthy ones and hears of the fifth; it does not
-// retry its recovery pass forever with nothing reconciled.
+// retry its adoption pass forever with nothing reconciled.
 func TestOneCorruptRecordDoesNotStopTheOthersFromBeingReconciled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -28,9 +28,9 @@
 //     controller_runtime_reconcile_panics_total,
 //     controller_runtime_reconcile_time_seconds (controller-runtime's
 //     buckets), workqueue_retries_total; [WatchQueue] —
-//     workqueue_depth{name,controller,priority}; [LoopRecoveryObserver] —
-//     execfsm_recovery_adopted_total, execfsm_recovery_gone_total,
-//     execfsm_recovery_errors_total.
+//     workqueue_depth{name,controller,priority}; [AdoptionObserver] —
+//     execfsm_adoption_adopted_total, execfsm_adoption_gone_total,
+//     execfsm_adoption_errors_total.
 //
 // A process that also runs controller-runtime registers its own
 // controller_runtime_* and workqueue_* collectors in

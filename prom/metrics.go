@@ -25,7 +25,7 @@ const (
 // register once (prometheus.Registerer.Register). Feed it through the
 // observers it hands out: [Transitions] for moves, [RecoveryObserver]
 // for startup, SIGTERM and deadline decisions, [ReconcileObserver] and
-// [LoopRecoveryObserver] for a reconcile.Loop, [Statuses] for the
+// [AdoptionObserver] for a reconcile.Loop, [Statuses] for the
 // executions by status. A Metrics has no global state: two registries can
 // hold two of them.
 type Metrics struct {
@@ -44,7 +44,7 @@ type Metrics struct {
 	retries         *prometheus.CounterVec
 	adopted         *prometheus.CounterVec
 	gone            *prometheus.CounterVec
-	recoveryErrors  *prometheus.CounterVec
+	adoptionErrors  *prometheus.CounterVec
 
 	executions *prometheus.Desc
 	unreadable *prometheus.Desc
@@ -100,12 +100,12 @@ func New() *Metrics {
 			Help: "Length of time per reconciliation per controller", Buckets: reconcileTimeBuckets}, []string{"controller"}),
 		retries: counter("workqueue_retries_total",
 			"Total number of retries handled by workqueue", "name", "controller"),
-		adopted: counter("execfsm_recovery_adopted_total",
-			"Items a reconcile loop's recovery pass rebuilt, per controller.", "controller"),
-		gone: counter("execfsm_recovery_gone_total",
-			"Expected keys a reconcile loop's recovery pass found the world no longer has, per controller.", "controller"),
-		recoveryErrors: counter("execfsm_recovery_errors_total",
-			"Adopt or Gone calls of a recovery pass that failed, per controller.", "controller"),
+		adopted: counter("execfsm_adoption_adopted_total",
+			"Items a reconcile loop's adoption pass rebuilt, per controller.", "controller"),
+		gone: counter("execfsm_adoption_gone_total",
+			"Expected keys a reconcile loop's adoption pass found the world no longer has, per controller.", "controller"),
+		adoptionErrors: counter("execfsm_adoption_errors_total",
+			"Adopt or Gone calls of an adoption pass that failed, per controller.", "controller"),
 		executions: prometheus.NewDesc("execfsm_executions",
 			"Executions by status, as the store holds them (every status of the table, zero included).", []string{"status"}, nil),
 		unreadable: prometheus.NewDesc("execfsm_unreadable_records",
@@ -119,7 +119,7 @@ func New() *Metrics {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.transitions, m.startups, m.terminations, m.restarts, m.budgetsSpent, m.deadlines,
 		m.reconciles, m.reconcileErrors, m.terminalErrors, m.panics, m.reconcileTime, m.retries,
-		m.adopted, m.gone, m.recoveryErrors}
+		m.adopted, m.gone, m.adoptionErrors}
 }
 
 // Describe implements prometheus.Collector.

@@ -98,17 +98,17 @@ func ReconcileObserver[K comparable](m *Metrics, controller string) (reconcile.R
 	}), nil
 }
 
-// LoopRecoveryObserver counts what a reconcile.Loop's recovery pass
+// AdoptionObserver counts what a reconcile.Loop's adoption pass
 // adopted, found gone and failed to handle, per controller. Set it as
-// the Loop's Options.RecoveryObserver.
-func LoopRecoveryObserver[K comparable](m *Metrics, controller string) (reconcile.RecoveryObserver[K], error) {
+// the Loop's Options.AdoptionObserver.
+func AdoptionObserver[K comparable](m *Metrics, controller string) (reconcile.AdoptionObserver[K], error) {
 	if m == nil || controller == "" {
-		return nil, errors.New("prom: LoopRecoveryObserver: nil Metrics or empty controller name")
+		return nil, errors.New("prom: AdoptionObserver: nil Metrics or empty controller name")
 	}
-	return reconcile.RecoveryObserverFunc[K](func(r reconcile.RecoveryReport[K]) {
+	return reconcile.AdoptionObserverFunc[K](func(r reconcile.AdoptionReport[K]) {
 		m.adopted.WithLabelValues(controller).Add(float64(len(r.Adopted)))
 		m.gone.WithLabelValues(controller).Add(float64(len(r.Gone)))
-		m.recoveryErrors.WithLabelValues(controller).Add(float64(r.Errors))
+		m.adoptionErrors.WithLabelValues(controller).Add(float64(r.Errors))
 	}), nil
 }
 

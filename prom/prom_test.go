@@ -192,7 +192,7 @@ func TestLoopIsCountedUnderControllerRuntimesNames(t *testing.T) {
 	m := prom.New()
 	obs, err := prom.ReconcileObserver[string](m, "executions")
 	require.NoError(t, err)
-	recObs, err := prom.LoopRecoveryObserver[string](m, "executions")
+	recObs, err := prom.AdoptionObserver[string](m, "executions")
 	require.NoError(t, err)
 	calls := map[string]int{}
 	l, err := reconcile.NewLoop(reconcile.Options[string]{
@@ -216,7 +216,7 @@ func TestLoopIsCountedUnderControllerRuntimesNames(t *testing.T) {
 		Resync:            -1,
 		Backoff:           &reconcile.Backoff{Base: time.Nanosecond, Max: time.Nanosecond},
 		ReconcileObserver: obs,
-		RecoveryObserver:  recObs,
+		AdoptionObserver:  recObs,
 		Clock:             ticking{new(atomic.Int64)},
 	})
 	require.NoError(t, err)
@@ -230,7 +230,7 @@ func TestLoopIsCountedUnderControllerRuntimesNames(t *testing.T) {
 	golden(t, m, "loop", "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
 		"controller_runtime_terminal_reconcile_errors_total", "controller_runtime_reconcile_panics_total",
 		"workqueue_retries_total", "workqueue_depth",
-		"execfsm_recovery_adopted_total", "execfsm_recovery_gone_total", "execfsm_recovery_errors_total")
+		"execfsm_adoption_adopted_total", "execfsm_adoption_gone_total", "execfsm_adoption_errors_total")
 
 	// The histogram: controller-runtime's buckets, one sample per call,
 	// every one in the first bucket (its sum depends on the clock's reads).
@@ -378,7 +378,7 @@ func TestConstructorsRefuseMissingParts(t *testing.T) {
 	require.Error(t, err)
 	_, err = prom.ReconcileObserver[string](m, "")
 	require.Error(t, err)
-	_, err = prom.LoopRecoveryObserver[string](nil, "x")
+	_, err = prom.AdoptionObserver[string](nil, "x")
 	require.Error(t, err)
 	require.Error(t, prom.WatchQueue[string](m, "x", nil))
 	_, err = prom.NewStatuses[state.Status](m, teraslice.Lifecycle(), nil, nil)

@@ -25,7 +25,7 @@ type Item[K comparable] struct {
 }
 
 // Adopter rebuilds the controller's in-memory item for something the world
-// has, under the identity the world gives it, during the recovery pass
+// has, under the identity the world gives it, during the adoption pass
 // that precedes normal reconciliation. It runs for every listed item: a
 // controller that just started knows nothing, whether it created the item
 // in an earlier life or never heard of it.
@@ -41,7 +41,7 @@ type AdopterFunc[K comparable] func(ctx context.Context, item Item[K]) error
 // Adopt calls f.
 func (f AdopterFunc[K]) Adopt(ctx context.Context, item Item[K]) error { return f(ctx, item) }
 
-// GoneHandler is told, during the recovery pass, about a key the
+// GoneHandler is told, during the adoption pass, about a key the
 // controller expected (see Options.Known) that the world no longer has:
 // a pod that died, a process killed while the controller was down. The
 // key is reconciled afterwards as well, so the reconciler, reading the

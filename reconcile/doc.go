@@ -2,7 +2,7 @@
 // the world, as controller-runtime's pkg/reconcile and its controller do,
 // for controllers that do not (or cannot) run on Kubernetes.
 //
-// [Loop] starts with a recovery pass: it lists the world ([Options].List)
+// [Loop] starts with an adoption pass: it lists the world ([Options].List)
 // and hands every item to the [Adopter] under the [Identity] the world
 // keeps (a Job's labels and annotations, never a private checkpoint that
 // may have drifted), and reports the keys the controller expected
@@ -15,7 +15,7 @@
 // A Reconcile that fails is retried with backoff; one that fails with an
 // error wrapped by [TerminalError] is not; one that asks for
 // Result.RequeueAfter is called again after that long. Observers
-// ([ReconcileObserver], [RecoveryObserver]) and [Loop.Stats] feed
+// ([ReconcileObserver], [AdoptionObserver]) and [Loop.Stats] feed
 // metrics. Package reconcile/reconciletest has a clock a test moves by
 // hand and helpers that run a loop for a test.
 package reconcile

@@ -21,7 +21,7 @@ func ExampleLoop() {
 			fmt.Println("adopt", it.Identity.Labels["uuid"], "of", it.Identity.Labels["manager"])
 			return nil
 		}),
-		RecoveryObserver: reconcile.RecoveryObserverFunc[string](func(r reconcile.RecoveryReport[string]) { fmt.Println("gone", r.Gone) }),
+		AdoptionObserver: reconcile.AdoptionObserverFunc[string](func(r reconcile.AdoptionReport[string]) { fmt.Println("gone", r.Gone) }),
 		Reconciler: reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) {
 			return reconcile.Result{}, nil
 		}),

@@ -49,17 +49,17 @@ type Options[K comparable] struct {
 	Reconciler Reconciler[K]
 
 	// List returns the items the world has now, with their identity.
-	// The loop calls it first for the recovery pass, then every Resync
-	// to reconcile every item. Nil: no recovery pass and no resync, only
+	// The loop calls it first for the adoption pass, then every Resync
+	// to reconcile every item. Nil: no adoption pass and no resync, only
 	// events.
 	List func(ctx context.Context) ([]Item[K], error)
 
 	// Known returns the keys the controller expected to control (from
 	// its own store). Those the world no longer has are reported gone in
-	// the recovery pass. Optional.
+	// the adoption pass. Optional.
 	Known func(ctx context.Context) ([]K, error)
 
-	// Adopter rebuilds listed items in the recovery pass. Optional; if it
+	// Adopter rebuilds listed items in the adoption pass. Optional; if it
 	// also implements [GoneHandler] it hears of gone keys.
 	Adopter Adopter[K]
 
@@ -68,7 +68,7 @@ type Options[K comparable] struct {
 	Events <-chan K
 
 	// Resync is the period of the full List; zero is DefaultResync, a
-	// negative value disables periodic resync (the recovery pass still
+	// negative value disables periodic resync (the adoption pass still
 	// runs).
 	Resync time.Duration
 
@@ -86,16 +86,16 @@ type Options[K comparable] struct {
 	// backoff and the worker carries on.
 	Limiter Limiter
 
-	// Logger receives errors, panics and recovery-pass results; nil logs
+	// Logger receives errors, panics and adoption-pass results; nil logs
 	// nothing.
 	Logger *slog.Logger
 
 	// ReconcileObserver, if set, is told about every Reconcile call.
 	ReconcileObserver ReconcileObserver[K]
 
-	// RecoveryObserver, if set, is told the outcome of the recovery
+	// AdoptionObserver, if set, is told the outcome of the adoption
 	// pass.
-	RecoveryObserver RecoveryObserver[K]
+	AdoptionObserver AdoptionObserver[K]
 
 	// Clock is the time source for backoff, requeues and resync;
 	// nil is the system clock.
@@ -154,7 +154,7 @@ func limitOf(l Limiter) (float64, bool) {
 	return m.Call(nil)[0].Float(), true
 }
 
-// Loop runs a [Reconciler] over the keys of the world: first a recovery
+// Loop runs a [Reconciler] over the keys of the world: first an adoption
 // pass that adopts what the world has and reports what it lost, then
 // reconciles driven by events and periodic resyncs, with dedup, per-key
 // exclusivity, per-key exponential backoff, an optional global rate limit
@@ -165,7 +165,7 @@ type Loop[K comparable] struct {
 	clock     Clock
 	log       *slog.Logger
 	reconcile ReconcileObserver[K]
-	recovery  RecoveryObserver[K]
+	adoption  AdoptionObserver[K]
 	q         *queue[K]
 	stats     counters
 	started   atomic.Bool
@@ -204,7 +204,7 @@ func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
 	if l.log == nil {
 		l.log = slog.New(discard{})
 	}
-	l.reconcile, l.recovery = opt.ReconcileObserver, opt.RecoveryObserver
+	l.reconcile, l.adoption = opt.ReconcileObserver, opt.AdoptionObserver
 	if l.opt.Workers == 0 {
 		l.opt.Workers = 1
 	}
@@ -245,7 +245,7 @@ func (l *Loop[K]) depth() int {
 	return l.q.depth()
 }
 
-// Idle blocks until the recovery pass is over and nothing is queued,
+// Idle blocks until the adoption pass is over and nothing is queued,
 // being reconciled or waiting for a retry; or until the loop stops or ctx
 // is done. Every Reconcile call made by then has been told to the
 // ReconcileObserver. It is for tests and for an orderly handover, not for
@@ -267,7 +267,7 @@ func (l *Loop[K]) Idle(ctx context.Context) error {
 
 // Run runs the loop until ctx is done, then waits for the Reconcile calls
 // in flight (their context is cancelled) and returns nil. Keys still
-// queued are dropped: the next run's recovery pass finds them again. A
+// queued are dropped: the next run's adoption pass finds them again. A
 // Loop runs once.
 func (l *Loop[K]) Run(ctx context.Context) error {
 	if l.q == nil {
@@ -295,7 +295,7 @@ func (l *Loop[K]) Run(ctx context.Context) error {
 		goroutine(func() { l.events(ctx) })
 	}
 	if l.opt.List != nil {
-		if !l.recover(ctx) {
+		if !l.adopt(ctx) {
 			close(l.recovered)
 			return nil
 		}
@@ -311,9 +311,9 @@ func (l *Loop[K]) Run(ctx context.Context) error {
 	return nil
 }
 
-// recover runs the recovery pass, retrying List with backoff until it
+// adopt runs the adoption pass, retrying List with backoff until it
 // works; false means ctx ended first.
-func (l *Loop[K]) recover(ctx context.Context) bool {
+func (l *Loop[K]) adopt(ctx context.Context) bool {
 	var items []Item[K]
 	var known []K
 	for attempt := 0; ; attempt++ {
@@ -326,12 +326,12 @@ func (l *Loop[K]) recover(ctx context.Context) bool {
 			break
 		}
 		wait := l.backoff.delay(attempt)
-		l.log.Error("recovery pass: cannot list the world; retrying", "err", err, "retry_in", wait)
+		l.log.Error("adoption pass: cannot list the world; retrying", "err", err, "retry_in", wait)
 		if !l.sleep(ctx, wait) {
 			return false
 		}
 	}
-	report := RecoveryReport[K]{Listed: len(items)}
+	report := AdoptionReport[K]{Listed: len(items)}
 	world := make(map[K]struct{}, len(items))
 	keys := make([]K, 0, len(items))
 	for _, it := range items {
@@ -342,7 +342,7 @@ func (l *Loop[K]) recover(ctx context.Context) bool {
 		}
 		if err := l.opt.Adopter.Adopt(ctx, it); err != nil {
 			report.Errors++
-			l.log.Error("recovery pass: adopt failed", "key", it.Key, "err", err)
+			l.log.Error("adoption pass: adopt failed", "key", it.Key, "err", err)
 			continue
 		}
 		report.Adopted = append(report.Adopted, it.Key)
@@ -357,15 +357,15 @@ func (l *Loop[K]) recover(ctx context.Context) bool {
 		if gone != nil {
 			if err := gone.Gone(ctx, k); err != nil {
 				report.Errors++
-				l.log.Error("recovery pass: gone handler failed", "key", k, "err", err)
+				l.log.Error("adoption pass: gone handler failed", "key", k, "err", err)
 			}
 		}
 	}
 	l.stats.adopted.Add(uint64(len(report.Adopted)))
 	l.stats.gone.Add(uint64(len(report.Gone)))
-	l.log.Info("recovery pass done", "listed", report.Listed, "adopted", len(report.Adopted), "gone", len(report.Gone), "errors", report.Errors)
-	if l.recovery != nil {
-		l.recovery.ObserveRecovery(report)
+	l.log.Info("adoption pass done", "listed", report.Listed, "adopted", len(report.Adopted), "gone", len(report.Gone), "errors", report.Errors)
+	if l.adoption != nil {
+		l.adoption.ObserveAdoption(report)
 	}
 	l.q.add(keys...)
 	return ctx.Err() == nil

@@ -239,7 +239,7 @@ func TestLoopRecoversAPanicAndRetries(t *testing.T) {
 	require.EqualValues(t, 1, l.Stats().Panics)
 }
 
-func TestLoopRecoveryPassAdoptsTheWorldAndReportsWhatItLost(t *testing.T) {
+func TestLoopAdoptionPassAdoptsTheWorldAndReportsWhatItLost(t *testing.T) {
 	world := []reconcile.Item[string]{
 		{Key: "sim-1", Identity: reconcile.Identity{Labels: map[string]string{"uuid": "sim-1", "manager": "mgr-a"}, Annotations: map[string]string{"location": "lab", "realm": "eu", "owner": "alice"}}},
 		{Key: "sim-3", Identity: reconcile.Identity{Labels: map[string]string{"uuid": "sim-3", "manager": "mgr-a"}}},
@@ -247,13 +247,13 @@ func TestLoopRecoveryPassAdoptsTheWorldAndReportsWhatItLost(t *testing.T) {
 	var order []string
 	var mu sync.Mutex
 	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
-	var report reconcile.RecoveryReport[string]
+	var report reconcile.AdoptionReport[string]
 	adopter := &recordingAdopter{note: note}
 	l := newLoop(t, reconcile.Options[string]{
 		List:             func(context.Context) ([]reconcile.Item[string], error) { return world, nil },
 		Known:            func(context.Context) ([]string, error) { return []string{"sim-1", "sim-2"}, nil },
 		Adopter:          adopter,
-		RecoveryObserver: reconcile.RecoveryObserverFunc[string](func(r reconcile.RecoveryReport[string]) { report = r }),
+		AdoptionObserver: reconcile.AdoptionObserverFunc[string](func(r reconcile.AdoptionReport[string]) { report = r }),
 		Reconciler: reconcile.ReconcilerFunc[string](func(_ context.Context, k string) (reconcile.Result, error) {
 			note("reconcile " + k)
 			return reconcile.Result{}, nil
@@ -263,7 +263,7 @@ func TestLoopRecoveryPassAdoptsTheWorldAndReportsWhatItLost(t *testing.T) {
 	reconciletest.Idle(t, l)
 	require.Equal(t, []string{"adopt sim-1 alice", "adopt sim-3 ", "gone sim-2"}, order[:3], "adoption happens before any reconcile")
 	require.ElementsMatch(t, []string{"reconcile sim-1", "reconcile sim-2", "reconcile sim-3"}, order[3:])
-	require.Equal(t, reconcile.RecoveryReport[string]{Listed: 2, Adopted: []string{"sim-1", "sim-3"}, Gone: []string{"sim-2"}}, report)
+	require.Equal(t, reconcile.AdoptionReport[string]{Listed: 2, Adopted: []string{"sim-1", "sim-3"}, Gone: []string{"sim-2"}}, report)
 	st := l.Stats()
 	require.EqualValues(t, 2, st.Adopted)
 	require.EqualValues(t, 1, st.Gone)
@@ -281,7 +281,7 @@ func (a *recordingAdopter) Gone(_ context.Context, k string) error {
 	return nil
 }
 
-func TestLoopRecoveryPassRetriesListingTheWorld(t *testing.T) {
+func TestLoopAdoptionPassRetriesListingTheWorld(t *testing.T) {
 	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	var lists atomic.Int32
 	var got calls[string]

@@ -43,8 +43,8 @@ type ReconcileEvent[K comparable] struct {
 	RetryIn    time.Duration // when the key comes back (backoff or RequeueAfter), 0 if not scheduled
 }
 
-// RecoveryReport is the outcome of a loop's recovery pass.
-type RecoveryReport[K comparable] struct {
+// AdoptionReport is the outcome of a loop's adoption pass.
+type AdoptionReport[K comparable] struct {
 	Listed  int // items the world has
 	Adopted []K // items rebuilt by the Adopter
 	Gone    []K // expected keys the world no longer has
@@ -56,9 +56,9 @@ type ReconcileObserver[K comparable] interface {
 	ObserveReconcile(ReconcileEvent[K])
 }
 
-// RecoveryObserver is told the outcome of the recovery pass.
-type RecoveryObserver[K comparable] interface {
-	ObserveRecovery(RecoveryReport[K])
+// AdoptionObserver is told the outcome of the adoption pass.
+type AdoptionObserver[K comparable] interface {
+	ObserveAdoption(AdoptionReport[K])
 }
 
 // ReconcileObserverFunc adapts a function to [ReconcileObserver].
@@ -67,11 +67,11 @@ type ReconcileObserverFunc[K comparable] func(ReconcileEvent[K])
 // ObserveReconcile calls f.
 func (f ReconcileObserverFunc[K]) ObserveReconcile(ev ReconcileEvent[K]) { f(ev) }
 
-// RecoveryObserverFunc adapts a function to [RecoveryObserver].
-type RecoveryObserverFunc[K comparable] func(RecoveryReport[K])
+// AdoptionObserverFunc adapts a function to [AdoptionObserver].
+type AdoptionObserverFunc[K comparable] func(AdoptionReport[K])
 
-// ObserveRecovery calls f.
-func (f RecoveryObserverFunc[K]) ObserveRecovery(r RecoveryReport[K]) { f(r) }
+// ObserveAdoption calls f.
+func (f AdoptionObserverFunc[K]) ObserveAdoption(r AdoptionReport[K]) { f(r) }
 
 // Stats are a loop's running totals, for a metrics adapter to read.
 type Stats struct {

@@ -28,12 +28,12 @@ type recoveryResult struct {
 	Executions int   `json:"executions"`
 	Reconciled int64 `json:"reconciled"`
 	OpenNS     int64 `json:"open_ns"` // from its start until the store is open
-	ListNS     int64 `json:"list_ns"` // until the recovery pass has listed
+	ListNS     int64 `json:"list_ns"` // until the adoption pass has listed
 	IdleNS     int64 `json:"idle_ns"` // until every execution is reconciled once
 }
 
 // childRecover is a controller starting over the executions of a store:
-// it opens the store, lists every record as the recovery pass does,
+// it opens the store, lists every record as the adoption pass does,
 // adopts each (a handle per execution, as a controller keeps them) and
 // reconciles each once (reading the record and finding nothing to do),
 // with 32 workers, then reports and exits.
@@ -135,7 +135,7 @@ func recoverySizes(b *testing.B) []int {
 }
 
 // BenchmarkRecovery is a controller restarted over n executions: the
-// time from starting its process until its recovery pass is done (the
+// time from starting its process until its adoption pass is done (the
 // store opened, every record listed, every execution adopted and
 // reconciled once), on bbolt and on etcd. The executions are made
 // beforehand, each with a full default audit trail and some metadata, as

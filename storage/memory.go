@@ -67,7 +67,7 @@ type Store interface {
 }
 
 // Lister is implemented by stores that can list their records, for a
-// recovery pass or a deadline reaper that must visit every execution.
+// adoption pass or a deadline reaper that must visit every execution.
 type Lister interface {
 	// List returns every record the store can read, ordered by id, and,
 	// apart, every one it cannot (see [Unreadable]): one unreadable

@@ -273,7 +273,7 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 		{after[paused.UUID] == "paused", paused.Name + " adopted with its UUID, paused as the user left it"},
 		{after[killed.UUID] == "", killed.Name + " is not in the new view"},
 		{statusOf(killed.UUID) == "gone", killed.Name + " is marked gone in the store"},
-		{slices.Contains(m2.Lines(), "lost "+killed.UUID), "the recovery pass reported " + killed.Name + " lost"},
+		{slices.Contains(m2.Lines(), "lost "+killed.UUID), "the adoption pass reported " + killed.Name + " lost"},
 		{took(m2, survivor, "resume running → running"), "the second manager resumed " + survivor.Name + " after the crash (an unexpected restart, within budget)"},
 		{exit2.Code == recovery.DefaultRelocateExitCode, fmt.Sprintf("the moved manager exited %d so its platform replaces it (got %d)", recovery.DefaultRelocateExitCode, exit2.Code)},
 		{relocated(survivor, "running") && relocated(paused, "paused"),

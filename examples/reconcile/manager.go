@@ -191,14 +191,14 @@ func (m *manager) run(ctx context.Context) (int, error) {
 
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
 		Reconciler: m, Adopter: m, List: m.list, Known: m.known,
-		Resync: 200 * time.Millisecond, Workers: 2, RecoveryObserver: m,
+		Resync: 200 * time.Millisecond, Workers: 2, AdoptionObserver: m,
 	})
 	if err != nil {
 		return 0, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(ctx) }()
-	// Recover first: simulators created before the recovery pass has
+	// Recover first: simulators created before the adoption pass has
 	// listed the world would look, to it, like records the world lost.
 	if err := loop.Idle(ctx); err != nil {
 		return 0, err
@@ -420,8 +420,8 @@ func (m *manager) Gone(_ context.Context, uuid string) error {
 	return nil
 }
 
-// ObserveRecovery reports the recovery pass.
-func (m *manager) ObserveRecovery(r reconcile.RecoveryReport[string]) {
+// ObserveAdoption reports the adoption pass.
+func (m *manager) ObserveAdoption(r reconcile.AdoptionReport[string]) {
 	fmt.Printf("recovery listed %d adopted %d gone %d\n", r.Listed, len(r.Adopted), len(r.Gone))
 }
 
@@ -534,5 +534,5 @@ var (
 	_ reconcile.Reconciler[string]       = (*manager)(nil)
 	_ reconcile.Adopter[string]          = (*manager)(nil)
 	_ reconcile.GoneHandler[string]      = (*manager)(nil)
-	_ reconcile.RecoveryObserver[string] = (*manager)(nil)
+	_ reconcile.AdoptionObserver[string] = (*manager)(nil)
 )
