@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -100,73 +101,11 @@ var ErrInvalidControllerJob = errors.New("invalid controller job")
 // that lists every problem. The caller creates it
 // (client.BatchV1().Jobs(ns).Create).
 func (c ControllerJob) Build() (*batchv1.Job, error) {
-	var problems []string
-	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	if errs := validation.IsDNS1123Label(c.Namespace); len(errs) > 0 {
-		add("namespace %q: %s", c.Namespace, strings.Join(errs, "; "))
-	}
-	// The Job controller labels its pods with the Job's name, so the name
-	// must be a valid label value as well as a DNS subdomain.
-	if errs := append(validation.IsDNS1123Subdomain(c.Name), validation.IsValidLabelValue(c.Name)...); len(errs) > 0 || c.Name == "" {
-		add("name %q: %s", c.Name, strings.Join(errs, "; "))
-	}
-	if errs := validation.IsValidLabelValue(c.Execution); len(errs) > 0 || c.Execution == "" {
-		add("execution %q must be a label value: %s", c.Execution, strings.Join(errs, "; "))
-	}
-	if err := storage.ValidateID(c.Execution); err != nil {
-		add("execution: %v", err)
-	}
-	if _, ok := statusLabel(c.Status); !ok || c.Status == "" {
-		add("status %q must be a label value", c.Status)
-	}
-	for k, v := range c.Labels {
-		if errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...); len(errs) > 0 {
-			add("label %s=%s: %s", k, v, strings.Join(errs, "; "))
-		}
-		if k == ExecutionLabel || k == StatusLabel || k == RelocatableLabel {
-			add("label %s is set by Build", k)
-		}
-	}
-	switch c.Pod.Spec.RestartPolicy {
-	case "", corev1.RestartPolicyNever:
-	default:
-		add("the pod's restartPolicy is %s; it must be Never (a podFailurePolicy needs it, and a relocation must replace the pod)", c.Pod.Spec.RestartPolicy)
-	}
-	container := c.Container
-	switch {
-	case len(c.Pod.Spec.Containers) == 0:
-		add("the pod has no container")
-	case container == "":
-		container = c.Pod.Spec.Containers[0].Name
-	default:
-		found := false
-		for _, ct := range c.Pod.Spec.Containers {
-			found = found || ct.Name == container
-		}
-		if !found {
-			add("the pod has no container %q", container)
-		}
-	}
-	code := c.RelocateExitCode
-	if code == 0 {
-		code = recovery.DefaultRelocateExitCode
-	}
-	if code < 1 || code > 255 {
-		add("relocate exit code %d: want 1 to 255 (0: 143)", code)
-	}
-	limit := int32(DefaultControllerBackoffLimit)
-	if c.BackoffLimit != nil {
-		limit = *c.BackoffLimit
-	}
-	if limit < 0 {
-		add("backoff limit %d is negative", limit)
-	}
-	if c.Owner != nil && (c.Owner.Kind == "Pod" || c.Owner.Kind == "" || c.Owner.Name == "" || c.Owner.UID == "") {
-		add("owner %s %q: want a kind that outlives a controller pod, with a name and a uid (a Pod's Job is deleted with the pod a relocation replaces)", c.Owner.Kind, c.Owner.Name)
-	}
+	resolved, problems := c.check()
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("kube: %w:\n  %s", ErrInvalidControllerJob, strings.Join(problems, "\n  "))
 	}
+	container, code, limit := resolved.container, resolved.exitCode, resolved.backoffLimit
 
 	labels := maps.Clone(c.Labels)
 	if labels == nil {
@@ -212,6 +151,87 @@ func (c ControllerJob) Build() (*batchv1.Job, error) {
 		job.OwnerReferences = []metav1.OwnerReference{*c.Owner}
 	}
 	return job, nil
+}
+
+// jobSettings are what Build uses of a ControllerJob once its defaults
+// are applied: the container a relocation's exit code is read from, that
+// code, and the Job's backoff limit.
+type jobSettings struct {
+	container    string
+	exitCode     int32
+	backoffLimit int32
+}
+
+// check applies the defaults and returns every problem with c.
+func (c ControllerJob) check() (jobSettings, []string) {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	for _, p := range c.checkNames() {
+		add("%s", p)
+	}
+	switch c.Pod.Spec.RestartPolicy {
+	case "", corev1.RestartPolicyNever:
+	default:
+		add("the pod's restartPolicy is %s; it must be Never (a podFailurePolicy needs it, and a relocation must replace the pod)", c.Pod.Spec.RestartPolicy)
+	}
+	set := jobSettings{container: c.Container, exitCode: c.RelocateExitCode, backoffLimit: DefaultControllerBackoffLimit}
+	switch {
+	case len(c.Pod.Spec.Containers) == 0:
+		add("the pod has no container")
+	case set.container == "":
+		set.container = c.Pod.Spec.Containers[0].Name
+	case !slices.ContainsFunc(c.Pod.Spec.Containers, func(ct corev1.Container) bool { return ct.Name == set.container }):
+		add("the pod has no container %q", set.container)
+	}
+	if set.exitCode == 0 {
+		set.exitCode = recovery.DefaultRelocateExitCode
+	}
+	if set.exitCode < 1 || set.exitCode > 255 {
+		add("relocate exit code %d: want 1 to 255 (0: 143)", set.exitCode)
+	}
+	if c.BackoffLimit != nil {
+		set.backoffLimit = *c.BackoffLimit
+	}
+	if set.backoffLimit < 0 {
+		add("backoff limit %d is negative", set.backoffLimit)
+	}
+	if c.Owner != nil && (c.Owner.Kind == "Pod" || c.Owner.Kind == "" || c.Owner.Name == "" || c.Owner.UID == "") {
+		add("owner %s %q: want a kind that outlives a controller pod, with a name and a uid (a Pod's Job is deleted with the pod a relocation replaces)", c.Owner.Kind, c.Owner.Name)
+	}
+	return set, problems
+}
+
+// checkNames returns the problems with the names c gives: the namespace,
+// the Job's name, the execution, its status and the extra labels.
+func (c ControllerJob) checkNames() []string {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if errs := validation.IsDNS1123Label(c.Namespace); len(errs) > 0 {
+		add("namespace %q: %s", c.Namespace, strings.Join(errs, "; "))
+	}
+	// The Job controller labels its pods with the Job's name, so the name
+	// must be a valid label value as well as a DNS subdomain.
+	if errs := append(validation.IsDNS1123Subdomain(c.Name), validation.IsValidLabelValue(c.Name)...); len(errs) > 0 || c.Name == "" {
+		add("name %q: %s", c.Name, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsValidLabelValue(c.Execution); len(errs) > 0 || c.Execution == "" {
+		add("execution %q must be a label value: %s", c.Execution, strings.Join(errs, "; "))
+	}
+	if err := storage.ValidateID(c.Execution); err != nil {
+		add("execution: %v", err)
+	}
+	if _, ok := statusLabel(c.Status); !ok || c.Status == "" {
+		add("status %q must be a label value", c.Status)
+	}
+	for k, v := range c.Labels {
+		if errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...); len(errs) > 0 {
+			add("label %s=%s: %s", k, v, strings.Join(errs, "; "))
+		}
+		if k == ExecutionLabel || k == StatusLabel || k == RelocatableLabel {
+			add("label %s is set by Build", k)
+		}
+	}
+	return problems
 }
 
 // merge returns base with every entry of over set.

@@ -208,105 +208,168 @@ func (b *RolesBuilder[S]) Failed(failed S) *RolesBuilder[S] {
 // Build checks the roles against the table and returns them, or an error
 // matching [ErrInvalidRoles] that lists every problem.
 func (b *RolesBuilder[S]) Build() (*Roles[S], error) {
-	t := b.table
-	if t == nil {
+	if b.table == nil {
 		return nil, fmt.Errorf("recovery: %w: nil table", ErrInvalidRoles)
 	}
-	problems := slices.Clone(b.twice)
-	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	name := func(s S) string { n, _ := t.Name(s); return fmt.Sprintf("%q", n) }
-	r := b.r
-	r.table = t
-	r.role = map[S]Role{}
-	for _, s := range t.States() {
-		if t.IsTerminal(s) {
-			r.role[s] = RoleTerminal
+	c := &rolesCheck[S]{b: b, t: b.table, r: b.r, problems: slices.Clone(b.twice)}
+	c.r.table = c.t
+	c.assign()
+	c.failed()
+	c.relocation()
+	c.stopping()
+	c.ends()
+	if len(c.problems) == 0 && len(c.r.deadlines) > 0 {
+		if err := c.r.deadlines.Validate(&c.r); err != nil {
+			c.add("%s", strings.TrimPrefix(err.Error(), "recovery: "))
 		}
 	}
-	for _, g := range b.given {
-		switch prev, ok := r.role[g.state]; {
-		case !t.Has(g.state):
-			add("%s (%s) is not a state of the table", name(g.state), g.role)
+	if len(c.problems) > 0 {
+		return nil, fmt.Errorf("recovery: %w:\n  %s", ErrInvalidRoles, strings.Join(c.problems, "\n  "))
+	}
+	return &c.r, nil
+}
+
+// rolesCheck is Build's work: the roles being built, checked against the
+// table one rule at a time, every problem found kept to be reported
+// together.
+type rolesCheck[S comparable] struct {
+	b        *RolesBuilder[S]
+	t        *transition.Table[S]
+	r        Roles[S]
+	problems []string
+}
+
+func (c *rolesCheck[S]) add(format string, args ...any) {
+	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+}
+
+func (c *rolesCheck[S]) name(s S) string { n, _ := c.t.Name(s); return fmt.Sprintf("%q", n) }
+
+// ending says whether s may end an execution: a terminal or a
+// not-started state.
+func (c *rolesCheck[S]) ending(s S) bool {
+	role := c.r.role[s]
+	return role == RoleTerminal || role == RoleNotStarted
+}
+
+// assign gives every state its role: terminal ones from the table, the
+// rest as given, each exactly once; and some state must be running.
+func (c *rolesCheck[S]) assign() {
+	c.r.role = map[S]Role{}
+	for _, s := range c.t.States() {
+		if c.t.IsTerminal(s) {
+			c.r.role[s] = RoleTerminal
+		}
+	}
+	for _, g := range c.b.given {
+		switch prev, ok := c.r.role[g.state]; {
+		case !c.t.Has(g.state):
+			c.add("%s (%s) is not a state of the table", c.name(g.state), g.role)
 		case ok && prev == RoleTerminal:
-			add("%s is terminal in the table; it cannot be %s", name(g.state), g.role)
+			c.add("%s is terminal in the table; it cannot be %s", c.name(g.state), g.role)
 		case ok && prev != g.role:
-			add("%s is given two roles: %s and %s", name(g.state), prev, g.role)
+			c.add("%s is given two roles: %s and %s", c.name(g.state), prev, g.role)
 		default:
-			r.role[g.state] = g.role
+			c.r.role[g.state] = g.role
 		}
 	}
-	for _, s := range t.States() {
-		if _, ok := r.role[s]; !ok {
-			add("%s has no role", name(s))
+	for _, s := range c.t.States() {
+		if _, ok := c.r.role[s]; !ok {
+			c.add("%s has no role", c.name(s))
 		}
 	}
-	if len(b.running) == 0 {
-		add("no state is running")
+	if len(c.b.running) == 0 {
+		c.add("no state is running")
 	}
-	ends := func(s S) bool { role := r.role[s]; return role == RoleTerminal || role == RoleNotStarted }
-	if !b.hasFail {
-		add("no Failed state")
-	} else if !t.Has(r.failed) || !ends(r.failed) {
-		add("Failed %s must be a terminal or a not-started state of the table", name(r.failed))
-	} else {
-		for _, s := range b.running {
-			if t.Has(s) && !t.Allowed(s, r.failed) {
-				add("running %s cannot move to Failed %s", name(s), name(r.failed))
+}
+
+// failed checks that there is a Failed state, that it ends an
+// execution, and that every running state can fail.
+func (c *rolesCheck[S]) failed() {
+	switch r := &c.r; {
+	case !c.b.hasFail:
+		c.add("no Failed state")
+	case !c.t.Has(r.failed) || !c.ending(r.failed):
+		c.add("Failed %s must be a terminal or a not-started state of the table", c.name(r.failed))
+	default:
+		c.eachRunning(func(s S) {
+			if !c.t.Allowed(s, r.failed) {
+				c.add("running %s cannot move to Failed %s", c.name(s), c.name(r.failed))
 			}
-		}
+		})
 	}
-	if r.hasRelocate && t.Has(r.relocating) {
-		for _, s := range b.running {
-			if !t.Has(s) {
-				continue
+}
+
+// relocation checks that every running state can be relocated and
+// returned to, that a relocation without a previous state can restart,
+// and that a relocation can fail at its deadline.
+func (c *rolesCheck[S]) relocation() {
+	r := &c.r
+	if !r.hasRelocate || !c.t.Has(r.relocating) {
+		return
+	}
+	c.eachRunning(func(s S) {
+		if !c.t.Allowed(s, r.relocating) {
+			c.add("running %s cannot move to Relocating %s", c.name(s), c.name(r.relocating))
+		}
+		if !c.t.IsReturn(r.relocating, s) {
+			c.add("Relocating %s has no return edge back to running %s", c.name(r.relocating), c.name(s))
+		}
+	})
+	if !c.t.Has(r.restart) || r.role[r.restart] != RoleNotStarted || !c.t.Allowed(r.relocating, r.restart) {
+		c.add("a relocation's restart %s must be a not-started state Relocating %s can move to", c.name(r.restart), c.name(r.relocating))
+	}
+	if c.b.hasFail && c.t.Has(r.failed) && !c.t.Allowed(r.relocating, r.failed) {
+		c.add("Relocating %s cannot move to Failed %s (its deadline could not be enforced)", c.name(r.relocating), c.name(r.failed))
+	}
+}
+
+// stopping checks that a stop can reach its end.
+func (c *rolesCheck[S]) stopping() {
+	r := &c.r
+	if !r.hasStopping || !c.t.Has(r.stopping) {
+		return
+	}
+	if !c.t.Has(r.stopped) || !c.ending(r.stopped) || !c.t.Allowed(r.stopping, r.stopped) {
+		c.add("Stopping's end %s must be a terminal or a not-started state Stopping %s can move to", c.name(r.stopped), c.name(r.stopping))
+	}
+}
+
+// ends checks that work that finishes, or is shut down, can be written
+// from every running state, and that work finishing before its stop can
+// be written from Stopping.
+func (c *rolesCheck[S]) ends() {
+	r := &c.r
+	if !r.hasEnds {
+		return
+	}
+	for _, end := range []struct {
+		what string
+		s    S
+	}{{"Ends' completed", r.completed}, {"Ends' terminated", r.terminated}} {
+		if !c.t.Has(end.s) || !c.ending(end.s) {
+			c.add("%s %s must be a terminal or a not-started state of the table", end.what, c.name(end.s))
+			continue
+		}
+		c.eachRunning(func(s S) {
+			if !c.t.Allowed(s, end.s) {
+				c.add("running %s cannot move to %s %s", c.name(s), end.what, c.name(end.s))
 			}
-			if !t.Allowed(s, r.relocating) {
-				add("running %s cannot move to Relocating %s", name(s), name(r.relocating))
-			}
-			if !t.IsReturn(r.relocating, s) {
-				add("Relocating %s has no return edge back to running %s", name(r.relocating), name(s))
-			}
-		}
-		if !t.Has(r.restart) || r.role[r.restart] != RoleNotStarted || !t.Allowed(r.relocating, r.restart) {
-			add("a relocation's restart %s must be a not-started state Relocating %s can move to", name(r.restart), name(r.relocating))
-		}
-		if b.hasFail && t.Has(r.failed) && !t.Allowed(r.relocating, r.failed) {
-			add("Relocating %s cannot move to Failed %s (its deadline could not be enforced)", name(r.relocating), name(r.failed))
+		})
+	}
+	if r.hasStopping && c.t.Has(r.stopping) && c.t.Has(r.completed) && !c.t.Allowed(r.stopping, r.completed) {
+		c.add("Stopping %s cannot move to Ends' completed %s (work that finishes before its stop)", c.name(r.stopping), c.name(r.completed))
+	}
+}
+
+// eachRunning calls fn with every running state given that is a state
+// of the table (one that is not is reported by assign).
+func (c *rolesCheck[S]) eachRunning(fn func(S)) {
+	for _, s := range c.b.running {
+		if c.t.Has(s) {
+			fn(s)
 		}
 	}
-	if r.hasStopping && t.Has(r.stopping) {
-		if !t.Has(r.stopped) || !ends(r.stopped) || !t.Allowed(r.stopping, r.stopped) {
-			add("Stopping's end %s must be a terminal or a not-started state Stopping %s can move to", name(r.stopped), name(r.stopping))
-		}
-	}
-	if r.hasEnds {
-		for _, end := range []struct {
-			what string
-			s    S
-		}{{"Ends' completed", r.completed}, {"Ends' terminated", r.terminated}} {
-			if !t.Has(end.s) || !ends(end.s) {
-				add("%s %s must be a terminal or a not-started state of the table", end.what, name(end.s))
-				continue
-			}
-			for _, s := range b.running {
-				if t.Has(s) && !t.Allowed(s, end.s) {
-					add("running %s cannot move to %s %s", name(s), end.what, name(end.s))
-				}
-			}
-		}
-		if r.hasStopping && t.Has(r.stopping) && t.Has(r.completed) && !t.Allowed(r.stopping, r.completed) {
-			add("Stopping %s cannot move to Ends' completed %s (work that finishes before its stop)", name(r.stopping), name(r.completed))
-		}
-	}
-	if len(problems) == 0 && len(r.deadlines) > 0 {
-		if err := r.deadlines.Validate(&r); err != nil {
-			add("%s", strings.TrimPrefix(err.Error(), "recovery: "))
-		}
-	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("recovery: %w:\n  %s", ErrInvalidRoles, strings.Join(problems, "\n  "))
-	}
-	return &r, nil
 }
 
 // Table returns the table the roles were checked against.

@@ -96,7 +96,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitFailed
 }
 
-func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func dispatch(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	g, rest, err := parseGlobals(args)
+	if err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		return fail(exitUsage, "no command")
+	}
+	run, ok := commands[rest[0]]
+	if !ok {
+		return fail(exitUsage, "unknown command %q", rest[0])
+	}
+	return run(ctx, invocation{g: g, name: rest[0], args: rest[1:], stdout: stdout, out: &printer{w: stdout, json: g.output == "json"}})
+}
+
+// invocation is one command as given: the global flags, the command's
+// name and its own arguments, and where it writes.
+type invocation struct {
+	g      globals
+	name   string
+	args   []string
+	stdout io.Writer
+	out    *printer
+}
+
+// commands are the CLI's commands, each parsing its own arguments.
+var commands = map[string]func(context.Context, invocation) error{
+	"get":        runShow((*printer).record),
+	"history":    runShow((*printer).history),
+	"list":       runList,
+	"watch":      runWatch,
+	"diagram":    runDiagram,
+	"stop":       runStop,
+	"repair-log": runRepairLog,
+}
+
+// parseGlobals parses the flags before the command.
+func parseGlobals(args []string) (globals, []string, error) {
 	var g globals
 	fs := flag.NewFlagSet("execfsm", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -113,104 +150,107 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&g.output, "o", "text", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			return g, nil, err
 		}
-		return fail(exitUsage, "%v", err)
+		return g, nil, fail(exitUsage, "%v", err)
 	}
 	if g.output != "text" && g.output != "json" {
-		return fail(exitUsage, "--output %q: want text or json", g.output)
+		return g, nil, fail(exitUsage, "--output %q: want text or json", g.output)
 	}
 	if g.timeout <= 0 {
-		return fail(exitUsage, "--timeout %v: want a positive duration", g.timeout)
+		return g, nil, fail(exitUsage, "--timeout %v: want a positive duration", g.timeout)
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		return fail(exitUsage, "no command")
+	return g, fs.Args(), nil
+}
+
+// runShow is get and history: one record, printed by print.
+func runShow(printRecord func(*printer, storage.Record) error) func(context.Context, invocation) error {
+	return func(ctx context.Context, in invocation) error {
+		id, err := oneID(in.name, in.args)
+		if err != nil {
+			return err
+		}
+		return withStore(ctx, in.g, false, func(b *backend) error {
+			return show(ctx, in.g, b, id, func(rec storage.Record) error { return printRecord(in.out, rec) })
+		})
 	}
-	out := &printer{w: stdout, json: g.output == "json"}
-	cmd, rest := rest[0], rest[1:]
-	switch cmd {
-	case "get":
-		id, err := oneID(cmd, rest)
-		if err != nil {
-			return err
-		}
-		return withStore(ctx, g, false, func(b *backend) error { return show(ctx, g, b, id, out.record) })
-	case "history":
-		id, err := oneID(cmd, rest)
-		if err != nil {
-			return err
-		}
-		return withStore(ctx, g, false, func(b *backend) error { return show(ctx, g, b, id, out.history) })
-	case "list":
-		var statuses string
-		sub := newSub(cmd)
-		sub.StringVar(&statuses, "status", "", "")
-		if err := parseFlagsOnly(sub, rest); err != nil {
-			return err
-		}
-		wanted, err := parseStatuses(statuses)
-		if err != nil {
-			return err
-		}
-		return withStore(ctx, g, false, func(b *backend) error { return list(ctx, g, b, wanted, out) })
-	case "watch":
-		if g.bolt != "" {
-			return fail(exitUsage, "watch needs a store others can write while it watches: a bbolt file is locked by the process writing it, so nothing can change while execfsm has it open; use etcd or Kubernetes")
-		}
-		for _, id := range rest {
-			if err := storage.ValidateID(id); err != nil {
-				return fail(exitUsage, "%v", err)
-			}
-		}
-		return withStore(ctx, g, false, func(b *backend) error { return watch(ctx, b, rest, out) })
-	case "diagram":
-		var format string
-		sub := newSub(cmd)
-		sub.StringVar(&format, "format", "mermaid", "")
-		if err := parseFlagsOnly(sub, rest); err != nil {
-			return err
-		}
-		return diagram(format, stdout)
-	case "stop":
-		var reason, actor string
-		sub := newSub(cmd)
-		sub.StringVar(&reason, "reason", "", "")
-		sub.StringVar(&actor, "actor", "", "")
-		pos, err := parseSub(sub, rest)
-		if err != nil {
-			return err
-		}
-		id, err := oneID(cmd, pos)
-		if err != nil {
-			return err
-		}
-		if strings.TrimSpace(reason) == "" {
-			return fail(exitUsage, "stop needs --reason: it is kept in the record's audit trail")
-		}
-		if actor == "" {
-			actor = "operator"
-			if u, err := user.Current(); err == nil && u.Username != "" {
-				actor = "operator:" + u.Username
-			}
-		}
-		if len(actor) > storage.MaxOwnerLen {
-			return fail(exitUsage, "--actor is %d bytes, at most %d", len(actor), storage.MaxOwnerLen)
-		}
-		return withStore(ctx, g, true, func(b *backend) error { return stop(ctx, g, b, id, reason, actor, out) })
-	case "repair-log":
-		var drop string
-		sub := newSub(cmd)
-		sub.StringVar(&drop, "drop", "", "")
-		if err := parseFlagsOnly(sub, rest); err != nil {
-			return err
-		}
-		if g.bolt == "" || g.etcd != "" || g.kubeNamespace != "" {
-			return fail(exitUsage, "repair-log works on a bbolt file: give --bolt PATH alone")
-		}
-		return repairLog(g, drop, out)
+}
+
+func runList(ctx context.Context, in invocation) error {
+	var statuses string
+	sub := newSub(in.name)
+	sub.StringVar(&statuses, "status", "", "")
+	if err := parseFlagsOnly(sub, in.args); err != nil {
+		return err
 	}
-	return fail(exitUsage, "unknown command %q", cmd)
+	wanted, err := parseStatuses(statuses)
+	if err != nil {
+		return err
+	}
+	return withStore(ctx, in.g, false, func(b *backend) error { return list(ctx, in.g, b, wanted, in.out) })
+}
+
+func runWatch(ctx context.Context, in invocation) error {
+	if in.g.bolt != "" {
+		return fail(exitUsage, "watch needs a store others can write while it watches: a bbolt file is locked by the process writing it, so nothing can change while execfsm has it open; use etcd or Kubernetes")
+	}
+	for _, id := range in.args {
+		if err := storage.ValidateID(id); err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+	}
+	return withStore(ctx, in.g, false, func(b *backend) error { return watch(ctx, b, in.args, in.out) })
+}
+
+func runDiagram(_ context.Context, in invocation) error {
+	var format string
+	sub := newSub(in.name)
+	sub.StringVar(&format, "format", "mermaid", "")
+	if err := parseFlagsOnly(sub, in.args); err != nil {
+		return err
+	}
+	return diagram(format, in.stdout)
+}
+
+func runStop(ctx context.Context, in invocation) error {
+	var reason, actor string
+	sub := newSub(in.name)
+	sub.StringVar(&reason, "reason", "", "")
+	sub.StringVar(&actor, "actor", "", "")
+	pos, err := parseSub(sub, in.args)
+	if err != nil {
+		return err
+	}
+	id, err := oneID(in.name, pos)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(reason) == "" {
+		return fail(exitUsage, "stop needs --reason: it is kept in the record's audit trail")
+	}
+	if actor == "" {
+		actor = "operator"
+		if u, err := user.Current(); err == nil && u.Username != "" {
+			actor = "operator:" + u.Username
+		}
+	}
+	if len(actor) > storage.MaxOwnerLen {
+		return fail(exitUsage, "--actor is %d bytes, at most %d", len(actor), storage.MaxOwnerLen)
+	}
+	return withStore(ctx, in.g, true, func(b *backend) error { return stop(ctx, in.g, b, id, reason, actor, in.out) })
+}
+
+func runRepairLog(_ context.Context, in invocation) error {
+	var drop string
+	sub := newSub(in.name)
+	sub.StringVar(&drop, "drop", "", "")
+	if err := parseFlagsOnly(sub, in.args); err != nil {
+		return err
+	}
+	if in.g.bolt == "" || in.g.etcd != "" || in.g.kubeNamespace != "" {
+		return fail(exitUsage, "repair-log works on a bbolt file: give --bolt PATH alone")
+	}
+	return repairLog(in.g, drop, in.out)
 }
 
 func newSub(name string) *flag.FlagSet {
