@@ -258,16 +258,15 @@ func (p *Persisted[S]) Acquire(ctx context.Context, lease storage.Lease, decide 
 			}
 			return Change[S]{}, storage.Record{}, err
 		}
-		if err := lock(context.WithoutCancel(ctx), p.shared.sem); err != nil {
-			return Change[S]{}, storage.Record{}, err
-		}
-		claim := own.Claim()
-		p.owner.Store(&owning{claim: claim, own: own})
-		if stored.Revision > p.shared.cache.Revision {
-			p.shared.cache = stored
-		}
-		c.Revision, c.Owner, c.Epoch = stored.Revision, claim.Owner, claim.Epoch
-		p.deliver(c)
+		// The take-over is written whatever happens next: the handle learns
+		// of it even if the caller has given up waiting.
+		_ = p.settle(context.WithoutCancel(ctx), func() (Change[S], bool) {
+			claim := own.Claim()
+			p.owner.Store(&owning{claim: claim, own: own})
+			p.remember(stored)
+			c.Revision, c.Owner, c.Epoch = stored.Revision, claim.Owner, claim.Epoch
+			return c, true
+		})
 		return c, stored.Clone(), nil
 	}
 }
@@ -340,16 +339,38 @@ func lock(ctx context.Context, sem chan struct{}) error {
 	}
 }
 
-// deliver hands c to the observers and releases the write lock; the lock
-// must be held. Enqueuing under the lock keeps the queue in write order.
-func (p *Persisted[S]) deliver(c Change[S]) {
-	n := p.shared.notify
-	if n != nil {
-		n.enqueue(c)
+// unlock releases the write lock lock took.
+func (p *Persisted[S]) unlock() { <-p.shared.sem }
+
+// settle runs fn under the write lock and hands the change it returns, if
+// it returns one, to the observers: enqueued under the lock, which keeps
+// the queue in write order, and delivered once the lock is released, so
+// an observer never holds up the next write. It fails only when ctx ends
+// before the lock is had; fn has then not run.
+func (p *Persisted[S]) settle(ctx context.Context, fn func() (Change[S], bool)) error {
+	if err := lock(ctx, p.shared.sem); err != nil {
+		return err
 	}
-	<-p.shared.sem
-	if n != nil {
+	n := p.shared.notify
+	queued := func() bool {
+		defer p.unlock()
+		c, ok := fn()
+		if ok && n != nil {
+			n.enqueue(c)
+		}
+		return ok
+	}()
+	if queued && n != nil {
 		n.drain()
+	}
+	return nil
+}
+
+// remember makes stored the record a write starts from, unless the
+// handle already knows a later one; the write lock is held.
+func (p *Persisted[S]) remember(stored storage.Record) {
+	if stored.Revision > p.shared.cache.Revision {
+		p.shared.cache = stored
 	}
 }
 
@@ -384,14 +405,11 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record,
 	// (the audit trail's first entry has no From either). The record is
 	// written whatever happens next, so a caller that gives up waiting
 	// for the lock still learns of it.
-	if lock(context.WithoutCancel(ctx), p.shared.sem) == nil {
-		if stored.Revision > p.shared.cache.Revision {
-			p.shared.cache = stored
-		}
+	_ = p.settle(context.WithoutCancel(ctx), func() (Change[S], bool) {
+		p.remember(stored)
 		var zero S
-		p.deliver(Change[S]{ID: p.id, From: zero, To: u.To, Reason: u.Reason, Actor: p.actor, At: at,
-			Revision: stored.Revision})
-	}
+		return Change[S]{ID: p.id, From: zero, To: u.To, Reason: u.Reason, Actor: p.actor, At: at, Revision: stored.Revision}, true
+	})
 	return stored.Clone(), nil
 }
 
@@ -413,7 +431,7 @@ func (p *Persisted[S]) Load(ctx context.Context) (S, storage.Record, error) {
 		return zero, storage.Record{}, err
 	}
 	rec, err := p.read(ctx)
-	<-p.shared.sem
+	p.unlock()
 	if err != nil {
 		return zero, storage.Record{}, err
 	}
@@ -596,7 +614,7 @@ func (p *Persisted[S]) begin(ctx context.Context) (rec storage.Record, cached bo
 		return storage.Record{}, false, err
 	}
 	rec = p.shared.cache
-	<-p.shared.sem
+	p.unlock()
 	if rec.ID != "" {
 		return rec, true, nil // decide's fence check fails a lost handle, with the move it refused
 	}
@@ -612,7 +630,7 @@ func (p *Persisted[S]) fresh(ctx context.Context) (storage.Record, error) {
 	if err := lock(ctx, p.shared.sem); err != nil {
 		return storage.Record{}, err
 	}
-	defer func() { <-p.shared.sem }()
+	defer p.unlock()
 	return p.read(ctx)
 }
 
@@ -621,36 +639,45 @@ func (p *Persisted[S]) fresh(ctx context.Context) (storage.Record, error) {
 // the compare-and-swap to the enqueueing, so observers see changes in the
 // order they were written; it is released before they are called.
 func (p *Persisted[S]) write(ctx context.Context, expect uint64, next storage.Record, c Change[S]) (storage.Record, error) {
-	if err := lock(ctx, p.shared.sem); err != nil {
-		return storage.Record{}, err
-	}
 	var stored storage.Record
 	var err error
-	switch o := p.owner.Load(); {
-	case o == nil:
-		stored, err = p.store.CompareAndSwap(ctx, p.id, expect, next)
-	case o.own == nil || o.claim != next.Claim():
-		err = p.lost(o) // a take-over since the write was planned: it was planned under another claim
-		if err == nil {
-			err = &storage.FencedError{ID: p.id, Owner: next.Owner, Epoch: next.Epoch, Lost: true}
+	if lerr := p.settle(ctx, func() (Change[S], bool) {
+		if stored, err = p.swap(ctx, expect, next); err != nil {
+			var conflict *storage.ConflictError
+			if !errors.As(err, &conflict) {
+				p.shared.cache = storage.Record{} // the write may or may not have landed
+			}
+			return Change[S]{}, false
 		}
-	default:
-		stored, err = o.own.CompareAndSwap(ctx, expect, next)
+		p.remember(stored)
+		c.Revision = stored.Revision
+		return c, true
+	}); lerr != nil {
+		return storage.Record{}, lerr
 	}
 	if err != nil {
-		var conflict *storage.ConflictError
-		if !errors.As(err, &conflict) {
-			p.shared.cache = storage.Record{} // the write may or may not have landed
-		}
-		<-p.shared.sem
 		return storage.Record{}, err
 	}
-	if stored.Revision > p.shared.cache.Revision {
-		p.shared.cache = stored
-	}
-	c.Revision = stored.Revision
-	p.deliver(c)
 	return stored, nil
+}
+
+// swap is write's compare-and-swap: through the handle's ownership when
+// it has one, refused when the claim the write was planned under is no
+// longer the handle's.
+func (p *Persisted[S]) swap(ctx context.Context, expect uint64, next storage.Record) (storage.Record, error) {
+	switch o := p.owner.Load(); {
+	case o == nil:
+		return p.store.CompareAndSwap(ctx, p.id, expect, next)
+	case o.own == nil || o.claim != next.Claim():
+		// A take-over since the write was planned: it was planned under
+		// another claim.
+		if err := p.lost(o); err != nil {
+			return storage.Record{}, err
+		}
+		return storage.Record{}, &storage.FencedError{ID: p.id, Owner: next.Owner, Epoch: next.Epoch, Lost: true}
+	default:
+		return o.own.CompareAndSwap(ctx, expect, next)
+	}
 }
 
 // decide checks the fence, asks decide for an update of rec and plans it.
