@@ -7,7 +7,8 @@
 // Before that it makes sure the Kubernetes test assets exist (built once
 // per machine, with the build's progress shown), and proves installation
 // as a user does it: in a fresh module it `go get`s the public modules and
-// builds every Go block of README.md marked `<!-- go: build -->`, running
+// builds every Go block of README.md and docs/*.md marked
+// `<!-- go: build -->`, running
 // those marked `<!-- go: run -->`.
 //
 //	go run ./tools/testall              # from the repository root
@@ -269,20 +270,42 @@ func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string)
 	return stream(ctx, m.dir, env, "go", append(args, "./...")...)
 }
 
-// readmeBlock matches a Go block of README.md marked for the
-// installation test.
+// readmeBlock matches a Go block of README.md, or of a page of docs/,
+// marked for the installation test.
 var readmeBlock = regexp.MustCompile("(?s)<!-- go: (build|run) -->\\s*```go\n(.*?)```")
 
-// installTest makes a fresh module, gets the public modules the way the
-// README says, and builds (and runs, where marked) its Go blocks.
-func installTest(ctx context.Context, tmp string, mods []mod, env []string, version string) error {
-	readme, err := os.ReadFile(filepath.Join(mods[0].dir, "README.md"))
+// markedBlocks returns the marked Go blocks of README.md and then of
+// docs/*.md: the README must have one.
+func markedBlocks(root string) ([][][]byte, error) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	blocks := readmeBlock.FindAllSubmatch(readme, -1)
 	if len(blocks) == 0 {
-		return errors.New("README.md has no Go block marked <!-- go: build --> or <!-- go: run -->")
+		return nil, errors.New("README.md has no Go block marked <!-- go: build --> or <!-- go: run -->")
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	for _, page := range pages {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			return nil, err
+		}
+		blocks = append(blocks, readmeBlock.FindAllSubmatch(text, -1)...)
+	}
+	return blocks, nil
+}
+
+// installTest makes a fresh module, gets the public modules the way the
+// README says, and builds (and runs, where marked) the Go blocks of the
+// README and of docs/.
+func installTest(ctx context.Context, tmp string, mods []mod, env []string, version string) error {
+	blocks, err := markedBlocks(mods[0].dir)
+	if err != nil {
+		return err
 	}
 	dir := filepath.Join(tmp, "user")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

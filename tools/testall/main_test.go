@@ -35,3 +35,22 @@ func TestReleaseVersionIsTheOneEveryModuleRequires(t *testing.T) {
 	_, err = releaseVersion([]mod{root, a, b, c})
 	require.ErrorContains(t, err, "2 versions")
 }
+
+// The Go blocks of the docs are built with the README's: a page that
+// opens a store is compiled against the released API like the front page.
+func TestMarkedBlocksAreTheReadmesThenTheDocs(t *testing.T) {
+	root := t.TempDir()
+	block := func(kind, body string) string { return "<!-- go: " + kind + " -->\n```go\n" + body + "```\n" }
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "docs"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "README.md"), []byte("# x\n"+block("run", "package main\n")), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "stores.md"), []byte(block("build", "package stores\n")+"```go\nunmarked\n```\n"), 0o644))
+	blocks, err := markedBlocks(root)
+	require.NoError(t, err)
+	require.Len(t, blocks, 2)
+	require.Equal(t, "run", string(blocks[0][1]))
+	require.Equal(t, "package stores\n", string(blocks[1][2]))
+
+	require.NoError(t, os.WriteFile(filepath.Join(root, "README.md"), []byte("# nothing marked\n"), 0o644))
+	_, err = markedBlocks(root)
+	require.ErrorContains(t, err, "README.md has no Go block")
+}
