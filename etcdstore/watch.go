@@ -3,10 +3,9 @@ package etcdstore
 import (
 	"context"
 	"strings"
-	"time"
 
+	"github.com/execfsm/execfsm/internal/backoff"
 	"github.com/execfsm/execfsm/storage"
-
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -52,7 +51,7 @@ func (s *Store) follow(ctx context.Context, rev int64, ch chan<- storage.WatchEv
 			return false
 		}
 	}
-	retry := 100 * time.Millisecond
+	failures := 0
 	for ctx.Err() == nil {
 		if !s.watchFrom(ctx, &rev, ch) {
 			return
@@ -61,15 +60,13 @@ func (s *Store) follow(ctx context.Context, rev int64, ch chan<- storage.WatchEv
 		// watch from after the list.
 		recs, bad, listRev, err := s.list(ctx)
 		if err != nil {
-			select {
-			case <-time.After(retry):
-				retry = min(2*retry, 5*time.Second)
-			case <-ctx.Done():
+			if !backoff.Rewatch.Sleep(ctx, failures) {
 				return
 			}
+			failures++
 			continue
 		}
-		retry = 100 * time.Millisecond
+		failures = 0
 		for _, rec := range recs {
 			if !send(storage.WatchEvent{ID: rec.ID, Revision: rec.Revision}) {
 				return

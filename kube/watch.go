@@ -4,10 +4,9 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/execfsm/execfsm/internal/backoff"
 	"github.com/execfsm/execfsm/storage"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,15 +44,10 @@ func (s *Store) follow(ctx context.Context, from uint64, ch chan<- storage.Watch
 	}
 	relist := from == 0
 	rv := strconv.FormatUint(from, 10)
-	retry := 100 * time.Millisecond
+	failures := 0
 	pause := func() bool {
-		select {
-		case <-time.After(retry):
-			retry = min(2*retry, 5*time.Second)
-			return true
-		case <-ctx.Done():
-			return false
-		}
+		failures++
+		return backoff.Rewatch.Sleep(ctx, failures-1)
 	}
 	for ctx.Err() == nil {
 		if relist {
@@ -88,7 +82,7 @@ func (s *Store) follow(ctx context.Context, from uint64, ch chan<- storage.Watch
 			}
 			continue
 		}
-		retry = 100 * time.Millisecond
+		failures = 0
 		var ok bool
 		rv, relist, ok = s.drain(ctx, w, rv, send)
 		w.Stop()

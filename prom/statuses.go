@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
+	"github.com/execfsm/execfsm/internal/backoff"
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -54,9 +54,6 @@ func NewStatuses[S comparable](m *Metrics, table *transition.Table[S], source So
 	return s, nil
 }
 
-// listRetry is the wait between failed Lists, doubling up to its max.
-var listRetry = struct{ base, max time.Duration }{100 * time.Millisecond, 5 * time.Second}
-
 // Run lists the records, then follows the store's watch until ctx is
 // done, when it returns ctx's error. A failed List is retried (100 ms
 // doubling to 5 s); a broken watch is watched again from the last
@@ -80,8 +77,7 @@ func (s *Statuses[S]) Run(ctx context.Context) error {
 // list fills the gauge from one List, retrying until one succeeds or ctx
 // ends, and returns the highest revision it saw.
 func (s *Statuses[S]) list(ctx context.Context) (uint64, error) {
-	wait := listRetry.base
-	for {
+	for failures := 0; ; failures++ {
 		recs, bad, err := s.source.List(ctx)
 		if err == nil {
 			var from uint64
@@ -104,14 +100,9 @@ func (s *Statuses[S]) list(ctx context.Context) (uint64, error) {
 			return 0, ctx.Err()
 		}
 		s.report(err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Rewatch.Sleep(ctx, failures) {
 			return 0, ctx.Err()
-		case <-t.C:
 		}
-		wait = min(2*wait, listRetry.max)
 	}
 }
 

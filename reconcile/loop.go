@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/execfsm/execfsm/internal/backoff"
 )
 
 // Backoff is the per-key retry delay after a failed Reconcile: Base,
@@ -25,12 +27,7 @@ type Backoff struct {
 
 // delay is the wait before retry number n (from 0), without jitter.
 func (b Backoff) delay(n int) time.Duration {
-	if n < 62 {
-		if d := b.Base << n; d > 0 && d < b.Max {
-			return d
-		}
-	}
-	return b.Max
+	return backoff.Doubling{Base: b.Base, Max: b.Max}.Delay(n)
 }
 
 // DefaultBackoff is controller-runtime's: 5 ms doubling to 1000 s, plus

@@ -3,14 +3,10 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"time"
 
+	"github.com/execfsm/execfsm/internal/backoff"
 	"github.com/execfsm/execfsm/storage"
 )
-
-// rewatchBackoff bounds the wait between attempts to watch a store again
-// after its watch ended while the caller's context was still live.
-var rewatchBackoff = Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}
 
 // StoreEvents turns a store's watch into the keys of a Loop's
 // [Options].Events: the id of every record written from fromRevision on
@@ -52,12 +48,8 @@ func StoreEvents(ctx context.Context, w storage.Watcher, fromRevision uint64, on
 				if ctx.Err() != nil {
 					return
 				}
-				wait := time.NewTimer(rewatchBackoff.delay(failures))
-				select {
-				case <-ctx.Done():
-					wait.Stop()
+				if !backoff.Rewatch.Sleep(ctx, failures) {
 					return
-				case <-wait.C:
 				}
 				failures++
 				if events, err = w.Watch(ctx, last); err == nil {
