@@ -5,15 +5,16 @@
 package report
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/perf/benchfmt"
+	"golang.org/x/perf/benchmath"
 )
 
 // Result is the runs of one benchmark.
@@ -23,18 +24,16 @@ type Result struct {
 	Metrics map[string][]float64 // unit → one value per run
 }
 
-// Median returns the median of unit over the runs, and false if absent.
+// Median returns the median of unit over the runs, and false if absent:
+// benchstat's center (golang.org/x/perf/benchmath, assuming nothing of
+// the distribution).
 func (r *Result) Median(unit string) (float64, bool) {
-	vs := slices.Clone(r.Metrics[unit])
+	vs := r.Metrics[unit]
 	if len(vs) == 0 {
 		return 0, false
 	}
-	sort.Float64s(vs)
-	n := len(vs)
-	if n%2 == 1 {
-		return vs[n/2], true
-	}
-	return (vs[n/2-1] + vs[n/2]) / 2, true
+	sample := benchmath.NewSample(slices.Clone(vs), &benchmath.DefaultThresholds)
+	return benchmath.AssumeNothing.Summary(sample, 0.95).Center, true
 }
 
 // Run is a whole benchmark output.
@@ -43,56 +42,66 @@ type Run struct {
 	Results []*Result
 }
 
-var procSuffix = regexp.MustCompile(`-\d+$`)
-
-// Parse reads `go test -bench` output. Lines that are not benchmark
-// results or environment lines are ignored; a result line that does not
-// parse is an error naming its line number.
+// Parse reads `go test -bench` output with golang.org/x/perf/benchfmt,
+// benchstat's reader. A line benchfmt cannot read as a result is an
+// error naming its line, and so is a value that is not a finite number;
+// units are kept as the benchmark wrote them (ns/op, not sec/op).
 func Parse(r io.Reader) (*Run, error) {
 	run := &Run{}
 	byName := map[string]*Result{}
-	pkg := ""
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		for _, p := range []string{"goos:", "goarch:", "cpu:"} {
-			if strings.HasPrefix(line, p) && !slices.Contains(run.Env, line) {
-				run.Env = append(run.Env, line)
-			}
-		}
-		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
-			pkg = p[strings.LastIndexByte(p, '/')+1:]
-		}
-		if !strings.HasPrefix(line, "Benchmark") {
+	env := map[string]bool{}
+	br := benchfmt.NewReader(r, "the benchmark output")
+	for br.Scan() {
+		var res *benchfmt.Result
+		switch rec := br.Result().(type) {
+		case *benchfmt.SyntaxError:
+			return nil, fmt.Errorf("line %d: %s", rec.Line, rec.Msg)
+		case *benchfmt.Result:
+			res = rec
+		default:
 			continue
 		}
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue // a benchmark's name printed before its result line
-		}
-		if _, err := strconv.ParseInt(f[1], 10, 64); err != nil {
-			continue // not a result line (a log line that starts with Benchmark)
-		}
-		if len(f)%2 != 0 {
-			return nil, fmt.Errorf("line %d: odd number of value/unit fields: %q", n, line)
-		}
-		name := procSuffix.ReplaceAllString(f[0], "")
-		res := byName[pkg+" "+name]
-		if res == nil {
-			res = &Result{Package: pkg, Name: name, Metrics: map[string][]float64{}}
-			byName[pkg+" "+name] = res
-			run.Results = append(run.Results, res)
-		}
-		for k := 2; k+1 < len(f); k += 2 {
-			v, err := strconv.ParseFloat(f[k], 64)
-			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-				return nil, fmt.Errorf("line %d: value %q of %s is not a number", n, f[k], f[k+1])
+		for _, key := range []string{"goos", "goarch", "cpu"} {
+			if v := res.GetConfig(key); v != "" && !env[key+v] {
+				env[key+v] = true
+				run.Env = append(run.Env, key+": "+v)
 			}
-			res.Metrics[f[k+1]] = append(res.Metrics[f[k+1]], v)
+		}
+		pkg := res.GetConfig("pkg")
+		pkg = pkg[strings.LastIndexByte(pkg, '/')+1:]
+		base, parts := res.Name.Parts()
+		name := "Benchmark" + string(base)
+		for _, part := range parts {
+			if !isProcs(string(part)) {
+				name += string(part)
+			}
+		}
+		into := byName[pkg+" "+name]
+		if into == nil {
+			into = &Result{Package: pkg, Name: name, Metrics: map[string][]float64{}}
+			byName[pkg+" "+name] = into
+			run.Results = append(run.Results, into)
+		}
+		for _, v := range res.Values {
+			value, unit := v.Value, v.Unit
+			if v.OrigUnit != "" { // benchfmt tidied it: ns/op became sec/op
+				value, unit = v.OrigValue, v.OrigUnit
+			}
+			if math.IsNaN(value) || math.IsInf(value, 0) {
+				return nil, fmt.Errorf("%s: value %v of %s is not a number", name, value, unit)
+			}
+			into.Metrics[unit] = append(into.Metrics[unit], value)
 		}
 	}
-	return run, sc.Err()
+	return run, br.Err()
+}
+
+// isProcs says whether a part of a benchmark's name is its -GOMAXPROCS
+// suffix, which results of one run share and the report leaves out.
+func isProcs(part string) bool {
+	digits, ok := strings.CutPrefix(part, "-")
+	_, err := strconv.Atoi(digits)
+	return ok && err == nil
 }
 
 // peers are the libraries of the side-by-side benchmarks; execfsm is the

@@ -55,9 +55,13 @@ func TestParseRefusesMalformedResultLines(t *testing.T) {
 	_, err := Parse(strings.NewReader("BenchmarkX-2 10 5 ns/op 7\n"))
 	require.ErrorContains(t, err, "line 1")
 	_, err = Parse(strings.NewReader("BenchmarkX-2 10 five ns/op\n"))
+	require.ErrorContains(t, err, "line 1: parsing measurement")
+	_, err = Parse(strings.NewReader("BenchmarkX-2 10 NaN ns/op\n"))
 	require.ErrorContains(t, err, "not a number")
-	run, err := Parse(strings.NewReader("BenchmarkX\nBenchmarkY-2 is a log line\n"))
-	require.NoError(t, err)
+	_, err = Parse(strings.NewReader("ok\nBenchmarkY-2 is not a result\n"))
+	require.ErrorContains(t, err, "line 2", "a line benchstat cannot read is not skipped silently")
+	run, err := Parse(strings.NewReader("BenchmarkX\nPASS\n"))
+	require.NoError(t, err, "a benchmark's name alone, printed before its logs, is no result")
 	require.Empty(t, run.Results)
 }
 
