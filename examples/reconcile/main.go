@@ -126,6 +126,7 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 	}
 	defer os.RemoveAll(dir)
 	fmt.Fprintf(out, "working directory: %s\n", dir)
+	proc.Emit("workdir", "path", dir)
 	w := world{filepath.Join(dir, "world")}
 	if err := os.Mkdir(w.dir, 0o755); err != nil {
 		return false, err
@@ -137,6 +138,7 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 	}
 	defer stopBackend()
 	fmt.Fprintf(out, "store: %s %s\n", cfg.Kind, strings.Join(cfg.Etcd, ","))
+	proc.Emit("store", "kind", cfg.Kind, "endpoint", strings.Join(cfg.Etcd, ","))
 
 	g := &proc.Group{Echo: out}
 	if !verbose {
@@ -165,11 +167,18 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 	if err != nil {
 		return false, err
 	}
-	if _, err := m1.WaitFor(ctx, "ready", waitLong); err != nil {
+	if _, err := m1.Await(ctx, "ready", nil, waitLong); err != nil {
 		return false, err
 	}
-	before := views(m1.Lines())
+	before := views(m1.Events())
 	printView(out, "before the crash", before)
+	var pids []string
+	for _, ev := range m1.Events() {
+		if ev.Kind == "started" {
+			pids = append(pids, ev.Attrs["pid"])
+		}
+	}
+	proc.Emit("before-crash", "simulators", strings.Join(pids, ","))
 
 	fmt.Fprintln(out, "\nthe manager is SIGKILLed")
 	if err := m1.Signal(syscall.SIGKILL); err != nil {
@@ -198,10 +207,10 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 	if err != nil {
 		return false, err
 	}
-	if _, err := m2.WaitFor(ctx, "ready", waitLong); err != nil {
+	if _, err := m2.Await(ctx, "ready", nil, waitLong); err != nil {
 		return false, err
 	}
-	after := views(m2.Lines())
+	after := views(m2.Events())
 	printView(out, "after recovery", after)
 
 	fmt.Fprintln(out, "\nthe platform moves the manager: SIGTERM")
@@ -236,10 +245,10 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 	if err != nil {
 		return false, err
 	}
-	if _, err := m3.WaitFor(ctx, "ready", waitLong); err != nil {
+	if _, err := m3.Await(ctx, "ready", nil, waitLong); err != nil {
 		return false, err
 	}
-	resumed := views(m3.Lines())
+	resumed := views(m3.Events())
 	printView(out, "after the relocation", resumed)
 	if err := m3.Signal(syscall.SIGTERM); err != nil {
 		return false, err
@@ -261,8 +270,13 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 		}
 		return rec.Status
 	}
-	took := func(c *proc.Child, sim label, decision string) bool {
-		return slices.ContainsFunc(c.Lines(), func(l string) bool { return strings.HasPrefix(l, "take over "+sim.UUID+": "+decision) })
+	took := func(c *proc.Child, sim label, decision, from, to string) bool {
+		return slices.ContainsFunc(c.Events(), func(ev proc.Event) bool {
+			return ev.Has("take-over", map[string]string{"uuid": sim.UUID, "decision": decision, "from": from, "to": to})
+		})
+	}
+	lost := func(c *proc.Child, sim label) bool {
+		return slices.ContainsFunc(c.Events(), func(ev proc.Event) bool { return ev.Has("lost", map[string]string{"uuid": sim.UUID}) })
 	}
 	checks := []struct {
 		ok   bool
@@ -273,13 +287,13 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 		{after[paused.UUID] == "paused", paused.Name + " adopted with its UUID, paused as the user left it"},
 		{after[killed.UUID] == "", killed.Name + " is not in the new view"},
 		{statusOf(killed.UUID) == "gone", killed.Name + " is marked gone in the store"},
-		{slices.Contains(m2.Lines(), "lost "+killed.UUID), "the adoption pass reported " + killed.Name + " lost"},
-		{took(m2, survivor, "resume running → running"), "the second manager resumed " + survivor.Name + " after the crash (an unexpected restart, within budget)"},
+		{lost(m2, killed), "the adoption pass reported " + killed.Name + " lost"},
+		{took(m2, survivor, "resume", "running", "running"), "the second manager resumed " + survivor.Name + " after the crash (an unexpected restart, within budget)"},
 		{exit2.Code == recovery.DefaultRelocateExitCode, fmt.Sprintf("the moved manager exited %d so its platform replaces it (got %d)", recovery.DefaultRelocateExitCode, exit2.Code)},
 		{relocated(survivor, "running") && relocated(paused, "paused"),
 			fmt.Sprintf("the moved manager left both simulators relocating, remembering running and paused (%s %s←%s, %s %s←%s)",
 				survivor.Name, records[survivor.UUID].Status, records[survivor.UUID].Previous, paused.Name, records[paused.UUID].Status, records[paused.UUID].Previous)},
-		{took(m3, paused, "resume relocating → paused") && took(m3, survivor, "resume relocating → running"), "the third manager resumed each where it was relocated from"},
+		{took(m3, paused, "resume", "relocating", "paused") && took(m3, survivor, "resume", "relocating", "running"), "the third manager resumed each where it was relocated from"},
 		{resumed[survivor.UUID] == "running" && resumed[paused.UUID] == "paused", "the third manager's view agrees with the world"},
 	}
 	passed := true
@@ -309,11 +323,13 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 }
 
 // views parses a manager's "view NAME UUID STATE ..." lines by UUID.
-func views(lines []string) map[string]string {
+// views returns the state of each simulator a manager's view holds, by
+// UUID, from the view events it reported.
+func views(events []proc.Event) map[string]string {
 	out := map[string]string{}
-	for _, l := range lines {
-		if f := strings.Fields(l); len(f) >= 4 && f[0] == "view" {
-			out[f[2]] = f[3]
+	for _, ev := range events {
+		if ev.Kind == "view" {
+			out[ev.Attrs["uuid"]] = ev.Attrs["state"]
 		}
 	}
 	return out

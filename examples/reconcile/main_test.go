@@ -56,9 +56,14 @@ func TestInterruptLeavesNoProcessSocketOrFileBehind(t *testing.T) {
 	var g proc.Group
 	defer g.KillAll()
 	sup := proctest.StartSupervisor(t, &g, []string{"-store", "etcd"})
-	_, err := sup.WaitFor(context.Background(), "  view before the crash:", waitLong)
+	ev, err := sup.Await(context.Background(), "before-crash", nil, waitLong)
 	require.NoError(t, err)
-	pids := simulatorPIDs(strings.Join(sup.Lines(), "\n"))
+	var pids []int
+	for _, field := range strings.Split(ev.Attrs["simulators"], ",") {
+		pid, err := strconv.Atoi(field)
+		require.NoError(t, err)
+		pids = append(pids, pid)
+	}
 	require.Len(t, pids, 3)
 	sup.InterruptLeavesNothing(t, pids)
 }

@@ -10,17 +10,16 @@ import (
 	"os/signal"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/execfsm/execfsm/reconcile"
-	"github.com/execfsm/execfsm/recovery"
-
-	"github.com/execfsm/execfsm/storage"
-
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
+	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -222,6 +221,7 @@ func (m *manager) run(ctx context.Context) (int, error) {
 	}
 	m.printView()
 	fmt.Println("ready")
+	proc.Emit("ready")
 	<-ctx.Done()
 	return 0, <-done
 }
@@ -255,6 +255,7 @@ func (m *manager) printView() {
 	for _, n := range names {
 		s := byName[n]
 		fmt.Printf("view %s %s %s realm=%s location=%s owner=%s\n", s.id.Name, s.id.UUID, s.state, s.id.Realm, s.id.Location, s.id.Owner)
+		proc.Emit("view", "name", s.id.Name, "uuid", s.id.UUID, "state", string(s.state))
 	}
 }
 
@@ -291,6 +292,7 @@ func (m *manager) create(ctx context.Context, l label) error {
 		return err
 	}
 	fmt.Printf("started %s %s pid %d\n", l.Name, l.UUID, pid)
+	proc.Emit("started", "name", l.Name, "uuid", l.UUID, "pid", strconv.Itoa(pid))
 	_, err = owned.Fire(ctx, Starting, fmt.Sprintf("process %d started", pid))
 	return err
 }
@@ -329,6 +331,7 @@ func (m *manager) own(ctx context.Context, uuid string) (*transition.Persisted[S
 		return nil, err
 	}
 	fmt.Printf("take over %s: %s %s → %s\n", uuid, v.Decision, v.From, v.To)
+	proc.Emit("take-over", "uuid", uuid, "decision", v.Decision.String(), "from", string(v.From), "to", string(v.To))
 	m.mu.Lock()
 	m.owned[uuid] = exec
 	m.mu.Unlock()
@@ -417,6 +420,7 @@ func (m *manager) Adopt(_ context.Context, it reconcile.Item[string]) error {
 // Gone hears of a simulator the manager had that the world lost.
 func (m *manager) Gone(_ context.Context, uuid string) error {
 	fmt.Printf("lost %s\n", uuid)
+	proc.Emit("lost", "uuid", uuid)
 	return nil
 }
 

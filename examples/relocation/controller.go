@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
@@ -103,6 +104,7 @@ func controller(cfg controllerConfig) (int, error) {
 	defer cancel()
 	verdict, err := recovery.ApplyStartup(startCtx, teraslice.Roles(), exec, storage.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true}, policy)
 	say("verdict %s %s: %s", verdict.Decision, verdict.To, verdict.Reason)
+	proc.Emit("verdict", "decision", verdict.Decision.String(), "to", verdict.To.String())
 	switch {
 	case errors.Is(err, recovery.ErrTerminalStatus):
 		return exitRefused, nil
@@ -113,6 +115,7 @@ func controller(cfg controllerConfig) (int, error) {
 	// controller need not wait for the lease (relocating has let go already).
 	defer func() { _ = exec.Ownership().Release(context.Background()) }()
 	say("owner %s at epoch %d", exec.Claim().Owner, exec.Claim().Epoch)
+	proc.Emit("owner", "owner", exec.Claim().Owner, "epoch", strconv.FormatUint(exec.Claim().Epoch, 10))
 	switch verdict.Decision {
 	case recovery.DecisionFail:
 		return exitFailed, nil
@@ -131,6 +134,7 @@ func controller(cfg controllerConfig) (int, error) {
 	}
 	work.done, _ = strconv.Atoi(rec.Meta[metaSlices])
 	say("status %s", rec.Status)
+	proc.Emit("status", "status", rec.Status)
 
 	checkpoint := func(ctx context.Context) error {
 		_, _, err := exec.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
@@ -149,6 +153,7 @@ func controller(cfg controllerConfig) (int, error) {
 		work.done++
 		if work.done%5 == 0 {
 			say("slices %d", work.done)
+			proc.Emit("slices", "done", strconv.Itoa(work.done))
 		}
 		if work.done >= cfg.Slices {
 			return finish(ctx, exec, recovery.Ending{Finished: true}, map[string]string{metaSlices: strconv.Itoa(work.done)})
@@ -168,6 +173,7 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 		return 0, err
 	}
 	say("terminate %s: %s", action.Kind, action.Reason)
+	proc.Emit("terminate", "action", action.Kind.String())
 	switch action.Kind {
 	case recovery.ActionRelocate:
 		// ApplyTerminate let go of the execution: the successor takes
@@ -177,15 +183,18 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 		}
 		if cfg.LateWrite {
 			say("lingering")
+			proc.Emit("lingering")
 			<-lateWrite
 			err := checkpoint(ctx)
 			switch {
 			case errors.Is(err, storage.ErrFenced):
 				say("late write fenced: %v", err)
+				proc.Emit("late-write", "result", "fenced")
 			case err != nil:
 				return 0, err
 			default:
 				say("late write accepted")
+				proc.Emit("late-write", "result", "accepted")
 			}
 		}
 		return action.ExitCode, nil
@@ -210,5 +219,7 @@ func finish(ctx context.Context, exec *transition.Persisted[state.Status], endin
 	}
 	say("finish %s: %s", end.Kind, end.Reason)
 	say("status %s", end.To)
+	proc.Emit("finish", "kind", end.Kind.String())
+	proc.Emit("status", "status", end.To.String())
 	return 0, nil
 }

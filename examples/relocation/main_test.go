@@ -69,9 +69,9 @@ func TestInterruptLeavesNoProcessSocketOrFileBehind(t *testing.T) {
 	var g proc.Group
 	defer g.KillAll()
 	sup := proctest.StartSupervisor(t, &g, []string{"-store", "etcd", "-scenarios", "drain"})
-	podLine, err := sup.WaitFor(context.Background(), "  pod-1 started (pid ", waitLong)
+	pod, err := sup.Await(context.Background(), "pod-started", map[string]string{"name": "pod-1"}, waitLong)
 	require.NoError(t, err)
-	pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(podLine, "  pod-1 started (pid "), ")"))
+	pid, err := strconv.Atoi(pod.Attrs["pid"])
 	require.NoError(t, err)
 	sup.InterruptLeavesNothing(t, []int{pid})
 }

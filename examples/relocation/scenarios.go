@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -81,6 +82,7 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 	}
 	defer os.RemoveAll(dir)
 	fmt.Fprintf(out, "working directory: %s\n", dir)
+	proc.Emit("workdir", "path", dir)
 	cfg, stopBackend, err := o.store.Setup(dir)
 	if err != nil {
 		return false, err
@@ -106,6 +108,7 @@ func run(ctx context.Context, o options, out io.Writer) (bool, error) {
 		defer s.close()
 	}
 	fmt.Fprintf(out, "store: %s %s\n", cfg.Kind, strings.Join(cfg.Etcd, ","))
+	proc.Emit("store", "kind", cfg.Kind, "endpoint", strings.Join(cfg.Etcd, ","))
 
 	type result struct {
 		name, verdict string
@@ -218,6 +221,7 @@ func (s *supervisor) controller(id string, tweak func(*controllerConfig)) (*proc
 	c, err := s.group.Start(name, "controller", cfg)
 	if err == nil {
 		fmt.Fprintf(s.out, "  %s started (pid %d)\n", name, c.PID())
+		proc.Emit("pod-started", "name", name, "pid", strconv.Itoa(c.PID()))
 	}
 	return c, err
 }
@@ -287,7 +291,7 @@ func drain(ctx context.Context, s *supervisor, id string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c1.WaitFor(ctx, "slices 20", waitLong); err != nil {
+	if _, err := c1.Await(ctx, "slices", map[string]string{"done": "20"}, waitLong); err != nil {
 		return err
 	}
 	if err := s.signal(c1, syscall.SIGTERM); err != nil {
@@ -309,10 +313,10 @@ func drain(ctx context.Context, s *supervisor, id string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c2.WaitFor(ctx, "verdict resume running", waitLong); err != nil {
+	if _, err := c2.Await(ctx, "verdict", map[string]string{"decision": "resume", "to": "running"}, waitLong); err != nil {
 		return err
 	}
-	if _, err := c2.WaitFor(ctx, "status completed", waitLong); err != nil {
+	if _, err := c2.Await(ctx, "status", map[string]string{"status": "completed"}, waitLong); err != nil {
 		return err
 	}
 	if _, err := s.exit(ctx, c2); err != nil {
@@ -337,14 +341,14 @@ func oom(ctx context.Context, s *supervisor, id string) error {
 		if err != nil {
 			return err
 		}
-		want := "verdict start"
+		want := map[string]string{"decision": "start"}
 		if kill > 1 {
-			want = "verdict resume running"
+			want = map[string]string{"decision": "resume", "to": "running"}
 		}
-		if _, err := c.WaitFor(ctx, want, waitLong); err != nil {
+		if _, err := c.Await(ctx, "verdict", want, waitLong); err != nil {
 			return err
 		}
-		if _, err := c.WaitFor(ctx, "slices 10", waitLong); err != nil {
+		if _, err := c.Await(ctx, "slices", map[string]string{"done": "10"}, waitLong); err != nil {
 			return err
 		}
 		if err := s.signal(c, syscall.SIGKILL); err != nil {
@@ -358,7 +362,7 @@ func oom(ctx context.Context, s *supervisor, id string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := failing.WaitFor(ctx, "verdict fail failed", waitLong); err != nil {
+	if _, err := failing.Await(ctx, "verdict", map[string]string{"decision": "fail", "to": "failed"}, waitLong); err != nil {
 		return err
 	}
 	e, err := s.exit(ctx, failing)
@@ -395,7 +399,7 @@ func stop(ctx context.Context, s *supervisor, id string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c1.WaitFor(ctx, "slices 10", waitLong); err != nil {
+	if _, err := c1.Await(ctx, "slices", map[string]string{"done": "10"}, waitLong); err != nil {
 		return err
 	}
 	fmt.Fprintln(s.out, "  master writes stopping")
@@ -425,7 +429,7 @@ func race(ctx context.Context, s *supervisor, id string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c1.WaitFor(ctx, "slices 10", waitLong); err != nil {
+	if _, err := c1.Await(ctx, "slices", map[string]string{"done": "10"}, waitLong); err != nil {
 		return err
 	}
 	fmt.Fprintln(s.out, "  master writes stopping while the platform sends SIGTERM")
@@ -456,7 +460,7 @@ func race(ctx context.Context, s *supervisor, id string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := c2.WaitFor(ctx, "verdict stop", waitLong); err != nil {
+		if _, err := c2.Await(ctx, "verdict", map[string]string{"decision": "stop"}, waitLong); err != nil {
 			return err
 		}
 		if _, err := s.exit(ctx, c2); err != nil {
@@ -483,13 +487,13 @@ func overlap(ctx context.Context, s *supervisor, id string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c1.WaitFor(ctx, "slices 10", waitLong); err != nil {
+	if _, err := c1.Await(ctx, "slices", map[string]string{"done": "10"}, waitLong); err != nil {
 		return err
 	}
 	if err := s.signal(c1, syscall.SIGTERM); err != nil {
 		return err
 	}
-	if _, err := c1.WaitFor(ctx, "lingering", waitLong); err != nil {
+	if _, err := c1.Await(ctx, "lingering", nil, waitLong); err != nil {
 		return err
 	}
 	fmt.Fprintf(s.out, "  %s is still alive; the platform starts its successor\n", c1.Name)
@@ -497,20 +501,20 @@ func overlap(ctx context.Context, s *supervisor, id string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c2.WaitFor(ctx, "status running", waitLong); err != nil {
+	if _, err := c2.Await(ctx, "status", map[string]string{"status": "running"}, waitLong); err != nil {
 		return err
 	}
 	fmt.Fprintf(s.out, "  %s, still alive, tries to write\n", c1.Name)
 	if err := c1.Signal(syscall.SIGUSR1); err != nil {
 		return err
 	}
-	if _, err := c1.WaitFor(ctx, "late write fenced", waitLong); err != nil {
+	if _, err := c1.Await(ctx, "late-write", map[string]string{"result": "fenced"}, waitLong); err != nil {
 		return err
 	}
 	if _, err := s.exit(ctx, c1); err != nil {
 		return err
 	}
-	if _, err := c2.WaitFor(ctx, "status completed", waitLong); err != nil {
+	if _, err := c2.Await(ctx, "status", map[string]string{"status": "completed"}, waitLong); err != nil {
 		return err
 	}
 	if _, err := s.exit(ctx, c2); err != nil {

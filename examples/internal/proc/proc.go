@@ -1,7 +1,9 @@
 // Package proc runs the examples' child processes: the example's own
 // binary in another role, configured through one environment variable,
-// with its output read line by line so the parent can wait for what it
-// reports, and every child killed when the parent stops.
+// every child killed when the parent stops. A child says what it does
+// twice: in prose on stdout, for the person running the example, and as
+// structured events ([Emit]) on a pipe of their own, which the parent
+// waits on ([Child.Await]). Rewording a line breaks no scenario.
 package proc
 
 import (
@@ -23,6 +25,68 @@ import (
 // it holds the role and its configuration as JSON.
 const RoleEnv = "EXECFSM_EXAMPLE_CHILD"
 
+// eventsEnv tells a child that file descriptor 3 is its events pipe; a
+// child's own children are told afresh, and a detached one not at all.
+const eventsEnv = "EXECFSM_EXAMPLE_EVENTS"
+
+// Event is something a child did, for its parent to wait on: what
+// (Kind) and its particulars.
+type Event struct {
+	Kind  string            `json:"kind"`
+	Attrs map[string]string `json:"attrs,omitempty"`
+}
+
+// Has reports whether e is of kind and has every attribute of want.
+func (e Event) Has(kind string, want map[string]string) bool {
+	if e.Kind != kind {
+		return false
+	}
+	for k, v := range want {
+		if e.Attrs[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	eventsOut = sync.OnceValue(func() *os.File {
+		if os.Getenv(eventsEnv) != "3" {
+			return nil
+		}
+		// Not inherited by this child's own children: one that outlives
+		// it (a detached simulator) would hold the pipe open, and its
+		// parent would wait for the end of its events forever.
+		syscall.CloseOnExec(3)
+		return os.NewFile(3, "events")
+	})
+	emitMu sync.Mutex
+)
+
+// Emit reports an event to the parent, when this process is a child
+// started by [Group.Start]; attrs are key, value pairs. Elsewhere it does
+// nothing.
+func Emit(kind string, attrs ...string) {
+	f := eventsOut()
+	if f == nil {
+		return
+	}
+	ev := Event{Kind: kind}
+	if len(attrs) > 0 {
+		ev.Attrs = make(map[string]string, len(attrs)/2)
+		for i := 0; i+1 < len(attrs); i += 2 {
+			ev.Attrs[attrs[i]] = attrs[i+1]
+		}
+	}
+	line, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	emitMu.Lock()
+	defer emitMu.Unlock()
+	_, _ = f.Write(append(line, '\n'))
+}
+
 // Spec is what a child is told.
 type Spec struct {
 	Role   string          `json:"role"`
@@ -32,6 +96,7 @@ type Spec struct {
 // ChildSpec returns the spec this process was started with, if it is a
 // child.
 func ChildSpec() (Spec, bool, error) {
+	eventsOut() // claims the events pipe before anything is started
 	raw := os.Getenv(RoleEnv)
 	if raw == "" {
 		return Spec{}, false, nil
@@ -48,11 +113,11 @@ type Child struct {
 	Name string
 	cmd  *exec.Cmd
 
-	mu    sync.Mutex
-	lines []string
-	more  chan struct{} // closed and replaced when a line arrives
-	done  chan struct{} // closed when the process has exited and its output is read
-	state *os.ProcessState
+	mu     sync.Mutex
+	events []Event
+	more   chan struct{} // closed and replaced when an event arrives
+	done   chan struct{} // closed when the process has exited and its output is read
+	state  *os.ProcessState
 }
 
 // Group is every child a parent started, so none outlives it.
@@ -80,7 +145,12 @@ func command(role string, config any) (*exec.Cmd, error) {
 		return nil, err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), RoleEnv+"="+string(spec))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, eventsEnv+"=") && !strings.HasPrefix(kv, RoleEnv+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, RoleEnv+"="+string(spec))
 	return cmd, nil
 }
 
@@ -127,8 +197,17 @@ func (g *Group) Start(name, role string, config any) (*Child, error) {
 	if err != nil {
 		return nil, err
 	}
+	events, eventsIn, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.ExtraFiles = []*os.File{eventsIn} // file descriptor 3 in the child
+	cmd.Env = append(cmd.Env, eventsEnv+"=3")
 	c := &Child{Name: name, cmd: cmd, more: make(chan struct{}), done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	_ = eventsIn.Close() // the child's now: the pipe ends when the child does
+	if err != nil {
+		_ = events.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	g.mu.Lock()
@@ -136,9 +215,10 @@ func (g *Group) Start(name, role string, config any) (*Child, error) {
 	echo, show := g.Echo, g.Show
 	g.mu.Unlock()
 	var reading sync.WaitGroup
-	reading.Add(2)
-	go func() { defer reading.Done(); c.read(stdout, echo, show, true) }()
-	go func() { defer reading.Done(); c.read(stderr, echo, nil, false) }()
+	reading.Add(3)
+	go func() { defer reading.Done(); c.read(stdout, echo, show) }()
+	go func() { defer reading.Done(); c.read(stderr, echo, nil) }()
+	go func() { defer reading.Done(); defer events.Close(); c.readEvents(events) }()
 	go func() {
 		reading.Wait()
 		_ = cmd.Wait()
@@ -150,19 +230,30 @@ func (g *Group) Start(name, role string, config any) (*Child, error) {
 	return c, nil
 }
 
-func (c *Child) read(r io.Reader, echo io.Writer, show func(string) bool, keep bool) {
+// read echoes what the child prints, for the person running the example.
+func (c *Child) read(r io.Reader, echo io.Writer, show func(string) bool) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		if echo != nil && (show == nil || show(line)) {
+		if line := sc.Text(); echo != nil && (show == nil || show(line)) {
 			fmt.Fprintf(echo, "    %-8s| %s\n", c.Name, line)
 		}
-		if !keep {
-			continue
+	}
+}
+
+// readEvents keeps the events the child reports; a line that is not one
+// is the child's bug, kept as an event of kind "bad-event" so that a wait
+// for something else fails with it in view.
+func (c *Child) readEvents(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			ev = Event{Kind: "bad-event", Attrs: map[string]string{"line": sc.Text()}}
 		}
 		c.mu.Lock()
-		c.lines = append(c.lines, line)
+		c.events = append(c.events, ev)
 		close(c.more)
 		c.more = make(chan struct{})
 		c.mu.Unlock()
@@ -172,27 +263,28 @@ func (c *Child) read(r io.Reader, echo io.Writer, show func(string) bool, keep b
 // PID returns the child's process id.
 func (c *Child) PID() int { return c.cmd.Process.Pid }
 
-// Lines returns what the child printed on stdout so far.
-func (c *Child) Lines() []string {
+// Events returns the events the child reported so far.
+func (c *Child) Events() []Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]string(nil), c.lines...)
+	return append([]Event(nil), c.events...)
 }
 
-// ErrExited is returned by WaitFor when the child ended first.
+// ErrExited is returned by Await when the child ended first.
 var ErrExited = errors.New("child exited")
 
-// WaitFor waits until the child has printed a line with the given prefix
-// and returns it (the first such line).
-func (c *Child) WaitFor(ctx context.Context, prefix string, timeout time.Duration) (string, error) {
-	deadline := time.After(timeout)
+// Await waits until the child has reported an event of kind with every
+// attribute of want, and returns it (the first such event since the
+// child started).
+func (c *Child) Await(ctx context.Context, kind string, want map[string]string, timeout time.Duration) (Event, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	for seen := 0; ; {
 		c.mu.Lock()
-		for ; seen < len(c.lines); seen++ {
-			if strings.HasPrefix(c.lines[seen], prefix) {
-				line := c.lines[seen]
+		for ; seen < len(c.events); seen++ {
+			if ev := c.events[seen]; ev.Has(kind, want) {
 				c.mu.Unlock()
-				return line, nil
+				return ev, nil
 			}
 		}
 		more := c.more
@@ -200,17 +292,17 @@ func (c *Child) WaitFor(ctx context.Context, prefix string, timeout time.Duratio
 		select {
 		case <-more:
 		case <-c.done:
-			// The last lines may have arrived with the exit.
+			// The last events may have arrived with the exit.
 			c.mu.Lock()
-			n := len(c.lines)
+			n := len(c.events)
 			c.mu.Unlock()
 			if seen == n {
-				return "", fmt.Errorf("%s: %w before printing %q", c.Name, ErrExited, prefix)
+				return Event{}, fmt.Errorf("%s: %w before reporting %s %v (reported: %v)", c.Name, ErrExited, kind, want, c.Events())
 			}
-		case <-deadline:
-			return "", fmt.Errorf("%s: no %q within %v", c.Name, prefix, timeout)
+		case <-deadline.C:
+			return Event{}, fmt.Errorf("%s: no %s %v within %v (reported: %v)", c.Name, kind, want, timeout, c.Events())
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return Event{}, ctx.Err()
 		}
 	}
 }

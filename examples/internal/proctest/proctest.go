@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -73,13 +72,13 @@ func StartSupervisor(t *testing.T, g *proc.Group, args []string) *Supervisor {
 	sup, err := g.Start("supervisor", "supervisor", args)
 	require.NoError(t, err)
 	ctx := context.Background()
-	dirLine, err := sup.WaitFor(ctx, "working directory: ", time.Minute)
+	dir, err := sup.Await(ctx, "workdir", nil, time.Minute)
 	require.NoError(t, err)
-	storeLine, err := sup.WaitFor(ctx, "store: etcd ", time.Minute)
+	store, err := sup.Await(ctx, "store", map[string]string{"kind": "etcd"}, time.Minute)
 	require.NoError(t, err)
-	endpoint, err := url.Parse(strings.TrimPrefix(storeLine, "store: etcd "))
+	endpoint, err := url.Parse(store.Attrs["endpoint"])
 	require.NoError(t, err)
-	s := &Supervisor{Child: sup, Dir: strings.TrimPrefix(dirLine, "working directory: "), Endpoint: endpoint.Host}
+	s := &Supervisor{Child: sup, Dir: dir.Attrs["path"], Endpoint: endpoint.Host}
 	_, err = os.Stat(s.Dir)
 	require.NoError(t, err, "the working directory exists while running")
 	return s
