@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,4 +55,43 @@ func TestMarkedBlocksAreTheReadmesThenTheDocs(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "README.md"), []byte("# nothing marked\n"), 0o644))
 	_, err = markedBlocks(root)
 	require.ErrorContains(t, err, "README.md has no Go block")
+}
+
+// The README's package tables name every public package of the published
+// modules, and only those: the layout a reader sees is the tree.
+func TestTheReadmesPackageTablesAreTheTree(t *testing.T) {
+	root := filepath.Join("..", "..")
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n## Packages\n")
+	require.True(t, ok, "the README has a Packages section")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var listed []string
+	for _, line := range strings.Split(section, "\n") {
+		if name, ok := strings.CutPrefix(line, "| `"); ok {
+			name, _, _ = strings.Cut(name, "`")
+			listed = append(listed, name)
+		}
+	}
+
+	unpublished := map[string]bool{"bench": true, "examples": true, "reliability": true, "tools": true, "hack": true, "api": true, "docs": true}
+	var tree []string
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+		if d.IsDir() && (unpublished[top] || d.Name() == "internal" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && rel != "." {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			if dir := filepath.ToSlash(filepath.Dir(rel)); dir != "." && !slices.Contains(tree, dir) {
+				tree = append(tree, dir)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.ElementsMatch(t, tree, listed)
 }
