@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/writegate"
 	"github.com/execfsm/execfsm/storage"
-
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -24,12 +23,9 @@ type Ownership struct {
 	store *Store
 	lease clientv3.LeaseID
 	stop  context.CancelFunc
-	lost  chan struct{}
-	// writes is held for reading by every write made under the
-	// ownership, and for writing while it ends: Lost closes only once
-	// the writes in flight have returned, and none is sent after.
-	writes sync.RWMutex
-	ended  bool // guarded by writes
+	// gate lets the ownership's writes through while it lasts: Lost
+	// closes only once those in flight have returned.
+	gate *writegate.Gate
 }
 
 var _ storage.Ownership = (*Ownership)(nil)
@@ -41,20 +37,13 @@ func (o *Ownership) Claim() storage.Claim { return o.claim }
 // no longer be kept alive (it expired, was revoked, or the cluster stayed
 // unreachable past its TTL), when a write found it gone, or when it was
 // released.
-func (o *Ownership) Lost() <-chan struct{} { return o.lost }
+func (o *Ownership) Lost() <-chan struct{} { return o.gate.Lost() }
 
 // Lease returns the etcd lease the ownership lives on.
 func (o *Ownership) Lease() clientv3.LeaseID { return o.lease }
 
 // end closes Lost, once the writes in flight have returned.
-func (o *Ownership) end() {
-	o.writes.Lock()
-	defer o.writes.Unlock()
-	if !o.ended {
-		o.ended = true
-		close(o.lost)
-	}
-}
+func (o *Ownership) end() { o.gate.End() }
 
 // Release implements [storage.Ownership]: it revokes the lease, which
 // deletes the ownership key, so the next controller need not wait for it
@@ -84,13 +73,11 @@ func (o *Ownership) CompareAndSwap(ctx context.Context, expect uint64, next stor
 	if err := storage.KeepsOwnClaim(o.id, o.claim, next); err != nil {
 		return storage.Record{}, err
 	}
-	o.writes.RLock()
-	if o.ended {
-		o.writes.RUnlock()
+	var written storage.Record
+	var err error
+	if !o.gate.Write(func() { written, err = o.store.compareAndSwap(ctx, o.id, expect, next, o.lease) }) {
 		return storage.Record{}, o.lostError()
 	}
-	written, err := o.store.compareAndSwap(ctx, o.id, expect, next, o.lease)
-	o.writes.RUnlock()
 	if errors.Is(err, errLeaseGone) {
 		o.end()
 		return storage.Record{}, o.lostError()
@@ -217,7 +204,7 @@ func (s *Store) takeOver(ctx context.Context, id string, lease storage.Lease, gr
 		if resp.Succeeded {
 			next.Revision = uint64(resp.Header.Revision)
 			o := &Ownership{claim: next.Claim(), id: id, store: s,
-				lease: granted, lost: make(chan struct{})}
+				lease: granted, gate: writegate.New()}
 			if err := o.keepAlive(); err != nil {
 				return nil, storage.Record{}, 0, wrap("Acquire", id, err)
 			}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/writegate"
 	"github.com/execfsm/execfsm/storage"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,12 +26,9 @@ type Ownership struct {
 	duration time.Duration
 	stop     context.CancelFunc
 	done     chan struct{}
-	lost     chan struct{}
-	// writes is held for reading by every write made under the
-	// ownership, and for writing while it ends: Lost closes only once
-	// the writes in flight have returned, and none is sent after.
-	writes sync.RWMutex
-	ended  bool // guarded by writes
+	// gate lets the ownership's writes through while it lasts: Lost
+	// closes only once those in flight have returned.
+	gate *writegate.Gate
 	// renewed is when the last renewal that succeeded began (the
 	// take-over's time before the first), in Unix nanoseconds of the
 	// monotonic-free wall clock: the Lease lasts a duration from then by
@@ -49,17 +45,10 @@ func (o *Ownership) Claim() storage.Claim { return o.claim }
 // Lost implements [storage.Ownership]: it is closed when the Lease
 // could not be renewed within its duration (counted from the start of its
 // last renewal), has another holder, or was released.
-func (o *Ownership) Lost() <-chan struct{} { return o.lost }
+func (o *Ownership) Lost() <-chan struct{} { return o.gate.Lost() }
 
 // end closes Lost, once the writes in flight have returned.
-func (o *Ownership) end() {
-	o.writes.Lock()
-	defer o.writes.Unlock()
-	if !o.ended {
-		o.ended = true
-		close(o.lost)
-	}
-}
+func (o *Ownership) end() { o.gate.End() }
 
 // expiry is when the Lease ends by the holder's reckoning unless it is
 // renewed.
@@ -75,20 +64,25 @@ func (o *Ownership) CompareAndSwap(ctx context.Context, expect uint64, next stor
 	if err := storage.KeepsOwnClaim(o.id, o.claim, next); err != nil {
 		return storage.Record{}, err
 	}
-	o.writes.RLock()
-	expiry := o.expiry()
-	if o.ended || !time.Now().Before(expiry) {
-		ended := o.ended
-		o.writes.RUnlock()
-		if !ended {
-			o.end()
+	var written storage.Record
+	var err error
+	expired := false
+	ran := o.gate.Write(func() {
+		expiry := o.expiry()
+		if expired = !time.Now().Before(expiry); expired {
+			return
 		}
+		ctx, cancel := context.WithDeadline(ctx, expiry)
+		defer cancel()
+		written, err = o.store.CompareAndSwap(ctx, o.id, expect, next)
+	})
+	if expired {
+		o.end() // outside the write: ending waits for the writes in flight
+	}
+	if !ran || expired {
 		return storage.Record{}, &storage.FencedError{ID: o.id, Owner: o.claim.Owner, Epoch: o.claim.Epoch, Lost: true}
 	}
-	defer o.writes.RUnlock()
-	ctx, cancel := context.WithDeadline(ctx, expiry)
-	defer cancel()
-	return o.store.CompareAndSwap(ctx, o.id, expect, next)
+	return written, err
 }
 
 // Held implements [storage.Store]: the record is held while its Lease
@@ -259,7 +253,7 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 		}
 		renewCtx, stop := context.WithCancel(context.Background())
 		o := &Ownership{claim: storage.Claim{Owner: lease.Holder, Epoch: epoch}, id: id, store: s, name: name,
-			duration: duration, stop: stop, done: make(chan struct{}), lost: make(chan struct{})}
+			duration: duration, stop: stop, done: make(chan struct{}), gate: writegate.New()}
 		o.renewed.Store(taken.UnixNano())
 		go o.renew(renewCtx)
 		return o, written, nil

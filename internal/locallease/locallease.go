@@ -12,6 +12,8 @@ package locallease
 import (
 	"context"
 	"sync"
+
+	"github.com/execfsm/execfsm/internal/writegate"
 )
 
 // Table is the ownership of one store's records. Its zero value is ready.
@@ -29,16 +31,11 @@ type Held struct {
 	Epoch   uint64
 	pending bool          // the take-over write is still under way
 	settled chan struct{} // closed once it is no longer: written, or failed
-	lost    chan struct{}
-	// writes is held for reading by every write made under the
-	// ownership, and for writing while it ends: Lost closes only once
-	// the writes in flight have returned, and none starts after.
-	writes sync.RWMutex
-	ended  bool // guarded by writes
+	gate    *writegate.Gate
 }
 
 // Lost is closed when the ownership ends.
-func (h *Held) Lost() <-chan struct{} { return h.lost }
+func (h *Held) Lost() <-chan struct{} { return h.gate.Lost() }
 
 // Release ends the ownership; it is idempotent.
 func (h *Held) Release() {
@@ -54,24 +51,9 @@ func (h *Held) Release() {
 // reports false without running it once the ownership has ended. The
 // ownership cannot end while write runs: what it writes lands before
 // Lost closes, or not at all.
-func (h *Held) Write(write func()) bool {
-	h.writes.RLock()
-	defer h.writes.RUnlock()
-	if h.ended {
-		return false
-	}
-	write()
-	return true
-}
+func (h *Held) Write(write func()) bool { return h.gate.Write(write) }
 
-func (h *Held) end() {
-	h.writes.Lock()
-	defer h.writes.Unlock()
-	if !h.ended {
-		h.ended = true
-		close(h.lost)
-	}
-}
+func (h *Held) end() { h.gate.End() }
 
 // Holder returns the owner and epoch of record id's live ownership, and
 // false when nobody holds it (or its take-over is still being written).
@@ -130,12 +112,12 @@ func (t *Table) Acquire(ctx context.Context, id string, wait bool, takeOver func
 			return nil, &BusyError{Holder: holder}
 		}
 		select {
-		case <-cur.lost:
+		case <-cur.gate.Lost():
 		case <-ctx.Done():
 			return nil, &BusyError{Holder: holder, Waited: context.Cause(ctx)}
 		}
 	}
-	h := &Held{table: t, id: id, pending: true, settled: make(chan struct{}), lost: make(chan struct{})}
+	h := &Held{table: t, id: id, pending: true, settled: make(chan struct{}), gate: writegate.New()}
 	if t.held == nil {
 		t.held = map[string]*Held{}
 	}
