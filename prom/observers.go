@@ -14,7 +14,7 @@ import (
 // startup decisions (execfsm_startup_decisions_total), SIGTERM actions
 // (execfsm_sigterm_actions_total), unexpected restarts and spent restart
 // budgets, and the deadlines a Reaper enforced. Set it as
-// recovery.Policy.Observer and recovery.Reaper.Observer. The table names
+// recovery.Policy.Observer and recovery.ReaperOptions.Observer. The table names
 // the states of enforced deadlines.
 func RecoveryObserver[S comparable](m *Metrics, table *transition.Table[S]) (recovery.Observer[S], error) {
 	if m == nil || table == nil {

@@ -176,7 +176,8 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	// A relocation nobody took over is reaped at its deadline.
 	entered := now.Add(-recovery.RelocatingDeadline - time.Minute)
 	execution(t, store, "ex-stuck", state.Relocating, transition.PersistedOptions[state.Status]{Clock: func() time.Time { return entered }})
-	reaper := &recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Clock: reconciletest.NewClock(now), Observer: obs}
+	reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{Clock: reconciletest.NewClock(now), Observer: obs})
+	require.NoError(t, err)
 	for _, id := range []string{"ex-stuck", "ex-stuck", "ex-loop"} {
 		_, err = reaper.Reconcile(bg, id)
 		require.NoError(t, err)

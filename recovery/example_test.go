@@ -57,7 +57,11 @@ func ExampleReaper() {
 	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Clock: func() time.Time { return time.Now().Add(-time.Hour) }})
 	_, _ = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Relocating})
 
-	reaper := &recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store}
+	reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	_, _ = reaper.Reconcile(context.Background(), "ex-1")
 	cur, rec, _ := exec.Load(context.Background())
 	fmt.Println(cur, "—", rec.Reason)

@@ -115,8 +115,9 @@ func TestObserverSeesEveryDeadlineTheReaperEnforced(t *testing.T) {
 	overdue := recovery.RelocatingDeadline + time.Minute
 	entered := clock.Now().Add(-overdue)
 	_, store := newExecution(t, state.Relocating, func() time.Time { return entered })
-	reaper := &recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Clock: clock, Observer: o.observer()}
-	_, err := reaper.Reconcile(context.Background(), "ex-1")
+	reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{Clock: clock, Observer: o.observer()})
+	require.NoError(t, err)
+	_, err = reaper.Reconcile(context.Background(), "ex-1")
 	require.NoError(t, err)
 	_, err = reaper.Reconcile(context.Background(), "ex-1") // failed now: nothing to enforce
 	require.NoError(t, err)

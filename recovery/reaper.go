@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/nilstore"
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -37,11 +38,24 @@ const AbandonedDeadline = RelocatingDeadline
 // resync, or on any write of the record. It counts Abandoned from then
 // (a restarted Reaper counts again), never from before.
 //
-// A Reaper is used through a pointer and must not be copied once used.
+// Make one with [NewReaper]; it is used through the pointer it returns.
 type Reaper[S comparable] struct {
-	Roles     *Roles[S] // required: teraslice.Roles() for the execution lifecycle
-	Store     storage.Store
-	Deadlines Deadlines[S]    // nil: Roles.DefaultDeadlines()
+	roles        *Roles[S]
+	store        storage.Store
+	deadlines    Deadlines[S]
+	now          func() time.Time
+	actor        string
+	observer     Observer[S]
+	abandonAfter time.Duration
+
+	mu     sync.Mutex
+	unheld map[string]unheld // executions seen running with no live holder
+}
+
+// ReaperOptions are a [Reaper]'s settings; the zero value is the
+// defaults.
+type ReaperOptions[S comparable] struct {
+	Deadlines Deadlines[S]    // nil: the roles' DefaultDeadlines
 	Clock     reconcile.Clock // nil: the system clock
 	Actor     string          // recorded as the writer; default "deadline-reaper"
 	Observer  Observer[S]     // its Deadline is told of each deadline enforced
@@ -50,9 +64,39 @@ type Reaper[S comparable] struct {
 	// negative duration never. Make it longer than a controller's lease
 	// TTL plus the time its platform takes to replace it.
 	Abandoned time.Duration
+}
 
-	mu     sync.Mutex
-	unheld map[string]unheld // executions seen running with no live holder
+// NewReaper returns the Reaper of the executions store keeps, under
+// roles' table. Nil roles or store, or deadlines the roles refuse, are
+// an error here (matching [ErrInvalidRoles] for roles and deadlines),
+// never at the first reconcile: a Loop would retry a reaper that cannot
+// work forever, and no deadline would be enforced.
+func NewReaper[S comparable](roles *Roles[S], store storage.Store, opts ReaperOptions[S]) (*Reaper[S], error) {
+	switch {
+	case roles == nil:
+		return nil, fmt.Errorf("recovery: NewReaper: %w: nil roles (teraslice.Roles() for the execution lifecycle)", ErrInvalidRoles)
+	case nilstore.Is(store):
+		return nil, errors.New("recovery: NewReaper: nil store")
+	}
+	deadlines := opts.Deadlines
+	if deadlines == nil {
+		deadlines = roles.DefaultDeadlines()
+	}
+	if err := deadlines.Validate(roles); err != nil {
+		return nil, err
+	}
+	r := &Reaper[S]{roles: roles, store: store, deadlines: deadlines, now: time.Now, actor: opts.Actor,
+		observer: opts.Observer, abandonAfter: opts.Abandoned}
+	if opts.Clock != nil {
+		r.now = opts.Clock.Now
+	}
+	if r.actor == "" {
+		r.actor = "deadline-reaper"
+	}
+	if r.abandonAfter == 0 {
+		r.abandonAfter = AbandonedDeadline
+	}
+	return r, nil
 }
 
 // unheld is when a Reaper first saw an execution running under claim
@@ -64,25 +108,11 @@ type unheld struct {
 
 // Reconcile implements [reconcile.Reconciler].
 func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result, error) {
-	if r.Store == nil || r.Roles == nil {
-		return reconcile.Result{}, reconcile.TerminalError(errors.New("recovery: Reaper: nil Store or Roles"))
+	if r == nil || r.roles == nil {
+		return reconcile.Result{}, reconcile.TerminalError(errors.New("recovery: Reaper: make one with NewReaper"))
 	}
-	deadlines := r.Deadlines
-	if deadlines == nil {
-		deadlines = r.Roles.DefaultDeadlines()
-	}
-	if err := deadlines.Validate(r.Roles); err != nil {
-		return reconcile.Result{}, reconcile.TerminalError(err)
-	}
-	now := time.Now
-	if r.Clock != nil {
-		now = r.Clock.Now
-	}
-	actor := r.Actor
-	if actor == "" {
-		actor = "deadline-reaper"
-	}
-	exec, err := transition.NewPersisted(r.Roles.table, r.Store, id, transition.PersistedOptions[S]{Actor: actor, Clock: now})
+	now, deadlines := r.now, r.deadlines
+	exec, err := transition.NewPersisted(r.roles.table, r.store, id, transition.PersistedOptions[S]{Actor: r.actor, Clock: now})
 	if err != nil {
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
@@ -101,7 +131,7 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 			return transition.Update[S]{To: cur}, nil
 		}
 		enforced = Enforced[S]{ID: id, From: cur, To: dl.Then, Deadline: dl.After, Overdue: -left}
-		return deadlineUpdate(r.Roles, rec, dl, at), nil
+		return deadlineUpdate(r.roles, rec, dl, at), nil
 	})
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
@@ -112,8 +142,8 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 	}
 	if c.Changed() {
 		r.forget(id)
-		if r.Observer.Deadline != nil {
-			r.Observer.Deadline(enforced)
+		if r.observer.Deadline != nil {
+			r.observer.Deadline(enforced)
 		}
 	}
 	return reconcile.Result{RequeueAfter: wait}, nil
@@ -124,15 +154,12 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 // unheld for the Abandoned time.
 func (r *Reaper[S]) abandoned(ctx context.Context, cur S, rec storage.Record, at time.Time, wait *time.Duration, enforced *Enforced[S]) (transition.Update[S], error) {
 	keep := transition.Update[S]{To: cur}
-	after := r.Abandoned
-	if after == 0 {
-		after = AbandonedDeadline
-	}
-	if role, _ := r.Roles.Role(cur); role != RoleRunning || rec.Owner == "" || after < 0 {
+	after := r.abandonAfter
+	if role, _ := r.roles.Role(cur); role != RoleRunning || rec.Owner == "" || after < 0 {
 		r.forget(rec.ID)
 		return keep, nil
 	}
-	if _, held, err := r.Store.Held(ctx, rec.ID); err != nil || held {
+	if _, held, err := r.store.Held(ctx, rec.ID); err != nil || held {
 		// Held by its owner, or by a successor whose take-over is
 		// still being written: not abandoned.
 		r.forget(rec.ID)
@@ -146,8 +173,8 @@ func (r *Reaper[S]) abandoned(ctx context.Context, cur S, rec storage.Record, at
 	}
 	reason := fmt.Sprintf("abandoned: %s status with nobody holding it for %v (controller %s, epoch %d, holds it no more and no controller took it over)",
 		rec.Status, gone.Round(time.Second), rec.Owner, rec.Epoch)
-	*enforced = Enforced[S]{ID: rec.ID, From: cur, To: r.Roles.failed, Deadline: after, Overdue: gone - after}
-	return transition.Update[S]{To: r.Roles.failed, Reason: reason, Meta: map[string]string{MetaFailure: reason}}, nil
+	*enforced = Enforced[S]{ID: rec.ID, From: cur, To: r.roles.failed, Deadline: after, Overdue: gone - after}
+	return transition.Update[S]{To: r.roles.failed, Reason: reason, Meta: map[string]string{MetaFailure: reason}}, nil
 }
 
 // seenUnheld returns when the Reaper first saw id unheld under claim,

@@ -39,7 +39,8 @@ func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
 	} {
 		entered := clock.Now().Add(-tc.age)
 		exec, store := newExecution(t, tc.status, func() time.Time { return entered })
-		reaper := &recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Clock: clock}
+		reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{Clock: clock})
+		require.NoError(t, err)
 		res, err := reaper.Reconcile(ctx, "ex-1")
 		require.NoError(t, err)
 		require.Equal(t, tc.wait, res.RequeueAfter, "%s for %v", tc.status, tc.age)
@@ -54,16 +55,46 @@ func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
 	}
 }
 
-func TestReaperIgnoresExecutionsThatAreGoneAndRefusesBadConfig(t *testing.T) {
+func TestReaperIgnoresExecutionsThatAreGone(t *testing.T) {
 	_, store := newExecution(t, state.Running, time.Now)
-	res, err := (&recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store}).Reconcile(context.Background(), "nope")
+	reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{})
+	require.NoError(t, err)
+	res, err := reaper.Reconcile(context.Background(), "nope")
 	require.NoError(t, err)
 	require.Zero(t, res)
-	_, err = (&recovery.Reaper[state.Status]{Roles: teraslice.Roles()}).Reconcile(context.Background(), "ex-1")
-	require.ErrorIs(t, err, reconcile.ErrTerminal)
-	_, err = (&recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Deadlines: recovery.Deadlines[state.Status]{state.Running: {After: -1, Then: state.Failed}}}).Reconcile(context.Background(), "ex-1")
-	require.ErrorIs(t, err, reconcile.ErrTerminal)
-	require.ErrorIs(t, err, recovery.ErrInvalidPolicy)
+}
+
+// A reaper that could not work is refused when it is made, not at its
+// first reconcile: in a Loop, that error would be retried for ever and
+// no deadline enforced.
+func TestNewReaperRefusesWhatCouldNotWork(t *testing.T) {
+	_, store := newExecution(t, state.Running, time.Now)
+	var typedNil *storage.Memory
+	for name, tc := range map[string]struct {
+		roles *recovery.Roles[state.Status]
+		store storage.Store
+		opts  recovery.ReaperOptions[state.Status]
+		want  error
+	}{
+		"nil roles":       {nil, store, recovery.ReaperOptions[state.Status]{}, recovery.ErrInvalidRoles},
+		"nil store":       {teraslice.Roles(), nil, recovery.ReaperOptions[state.Status]{}, nil},
+		"typed nil store": {teraslice.Roles(), typedNil, recovery.ReaperOptions[state.Status]{}, nil},
+		"a bad deadline": {teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{
+			Deadlines: recovery.Deadlines[state.Status]{state.Running: {After: -1, Then: state.Failed}}}, recovery.ErrInvalidPolicy},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reaper, err := recovery.NewReaper(tc.roles, tc.store, tc.opts)
+			require.Error(t, err)
+			require.Nil(t, reaper)
+			if tc.want != nil {
+				require.ErrorIs(t, err, tc.want)
+			}
+		})
+	}
+	var zero recovery.Reaper[state.Status]
+	_, err := zero.Reconcile(context.Background(), "ex-1")
+	require.ErrorIs(t, err, reconcile.ErrTerminal, "a Reaper not made by NewReaper says so")
+	require.ErrorContains(t, err, "NewReaper")
 }
 
 // In a loop, the reaper's RequeueAfter makes the deadline hold exactly,
@@ -74,7 +105,7 @@ func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) 
 	l, err := reconcile.NewLoop(reconcile.Options[string]{
 		Clock:      clock,
 		Resync:     -1,
-		Reconciler: &recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Clock: clock},
+		Reconciler: mustReaper(t, store, recovery.ReaperOptions[state.Status]{Clock: clock}),
 		List: func(context.Context) ([]reconcile.Item[string], error) {
 			return []reconcile.Item[string]{{Key: "ex-1"}}, nil
 		},
@@ -112,10 +143,17 @@ func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 36, rec.History.Len())
 
-	_, err = (&recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Clock: clock}).Reconcile(ctx, "ex-1")
+	_, err = mustReaper(t, store, recovery.ReaperOptions[state.Status]{Clock: clock}).Reconcile(ctx, "ex-1")
 	require.NoError(t, err)
 	cur, rec, err := exec.Load(ctx)
 	require.NoError(t, err)
 	require.Equal(t, state.Failed, cur)
 	require.Equal(t, 37, rec.History.Len(), "the reaper kept every entry")
+}
+
+func mustReaper(t *testing.T, store storage.Store, opts recovery.ReaperOptions[state.Status]) *recovery.Reaper[state.Status] {
+	t.Helper()
+	reaper, err := recovery.NewReaper(teraslice.Roles(), store, opts)
+	require.NoError(t, err)
+	return reaper
 }

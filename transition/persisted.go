@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"sync/atomic"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/nilstore"
 	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/storage"
 )
@@ -104,7 +104,7 @@ func NewPersisted[S comparable](table *Table[S], store storage.Store, id string,
 	if err := table.usable("NewPersisted"); err != nil {
 		errs = append(errs, err)
 	}
-	if isNil(store) {
+	if nilstore.Is(store) {
 		errs = append(errs, fmt.Errorf("transition: NewPersisted: nil store (%T)", store))
 	}
 	if err := storage.ValidateID(id); err != nil {
@@ -122,21 +122,6 @@ func NewPersisted[S comparable](table *Table[S], store storage.Store, id string,
 		shared:   &handles[S]{notify: newNotifier(s.observers, s.onPanic), sem: make(chan struct{}, 1)},
 		failures: newFailureReporter(s.failures, s.onPanic),
 	}, nil
-}
-
-// isNil reports whether store is nil, or an interface holding a nil
-// pointer (a *boltstore.Store never opened): either would fail on the
-// first write instead of here.
-func isNil(store storage.Store) bool {
-	if store == nil {
-		return true
-	}
-	v := reflect.ValueOf(store)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return v.IsNil()
-	}
-	return false
 }
 
 // ID returns the record's id.

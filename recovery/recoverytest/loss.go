@@ -246,7 +246,8 @@ func holderTakesBackCountingNothing(t *testing.T, store storage.Store) {
 // the reason. A held execution is never ended, however long it runs.
 func deadHoldersExecutionIsEnded(t *testing.T, store storage.Store) {
 	clock := reconciletest.NewClock(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
-	reaper := &recovery.Reaper[state.Status]{Roles: teraslice.Roles(), Store: store, Clock: clock, Abandoned: 10 * time.Minute}
+	reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{Clock: clock, Abandoned: 10 * time.Minute})
+	require.NoError(t, err)
 
 	master(t, store, "alive", state.Running)
 	_, alive, err := startup(t, store, "alive", "pod-a", lease(""))
