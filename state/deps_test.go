@@ -14,6 +14,10 @@ import (
 func TestTheVocabularyDependsOnTheStandardLibraryAlone(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	deps := strings.Fields(string(out))
-	require.ElementsMatch(t, []string{"github.com/execfsm/execfsm/internal/quote", "github.com/execfsm/execfsm/state"}, deps)
+	for _, dep := range strings.Fields(string(out)) {
+		if dep != "github.com/execfsm/execfsm/state" {
+			require.True(t, strings.HasPrefix(dep, "github.com/execfsm/execfsm/internal/"),
+				"state depends on %s: the vocabulary takes nothing but the standard library and the module's small internal helpers", dep)
+		}
+	}
 }

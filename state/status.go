@@ -1,11 +1,11 @@
 package state
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/internal/unknown"
 )
 
 // Status is the lifecycle status of one execution.
@@ -166,7 +166,9 @@ const (
 const NumStatuses = int(Terminated)
 
 // ErrUnknownStatus is returned, wrapped, for a text that names no status.
-var ErrUnknownStatus = errors.New("unknown status")
+// It is the same error as transition.ErrUnknownState: errors.Is matches
+// either name, whether state.Parse or a table refused the text.
+var ErrUnknownStatus = unknown.ErrState
 
 var names = [...]string{
 	Pending:      "pending",

@@ -163,3 +163,14 @@ func TestLifecycleDiagramIsCurrent(t *testing.T) {
 	}
 	require.Equal(t, want, current, "docs/lifecycle.md's diagram is stale: go test ./state -update-docs")
 }
+
+// A name nothing knows is one error, whichever package refused it: a
+// caller matching either name never misses it.
+func TestAnUnknownStatusIsOneErrorForStateAndTable(t *testing.T) {
+	_, err := state.Parse("runing")
+	require.ErrorIs(t, err, state.ErrUnknownStatus)
+	require.ErrorIs(t, err, transition.ErrUnknownState)
+	_, err = teraslice.Lifecycle().Parse("runing")
+	require.ErrorIs(t, err, transition.ErrUnknownState)
+	require.ErrorIs(t, err, state.ErrUnknownStatus)
+}

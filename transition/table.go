@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/internal/unknown"
 	"github.com/execfsm/execfsm/storage"
 )
 
@@ -578,7 +579,9 @@ func (t *Table[S]) Name(s S) (string, bool) {
 // ErrUnknownState is matched by [Table.Parse] errors: a text that names
 // no state of the table. (A move to a state the table lacks is an
 // [*Error] matching [ErrNotAllowed], like any move the table refuses.)
-var ErrUnknownState = errors.New("unknown state")
+// It is the same error as state.ErrUnknownStatus: errors.Is matches
+// either name, whether a table or state.Parse refused the text.
+var ErrUnknownState = unknown.ErrState
 
 // Parse returns the state whose text form is text. The error matches
 // [ErrUnknownState] and lists the table's states.
