@@ -288,11 +288,7 @@ func LabelJob(ctx context.Context, client kubernetes.Interface, namespace, name 
 // crashes exhausted its limit, PodFailurePolicy, DeadlineExceeded). The
 // cluster master fails the execution with it, when the Job's limit was
 // reached before the execution's restart budget and no controller is
-// left to write the end:
-//
-//	if why, failed := kube.JobFailure(job); failed {
-//		recovery.ApplyFinish(ctx, teraslice.Roles(), master, recovery.Ending{Err: errors.New(why)}, nil)
-//	}
+// left to write the end (see the example).
 func JobFailure(job *batchv1.Job) (string, bool) {
 	if job == nil {
 		return "", false

@@ -1,8 +1,9 @@
 // Package kube makes execfsm native on Kubernetes: a [storage.Store] on
 // the API server, ownership through coordination.k8s.io/v1 Leases,
 // adoption of batch/v1 Jobs by the identity in their labels and
-// annotations, and adapters between reconcile.Reconciler and
-// controller-runtime. Install it with
+// annotations, and the batch/v1 Job that runs a controller (package
+// kube/ctrlruntime adapts reconcilers to controller-runtime). Install it
+// with
 //
 //	go get github.com/execfsm/execfsm/kube
 //
@@ -11,12 +12,8 @@
 // ConfigMap (no CRD to install; `kubectl get cm -l
 // execfsm.io/status=relocating` lists executions by status), written with
 // optimistic concurrency on resourceVersion, watched with a re-list on 410
-// Gone.
-//
-//	client := kubernetes.NewForConfigOrDie(ctrl.GetConfigOrDie())
-//	store, err := kube.New(client, kube.Options{Namespace: "teraslice"})
-//
-// Then the startup and SIGTERM path of package recovery, unchanged.
+// Gone. Open it with [New]; then the startup and SIGTERM path of package
+// recovery is unchanged (see the package example).
 //
 // # Ownership
 //

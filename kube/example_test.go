@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/execfsm/execfsm/kube"
@@ -13,6 +14,7 @@ import (
 	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,4 +43,37 @@ func Example() {
 	var r reconcile.Reconciler[types.NamespacedName] // your reconciler
 	_ = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(ctrlruntime.ToReconciler(r))
 	_ = mgr.Start(ctx)
+}
+
+// VILLAScontroller's Kubernetes manager lists its simulators' Jobs by its
+// own UUID and keys them by service UUID; the Loop adopts each from the
+// identity the Job carries.
+func ExampleJobs() {
+	cfg := ctrl.GetConfigOrDie()
+	client := kubernetes.NewForConfigOrDie(cfg)
+	managerUUID := "3c1f0a52-manager"
+	jobs := &kube.Jobs{Client: client, Namespace: "villas",
+		Selector: map[string]string{"manager.villas.io/uuid": managerUUID},
+		KeyLabel: "service.villas.io/uuid"}
+	var adopt reconcile.Adopter[string] // rebuilds a simulator from Item.Identity
+	var r reconcile.Reconciler[string]  // your reconciler
+	loop, _ := reconcile.NewLoop(reconcile.Options[string]{List: jobs.List, Adopter: adopt, Reconciler: r})
+	_ = loop.Run(context.Background())
+}
+
+// The cluster master fails an execution whose controller Job gave up
+// (its crash limit reached before the execution's restart budget), since
+// no controller is left to write the end.
+func ExampleJobFailure() {
+	ctx := context.Background()
+	client := kubernetes.NewForConfigOrDie(ctrl.GetConfigOrDie())
+	store, _ := kube.New(client, kube.Options{Namespace: "teraslice"})
+	master, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-42", transition.PersistedOptions[state.Status]{Actor: "master"})
+	job, err := client.BatchV1().Jobs("teraslice").Get(ctx, "ex-42-controller", metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	if why, failed := kube.JobFailure(job); failed {
+		_, _ = recovery.ApplyFinish(ctx, teraslice.Roles(), master, recovery.Ending{Err: errors.New(why)}, nil)
+	}
 }

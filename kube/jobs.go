@@ -24,13 +24,9 @@ import (
 // own label: which Jobs are this controller's); each one's key is the
 // value of its KeyLabel (a Job without it is not an item). Identity
 // carries the Job's labels and annotations as they are, plus nothing
-// invented. VILLAScontroller's Kubernetes manager, for one, is
-//
-//	kube.Jobs{Client: c, Namespace: ns,
-//		Selector: map[string]string{"manager.villas.io/uuid": managerUUID},
-//		KeyLabel: "service.villas.io/uuid"}
-//
-// and finds a simulator's name, location, realm and owner in the
+// invented. VILLAScontroller's Kubernetes manager, for one (see the
+// example), selects its Jobs by its manager UUID, keys them by service
+// UUID, and finds a simulator's name, location, realm and owner in the
 // service.villas.io/* annotations.
 //
 // The ownerReference trap: a Job whose ownerReference is the manager's

@@ -12,15 +12,8 @@
 // with its audit entry, under the ownership the process took. An event
 // whose write fails is cancelled, so the machine never runs ahead of the
 // store; a restarted process calls Open again and gets its machine back
-// where it was.
-//
-//	table, err := looplabfsm.Table("closed", events)
-//	p, err := transition.NewPersisted(table, store, "door-1", transition.PersistedOptions[string]{})
-//	door, err := looplabfsm.Open(ctx, p, looplabfsm.Options{
-//		Events: events, Callbacks: callbacks,
-//		Lease:  storage.Lease{Holder: podName, TTL: 15 * time.Second},
-//	})
-//	err = door.Event(ctx, "open")
+// where it was. The package example persists a door's machine and opens
+// it again in a second process.
 //
 // # Callbacks
 //

@@ -169,14 +169,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Transitions counts the moves of executions under one table in
-// execfsm_transitions_total. Give its methods to a Machine or a
-// Persisted:
-//
-//	t := prom.NewTransitions(m, table)
-//	opts := transition.PersistedOptions[S]{
-//		OnChange:  []func(transition.Change[S]){t.OnChange},
-//		OnFailure: []func(transition.Failure[S]){t.OnFailure},
-//	}
+// execfsm_transitions_total. Give its OnChange and OnFailure to a
+// Machine's or a Persisted's options, as the package example does.
 type Transitions[S comparable] struct {
 	m     *Metrics
 	table *transition.Table[S]

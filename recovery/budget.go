@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/execfsm/execfsm/storage"
 )
 
 // MetaRestarts is the record metadata key holding the times of recent
@@ -16,6 +18,13 @@ const MetaRestarts = "execfsm.restarts"
 // MetaFailure is the record metadata key under which a Fail decision
 // leaves its reason, where it survives later metadata-only writes.
 const MetaFailure = "execfsm.failure"
+
+// RestartTimes returns the unexpected restarts rec records under
+// [MetaRestarts], oldest first: what a CLI or a dashboard shows instead
+// of the raw milliseconds. A value that is not such a list is an error.
+func RestartTimes(rec storage.Record) ([]time.Time, error) {
+	return restartsSince(rec.Meta[MetaRestarts], time.Time{})
+}
 
 // restartsSince parses the restart times and keeps those after cutoff.
 func restartsSince(value string, cutoff time.Time) ([]time.Time, error) {

@@ -103,6 +103,15 @@ func (d Deadlines[S]) Validate(roles *Roles[S]) error {
 	if roles == nil {
 		return fmt.Errorf("recovery: %w: nil roles", ErrInvalidPolicy)
 	}
+	if problem := d.problem(roles); problem != "" {
+		return fmt.Errorf("recovery: %w: %s", ErrInvalidPolicy, problem)
+	}
+	return nil
+}
+
+// problem says what is wrong with d under roles, or "" when nothing is:
+// the roles builder reports it among its own problems.
+func (d Deadlines[S]) problem(roles *Roles[S]) string {
 	t := roles.table
 	name := func(s S) string { n, _ := t.Name(s); return n }
 	for s, dl := range d {
@@ -110,18 +119,18 @@ func (d Deadlines[S]) Validate(roles *Roles[S]) error {
 		then, thenKnown := roles.Role(dl.Then)
 		switch {
 		case !known:
-			return fmt.Errorf("recovery: %w: deadline for %q, not a state of the table", ErrInvalidPolicy, name(s))
+			return fmt.Sprintf("deadline for %q, not a state of the table", name(s))
 		case dl.After <= 0:
-			return fmt.Errorf("recovery: %w: deadline for %s is %v, want a positive duration", ErrInvalidPolicy, name(s), dl.After)
+			return fmt.Sprintf("deadline for %s is %v, want a positive duration", name(s), dl.After)
 		case role == RoleTerminal:
-			return fmt.Errorf("recovery: %w: deadline for terminal %s, which lasts by definition", ErrInvalidPolicy, name(s))
+			return fmt.Sprintf("deadline for terminal %s, which lasts by definition", name(s))
 		case !thenKnown || !t.Allowed(s, dl.Then):
-			return fmt.Errorf("recovery: %w: deadline moves %s to %q, which the table does not allow", ErrInvalidPolicy, name(s), name(dl.Then))
+			return fmt.Sprintf("deadline moves %s to %q, which the table does not allow", name(s), name(dl.Then))
 		case then != RoleTerminal && !roles.ends(dl.Then):
-			return fmt.Errorf("recovery: %w: deadline moves %s to %s, a %s state; want a terminal one or the roles' Failed or stopped state", ErrInvalidPolicy, name(s), name(dl.Then), then)
+			return fmt.Sprintf("deadline moves %s to %s, a %s state; want a terminal one or the roles' Failed or stopped state", name(s), name(dl.Then), then)
 		}
 	}
-	return nil
+	return ""
 }
 
 // Policy is what a controller knows about itself and its platform when it

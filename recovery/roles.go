@@ -93,17 +93,8 @@ type roleGiven[S comparable] struct {
 	role  Role
 }
 
-// DefineRoles starts the roles of table's states:
-//
-//	roles, err := recovery.DefineRoles(table).
-//		NotStarted(Idle, Error).
-//		Running(Starting, Running, Paused).
-//		Relocating(Relocating, Idle).
-//		Stopping(Stopping, Idle).
-//		Failed(Error).
-//		Build()
-//
-// The table's terminal states have [RoleTerminal]; every other state must
+// DefineRoles starts the roles of table's states (see the example). The
+// table's terminal states have [RoleTerminal]; every other state must
 // be given exactly one role.
 func DefineRoles[S comparable](table *transition.Table[S]) *RolesBuilder[S] {
 	return &RolesBuilder[S]{table: table}
@@ -219,8 +210,8 @@ func (b *RolesBuilder[S]) Build() (*Roles[S], error) {
 	c.stopping()
 	c.ends()
 	if len(c.problems) == 0 && len(c.r.deadlines) > 0 {
-		if err := c.r.deadlines.Validate(&c.r); err != nil {
-			c.add("%s", strings.TrimPrefix(err.Error(), "recovery: "))
+		if problem := c.r.deadlines.problem(&c.r); problem != "" {
+			c.add("%s", problem)
 		}
 	}
 	if len(c.problems) > 0 {

@@ -342,5 +342,6 @@ func TestRolesDeadlinesAreDefaultsCheckedAtBuild(t *testing.T) {
 		_, err := build(extra)
 		require.ErrorIs(t, err, recovery.ErrInvalidRoles, name)
 		require.ErrorContains(t, err, "deadline", name)
+		require.NotContains(t, err.Error(), "policy", "%s: a roles error says what is wrong with the roles, once: %v", name, err)
 	}
 }

@@ -60,3 +60,35 @@ func Example_relocation() {
 	// true
 	// running
 }
+
+// A controller refuses to start running before its workers are there:
+// the canonical lifecycle with one guard of its own.
+func ExampleLifecycleBuilder() {
+	workers := 0
+	workersConnected := func(context.Context, transition.Change[state.Status]) error {
+		if workers == 0 {
+			return errors.New("no worker connected yet")
+		}
+		return nil
+	}
+	table, err := teraslice.LifecycleBuilder().
+		Guard(state.Initializing, state.Running, workersConnected).
+		Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m, err := transition.NewMachineAt(table, state.Initializing, transition.MachineOptions[state.Status]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = m.Fire(context.Background(), state.Running, "slicer ready")
+	fmt.Println(err != nil, m.State())
+	workers = 3
+	_, err = m.Fire(context.Background(), state.Running, "slicer ready")
+	fmt.Println(err, m.State())
+	// Output:
+	// true initializing
+	// <nil> running
+}

@@ -10,13 +10,8 @@ import (
 )
 
 // LifecycleBuilder returns a builder holding every edge of the execution
-// lifecycle, for a caller who wants to add guards before building:
-//
-//	table, err := teraslice.LifecycleBuilder().
-//		Guard(state.Initializing, state.Running, workersConnected).
-//		Build()
-//
-// This is the one place the lifecycle is written down; [Lifecycle] builds
+// lifecycle, for a caller who wants to add guards before building (see
+// the example). This is the one place the lifecycle is written down; [Lifecycle] builds
 // it. Each edge says who takes it, after Teraslice's cluster master
 // (execution service), execution controller and slice watchdog.
 func LifecycleBuilder() *transition.Builder[state.Status] {

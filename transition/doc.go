@@ -5,16 +5,8 @@
 //
 // # Tables
 //
-// A table is built once and never changes:
-//
-//	table, err := transition.New(Idle).
-//		Allow(Idle, Running).
-//		Allow(Running, Paused, Done).
-//		Allow(Paused, Running, Done).
-//		Terminal(Done).
-//		Build()
-//
-// Build refuses a table with a mistake in it (a state nothing reaches, a
+// A table is built once, with [New] and its builder (see its example),
+// and never changes. Build refuses a table with a mistake in it (a state nothing reaches, a
 // state that can never finish, an edge out of a terminal state, a
 // duplicate) and lists every mistake at once. States may be of any
 // comparable type: an integer enum, a string type, a struct.

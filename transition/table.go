@@ -248,14 +248,14 @@ func newTable[S comparable](states []S, p *problems) *Table[S] {
 		t.names[i] = name
 		switch {
 		case name == "":
-			p.add("state %d has an empty text form", i)
+			p.add("state %#v (number %d of States) has an empty text form: give it a name (String(), or a non-empty string value)", s, i+1)
 		case len(name) > MaxNameLen:
 			p.add("state %.32q… has a text form of %d bytes, at most %d", name, len(name), MaxNameLen)
 		case !utf8.ValidString(name):
 			p.add("state %q has a text form that is not valid UTF-8", name)
 		}
 		if j, dup := t.byName[name]; dup {
-			p.add("states %d and %d share the text form %q", j, i, name)
+			p.add("states %#v and %#v share the text form %q", states[j], s, name)
 		}
 		t.byName[name] = uint8(i)
 	}

@@ -131,7 +131,7 @@ func TestBuildListsEveryProblemAtOnce(t *testing.T) {
 		},
 		"empty text form": {
 			transition.New(Idle).Allow(Idle, "").Terminal(""),
-			[]string{"state 1 has an empty text form"},
+			[]string{`state "" (number 2 of States) has an empty text form`},
 		},
 		"many problems": {
 			transition.New(Idle).Allow(Idle, Gone, Gone).Allow(Gone, Idle).Allow(Paused, Gone).Terminal(Gone),
@@ -157,7 +157,7 @@ func (c coin) String() string { return "coin" }
 
 func TestBuildRefusesStatesThatShareATextForm(t *testing.T) {
 	_, err := transition.New(coin(1)).Allow(coin(1), coin(2)).Terminal(coin(2)).Build()
-	require.Contains(t, problemsOf(t, err)[0], `states 0 and 1 share the text form "coin"`)
+	require.Contains(t, problemsOf(t, err)[0], `states 1 and 2 share the text form "coin"`)
 }
 
 func TestBuildRefusesTooManyStates(t *testing.T) {

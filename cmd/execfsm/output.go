@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -60,9 +61,25 @@ func (p *printer) record(rec storage.Record) error {
 	fmt.Fprintf(tw, "Updated:\t%s\n", when(rec.UpdatedAt))
 	fmt.Fprintf(tw, "History:\t%d entries (keeps %d)\n", rec.History.Len(), rec.HistoryKept())
 	for _, k := range slices.Sorted(maps.Keys(rec.Meta)) {
-		fmt.Fprintf(tw, "Meta %s:\t%s\n", k, oneLine(rec.Meta[k]))
+		fmt.Fprintf(tw, "Meta %s:\t%s\n", k, metaValue(rec, k))
 	}
 	return tw.Flush()
+}
+
+// metaValue is how the text output shows rec's metadata k: the
+// library's own keys that hold machine values, readable (the restart
+// times as times, not Unix milliseconds); any other as it is.
+func metaValue(rec storage.Record, k string) string {
+	if k == recovery.MetaRestarts {
+		if times, err := recovery.RestartTimes(rec); err == nil {
+			shown := make([]string, len(times))
+			for i, t := range times {
+				shown[i] = when(t)
+			}
+			return fmt.Sprintf("%d unexpected restarts: %s", len(times), strings.Join(shown, ", "))
+		}
+	}
+	return oneLine(rec.Meta[k])
 }
 
 // oneLine keeps a reason on its line.

@@ -2,14 +2,7 @@
 // and etcd, through controller-runtime's envtest) for tests, with the
 // binaries from KUBEBUILDER_ASSETS or, when that is unset, from the kube
 // module's hack/test-assets.sh, which builds them once and caches them.
-//
-//	var clientset *kubernetes.Clientset
-//
-//	func TestMain(m *testing.M) {
-//		os.Exit(kubetest.Main(m, kubetest.Options{}, func(cp *kubetest.ControlPlane) {
-//			clientset = cp.Clientset
-//		}))
-//	}
+// A package's TestMain starts it with [Main] (see the example).
 package kubetest
 
 import (

@@ -4,13 +4,8 @@
 // counts nothing; a live controller is never taken over; a controller
 // whose ownership ended writes nothing more, and takes the execution back
 // if nobody else did; an execution whose controller is gone for good is
-// ended by its deadline. A store's tests run it next to storagetest:
-//
-//	func TestStartupOwnership(t *testing.T) {
-//		recoverytest.RunOwnership(t, func(t *testing.T) storage.Store {
-//			return openTestStore(t)
-//		}, recoverytest.Options{})
-//	}
+// ended by its deadline. A store's tests run [RunOwnership] next to
+// storagetest (see the example).
 //
 // RunOwnership ends ownerships by releasing them, which every store can.
 // [WriteHeldInAGuard] and [TakeBackAfterOutages] take an [Outage], so a

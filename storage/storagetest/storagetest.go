@@ -1,12 +1,6 @@
 // Package storagetest is the conformance suite every [storage.Store]
 // must pass. A store's tests call [Run] with a function that returns a
-// fresh, empty store:
-//
-//	func TestConformance(t *testing.T) {
-//		storagetest.Run(t, func(t *testing.T) storage.Store {
-//			return openTestStore(t)
-//		})
-//	}
+// fresh, empty store (see the example).
 //
 // The suite checks the contract documented on [storage.Store]: the
 // sentinel errors, compare-and-swap with the current record on conflict,

@@ -1,17 +1,7 @@
 // Package transitiontest checks the properties every transition table
-// should have, for tables you write yourself. Call [Check] from a test:
-//
-//	func TestSimulatorTable(t *testing.T) {
-//		transitiontest.Check(t, simulatorTable)
-//	}
-//
+// should have, for tables you write yourself. Call [Check] from a test,
 // and build your own properties on [Walk], a rapid generator of random
-// legal paths through the table:
-//
-//	rapid.Check(t, func(t *rapid.T) {
-//		path := transitiontest.Walk(table, 50).Draw(t, "path")
-//		// e.g. nothing ever follows "gone"
-//	})
+// legal paths through the table; their examples show both.
 //
 // The checks re-derive everything from the table's public methods, so
 // they also guard this module's Build against regressions.
