@@ -37,7 +37,7 @@ func TestOneCorruptRecordDoesNotStopTheOthersFromBeingReconciled(t *testing.T) {
 	var mu sync.Mutex
 	var reconciled []string
 	var reported []storage.Unreadable
-	list := func(ctx context.Context) ([]reconcile.Item[string], error) {
+	known := func(ctx context.Context) ([]string, error) {
 		recs, bad, err := s.List(ctx)
 		if err != nil {
 			return nil, err
@@ -45,14 +45,14 @@ func TestOneCorruptRecordDoesNotStopTheOthersFromBeingReconciled(t *testing.T) {
 		mu.Lock()
 		reported = append(reported, bad...)
 		mu.Unlock()
-		items := make([]reconcile.Item[string], len(recs))
+		ids := make([]string, len(recs))
 		for k, r := range recs {
-			items[k] = reconcile.Item[string]{Key: r.ID}
+			ids[k] = r.ID
 		}
-		return items, nil
+		return ids, nil
 	}
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
-		List: list, Resync: -1,
+		Known: known, Resync: -1,
 		Reconciler: reconcile.ReconcilerFunc[string](func(ctx context.Context, id string) (reconcile.Result, error) {
 			if _, err := s.Get(ctx, id); err != nil {
 				return reconcile.Result{}, err

@@ -57,7 +57,7 @@ func ExampleJobs() {
 		KeyLabel: "service.villas.io/uuid"}
 	var adopt reconcile.Adopter[string] // rebuilds a simulator from Item.Identity
 	var r reconcile.Reconciler[string]  // your reconciler
-	loop, _ := reconcile.NewLoop(reconcile.Options[string]{List: jobs.List, Adopter: adopt, Reconciler: r})
+	loop, _ := reconcile.NewLoop(reconcile.Options[string]{World: jobs.List, Adopter: adopt, Reconciler: r})
 	_ = loop.Run(context.Background())
 }
 

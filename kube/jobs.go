@@ -17,7 +17,7 @@ import (
 // Jobs lists a controller's batch/v1 Jobs as the items of a
 // reconcile.Loop, each with the identity its labels and annotations
 // carry, so a restarted controller adopts them under the same keys: give
-// Jobs.List to reconcile.Options.List, and rebuild each item in an
+// Jobs.List to reconcile.Options.World, and rebuild each item in an
 // Adopter from its Identity.
 //
 // The Jobs listed are those with every label of Selector (a manager's

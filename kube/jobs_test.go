@@ -62,7 +62,7 @@ func TestJobsAreAdoptedByTheIdentityTheirMetadataCarries(t *testing.T) {
 
 	var adopted []reconcile.Identity
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
-		List: jobs.List,
+		World: jobs.List,
 		Adopter: reconcile.AdopterFunc[string](func(_ context.Context, it reconcile.Item[string]) error {
 			adopted = append(adopted, it.Identity)
 			return nil

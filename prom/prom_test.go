@@ -211,7 +211,7 @@ func TestLoopIsCountedUnderControllerRuntimesNames(t *testing.T) {
 			}
 			return reconcile.Result{}, nil
 		}),
-		List: func(context.Context) ([]reconcile.Item[string], error) {
+		World: func(context.Context) ([]reconcile.Item[string], error) {
 			return []reconcile.Item[string]{{Key: "ok"}, {Key: "fails"}, {Key: "broken"}, {Key: "panics"}, {Key: "polls"}}, nil
 		},
 		Resync:            -1,

@@ -1,6 +1,11 @@
 package reconcile
 
-import "context"
+import (
+	"context"
+	"errors"
+
+	"github.com/execfsm/execfsm/storage"
+)
 
 // Identity is who an item is, as the external world records it: the
 // labels and annotations of a Kubernetes Job, the fields of a child
@@ -48,4 +53,27 @@ func (f AdopterFunc[K]) Adopt(ctx context.Context, item Item[K]) error { return 
 // world, marks it gone for good.
 type GoneHandler[K comparable] interface {
 	Gone(ctx context.Context, key K) error
+}
+
+// StoreKeys returns a function for [Options].Known that lists the ids of
+// every record store holds, those it cannot read included (their
+// reconcile then meets the error, where it is reported).
+func StoreKeys(store storage.Lister) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		if store == nil {
+			return nil, errors.New("reconcile: StoreKeys: nil store")
+		}
+		recs, bad, err := store.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, 0, len(recs)+len(bad))
+		for _, rec := range recs {
+			ids = append(ids, rec.ID)
+		}
+		for _, u := range bad {
+			ids = append(ids, u.ID)
+		}
+		return ids, nil
+	}
 }

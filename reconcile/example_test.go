@@ -15,7 +15,7 @@ func ExampleLoop() {
 		{Key: "sim-1", Identity: reconcile.Identity{Labels: map[string]string{"uuid": "sim-1", "manager": "mgr-a"}, Annotations: map[string]string{"realm": "lab"}}},
 	}
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
-		List:  func(context.Context) ([]reconcile.Item[string], error) { return world, nil },
+		World: func(context.Context) ([]reconcile.Item[string], error) { return world, nil },
 		Known: func(context.Context) ([]string, error) { return []string{"sim-1", "sim-2"}, nil },
 		Adopter: reconcile.AdopterFunc[string](func(_ context.Context, it reconcile.Item[string]) error {
 			fmt.Println("adopt", it.Identity.Labels["uuid"], "of", it.Identity.Labels["manager"])

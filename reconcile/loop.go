@@ -45,28 +45,31 @@ type Options[K comparable] struct {
 	// Reconciler is called for every key.
 	Reconciler Reconciler[K]
 
-	// List returns the items the world has now, with their identity.
-	// The loop calls it first for the adoption pass, then every Resync
-	// to reconcile every item. Nil: no adoption pass and no resync, only
-	// events.
-	List func(ctx context.Context) ([]Item[K], error)
+	// World returns the items the world has now (running processes,
+	// Kubernetes Jobs), with the identity the world keeps for them. The
+	// adoption pass hands each to the Adopter, and reports the Known
+	// keys it lacks as gone. Never add the controller's own records to
+	// it: give those as Known, or nothing is ever gone.
+	World func(ctx context.Context) ([]Item[K], error)
 
-	// Known returns the keys the controller expected to control (from
-	// its own store). Those the world no longer has are reported gone in
-	// the adoption pass. Optional.
+	// Known returns the keys the controller expects to control, from its
+	// own store ([StoreKeys] lists a store's). With World, those it lacks
+	// are gone; with or without it, each is reconciled in the first pass
+	// and at every Resync (a deadline reaper's loop has Known alone).
 	Known func(ctx context.Context) ([]K, error)
 
-	// Adopter rebuilds listed items in the adoption pass. Optional; if it
-	// also implements [GoneHandler] it hears of gone keys.
+	// Adopter rebuilds the World's items in the adoption pass. Optional,
+	// and only with World; if it also implements [GoneHandler] it hears
+	// of gone keys.
 	Adopter Adopter[K]
 
 	// Events are keys to reconcile soon, from a store watch or an
 	// informer. A closed channel just stops delivering. Optional.
 	Events <-chan K
 
-	// Resync is the period of the full List; zero is DefaultResync, a
-	// negative value disables periodic resync (the adoption pass still
-	// runs).
+	// Resync is the period at which every key of World and Known is
+	// reconciled again; zero is DefaultResync, a negative value disables
+	// periodic resync (the first pass still runs).
 	Resync time.Duration
 
 	// Workers reconcile different keys concurrently; default 1.
@@ -174,6 +177,9 @@ func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
 	var errs []error
 	if opt.Reconciler == nil {
 		errs = append(errs, errors.New("reconcile: NewLoop: Reconciler is required"))
+	}
+	if opt.Adopter != nil && opt.World == nil {
+		errs = append(errs, errors.New("reconcile: NewLoop: an Adopter needs World, the items it adopts"))
 	}
 	if opt.Workers < 0 || opt.Workers > 10000 {
 		errs = append(errs, fmt.Errorf("reconcile: NewLoop: Workers %d, want 0 (default 1) to 10000", opt.Workers))
@@ -291,7 +297,7 @@ func (l *Loop[K]) Run(ctx context.Context) error {
 	if l.opt.Events != nil {
 		goroutine(func() { l.events(ctx) })
 	}
-	if l.opt.List != nil {
+	if l.opt.World != nil || l.opt.Known != nil {
 		if !l.adopt(ctx) {
 			close(l.recovered)
 			return nil
@@ -308,17 +314,15 @@ func (l *Loop[K]) Run(ctx context.Context) error {
 	return nil
 }
 
-// adopt runs the adoption pass, retrying List with backoff until it
-// works; false means ctx ended first.
+// adopt runs the first pass: the adoption pass over World, and every
+// key of World and Known queued; listing is retried with backoff until it
+// works. False means ctx ended first.
 func (l *Loop[K]) adopt(ctx context.Context) bool {
 	var items []Item[K]
 	var known []K
 	for attempt := 0; ; attempt++ {
 		var err error
-		items, err = l.opt.List(ctx)
-		if err == nil && l.opt.Known != nil {
-			known, err = l.opt.Known(ctx)
-		}
+		items, known, err = l.list(ctx)
 		if err == nil {
 			break
 		}
@@ -349,8 +353,11 @@ func (l *Loop[K]) adopt(ctx context.Context) bool {
 		if _, ok := world[k]; ok {
 			continue
 		}
-		report.Gone = append(report.Gone, k)
 		keys = append(keys, k)
+		if l.opt.World == nil {
+			continue // no world to be gone from: a key to reconcile
+		}
+		report.Gone = append(report.Gone, k)
 		if gone != nil {
 			if err := gone.Gone(ctx, k); err != nil {
 				report.Errors++
@@ -370,19 +377,37 @@ func (l *Loop[K]) adopt(ctx context.Context) bool {
 
 func (l *Loop[K]) resync(ctx context.Context) {
 	for l.sleep(ctx, l.opt.Resync) {
-		items, err := l.opt.List(ctx)
+		items, known, err := l.list(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				l.log.Error("resync: cannot list the world", "err", err)
+				l.log.Error("resync: cannot list", "err", err)
 			}
 			continue
 		}
-		keys := make([]K, len(items))
-		for k, it := range items {
-			keys[k] = it.Key
+		keys := make([]K, 0, len(items)+len(known))
+		for _, it := range items {
+			keys = append(keys, it.Key)
 		}
-		l.q.add(keys...)
+		l.q.add(append(keys, known...)...)
 	}
+}
+
+// list calls World and Known, those given.
+func (l *Loop[K]) list(ctx context.Context) ([]Item[K], []K, error) {
+	var items []Item[K]
+	var known []K
+	var err error
+	if l.opt.World != nil {
+		if items, err = l.opt.World(ctx); err != nil {
+			return nil, nil, fmt.Errorf("listing the world: %w", err)
+		}
+	}
+	if l.opt.Known != nil {
+		if known, err = l.opt.Known(ctx); err != nil {
+			return nil, nil, fmt.Errorf("listing the known keys: %w", err)
+		}
+	}
+	return items, known, nil
 }
 
 func (l *Loop[K]) events(ctx context.Context) {

@@ -154,7 +154,7 @@ func TestLoopConvergesOnTheWorldAcrossControllerCrashes(t *testing.T) {
 			ctrl = &controller{table: table, store: store, world: w, view: map[string]string{}}
 			var err error
 			loop, err = reconcile.NewLoop(reconcile.Options[string]{
-				Reconciler: ctrl, Adopter: ctrl, List: w.list, Known: ctrl.known,
+				Reconciler: ctrl, Adopter: ctrl, World: w.list, Known: ctrl.known,
 				Resync: -1, Workers: 3, Backoff: &reconcile.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond},
 			})
 			require.NoError(rt, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/reconcile/reconciletest"
+	"github.com/execfsm/execfsm/storage"
 
 	"github.com/execfsm/execfsm/internal/testwait"
 	"github.com/stretchr/testify/require"
@@ -250,7 +251,7 @@ func TestLoopAdoptionPassAdoptsTheWorldAndReportsWhatItLost(t *testing.T) {
 	var report reconcile.AdoptionReport[string]
 	adopter := &recordingAdopter{note: note}
 	l := newLoop(t, reconcile.Options[string]{
-		List:             func(context.Context) ([]reconcile.Item[string], error) { return world, nil },
+		World:            func(context.Context) ([]reconcile.Item[string], error) { return world, nil },
 		Known:            func(context.Context) ([]string, error) { return []string{"sim-1", "sim-2"}, nil },
 		Adopter:          adopter,
 		AdoptionObserver: reconcile.AdoptionObserverFunc[string](func(r reconcile.AdoptionReport[string]) { report = r }),
@@ -287,7 +288,7 @@ func TestLoopAdoptionPassRetriesListingTheWorld(t *testing.T) {
 	var got calls[string]
 	l := newLoop(t, reconcile.Options[string]{
 		Clock: clock, Resync: -1,
-		List: func(context.Context) ([]reconcile.Item[string], error) {
+		World: func(context.Context) ([]reconcile.Item[string], error) {
 			if lists.Add(1) < 3 {
 				return nil, errors.New("api server unreachable")
 			}
@@ -311,7 +312,7 @@ func TestLoopResyncReconcilesEveryItemPeriodically(t *testing.T) {
 	var got calls[string]
 	l := newLoop(t, reconcile.Options[string]{
 		Clock: clock, Resync: time.Minute,
-		List: func(context.Context) ([]reconcile.Item[string], error) {
+		World: func(context.Context) ([]reconcile.Item[string], error) {
 			return []reconcile.Item[string]{{Key: "a"}, {Key: "b"}}, nil
 		},
 		Reconciler: reconcile.ReconcilerFunc[string](func(_ context.Context, k string) (reconcile.Result, error) {
@@ -326,6 +327,66 @@ func TestLoopResyncReconcilesEveryItemPeriodically(t *testing.T) {
 		require.Equal(t, time.Minute, clock.AdvanceToEarliest(t))
 		require.Eventually(t, func() bool { return len(got.get()) == 2*round }, 10*time.Second, time.Millisecond)
 	}
+}
+
+// The controller's own keys (Known) are reconciled with the world's at the
+// first pass and at every resync, and are gone only from a world that
+// lacks them; with no World at all (a deadline reaper), nothing is gone
+// and the known keys are simply reconciled.
+func TestLoopResyncReconcilesTheKnownKeysTooAndNothingIsGoneWithoutAWorld(t *testing.T) {
+	for _, withWorld := range []bool{true, false} {
+		t.Run(fmt.Sprintf("world %v", withWorld), func(t *testing.T) {
+			clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+			var got calls[string]
+			var reports []reconcile.AdoptionReport[string]
+			opt := reconcile.Options[string]{
+				Clock: clock, Resync: time.Minute,
+				Known: func(context.Context) ([]string, error) { return []string{"a", "stored-only"}, nil },
+				Reconciler: reconcile.ReconcilerFunc[string](func(_ context.Context, k string) (reconcile.Result, error) {
+					got.add(k)
+					return reconcile.Result{}, nil
+				}),
+				AdoptionObserver: reconcile.AdoptionObserverFunc[string](func(r reconcile.AdoptionReport[string]) { reports = append(reports, r) }),
+			}
+			if withWorld {
+				opt.World = func(context.Context) ([]reconcile.Item[string], error) {
+					return []reconcile.Item[string]{{Key: "a"}, {Key: "world-only"}}, nil
+				}
+			}
+			l := newLoop(t, opt)
+			reconciletest.Start(t, l)
+			reconciletest.Idle(t, l)
+			want := []string{"a", "stored-only"}
+			if withWorld {
+				want = []string{"a", "stored-only", "world-only"}
+			}
+			require.ElementsMatch(t, want, got.get())
+			require.Len(t, reports, 1)
+			if withWorld {
+				require.Equal(t, []string{"stored-only"}, reports[0].Gone)
+			} else {
+				require.Empty(t, reports[0].Gone, "no world, nothing gone from it")
+			}
+			require.Equal(t, time.Minute, clock.AdvanceToEarliest(t))
+			require.Eventually(t, func() bool { return len(got.get()) == 2*len(want) }, 10*time.Second, time.Millisecond)
+			require.ElementsMatch(t, append(want, want...), got.get(), "the resync reconciles the known keys as well as the world's")
+		})
+	}
+}
+
+// StoreKeys lists every record's id, those the store cannot read
+// included.
+func TestStoreKeysListsEveryRecordReadableOrNot(t *testing.T) {
+	store := storage.NewMemory()
+	for _, id := range []string{"ex-2", "ex-1"} {
+		_, err := store.Create(context.Background(), storage.Record{ID: id, Status: "pending"})
+		require.NoError(t, err)
+	}
+	ids, err := reconcile.StoreKeys(store)(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []string{"ex-1", "ex-2"}, ids)
+	_, err = reconcile.StoreKeys(nil)(context.Background())
+	require.Error(t, err)
 }
 
 func TestLoopTakesKeysFromEventsAndSurvivesAClosedChannel(t *testing.T) {
@@ -490,6 +551,7 @@ func TestLoopRunsOnceAndRefusesBadOptions(t *testing.T) {
 		"limiter never":          {Reconciler: noop, Limiter: rate.NewLimiter(1, 0)},
 		"limiter stops at burst": {Reconciler: noop, Limiter: rate.NewLimiter(0, 3)},
 		"limiter negative rate":  {Reconciler: noop, Limiter: rate.NewLimiter(-1, 3)},
+		"adopter without world":  {Reconciler: noop, Adopter: reconcile.AdopterFunc[string](func(context.Context, reconcile.Item[string]) error { return nil })},
 	} {
 		_, err := reconcile.NewLoop(opt)
 		require.Error(t, err, name)

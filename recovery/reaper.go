@@ -29,7 +29,8 @@ const AbandonedDeadline = RelocatingDeadline
 // a running state whose controller holds it no more (it died, or lost its
 // lease and never took the execution back) and that no controller took
 // over within Abandoned; it is failed with the reason. Run it in a
-// [reconcile.Loop] whose List returns the executions' ids. It writes as
+// [reconcile.Loop] whose Known lists the executions' ids
+// (reconcile.StoreKeys(store)). It writes as
 // an outside authority (no ownership claim) and asks to be called again
 // when the next deadline falls due, so deadlines hold between resyncs.
 //

@@ -106,9 +106,7 @@ func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) 
 		Clock:      clock,
 		Resync:     -1,
 		Reconciler: mustReaper(t, store, recovery.ReaperOptions[state.Status]{Clock: clock}),
-		List: func(context.Context) ([]reconcile.Item[string], error) {
-			return []reconcile.Item[string]{{Key: "ex-1"}}, nil
-		},
+		Known:      reconcile.StoreKeys(store),
 	})
 	require.NoError(t, err)
 	reconciletest.Start(t, l)

@@ -90,7 +90,7 @@ func childRecover(ctx context.Context, spec childSpec) error {
 		return items, nil
 	}
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
-		Reconciler: reconciler, Adopter: adopter, List: list, Resync: -1, Workers: 32,
+		Reconciler: reconciler, Adopter: adopter, World: list, Resync: -1, Workers: 32,
 	})
 	if err != nil {
 		return err

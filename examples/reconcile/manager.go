@@ -189,7 +189,7 @@ func (m *manager) run(ctx context.Context) (int, error) {
 	cfg := m.cfg
 
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
-		Reconciler: m, Adopter: m, List: m.list, Known: m.known,
+		Reconciler: m, Adopter: m, World: m.list, Known: m.known,
 		Resync: 200 * time.Millisecond, Workers: 2, AdoptionObserver: m,
 	})
 	if err != nil {
