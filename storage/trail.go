@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 )
 
@@ -68,7 +69,11 @@ func checkEntries(entries []Entry) error {
 }
 
 // Append returns the trail with e added as its newest entry, keeping at
-// most keep entries (1 to [MaxHistory]) by dropping the oldest. e must
+// most keep entries (1 to [MaxHistory]). When there are more, the entries
+// that record no move go first, oldest first (a metadata-only write, a
+// take-over in place: From equal to To), and only then the oldest moves:
+// a controller recording progress in metadata, or taking an execution
+// over on every run, never pushes the moves out of the history. e must
 // obey the record limits and be at a higher revision than the newest
 // entry; the error matches [ErrInvalidRecord]. t itself is unchanged.
 // Append copies the entries it keeps; a writer appending to its own
@@ -78,11 +83,42 @@ func (t Trail) Append(e Entry, keep int) (Trail, error) {
 	if err := t.checkAppend(e, keep); err != nil {
 		return t, err
 	}
-	kept := t.entries[max(0, len(t.entries)-keep+1):]
-	next := make([]Entry, len(kept)+1)
-	copy(next, kept)
-	next[len(kept)] = e
-	return Trail{entries: next}, nil
+	next := append(make([]Entry, 0, len(t.entries)+1), t.entries...)
+	return Trail{entries: keepEntries(append(next, e), keep)}, nil
+}
+
+// moves reports whether e records a move (or the creation), not a write
+// in place.
+func (e Entry) moves() bool { return e.From != e.To }
+
+// keepEntries returns the entries a trail keeping keep keeps, in place:
+// all of them when they fit; otherwise it drops the entries that record
+// no move, oldest first, then the oldest moves. The newest entry is
+// always kept.
+func keepEntries(entries []Entry, keep int) []Entry {
+	drop := len(entries) - keep
+	if drop <= 0 {
+		return entries
+	}
+	others := 0 // the entries in place to drop, oldest first
+	for _, e := range entries[:len(entries)-1] {
+		if others < drop && !e.moves() {
+			others++
+		}
+	}
+	moves := drop - others // the oldest moves to drop as well
+	kept := entries[:0]
+	for k, e := range entries {
+		switch {
+		case k < len(entries)-1 && others > 0 && !e.moves():
+			others--
+		case k < len(entries)-1 && moves > 0 && e.moves():
+			moves--
+		default:
+			kept = append(kept, e)
+		}
+	}
+	return kept
 }
 
 // checkAppend returns what is wrong with appending e to t keeping keep.
@@ -127,18 +163,19 @@ func (a *TrailAppender) Append(t Trail, e Entry, keep int) (Trail, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := len(t.entries)
-	if n > 0 && a.end > 0 && a.end < len(a.backing) && &t.entries[n-1] == &a.backing[a.end-1] {
+	// Without a copy: t is the appender's newest trail, and the entry to
+	// drop, if any, is its oldest (the window slides).
+	slides := n < keep || n == keep && (!t.entries[0].moves() || !slices.ContainsFunc(t.entries, func(e Entry) bool { return !e.moves() }))
+	if slides && n > 0 && a.end > 0 && a.end < len(a.backing) && &t.entries[n-1] == &a.backing[a.end-1] {
 		a.backing[a.end] = e
 		a.end++
 		start := a.end - min(n+1, keep)
 		return Trail{entries: a.backing[start:a.end:a.end]}, nil
 	}
-	kept := t.entries[max(0, n-keep+1):]
 	// Room for keep more appends before the next copy.
-	a.backing = make([]Entry, len(kept)+keep)
-	copy(a.backing, kept)
-	a.backing[len(kept)] = e
-	a.end = len(kept) + 1
+	backing := append(make([]Entry, 0, max(n+1, 2*keep)), t.entries...)
+	a.end = len(keepEntries(append(backing, e), keep))
+	a.backing = backing[:cap(backing)]
 	return Trail{entries: a.backing[:a.end:a.end]}, nil
 }
 

@@ -97,23 +97,51 @@ func TestTrailJSONIsAnArrayOfEntries(t *testing.T) {
 	}
 }
 
-// Whatever a sequence of appends does, the trail holds the newest keep
-// entries in order, exactly those appended.
+// model is what a trail keeping keep holds after appending e to held:
+// when over, the oldest entry that records no move goes, else the
+// oldest; the newest always stays.
+func model(held []storage.Entry, e storage.Entry, keep int) []storage.Entry {
+	next := append(append([]storage.Entry(nil), held...), e)
+	for len(next) > keep {
+		drop := 0
+		for k, old := range next[:len(next)-1] {
+			if old.From == old.To {
+				drop = k
+				break
+			}
+		}
+		next = append(next[:drop], next[drop+1:]...)
+	}
+	return next
+}
+
+// entryGen draws an entry at revision rev: a move, or a write in place
+// (metadata only, a take-over) one time in three.
+func entryGen(rt *rapid.T, rev uint64) storage.Entry {
+	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	if rapid.IntRange(0, 2).Draw(rt, "kind") == 0 {
+		return storage.Entry{From: "b", To: "b", Reason: "meta", Revision: rev, At: at}
+	}
+	return storage.Entry{From: "a", To: "b", Reason: "move", Revision: rev, At: at}
+}
+
+// Whatever a sequence of appends does, the trail holds what the model
+// says, in order, exactly entries appended: the moves outlive the writes
+// in place.
 func TestTrailAppendProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		keep := rapid.IntRange(1, storage.MaxHistory).Draw(rt, "keep")
 		n := rapid.IntRange(0, 3*storage.MaxHistory).Draw(rt, "appends")
 		var trail storage.Trail
+		var want []storage.Entry
 		var all []storage.Entry
-		at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 		for k := range n {
-			e := storage.Entry{From: "a", To: "b", Revision: uint64(k), At: at}
+			e := entryGen(rt, uint64(k))
 			next, err := trail.Append(e, keep)
 			require.NoError(rt, err)
 			require.Equal(rt, min(k, keep), trail.Len(), "the trail appended to is unchanged")
-			trail, all = next, append(all, e)
+			trail, all, want = next, append(all, e), model(want, e, keep)
 		}
-		want := all[max(0, len(all)-keep):]
 		if len(want) == 0 {
 			want = nil
 		}
@@ -156,7 +184,7 @@ func TestTrailAppenderMatchesAppendAndChangesNoTrail(t *testing.T) {
 			keep := rapid.IntRange(1, 8).Draw(rt, "keep")
 			base := made[from]
 			rev := uint64(1000 + k)
-			e := storage.Entry{From: "a", To: "b", Reason: "step", Revision: rev}
+			e := entryGen(rt, rev)
 			want, werr := base.Append(e, keep)
 			got, gerr := a.Append(base, e, keep)
 			require.Equal(rt, werr == nil, gerr == nil)
@@ -167,6 +195,26 @@ func TestTrailAppenderMatchesAppendAndChangesNoTrail(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A controller that records its progress in metadata after every move
+// keeps its moves in the history: the writes in place go first.
+func TestMetadataWritesDoNotPushTheMovesOutOfTheHistory(t *testing.T) {
+	var trail storage.Trail
+	var err error
+	rev := uint64(0)
+	appendEntry := func(from, to, reason string) {
+		rev++
+		trail, err = trail.Append(storage.Entry{From: from, To: to, Reason: reason, Revision: rev}, 4)
+		require.NoError(t, err)
+	}
+	appendEntry("", "pending", "created")
+	appendEntry("pending", "running", "started")
+	for range 10 {
+		appendEntry("running", "running", "progress")
+	}
+	appendEntry("running", "completed", "done")
+	require.Equal(t, []string{"created", "started", "progress", "done"}, reasons(trail))
 }
 
 // Handles of one record append concurrently (their guards run unlocked):
