@@ -64,7 +64,7 @@ func (s *Statuses[S]) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	events, err := reconcile.StoreEvents(ctx, s.source, from, s.report)
+	events, err := reconcile.StoreEvents(ctx, s.source, reconcile.StoreEventsOptions{From: from, OnError: s.report})
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func watch(ctx context.Context, b *backend, ids []string, out *printer) error {
 	}
 	// StoreEvents watches again after a broken connection, from the last
 	// revision it delivered.
-	events, err := reconcile.StoreEvents(ctx, b.watcher, from, nil)
+	events, err := reconcile.StoreEvents(ctx, b.watcher, reconcile.StoreEventsOptions{From: from})
 	if err != nil {
 		return storeError(err)
 	}
