@@ -65,9 +65,13 @@ type Options struct {
 // of its audit entry, by compare-and-swap and under the ownership the
 // Persisted holds.
 //
-// The write comes after the last leave_ callback, the latest moment at
-// which looplab/fsm can still cancel an event: a callback may cancel it
-// before that, and once written nothing can. A write that fails cancels
+// The write comes after the last leave_ callback: a callback may cancel
+// the event before that, and so may the context given to Event, and once
+// the move is written nothing cancels it. (looplab/fsm looks at the
+// event's context once more, after the leave_ callbacks; FSM gives it a
+// context whose cancellation it checks itself, before the write, so that
+// a context cancelled just after the write cannot leave the machine
+// behind the store.) A write that fails cancels
 // the event, as Event.Cancel would: looplab/fsm stays in its state and
 // Event returns a fsm.CanceledError that unwraps to the reason,
 // matchable with errors.Is: [storage.ErrFenced] (the execution was taken
@@ -88,6 +92,29 @@ type FSM struct {
 
 	mu      sync.Mutex
 	pending *move // an asynchronous transition begun and not yet written
+	// pendingCtx is the pending transition's context, as looplab/fsm's
+	// AsyncError gave it: cancelled by AsyncError.CancelTransition.
+	pendingCtx context.Context
+}
+
+// callerKey carries, in the context looplab/fsm hands its callbacks, the
+// context the caller gave Event: its cancellation is checked before the
+// move is written, and the write is made under it.
+type callerKey struct{}
+
+// caller returns the context the caller of Event gave, or ctx itself for
+// an event fired on the looplab/fsm machine directly.
+func caller(ctx context.Context) context.Context {
+	if c, ok := ctx.Value(callerKey{}).(context.Context); ok {
+		return c
+	}
+	return ctx
+}
+
+// machineContext is what looplab/fsm is given for an event fired with
+// ctx: ctx's values, and no cancellation of its own (see [FSM]).
+func machineContext(ctx context.Context) context.Context {
+	return context.WithValue(context.WithoutCancel(ctx), callerKey{}, caller(ctx))
 }
 
 // move is one event's transition.
@@ -220,6 +247,10 @@ func (f *FSM) callbacks(m *machine, user fsm.Callbacks) fsm.Callbacks {
 		}
 	}
 	out["before_event"] = func(ctx context.Context, e *fsm.Event) {
+		if err := caller(ctx).Err(); err != nil {
+			e.Cancel(err) // the caller gave up: nothing runs, nothing is written
+			return
+		}
 		if beforeAny != nil {
 			if f.locked(beforeAny)(ctx, e); ctx.Err() != nil {
 				return
@@ -256,7 +287,7 @@ func (f *FSM) callbacks(m *machine, user fsm.Callbacks) fsm.Callbacks {
 					return
 				}
 			}
-			if err := f.write(ctx, mv); err != nil {
+			if err := f.write(caller(ctx), mv); err != nil {
 				e.Cancel(err)
 			}
 		}
@@ -298,32 +329,62 @@ func (f *FSM) Event(ctx context.Context, event string, args ...any) error {
 	if ctx.Value(reentrantKey{}) == f {
 		return fmt.Errorf("looplabfsm: Event %q: %w", event, ErrReentrant)
 	}
-	return f.machine.Event(ctx, event, args...)
+	err := f.machine.Event(machineContext(ctx), event, args...)
+	var async fsm.AsyncError
+	if errors.As(err, &async) {
+		f.mu.Lock()
+		if f.pending != nil {
+			f.pendingCtx = async.Ctx
+		}
+		f.mu.Unlock()
+	}
+	return err
 }
 
 // Transition completes an asynchronous transition (one a leave_ callback
 // made asynchronous with Event.Async): it writes the move, then lets
 // looplab/fsm make it and run the enter_ and after_ callbacks. If the
 // write fails the machine stays in transition, as looplab/fsm leaves it,
-// and the error says why; a later Transition tries the write again.
+// and the error says why; a later Transition tries the write again. A
+// transition cancelled with AsyncError.CancelTransition is not written,
+// and looplab/fsm leaves the machine where it was, as it would. One
+// cancelled while its write is under way (CancelTransition racing
+// Transition) is written all the same: the machine is then set to the
+// state the store holds, without its enter_ and after_ callbacks, and
+// the error says so.
 func (f *FSM) Transition(ctx context.Context) error {
 	if err := f.check(ctx, "Transition"); err != nil {
 		return err
 	}
 	f.mu.Lock()
-	mv := f.pending
+	mv, asyncCtx := f.pending, f.pendingCtx
 	f.mu.Unlock()
-	if mv != nil {
+	if mv == nil {
+		return f.machine.Transition()
+	}
+	if asyncCtx == nil || asyncCtx.Err() == nil {
 		if err := f.write(ctx, *mv); err != nil {
 			return err
 		}
-		f.mu.Lock()
-		if f.pending == mv {
-			f.pending = nil
-		}
-		f.mu.Unlock()
 	}
-	return f.machine.Transition()
+	f.mu.Lock()
+	if f.pending == mv {
+		f.pending, f.pendingCtx = nil, nil
+	}
+	f.mu.Unlock()
+	err := f.machine.Transition()
+	if asyncCtx != nil && asyncCtx.Err() != nil && f.machine.Current() == mv.src {
+		// Cancelled: written or not, the machine and the store must agree.
+		stored, _, lerr := f.p.Load(ctx)
+		if lerr != nil {
+			return fmt.Errorf("looplabfsm: Transition %s: event %q cancelled; reading the store to agree with it: %w", f.p.ID(), mv.event, lerr)
+		}
+		if stored != mv.src {
+			f.machine.SetState(stored)
+			return fmt.Errorf("looplabfsm: Transition %s: event %q was cancelled after its move to %s was written; the machine is set to %s, as stored, without its enter_ and after_ callbacks", f.p.ID(), mv.event, mv.dst, stored)
+		}
+	}
+	return err
 }
 
 // Sync sets the machine to the state the store holds, without callbacks

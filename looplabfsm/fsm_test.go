@@ -374,3 +374,65 @@ func TestBadInputGetsAnErrorNotAPanic(t *testing.T) {
 	require.ErrorAs(t, door.Event(context.Background(), "fly"), &unknown)
 	require.True(t, slices.Contains(door.AvailableTransitions(), "open"))
 }
+
+// The store and the machine agree after any cancellation. A context
+// cancelled right after the move is written (here by an observer, which
+// runs between the write and looplab/fsm's last look at the context)
+// does not leave the machine behind: once written, the move is made.
+func TestAContextCancelledAfterTheWriteDoesNotLeaveTheMachineBehind(t *testing.T) {
+	store := storage.NewMemory()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions[string]{
+		Actor:    "pod-a",
+		OnChange: []func(transition.Change[string]){func(c transition.Change[string]) {
+			if c.To == "open" {
+				cancel()
+			}
+		}},
+	})
+	require.NoError(t, err)
+	door, err := looplabfsm.Open(context.Background(), p, looplabfsm.Options{Events: doorEvents()})
+	require.NoError(t, err)
+	require.NoError(t, door.Event(ctx, "open"))
+	require.Equal(t, "open", door.Current())
+	require.Equal(t, "open", stored(t, store).Status)
+	reopened := openDoor(t, store, "pod-b", nil)
+	require.Equal(t, "open", reopened.Current(), "a restarted process gets the machine the first one had")
+}
+
+// A context cancelled while the before_ callbacks run cancels the event
+// before anything is written, as looplab/fsm would.
+func TestAContextCancelledBeforeTheWriteCancelsTheEvent(t *testing.T) {
+	store := storage.NewMemory()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	door := openDoor(t, store, "pod-a", fsm.Callbacks{
+		"before_open": func(context.Context, *fsm.Event) { cancel() },
+	})
+	err := door.Event(ctx, "open")
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, "closed", door.Current())
+	require.Equal(t, "closed", stored(t, store).Status)
+}
+
+// looplab/fsm's own case: an asynchronous transition cancelled with
+// AsyncError.CancelTransition is not made, and Transition returns nil.
+// Through the bridge it is not written either: a restarted process finds
+// the machine where it was.
+func TestACancelledAsynchronousTransitionIsNotWritten(t *testing.T) {
+	store := storage.NewMemory()
+	door := openDoor(t, store, "pod-a", fsm.Callbacks{
+		"leave_closed": func(_ context.Context, e *fsm.Event) { e.Async() },
+	})
+	var async fsm.AsyncError
+	require.ErrorAs(t, door.Event(context.Background(), "open"), &async)
+	async.CancelTransition()
+	require.NoError(t, door.Transition(context.Background()))
+	require.Equal(t, "closed", door.Current())
+	require.Equal(t, "closed", stored(t, store).Status)
+	require.NoError(t, door.Persisted().Ownership().Release(context.Background()))
+	reopened := openDoor(t, store, "pod-b", nil)
+	require.Equal(t, "closed", reopened.Current())
+	require.NoError(t, reopened.Event(context.Background(), "open"), "the door opens normally afterwards")
+}
