@@ -20,11 +20,22 @@
 // looplab/fsm calls before_<EVENT>, before_event, leave_<STATE>,
 // leave_state, then moves, then enter_<STATE>, enter_state, after_<EVENT>,
 // after_event. The FSM keeps that order and writes between leave_state
-// and the move: the last point at which looplab/fsm can still cancel.
-// So a before_ or leave_ callback that cancels the event writes nothing,
-// and enter_ and after_ callbacks run only once the store has the move.
-// An asynchronous transition is written by [FSM.Transition] when it
-// completes.
+// and the move. A before_ or leave_ callback that cancels the event, or
+// a context given to [FSM.Event] that is cancelled before then, writes
+// nothing; once the move is written it is made (the FSM gives
+// looplab/fsm a context it cannot cancel after the write), and enter_
+// and after_ callbacks run only once the store has the move. An
+// asynchronous transition is written by [FSM.Transition] when it
+// completes, and not at all if it was cancelled (CancelTransition).
+//
+// # What is not persisted
+//
+// Only the state is: looplab/fsm's metadata (SetMetadata) lives in the
+// process, as in looplab/fsm; keep what must survive a restart in the
+// record's metadata through the Persisted ([FSM.Persisted]). An event
+// whose source is its destination moves nothing, so [Table] has no edge
+// for it and the table's Mermaid and DOT leave it out; looplab/fsm's own
+// Visualize draws it.
 //
 // looplab/fsm holds its event lock through the before_ and leave_
 // callbacks: firing an event from one of them deadlocks in looplab/fsm.
