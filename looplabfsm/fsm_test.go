@@ -384,7 +384,7 @@ func TestAContextCancelledAfterTheWriteDoesNotLeaveTheMachineBehind(t *testing.T
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions[string]{
-		Actor:    "pod-a",
+		Actor: "pod-a",
 		OnChange: []func(transition.Change[string]){func(c transition.Change[string]) {
 			if c.To == "open" {
 				cancel()
