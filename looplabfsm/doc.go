@@ -7,7 +7,10 @@
 // event reaches and the traps, Mermaid and DOT draw it, transitiontest
 // property-tests it.
 //
-// [Open] returns an [FSM]: a looplab/fsm machine, at the state a store
+// [New] returns an [FSM] from the definition alone (its initial state
+// and events, given once), a store and an id; [Open] does the same from a
+// transition.Persisted built with options of its own. An FSM is a
+// looplab/fsm machine, at the state a store
 // holds, whose every transition is written first, by compare-and-swap
 // with its audit entry, under the ownership the process took. An event
 // whose write fails is cancelled, so the machine never runs ahead of the

@@ -8,7 +8,6 @@ import (
 
 	"github.com/execfsm/execfsm/looplabfsm"
 	"github.com/execfsm/execfsm/storage"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/looplab/fsm"
 )
 
@@ -26,18 +25,10 @@ func Example() {
 	callbacks := fsm.Callbacks{
 		"enter_state": func(_ context.Context, e *fsm.Event) { fmt.Printf("  %s: %s → %s\n", e.Event, e.Src, e.Dst) },
 	}
-	table, err := looplabfsm.Table("closed", events)
-	if err != nil {
-		panic(err)
-	}
 	store := storage.NewMemory() // a boltstore, etcdstore or kube store in production
 
 	start := func(pod string) *looplabfsm.FSM {
-		p, err := transition.NewPersisted(table, store, "door-1", transition.PersistedOptions[string]{Actor: pod})
-		if err != nil {
-			panic(err)
-		}
-		door, err := looplabfsm.Open(ctx, p, looplabfsm.Options{
+		door, err := looplabfsm.New(ctx, store, "door-1", "closed", pod, looplabfsm.Options{
 			Events: events, Callbacks: callbacks,
 			Lease: storage.Lease{Holder: pod, TTL: 15 * time.Second},
 		})
@@ -57,7 +48,7 @@ func Example() {
 	second := start("pod-b")
 	_ = second.Event(ctx, "unlock")
 
-	err = first.Event(ctx, "unlock")
+	err := first.Event(ctx, "unlock")
 	fmt.Println("pod-a fenced:", errors.Is(err, storage.ErrFenced), "and still thinks the door is", first.Current())
 
 	rec, _ := store.Get(ctx, "door-1")

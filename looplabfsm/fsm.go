@@ -186,6 +186,26 @@ func Open(ctx context.Context, p *transition.Persisted[string], opts Options) (*
 	return f, nil
 }
 
+// New is [Open] for the common case, from the definition alone: it
+// builds the table of initial and opts.Events ([Table]) and the execution
+// id's Persisted on store, writing as actor (opts.Lease.Holder when actor
+// is empty), then opens it. Those who need the Persisted's other options
+// (observers, a history length, a clock) build it and call Open.
+func New(ctx context.Context, store storage.Store, id, initial, actor string, opts Options) (*FSM, error) {
+	table, err := Table(initial, opts.Events)
+	if err != nil {
+		return nil, err
+	}
+	if actor == "" {
+		actor = opts.Lease.Holder
+	}
+	p, err := transition.NewPersisted(table, store, id, transition.PersistedOptions[string]{Actor: actor})
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, p, opts)
+}
+
 // fit lists what keeps the events from running over table.
 func fit(m *machine, table *transition.Table[string]) []string {
 	var problems []string

@@ -436,3 +436,21 @@ func TestACancelledAsynchronousTransitionIsNotWritten(t *testing.T) {
 	require.Equal(t, "closed", reopened.Current())
 	require.NoError(t, reopened.Event(context.Background(), "open"), "the door opens normally afterwards")
 }
+
+// New builds the table and the Persisted from the definition alone, and
+// refuses what either would.
+func TestNewOpensFromTheDefinitionAlone(t *testing.T) {
+	store := storage.NewMemory()
+	door, err := looplabfsm.New(context.Background(), store, doorID, "closed", "pod-a", looplabfsm.Options{Events: doorEvents()})
+	require.NoError(t, err)
+	require.NoError(t, door.Event(context.Background(), "open"))
+	rec := stored(t, store)
+	require.Equal(t, "open", rec.Status)
+	last, _ := rec.History.Last()
+	require.Equal(t, "pod-a", last.Actor)
+
+	_, err = looplabfsm.New(context.Background(), store, doorID, "", "pod-a", looplabfsm.Options{Events: doorEvents()})
+	require.ErrorIs(t, err, transition.ErrInvalidTable)
+	_, err = looplabfsm.New(context.Background(), nil, doorID, "closed", "pod-a", looplabfsm.Options{Events: doorEvents()})
+	require.Error(t, err)
+}
