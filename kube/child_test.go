@@ -59,7 +59,7 @@ func (restartable) IsRestartable() bool { return true }
 
 // controller is a Teraslice-style execution controller on Kubernetes: its
 // status in a ConfigMap, its hold on the execution a Lease, startup
-// decided by recovery.ApplyStartup, SIGTERM by recovery.ApplyTerminate.
+// decided by a recovery.Decider, SIGTERM too.
 func controller(spec controllerSpec) (int, error) {
 	terms := make(chan os.Signal, 1)
 	signal.Notify(terms, syscall.SIGTERM)
@@ -79,10 +79,13 @@ func controller(spec controllerSpec) (int, error) {
 	}
 	// The store-agnostic startup path: acquire (waiting for a crashed
 	// predecessor's Lease to expire), then decide.
-	policy := recovery.Policy[state.Status]{Restarts: true, Work: restartable{}, RestartBudget: spec.Budget}
+	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Restarts: true, Work: restartable{}, RestartBudget: spec.Budget})
+	if err != nil {
+		return 0, err
+	}
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, err := recovery.ApplyStartup(waitCtx, teraslice.Roles(), exec, storage.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true}, policy)
+	v, err := decider.Start(waitCtx, exec, storage.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true})
 	if errors.Is(err, recovery.ErrTerminalStatus) {
 		// Exit 0: the outcome is in the record, and on a Job a non-zero
 		// exit would only start another pod that refuses.
@@ -105,16 +108,16 @@ func controller(spec controllerSpec) (int, error) {
 	}
 	fmt.Println("running")
 	<-terms // until the platform deletes the pod
-	a, err := recovery.ApplyTerminate(ctx, teraslice.Roles(), exec, policy, nil)
+	a, err := decider.Terminate(ctx, exec, nil)
 	if err != nil {
 		return 0, err
 	}
 	fmt.Println("terminate", a.Kind)
-	if a.ReleaseErr != nil { // ApplyTerminate released the Lease on relocation
+	if a.ReleaseErr != nil { // Decider.Terminate released the Lease on relocation
 		return 0, a.ReleaseErr
 	}
 	if a.Kind == recovery.ActionShutdown {
-		end, err := recovery.ApplyFinish(ctx, teraslice.Roles(), exec, recovery.Ending{}, nil)
+		end, err := decider.Finish(ctx, exec, recovery.Ending{}, nil)
 		if err != nil {
 			return 0, err
 		}

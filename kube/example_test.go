@@ -21,7 +21,7 @@ import (
 )
 
 // An execution controller on Kubernetes: its record in a ConfigMap, its
-// ownership in a Lease, its startup decided by recovery.ApplyStartup; and
+// ownership in a Lease, its startup decided by a recovery.Decider; and
 // a reconcile.Reconciler run by the controller-runtime manager the
 // operator already has.
 func Example() {
@@ -32,7 +32,8 @@ func Example() {
 	store, _ := kube.New(client, kube.Options{Namespace: "teraslice"})
 	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-42", transition.PersistedOptions[state.Status]{})
 	lease := storage.Lease{Holder: "ex-42-controller-7d9f", TTL: 15 * time.Second} // held in a Lease
-	verdict, err := recovery.ApplyStartup(ctx, teraslice.Roles(), exec, lease, recovery.Policy[state.Status]{Restarts: true})
+	decider, _ := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Restarts: true})
+	verdict, err := decider.Start(ctx, exec, lease)
 	if err != nil {
 		return // storage.ErrHeld: a live controller has it
 	}
@@ -74,6 +75,7 @@ func ExampleJobFailure() {
 		return
 	}
 	if why, failed := kube.JobFailure(job); failed {
-		_, _ = recovery.ApplyFinish(ctx, teraslice.Roles(), master, recovery.Ending{Err: errors.New(why)}, nil)
+		decider, _ := recovery.NewDecider(teraslice.Roles(), recovery.Policy{})
+		_, _ = decider.Finish(ctx, master, recovery.Ending{Err: errors.New(why)}, nil)
 	}
 }

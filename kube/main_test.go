@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/execfsm/execfsm/kube/kubetest"
+	"github.com/execfsm/execfsm/recovery"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,3 +58,11 @@ func namespace(t testing.TB) string {
 }
 
 const childEnv = "EXECFSM_KUBE_CHILD"
+
+// decider is the Decider of roles and p, for a test.
+func decider[S comparable](t testing.TB, roles *recovery.Roles[S], p recovery.Policy) *recovery.Decider[S] {
+	t.Helper()
+	d, err := recovery.NewDecider(roles, p)
+	require.NoError(t, err)
+	return d
+}

@@ -69,8 +69,9 @@ func TestAStartMeetingATerminalStatusBetweenTheLeaseAndTheRecordWritesNothing(t 
 	})
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
 	require.NoError(t, err)
-	v, err := recovery.ApplyStartup(bg, teraslice.Roles(), exec, lease("pod-a", 10*time.Second),
-		recovery.Policy[state.Status]{Restarts: true, Work: recovery.Restartability(true)})
+	v, err := decider(t, teraslice.Roles(),
+		recovery.Policy{Restarts: true, Work: recovery.Restartability(true)}).Start(bg, exec, lease("pod-a", 10*time.Second))
+
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.DecisionRefuse, v.Decision)
 	require.NotZero(t, failed.Revision, "the master wrote between the Lease and the record")

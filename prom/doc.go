@@ -15,7 +15,7 @@
 //     execfsm_unreadable_records;
 //   - startup decisions and SIGTERM actions by kind, unexpected restarts,
 //     spent restart budgets and enforced deadlines: [RecoveryObserver],
-//     as recovery.Policy.Observer and recovery.ReaperOptions.Observer —
+//     given to recovery.Decider.WithObserver —
 //     execfsm_startup_decisions_total, execfsm_sigterm_actions_total,
 //     execfsm_unexpected_restarts_total,
 //     execfsm_restart_budgets_spent_total,

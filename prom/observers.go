@@ -10,12 +10,12 @@ import (
 	"github.com/execfsm/execfsm/transition"
 )
 
-// RecoveryObserver counts what the recovery helpers carried out:
-// startup decisions (execfsm_startup_decisions_total), SIGTERM actions
+// RecoveryObserver counts what a recovery.Decider carried out: startup
+// decisions (execfsm_startup_decisions_total), SIGTERM actions
 // (execfsm_sigterm_actions_total), unexpected restarts and spent restart
-// budgets, and the deadlines a Reaper enforced. Set it as
-// recovery.Policy.Observer and recovery.ReaperOptions.Observer. The table names
-// the states of enforced deadlines.
+// budgets, and the deadlines its Reapers enforced. Give it to
+// Decider.WithObserver. The table names the states of enforced
+// deadlines.
 func RecoveryObserver[S comparable](m *Metrics, table *transition.Table[S]) (recovery.Observer[S], error) {
 	if m == nil || table == nil {
 		return recovery.Observer[S]{}, errors.New("prom: RecoveryObserver: nil Metrics or table")

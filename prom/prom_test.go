@@ -128,8 +128,8 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	store := storage.NewMemory()
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	policy := func() recovery.Policy[state.Status] {
-		return recovery.Policy[state.Status]{Now: now, Restarts: true, Work: recovery.Restartability(true), Observer: obs}
+	policy := func() recovery.Policy {
+		return recovery.Policy{Now: now, Restarts: true, Work: recovery.Restartability(true)}
 	}
 
 	// One execution crash-loops: three resumes, then its budget is spent,
@@ -143,7 +143,7 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	for k := range 5 {
 		now = now.Add(time.Second)
 		looping := controller("ex-loop")
-		_, _ = recovery.ApplyStartup(bg, teraslice.Roles(), looping, storage.Lease{Holder: fmt.Sprintf("pod-%d", k), TTL: time.Minute}, policy())
+		_, _ = decider(t, teraslice.Roles(), policy()).WithObserver(obs).Start(bg, looping, storage.Lease{Holder: fmt.Sprintf("pod-%d", k), TTL: time.Minute})
 		if own := looping.Ownership(); own != nil {
 			require.NoError(t, own.Release(bg))
 		}
@@ -152,31 +152,31 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	// resumes it; a live holder refuses a third.
 	execution(t, store, "ex-fresh", state.Initializing, transition.PersistedOptions[state.Status]{Clock: clock})
 	owned := controller("ex-fresh")
-	_, err = recovery.ApplyStartup(bg, teraslice.Roles(), owned, storage.Lease{Holder: "pod-a", TTL: time.Minute}, policy())
+	_, err = decider(t, teraslice.Roles(), policy()).WithObserver(obs).Start(bg, owned, storage.Lease{Holder: "pod-a", TTL: time.Minute})
 	require.NoError(t, err)
 	_, err = owned.Fire(bg, state.Running, "")
 	require.NoError(t, err)
-	a, err := recovery.ApplyTerminate(bg, teraslice.Roles(), owned, policy(), nil)
+	a, err := decider(t, teraslice.Roles(), policy()).WithObserver(obs).Terminate(bg, owned, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionRelocate, a.Kind)
 	successor := controller("ex-fresh")
-	_, err = recovery.ApplyStartup(bg, teraslice.Roles(), successor, storage.Lease{Holder: "pod-b", TTL: time.Minute}, policy())
+	_, err = decider(t, teraslice.Roles(), policy()).WithObserver(obs).Start(bg, successor, storage.Lease{Holder: "pod-b", TTL: time.Minute})
 	require.NoError(t, err)
-	_, err = recovery.ApplyStartup(bg, teraslice.Roles(), controller("ex-fresh"), storage.Lease{Holder: "pod-c", TTL: time.Minute}, policy())
+	_, err = decider(t, teraslice.Roles(), policy()).WithObserver(obs).Start(bg, controller("ex-fresh"), storage.Lease{Holder: "pod-c", TTL: time.Minute})
 	require.ErrorIs(t, err, storage.ErrHeld)
 	// The successor is told to shut down while the master stops it.
 	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-fresh", transition.PersistedOptions[state.Status]{Clock: clock})
 	require.NoError(t, err)
 	_, err = master.Fire(bg, state.Stopping, "user stop")
 	require.NoError(t, err)
-	a, err = recovery.ApplyTerminate(bg, teraslice.Roles(), successor, policy(), nil)
+	a, err = decider(t, teraslice.Roles(), policy()).WithObserver(obs).Terminate(bg, successor, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionShutdown, a.Kind)
 
 	// A relocation nobody took over is reaped at its deadline.
 	entered := now.Add(-recovery.RelocatingDeadline - time.Minute)
 	execution(t, store, "ex-stuck", state.Relocating, transition.PersistedOptions[state.Status]{Clock: func() time.Time { return entered }})
-	reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{Clock: reconciletest.NewClock(now), Observer: obs})
+	reaper, err := decider(t, teraslice.Roles(), recovery.Policy{}).WithObserver(obs).NewReaper(store, recovery.ReaperOptions{Clock: reconciletest.NewClock(now)})
 	require.NoError(t, err)
 	for _, id := range []string{"ex-stuck", "ex-stuck", "ex-loop"} {
 		_, err = reaper.Reconcile(bg, id)
@@ -417,4 +417,12 @@ func TestScrapedOverHTTP(t *testing.T) {
 	require.Contains(t, page, `execfsm_transitions_total{from="pending",result="done",to="scheduling"} 1`)
 	require.Contains(t, page, `execfsm_transitions_total{from="scheduling",result="not_allowed",to="completed"} 1`)
 	require.Contains(t, page, "# TYPE execfsm_transitions_total counter")
+}
+
+// decider is the Decider of roles and p, for a test.
+func decider[S comparable](t testing.TB, roles *recovery.Roles[S], p recovery.Policy) *recovery.Decider[S] {
+	t.Helper()
+	d, err := recovery.NewDecider(roles, p)
+	require.NoError(t, err)
+	return d
 }

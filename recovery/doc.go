@@ -21,7 +21,7 @@
 // [Startup] and [Terminate] are pure functions of a stored record, the
 // roles and a [Policy], in the manner of etcd's raft: no I/O, trivially
 // table-tested.
-// [ApplyStartup] and [ApplyTerminate] are the thin layer that reads the
+// [Decider.Start] and [Decider.Terminate] are the thin layer that reads the
 // record and writes the outcome through a [transition.Persisted] with
 // compare-and-swap, deciding again if the record changed in between.
 // A start is one write: the take-over and the verdict land together, or
@@ -90,7 +90,7 @@
 // the controller failed it earlier; an ended execution is never given
 // another status (Teraslice would write completed over stopped).
 // "leave" writes nothing. "not allowed" is an error: the table has no
-// such move (work cannot finish before it ran). [ApplyFinish] writes the
+// such move (work cannot finish before it ran). [Decider.Finish] writes the
 // decision with the statistics and lets the execution go; the process
 // then exits 0 whatever the status: the outcome is in the record.
 //

@@ -20,15 +20,15 @@ func ExampleStartup() {
 	rec := storage.Record{ID: "ex-1", Status: "running"}
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	for range 3 {
-		v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: 2})
+		v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: 2})
 		fmt.Println(v.Decision, "→", v.To)
-		rec.Meta = v.Meta // ApplyStartup writes this with the decision
+		rec.Meta = v.Meta // Decider.Start writes this with the decision
 		rec.Status = v.To.String()
 		now = now.Add(time.Minute)
 	}
 
 	rec = storage.Record{ID: "ex-2", Status: "relocating", Previous: "paused", Since: now}
-	v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy[state.Status]{Now: now})
+	v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy{Now: now})
 	fmt.Println(v.Decision, "→", v.To)
 	// Output:
 	// resume → running
@@ -41,7 +41,7 @@ func ExampleStartup() {
 // "relocate" when the platform is moving a controller whose work can be
 // restarted.
 func ExampleTerminate() {
-	p := recovery.Policy[state.Status]{Now: time.Now(), Restarts: true, Work: slicer{true}}
+	p := recovery.Policy{Now: time.Now(), Restarts: true, Work: slicer{true}}
 	for _, status := range []string{"stopping", "running"} {
 		a, _ := recovery.Terminate(teraslice.Roles(), storage.Record{ID: "ex-1", Status: status}, storage.Claim{}, p)
 		fmt.Println(status, "→", a.Kind, a.ExitCode)
@@ -57,7 +57,12 @@ func ExampleReaper() {
 	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Clock: func() time.Time { return time.Now().Add(-time.Hour) }})
 	_, _ = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Relocating})
 
-	reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{})
+	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	reaper, err := decider.NewReaper(store, recovery.ReaperOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -101,7 +106,7 @@ func ExampleDefineRoles() {
 	fmt.Println("paused is", role)
 
 	rec := storage.Record{ID: "sim-1", Status: "relocating", Previous: "paused", UpdatedAt: time.Now(), Since: time.Now()}
-	v, _ := recovery.Startup(roles, rec, recovery.Policy[Sim]{Now: time.Now()})
+	v, _ := recovery.Startup(roles, rec, recovery.Policy{Now: time.Now()})
 	fmt.Println(v.Decision, v.From, "→", v.To)
 
 	_, err = recovery.DefineRoles(table).Running("running").Failed("idle").Build()
@@ -155,7 +160,7 @@ func ExampleRerun() {
 	}
 	fmt.Println(rec.ID, rec.Status, rec.Reason)
 
-	v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy[state.Status]{Now: time.Now()})
+	v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy{Now: time.Now()})
 	fmt.Println(v.Decision, "then recovering:", v.RerunOf)
 
 	_, err = recovery.Rerun(ctx, teraslice.Roles(), open("ex-2"), open("ex-3"), recovery.RerunOptions{})

@@ -71,14 +71,14 @@ type End[S comparable] struct {
 	To     S      // the state to write; From for EndKeep and EndLeave
 	Reason string // for people and for the record
 	// ReleaseErr is the error of releasing the ownership after
-	// [ApplyFinish] wrote, if it failed.
+	// [Decider.Finish] wrote, if it failed.
 	ReleaseErr error
 }
 
 // Finish decides the final status of the execution in rec for the
 // controller holding claim, whose work ended as ending says, by the role
 // of the state it finds (see [Roles]; the roles need [RolesBuilder.Ends]).
-// It is a pure function; [ApplyFinish] writes its outcome. The rules,
+// It is a pure function; [Decider.Finish] writes its outcome. The rules,
 // which are Teraslice's execution controller's on exit:
 //
 //   - The record is owned by another controller, or by this owner at
@@ -167,21 +167,10 @@ func reasonOf(err error) string {
 	return s + cut
 }
 
-// ApplyFinish writes the final status of the execution exec drives
-// (exec should hold the controller's claim), as [Finish] decides it for
-// ending, with meta (the work's statistics; nil for none) in the same
-// write, by compare-and-swap; if the record changed meanwhile (the
-// cluster master wrote stopping) it decides again on the fresh record. A
-// fenced write means another controller owns the execution: Leave.
-//
-// A controller's handle that holds no live ownership decides Leave at
-// once, without reading the store (as [ApplyTerminate] does).
-//
-// After writing it releases exec's ownership: the execution is over, or
-// stopped, and nothing more is written. The controller then exits 0.
-func ApplyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], ending Ending, meta map[string]string) (End[S], error) {
+// applyFinish is [Decider.Finish].
+func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], ending Ending, meta map[string]string) (End[S], error) {
 	if exec == nil {
-		return End[S]{}, errors.New("recovery: ApplyFinish: nil execution")
+		return End[S]{}, errors.New("recovery: Finish: nil execution")
 	}
 	if err := checkFinish(roles, ending); err != nil {
 		return End[S]{}, err

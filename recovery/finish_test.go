@@ -127,10 +127,10 @@ func TestRolesEndsAreCheckedAgainstTheTable(t *testing.T) {
 	require.Contains(t, err.Error(), `Ends' terminated "running" must be a terminal or a not-started state`)
 }
 
-func TestApplyFinishWritesTheEndWithTheStatisticsAndLetsGo(t *testing.T) {
+func TestDeciderFinishWritesTheEndWithTheStatisticsAndLetsGo(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	owned := owner(t, exec, "pod-0")
-	end, err := recovery.ApplyFinish(context.Background(), teraslice.Roles(), owned, withFailure, map[string]string{"processed": "98"})
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(context.Background(), owned, withFailure, map[string]string{"processed": "98"})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndWrite, end.Kind)
 	require.NoError(t, end.ReleaseErr)
@@ -146,7 +146,7 @@ func TestApplyFinishWritesTheEndWithTheStatisticsAndLetsGo(t *testing.T) {
 	}
 }
 
-func TestApplyFinishOnAnEndedExecutionWritesOnlyTheStatistics(t *testing.T) {
+func TestDeciderFinishOnAnEndedExecutionWritesOnlyTheStatistics(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	owned := owner(t, exec, "pod-0")
 	// The cluster master stops it and a reaper ends the stop meanwhile.
@@ -154,7 +154,7 @@ func TestApplyFinishOnAnEndedExecutionWritesOnlyTheStatistics(t *testing.T) {
 	require.NoError(t, err)
 	_, err = exec.Fire(context.Background(), state.Stopped, "stop overdue")
 	require.NoError(t, err)
-	end, err := recovery.ApplyFinish(context.Background(), teraslice.Roles(), owned, finished, map[string]string{"processed": "100"})
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(context.Background(), owned, finished, map[string]string{"processed": "100"})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndKeep, end.Kind)
 	rec, _ := store.Get(context.Background(), "ex-1")
@@ -166,14 +166,14 @@ func TestApplyFinishOnAnEndedExecutionWritesOnlyTheStatistics(t *testing.T) {
 // The cluster master's stop lands between the controller's read and its
 // write: the write conflicts, Finish decides again on the stopping record,
 // and the execution ends stopped, not terminated.
-func TestApplyFinishDecidesAgainWhenTheStopLandsFirst(t *testing.T) {
+func TestDeciderFinishDecidesAgainWhenTheStopLandsFirst(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	owned := owner(t, exec, "pod-0")
 	_, _, err := owned.Load(context.Background()) // the controller's cached view: running
 	require.NoError(t, err)
 	_, err = exec.Fire(context.Background(), state.Stopping, "user stop")
 	require.NoError(t, err)
-	end, err := recovery.ApplyFinish(context.Background(), teraslice.Roles(), owned, shutDown, nil)
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(context.Background(), owned, shutDown, nil)
 	require.NoError(t, err)
 	require.Equal(t, state.Stopped, end.To)
 	rec, _ := store.Get(context.Background(), "ex-1")
@@ -181,12 +181,12 @@ func TestApplyFinishDecidesAgainWhenTheStopLandsFirst(t *testing.T) {
 	require.Equal(t, []string{"running→stopping", "stopping→stopped"}, moves(rec)[len(moves(rec))-2:])
 }
 
-func TestApplyFinishByAFencedControllerLeaves(t *testing.T) {
+func TestDeciderFinishByAFencedControllerLeaves(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	stale := crashed(t, exec, "pod-0")
 	owner(t, exec, "pod-1")
 	before, _ := store.Get(context.Background(), "ex-1")
-	end, err := recovery.ApplyFinish(context.Background(), teraslice.Roles(), stale, finished, nil)
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(context.Background(), stale, finished, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	after, _ := store.Get(context.Background(), "ex-1")
@@ -234,7 +234,7 @@ func TestForceStopEndsThroughStoppingWrittenByTheMaster(t *testing.T) {
 
 	_, err = exec.Fire(ctx, state.Stopping, "force stop")
 	require.NoError(t, err)
-	end, err := recovery.ApplyFinish(ctx, teraslice.Roles(), exec, recovery.Ending{}, nil) // the master, after killing the pods
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(ctx, exec, recovery.Ending{}, nil) // the master, after killing the pods
 	require.NoError(t, err)
 	require.Equal(t, state.Stopped, end.To)
 	_, err = controller.Fire(ctx, state.Completed, "late")

@@ -2,20 +2,20 @@ package recovery
 
 import "time"
 
-// Observer is told what the Apply helpers and the [Reaper] carried out,
+// Observer is told what a [Decider] and its [Reaper] carried out,
 // for metrics and logs (the prom module counts from one). Every field
 // may be nil. The functions run on the caller's goroutine before the
 // helper returns; one that panics is not recovered, as any code the
 // caller runs itself.
 type Observer[S comparable] struct {
-	// Startup is told of each [ApplyStartup] that reached a verdict, with
+	// Startup is told of each [Decider.Start] that reached a verdict, with
 	// the error that ended it: nil when the verdict was written,
 	// ErrTerminalStatus for DecisionRefuse, the store's or the take-over's
 	// error otherwise (then the verdict counts no restart: nothing was
 	// written). A retried start that returns the verdict already written
 	// is not told again: it decided nothing.
 	Startup func(v Verdict[S], err error)
-	// Terminate is told of each [ApplyTerminate] that decided, with its
+	// Terminate is told of each [Decider.Terminate] that decided, with its
 	// action (ActionLeave when the write was fenced) and the error that
 	// ended it, if any.
 	Terminate func(a Action, err error)

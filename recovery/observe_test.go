@@ -42,9 +42,9 @@ func TestObserverSeesEveryStartupWithTheRestartsItCounted(t *testing.T) {
 	var o observed
 	for k := range 5 {
 		now = now.Add(time.Second)
-		p := recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, Observer: o.observer()}
+		p := recovery.Policy{Now: now, Restarts: true, Work: slicer{true}}
 		owned := controllerOf(t, exec, fmt.Sprintf("pod-%d", k))
-		_, _ = recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease(fmt.Sprintf("pod-%d", k)), p)
+		_, _ = decider(t, teraslice.Roles(), p).WithObserver(o.observer()).Start(context.Background(), owned, lease(fmt.Sprintf("pod-%d", k)))
 		if own := owned.Ownership(); own != nil {
 			require.NoError(t, own.Release(context.Background())) // OOM-killed
 		}
@@ -73,8 +73,8 @@ func TestObserverSeesAStartupALiveHolderRefused(t *testing.T) {
 	exec, _ := newExecution(t, state.Running, time.Now)
 	owner(t, exec, "pod-a")
 	var o observed
-	p := recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}, Observer: o.observer()}
-	_, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), controllerOf(t, exec, "pod-b"), lease("pod-b"), p)
+	p := recovery.Policy{Restarts: true, Work: slicer{true}}
+	_, err := decider(t, teraslice.Roles(), p).WithObserver(o.observer()).Start(context.Background(), controllerOf(t, exec, "pod-b"), lease("pod-b"))
 	require.ErrorIs(t, err, storage.ErrHeld)
 	require.Len(t, o.verdicts, 1)
 	require.ErrorIs(t, o.vErrs[0], storage.ErrHeld)
@@ -85,20 +85,20 @@ func TestObserverSeesAStartupALiveHolderRefused(t *testing.T) {
 // fenced controller leaving.
 func TestObserverSeesEverySIGTERMAction(t *testing.T) {
 	var o observed
-	p := recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}, Observer: o.observer()}
+	p := recovery.Policy{Restarts: true, Work: slicer{true}}
 
 	exec, _ := newExecution(t, state.Running, time.Now)
-	_, err := recovery.ApplyTerminate(context.Background(), teraslice.Roles(), owner(t, exec, "pod-a"), p, nil)
+	_, err := decider(t, teraslice.Roles(), p).WithObserver(o.observer()).Terminate(context.Background(), owner(t, exec, "pod-a"), nil)
 	require.NoError(t, err)
 
 	stopping, _ := newExecution(t, state.Stopping, time.Now)
-	_, err = recovery.ApplyTerminate(context.Background(), teraslice.Roles(), owner(t, stopping, "pod-a"), p, nil)
+	_, err = decider(t, teraslice.Roles(), p).WithObserver(o.observer()).Terminate(context.Background(), owner(t, stopping, "pod-a"), nil)
 	require.NoError(t, err)
 
 	taken, _ := newExecution(t, state.Running, time.Now)
 	stale := crashed(t, taken, "pod-0")
 	owner(t, taken, "pod-1")
-	_, err = recovery.ApplyTerminate(context.Background(), teraslice.Roles(), stale, p, nil)
+	_, err = decider(t, teraslice.Roles(), p).WithObserver(o.observer()).Terminate(context.Background(), stale, nil)
 	require.NoError(t, err)
 
 	require.Len(t, o.actions, 3)
@@ -115,7 +115,7 @@ func TestObserverSeesEveryDeadlineTheReaperEnforced(t *testing.T) {
 	overdue := recovery.RelocatingDeadline + time.Minute
 	entered := clock.Now().Add(-overdue)
 	_, store := newExecution(t, state.Relocating, func() time.Time { return entered })
-	reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{Clock: clock, Observer: o.observer()})
+	reaper, err := decider(t, teraslice.Roles(), recovery.Policy{}).WithObserver(o.observer()).NewReaper(store, recovery.ReaperOptions{Clock: clock})
 	require.NoError(t, err)
 	_, err = reaper.Reconcile(context.Background(), "ex-1")
 	require.NoError(t, err)

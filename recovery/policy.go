@@ -30,7 +30,7 @@ func (r Restartability) IsRestartable() bool { return bool(r) }
 // "false"; Teraslice's relocatable flag), so that operators, drain tooling
 // and a controller that cannot ask its work yet can see it. The cluster
 // master records it when it creates the execution (it validated the
-// job); [ApplyStartup] refreshes it from [Policy].Work. The kube store
+// job); [Decider.Start] refreshes it from [Policy].Work. The kube store
 // mirrors it in a label beside the status label.
 const MetaRelocatable = "execfsm.relocatable"
 
@@ -135,9 +135,9 @@ func (d Deadlines[S]) problem(roles *Roles[S]) string {
 
 // Policy is what a controller knows about itself and its platform when it
 // decides, on startup or on SIGTERM, what the stored status means.
-type Policy[S comparable] struct {
+type Policy struct {
 	// Now is the time of the decision. Startup and Terminate are pure
-	// functions, so the clock is an input; the Apply helpers fill it in
+	// functions, so the clock is an input; a Decider fills it in
 	// when it is zero.
 	Now time.Time
 
@@ -161,24 +161,27 @@ type Policy[S comparable] struct {
 	RestartBudget int
 	RestartWindow time.Duration
 
-	// Deadlines for states that must not last; nil means the roles'
-	// DefaultDeadlines. Startup honours them too, so a stale relocating
-	// record is failed, not resumed.
-	Deadlines Deadlines[S]
-
 	// RelocateExitCode is the exit status a relocating controller exits
 	// with; zero means 143. It is never 0: on a Kubernetes Job, a pod
 	// whose container exits 0 counts as the Job's success and is not
 	// replaced, which would end a relocation with nothing running. See
 	// [Action] for what each platform needs.
 	RelocateExitCode int
-
-	// Observer is told what [ApplyStartup] and [ApplyTerminate] carried
-	// out (the pure Startup and Terminate ignore it).
-	Observer Observer[S]
 }
 
-func (p Policy[S]) withDefaults(roles *Roles[S]) (Policy[S], error) {
+// policy is a Policy as the decisions use it: with the roles' deadlines
+// (states that must not last; Startup honours them too, so a stale
+// relocating record is failed, not resumed) and who is told what the
+// Decider carried out.
+type policy[S comparable] struct {
+	Policy
+	Deadlines Deadlines[S]
+	Observer  Observer[S]
+}
+
+// withDefaults checks p against roles and fills in its defaults and the
+// roles' deadlines.
+func (p policy[S]) withDefaults(roles *Roles[S]) (policy[S], error) {
 	switch {
 	case roles == nil:
 		return p, fmt.Errorf("recovery: %w: nil roles (teraslice.Roles() for the execution lifecycle)", ErrInvalidPolicy)
@@ -200,11 +203,6 @@ func (p Policy[S]) withDefaults(roles *Roles[S]) (Policy[S], error) {
 	if p.RelocateExitCode == 0 {
 		p.RelocateExitCode = DefaultRelocateExitCode
 	}
-	if p.Deadlines == nil {
-		p.Deadlines = roles.DefaultDeadlines()
-	}
-	if err := p.Deadlines.Validate(roles); err != nil {
-		return p, err
-	}
+	p.Deadlines = roles.DefaultDeadlines()
 	return p, nil
 }

@@ -39,7 +39,8 @@ const AbandonedDeadline = RelocatingDeadline
 // resync, or on any write of the record. It counts Abandoned from then
 // (a restarted Reaper counts again), never from before.
 //
-// Make one with [NewReaper]; it is used through the pointer it returns.
+// Make one with [Decider.NewReaper]; it is used through the pointer it
+// returns.
 type Reaper[S comparable] struct {
 	roles        *Roles[S]
 	store        storage.Store
@@ -54,12 +55,11 @@ type Reaper[S comparable] struct {
 }
 
 // ReaperOptions are a [Reaper]'s settings; the zero value is the
-// defaults.
-type ReaperOptions[S comparable] struct {
-	Deadlines Deadlines[S]    // nil: the roles' DefaultDeadlines
-	Clock     reconcile.Clock // nil: the system clock
-	Actor     string          // recorded as the writer; default "deadline-reaper"
-	Observer  Observer[S]     // its Deadline is told of each deadline enforced
+// defaults. The deadlines are the roles' (RolesBuilder.Deadline), and the
+// observer the Decider's.
+type ReaperOptions struct {
+	Clock reconcile.Clock // nil: the system clock
+	Actor string          // recorded as the writer; default "deadline-reaper"
 	// Abandoned is how long a running execution may go on without a
 	// live holder before it is failed: zero is AbandonedDeadline, a
 	// negative duration never. Make it longer than a controller's lease
@@ -67,27 +67,13 @@ type ReaperOptions[S comparable] struct {
 	Abandoned time.Duration
 }
 
-// NewReaper returns the Reaper of the executions store keeps, under
-// roles' table. Nil roles or store, or deadlines the roles refuse, are
-// an error here (matching [ErrInvalidRoles] for roles and deadlines),
-// never at the first reconcile: a Loop would retry a reaper that cannot
-// work forever, and no deadline would be enforced.
-func NewReaper[S comparable](roles *Roles[S], store storage.Store, opts ReaperOptions[S]) (*Reaper[S], error) {
-	switch {
-	case roles == nil:
-		return nil, fmt.Errorf("recovery: NewReaper: %w: nil roles (teraslice.Roles() for the execution lifecycle)", ErrInvalidRoles)
-	case nilstore.Is(store):
+// newReaper is [Decider.NewReaper].
+func newReaper[S comparable](roles *Roles[S], store storage.Store, opts ReaperOptions, observer Observer[S]) (*Reaper[S], error) {
+	if nilstore.Is(store) {
 		return nil, errors.New("recovery: NewReaper: nil store")
 	}
-	deadlines := opts.Deadlines
-	if deadlines == nil {
-		deadlines = roles.DefaultDeadlines()
-	}
-	if err := deadlines.Validate(roles); err != nil {
-		return nil, err
-	}
-	r := &Reaper[S]{roles: roles, store: store, deadlines: deadlines, now: time.Now, actor: opts.Actor,
-		observer: opts.Observer, abandonAfter: opts.Abandoned}
+	r := &Reaper[S]{roles: roles, store: store, deadlines: roles.DefaultDeadlines(), now: time.Now, actor: opts.Actor,
+		observer: observer, abandonAfter: opts.Abandoned}
 	if opts.Clock != nil {
 		r.now = opts.Clock.Now
 	}
@@ -110,7 +96,7 @@ type unheld struct {
 // Reconcile implements [reconcile.Reconciler].
 func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result, error) {
 	if r == nil || r.roles == nil {
-		return reconcile.Result{}, reconcile.TerminalError(errors.New("recovery: Reaper: make one with NewReaper"))
+		return reconcile.Result{}, reconcile.TerminalError(errors.New("recovery: Reaper: make one with Decider.NewReaper"))
 	}
 	now, deadlines := r.now, r.deadlines
 	exec, err := transition.NewPersisted(r.roles.table, r.store, id, transition.PersistedOptions[S]{Actor: r.actor, Clock: now})

@@ -39,7 +39,7 @@ func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
 	} {
 		entered := clock.Now().Add(-tc.age)
 		exec, store := newExecution(t, tc.status, func() time.Time { return entered })
-		reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{Clock: clock})
+		reaper, err := decider(t, teraslice.Roles(), recovery.Policy{}).NewReaper(store, recovery.ReaperOptions{Clock: clock})
 		require.NoError(t, err)
 		res, err := reaper.Reconcile(ctx, "ex-1")
 		require.NoError(t, err)
@@ -57,7 +57,7 @@ func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
 
 func TestReaperIgnoresExecutionsThatAreGone(t *testing.T) {
 	_, store := newExecution(t, state.Running, time.Now)
-	reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{})
+	reaper, err := decider(t, teraslice.Roles(), recovery.Policy{}).NewReaper(store, recovery.ReaperOptions{})
 	require.NoError(t, err)
 	res, err := reaper.Reconcile(context.Background(), "nope")
 	require.NoError(t, err)
@@ -66,34 +66,23 @@ func TestReaperIgnoresExecutionsThatAreGone(t *testing.T) {
 
 // A reaper that could not work is refused when it is made, not at its
 // first reconcile: in a Loop, that error would be retried for ever and
-// no deadline enforced.
+// no deadline enforced. (Deadlines the roles refuse are refused when the
+// roles are built.)
 func TestNewReaperRefusesWhatCouldNotWork(t *testing.T) {
-	_, store := newExecution(t, state.Running, time.Now)
+	_, err := recovery.NewDecider[state.Status](nil, recovery.Policy{})
+	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
 	var typedNil *storage.Memory
-	for name, tc := range map[string]struct {
-		roles *recovery.Roles[state.Status]
-		store storage.Store
-		opts  recovery.ReaperOptions[state.Status]
-		want  error
-	}{
-		"nil roles":       {nil, store, recovery.ReaperOptions[state.Status]{}, recovery.ErrInvalidRoles},
-		"nil store":       {teraslice.Roles(), nil, recovery.ReaperOptions[state.Status]{}, nil},
-		"typed nil store": {teraslice.Roles(), typedNil, recovery.ReaperOptions[state.Status]{}, nil},
-		"a bad deadline": {teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{
-			Deadlines: recovery.Deadlines[state.Status]{state.Running: {After: -1, Then: state.Failed}}}, recovery.ErrInvalidPolicy},
-	} {
-		t.Run(name, func(t *testing.T) {
-			reaper, err := recovery.NewReaper(tc.roles, tc.store, tc.opts)
-			require.Error(t, err)
-			require.Nil(t, reaper)
-			if tc.want != nil {
-				require.ErrorIs(t, err, tc.want)
-			}
-		})
+	for name, store := range map[string]storage.Store{"nil store": nil, "typed nil store": typedNil} {
+		reaper, err := decider(t, teraslice.Roles(), recovery.Policy{}).NewReaper(store, recovery.ReaperOptions{})
+		require.Error(t, err, name)
+		require.Nil(t, reaper, name)
 	}
+	var zeroDecider *recovery.Decider[state.Status]
+	_, err = zeroDecider.NewReaper(storage.NewMemory(), recovery.ReaperOptions{})
+	require.ErrorContains(t, err, "NewDecider")
 	var zero recovery.Reaper[state.Status]
-	_, err := zero.Reconcile(context.Background(), "ex-1")
-	require.ErrorIs(t, err, reconcile.ErrTerminal, "a Reaper not made by NewReaper says so")
+	_, err = zero.Reconcile(context.Background(), "ex-1")
+	require.ErrorIs(t, err, reconcile.ErrTerminal, "a Reaper not made by a Decider says so")
 	require.ErrorContains(t, err, "NewReaper")
 }
 
@@ -105,7 +94,7 @@ func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) 
 	l, err := reconcile.NewLoop(reconcile.Options[string]{
 		Clock:      clock,
 		Resync:     -1,
-		Reconciler: mustReaper(t, store, recovery.ReaperOptions[state.Status]{Clock: clock}),
+		Reconciler: mustReaper(t, store, recovery.ReaperOptions{Clock: clock}),
 		Known:      reconcile.StoreKeys(store),
 	})
 	require.NoError(t, err)
@@ -141,7 +130,7 @@ func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 36, rec.History.Len())
 
-	_, err = mustReaper(t, store, recovery.ReaperOptions[state.Status]{Clock: clock}).Reconcile(ctx, "ex-1")
+	_, err = mustReaper(t, store, recovery.ReaperOptions{Clock: clock}).Reconcile(ctx, "ex-1")
 	require.NoError(t, err)
 	cur, rec, err := exec.Load(ctx)
 	require.NoError(t, err)
@@ -149,9 +138,9 @@ func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
 	require.Equal(t, 37, rec.History.Len(), "the reaper kept every entry")
 }
 
-func mustReaper(t *testing.T, store storage.Store, opts recovery.ReaperOptions[state.Status]) *recovery.Reaper[state.Status] {
+func mustReaper(t *testing.T, store storage.Store, opts recovery.ReaperOptions) *recovery.Reaper[state.Status] {
 	t.Helper()
-	reaper, err := recovery.NewReaper(teraslice.Roles(), store, opts)
+	reaper, err := decider(t, teraslice.Roles(), recovery.Policy{}).NewReaper(store, opts)
 	require.NoError(t, err)
 	return reaper
 }

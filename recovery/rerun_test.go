@@ -73,7 +73,7 @@ func TestRerunCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 		require.NoError(t, err)
 	}
 	exec := handle(t, store, "ex-2", "pod-a")
-	v, err := recovery.ApplyStartup(ctx, teraslice.Roles(), exec, lease("pod-a"), recovery.Policy[state.Status]{})
+	v, err := decider(t, teraslice.Roles(), recovery.Policy{}).Start(ctx, exec, lease("pod-a"))
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionStart, v.Decision)
 	require.Equal(t, "ex-1", v.RerunOf)
@@ -83,7 +83,7 @@ func TestRerunCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 	// A crash while recovering resumes recovering, still knowing what it reruns.
 	require.NoError(t, exec.Ownership().Release(ctx))
 	exec = handle(t, store, "ex-2", "pod-b")
-	v, err = recovery.ApplyStartup(ctx, teraslice.Roles(), exec, lease("pod-b"), policy())
+	v, err = decider(t, teraslice.Roles(), policy()).Start(ctx, exec, lease("pod-b"))
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, state.Recovering, v.To)
@@ -91,7 +91,7 @@ func TestRerunCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 
 	_, err = exec.Fire(ctx, state.Running, "recovered work done")
 	require.NoError(t, err)
-	end, err := recovery.ApplyFinish(ctx, teraslice.Roles(), exec, recovery.Ending{Finished: true}, nil)
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(ctx, exec, recovery.Ending{Finished: true}, nil)
 	require.NoError(t, err)
 	require.Equal(t, state.Completed, end.To)
 }

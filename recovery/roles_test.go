@@ -186,7 +186,7 @@ func TestRolesListEveryProblem(t *testing.T) {
 // lifecycle's are tested: the table a VILLAS simulator manager lives by.
 func TestDecisionsOnAUserTable(t *testing.T) {
 	roles := simRoles(t, simTable(t))
-	p := recovery.Policy[Sim]{Now: t0, Restarts: true, Work: recovery.Restartability(true)}
+	p := recovery.Policy{Now: t0, Restarts: true, Work: recovery.Restartability(true)}
 	rec := func(s Sim, previous Sim) storage.Record {
 		return storage.Record{ID: "sim-1", Status: string(s), Previous: string(previous), Owner: "mgr-a", Epoch: 1,
 			UpdatedAt: t0.Add(-time.Minute), Since: t0.Add(-time.Minute)}
@@ -226,14 +226,14 @@ func TestDecisionsOnAUserTable(t *testing.T) {
 	// Past the stopping deadline the stop's end is written: idle.
 	old := rec(SimStopping, "")
 	old.Since = t0.Add(-time.Hour)
-	v, err = recovery.Startup(roles, old, recovery.Policy[Sim]{Now: t0})
+	v, err = recovery.Startup(roles, old, recovery.Policy{Now: t0})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionStop, v.Decision)
 	require.Equal(t, SimIdle, v.To)
 }
 
 // A controller on its own table starts, relocates and is resumed through
-// the same Apply helpers as an execution controller: the compile error
+// the same Decider as an execution controller: the compile error
 // "cannot use *transition.Persisted[Phase] as *transition.Persisted[state.Status]"
 // is gone.
 func TestApplyOnAUserTable(t *testing.T) {
@@ -253,13 +253,13 @@ func TestApplyOnAUserTable(t *testing.T) {
 	_, err = manager.Fire(context.Background(), SimPaused, "the user pauses it")
 	require.NoError(t, err)
 
-	p := recovery.Policy[Sim]{Restarts: true, Work: recovery.Restartability(true)}
+	p := recovery.Policy{Restarts: true, Work: recovery.Restartability(true)}
 	mgrA, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions[Sim]{Actor: "mgr-a"})
 	require.NoError(t, err)
-	v, err := recovery.ApplyStartup(context.Background(), roles, mgrA, lease("mgr-a"), p)
+	v, err := decider(t, roles, p).Start(context.Background(), mgrA, lease("mgr-a"))
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision, "a manager restarted while its simulator ran resumes it")
-	a, err := recovery.ApplyTerminate(context.Background(), roles, mgrA, p, nil)
+	a, err := decider(t, roles, p).Terminate(context.Background(), mgrA, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionRelocate, a.Kind)
 	cur, rec, err := manager.Load(context.Background())
@@ -269,7 +269,7 @@ func TestApplyOnAUserTable(t *testing.T) {
 
 	mgrB, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions[Sim]{Actor: "mgr-b"})
 	require.NoError(t, err)
-	v, err = recovery.ApplyStartup(context.Background(), roles, mgrB, lease("mgr-b"), p)
+	v, err = decider(t, roles, p).Start(context.Background(), mgrB, lease("mgr-b"))
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, SimPaused, v.To, "back to where it was relocated from")
@@ -283,9 +283,9 @@ func TestApplyRefusesRolesOfAnotherTable(t *testing.T) {
 	require.NoError(t, err)
 	exec, err := transition.NewPersisted(other, storage.NewMemory(), "sim-1", transition.PersistedOptions[Sim]{})
 	require.NoError(t, err)
-	_, err = recovery.ApplyStartup(context.Background(), roles, exec, lease("mgr-a"), recovery.Policy[Sim]{})
+	_, err = decider(t, roles, recovery.Policy{}).Start(context.Background(), exec, lease("mgr-a"))
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
-	_, err = recovery.ApplyTerminate(context.Background(), roles, exec, recovery.Policy[Sim]{}, nil)
+	_, err = decider(t, roles, recovery.Policy{}).Terminate(context.Background(), exec, nil)
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
 
 	// A table from the same builder with a guard added fits.
@@ -295,7 +295,7 @@ func TestApplyRefusesRolesOfAnotherTable(t *testing.T) {
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[Sim]{To: SimIdle})
 	require.NoError(t, err)
-	v, err := recovery.ApplyStartup(context.Background(), roles, exec, lease("mgr-a"), recovery.Policy[Sim]{})
+	v, err := decider(t, roles, recovery.Policy{}).Start(context.Background(), exec, lease("mgr-a"))
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionStart, v.Decision)
 	require.NoError(t, exec.Ownership().Release(context.Background()))

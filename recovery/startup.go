@@ -84,7 +84,7 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 
 // Startup decides what a controller starting for the execution in rec
 // does, by the role of the state it finds (see [Roles]). It is a pure
-// function of the record, the roles and the policy; [ApplyStartup]
+// function of the record, the roles and the policy; [Decider.Start]
 // writes its verdict. The rules:
 //
 //   - A terminal state: Refuse ("invalid state: terminal", as Teraslice
@@ -106,7 +106,11 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 // The error is for input no decision can be made on: nil roles, an
 // invalid policy ([ErrInvalidPolicy]) or a status the table does not
 // know (transition.ErrUnknownState).
-func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Verdict[S], error) {
+func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy) (Verdict[S], error) {
+	return startup(roles, rec, policy[S]{Policy: p})
+}
+
+func startup[S comparable](roles *Roles[S], rec storage.Record, p policy[S]) (Verdict[S], error) {
 	v, err := decideStartup(roles, rec, p, false)
 	if err != nil {
 		return v, err
@@ -118,9 +122,9 @@ func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S]) (Ve
 
 // decideStartup is [Startup]'s rules; taking back is a controller taking
 // back an execution whose record still carries its own claim (see
-// [ApplyStartup]): nothing crashed, so a running state resumes without
+// [Decider.Start]): nothing crashed, so a running state resumes without
 // counting a restart.
-func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S], takingBack bool) (Verdict[S], error) {
+func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p policy[S], takingBack bool) (Verdict[S], error) {
 	p, err := p.withDefaults(roles)
 	if err != nil {
 		return Verdict[S]{}, err
@@ -180,7 +184,7 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p Policy[S
 }
 
 // unexpectedRestart decides on a running state found on startup.
-func unexpectedRestart[S comparable](roles *Roles[S], rec storage.Record, p Policy[S], v Verdict[S]) Verdict[S] {
+func unexpectedRestart[S comparable](roles *Roles[S], rec storage.Record, p policy[S], v Verdict[S]) Verdict[S] {
 	fail := func(reason string) Verdict[S] {
 		v.Decision, v.To = DecisionFail, roles.failed
 		v.Reason = fmt.Sprintf("controller restarted unexpectedly in %s status (OOM kill or node loss?): %s", rec.Status, reason)
@@ -239,7 +243,7 @@ func deadlineUpdate[S comparable](roles *Roles[S], rec storage.Record, dl Deadli
 	return u
 }
 
-// MetaStartup is the record metadata key under which [ApplyStartup]
+// MetaStartup is the record metadata key under which [Decider.Start]
 // leaves the decision it wrote, in the same write: the decision, "@", the
 // revision of the record it was decided on and, for an unexpected
 // restart, a space and the restarts counted and the budget
@@ -248,49 +252,9 @@ func deadlineUpdate[S comparable](roles *Roles[S], rec storage.Record, dl Deadli
 // the current controller started.
 const MetaStartup = "execfsm.startup"
 
-// ApplyStartup is what a controller does first: it takes the execution
-// over through exec (a handle of its own, from
-// [transition.NewPersisted]) and writes what [Startup] decides, in one
-// atomic write ([transition.Persisted.Acquire]). It ends with exec
-// owning the execution at a new epoch with the verdict written, or with
-// nothing written and nothing owned:
-//
-//   - A live holder (another controller that is running, or that has
-//     just started) is never taken over: the error matches
-//     [storage.ErrHeld] (a [*storage.HeldError] naming the holder and the
-//     status found). With lease.Wait it waits, while ctx allows, for that
-//     holder's lease to end (a crashed predecessor's expires).
-//   - The decision is made on the record exactly as the take-over finds
-//     it, with no live holder: a running status found so can only mean
-//     that the previous controller died unasked, so only then is a
-//     restart counted against the budget. If the record changes before
-//     the take-over lands (the predecessor wrote relocating, the cluster
-//     master failed the execution), it decides again on the fresh record.
-//   - A terminal status is refused ([DecisionRefuse], the error matches
-//     [ErrTerminalStatus]): nothing is written, nothing is owned.
-//
-// exec becomes the controller's handle for good (see
-// [transition.Persisted]): it writes under the new claim; watch its
-// Ownership().Lost() and stop driving the execution when it closes.
-//
-// Retrying is safe, with the same exec:
-//
-//   - By the live holder (a retry after a timeout, a second call by
-//     mistake): it writes nothing, counts nothing and returns the verdict
-//     already written (from [MetaStartup] and the start's audit entry).
-//   - By a controller whose ownership ended while it lived (a store
-//     outage outlasted its lease), or that never learned whether its
-//     take-over landed: if the record still carries its claim, nobody
-//     took the execution over meanwhile, and it takes it back at a new
-//     epoch, deciding as usual except that a running status resumes
-//     without counting a restart. If another controller took it over, it
-//     starts like any controller.
-//
-// On an error the verdict is the zero Verdict but for From, the status
-// found, when the record could be read.
-func ApplyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], lease storage.Lease, p Policy[S]) (Verdict[S], error) {
+func applyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], lease storage.Lease, p policy[S]) (Verdict[S], error) {
 	if exec == nil {
-		return Verdict[S]{}, errors.New("recovery: ApplyStartup: nil execution")
+		return Verdict[S]{}, errors.New("recovery: Start: nil execution")
 	}
 	if p.Now.IsZero() {
 		p.Now = time.Now()
@@ -345,7 +309,7 @@ func ApplyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 // applyUnderClaim decides for exec's live holder, which took the
 // execution over without a startup, and writes the verdict under its
 // claim.
-func applyUnderClaim[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p Policy[S]) (Verdict[S], error) {
+func applyUnderClaim[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p policy[S]) (Verdict[S], error) {
 	var verdict Verdict[S]
 	takingBack := func(storage.Record) bool { return true }
 	_, _, err := exec.Apply(ctx, startupDecider(roles, p, takingBack, &verdict))
@@ -357,7 +321,7 @@ func applyUnderClaim[S comparable](ctx context.Context, roles *Roles[S], exec *t
 // on the record as the write finds it (taking back, when takingBack says
 // so, see decideStartup), leaves the verdict in verdict, and refuses a
 // terminal record with the verdict's error.
-func startupDecider[S comparable](roles *Roles[S], p Policy[S], takingBack func(storage.Record) bool, verdict *Verdict[S]) func(S, storage.Record) (transition.Update[S], error) {
+func startupDecider[S comparable](roles *Roles[S], p policy[S], takingBack func(storage.Record) bool, verdict *Verdict[S]) func(S, storage.Record) (transition.Update[S], error) {
 	return func(_ S, rec storage.Record) (transition.Update[S], error) {
 		v, err := decideStartup(roles, rec, p, takingBack(rec))
 		if err != nil {
@@ -374,7 +338,7 @@ func startupDecider[S comparable](roles *Roles[S], p Policy[S], takingBack func(
 
 // withWork adds to v what the policy's Work says of its restartability,
 // as [Startup] does.
-func withWork[S comparable](v Verdict[S], rec storage.Record, p Policy[S]) Verdict[S] {
+func withWork[S comparable](v Verdict[S], rec storage.Record, p policy[S]) Verdict[S] {
 	if v.Decision == DecisionRefuse || p.Work == nil {
 		return v
 	}

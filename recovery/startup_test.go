@@ -25,15 +25,15 @@ type slicer struct{ ok bool }
 
 func (s slicer) IsRestartable() bool { return s.ok }
 
-func policy() recovery.Policy[state.Status] {
-	return recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{true}}
+func policy() recovery.Policy {
+	return recovery.Policy{Now: t0, Restarts: true, Work: slicer{true}}
 }
 
 func record(status state.Status) storage.Record {
 	return storage.Record{ID: "ex-1", Status: status.String(), Owner: "pod-a", Epoch: 1, UpdatedAt: t0.Add(-time.Minute), Since: t0.Add(-time.Minute)}
 }
 
-func startup(t *testing.T, rec storage.Record, p recovery.Policy[state.Status]) recovery.Verdict[state.Status] {
+func startup(t *testing.T, rec storage.Record, p recovery.Policy) recovery.Verdict[state.Status] {
 	t.Helper()
 	v, err := recovery.Startup(teraslice.Roles(), rec, p)
 	require.NoError(t, err)
@@ -53,7 +53,7 @@ func TestStartupTerminalStatusRefusesNamingTheStatus(t *testing.T) {
 
 func TestStartupInitStatusStarts(t *testing.T) {
 	for s := range state.InitStatuses.All() {
-		v := startup(t, record(s), recovery.Policy[state.Status]{Now: t0})
+		v := startup(t, record(s), recovery.Policy{Now: t0})
 		require.Equal(t, recovery.DecisionStart, v.Decision, "%s", s)
 		require.Equal(t, s, v.To)
 	}
@@ -64,7 +64,7 @@ func TestStartupRelocatingResumesToRememberedStatus(t *testing.T) {
 		rec := record(state.Relocating)
 		rec.Previous = left.String()
 		// Relocation is expected: no restart budget, no restartability needed.
-		v := startup(t, rec, recovery.Policy[state.Status]{Now: t0})
+		v := startup(t, rec, recovery.Policy{Now: t0})
 		require.Equal(t, recovery.DecisionResume, v.Decision)
 		require.Equal(t, left, v.To, "a relocated %s execution comes back %s", left, left)
 		require.Nil(t, v.Meta, "a relocation is not an unexpected restart")
@@ -94,32 +94,32 @@ func TestStartupRelocatingPastItsDeadlineFails(t *testing.T) {
 }
 
 func TestStartupStoppingFinishesTheStopAndPastTheDeadlineIsStopped(t *testing.T) {
-	v := startup(t, record(state.Stopping), recovery.Policy[state.Status]{Now: t0})
+	v := startup(t, record(state.Stopping), recovery.Policy{Now: t0})
 	require.Equal(t, recovery.DecisionStop, v.Decision)
 	require.Equal(t, state.Stopping, v.To)
 
 	rec := record(state.Stopping)
 	rec.Since = t0.Add(-time.Hour)
-	v = startup(t, rec, recovery.Policy[state.Status]{Now: t0})
+	v = startup(t, rec, recovery.Policy{Now: t0})
 	require.Equal(t, recovery.DecisionStop, v.Decision)
 	require.Equal(t, state.Stopped, v.To)
 	require.Nil(t, v.Meta, "a stop that timed out is no failure")
 }
 
 func TestStartupUnexpectedRestartResumesOnlyRestartableWorkOnARestartingPlatform(t *testing.T) {
-	noWork := recovery.Policy[state.Status]{Now: t0, Restarts: true}
+	noWork := recovery.Policy{Now: t0, Restarts: true}
 	for _, tc := range []struct {
 		name     string
-		policy   recovery.Policy[state.Status]
+		policy   recovery.Policy
 		recorded string // the execution's MetaRelocatable
 		want     recovery.Decision
 		reason   string
 	}{
 		{"restartable, platform restarts", policy(), "", recovery.DecisionResume, "unexpected restart 1 of 3"},
-		{"platform does not restart", recovery.Policy[state.Status]{Now: t0, Work: slicer{true}}, "", recovery.DecisionFail, "the platform does not restart controllers"},
-		{"work says no", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{false}}, "", recovery.DecisionFail, "the work is not restartable"},
-		{"work says no over the record's yes", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{false}}, "true", recovery.DecisionFail, "the work is not restartable"},
-		{"a plain flag", recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: recovery.Restartability(false)}, "", recovery.DecisionFail, "the work is not restartable"},
+		{"platform does not restart", recovery.Policy{Now: t0, Work: slicer{true}}, "", recovery.DecisionFail, "the platform does not restart controllers"},
+		{"work says no", recovery.Policy{Now: t0, Restarts: true, Work: slicer{false}}, "", recovery.DecisionFail, "the work is not restartable"},
+		{"work says no over the record's yes", recovery.Policy{Now: t0, Restarts: true, Work: slicer{false}}, "true", recovery.DecisionFail, "the work is not restartable"},
+		{"a plain flag", recovery.Policy{Now: t0, Restarts: true, Work: recovery.Restartability(false)}, "", recovery.DecisionFail, "the work is not restartable"},
 		{"no work, nothing recorded", noWork, "", recovery.DecisionFail, "nothing says the work is restartable"},
 		{"no work, recorded yes", noWork, "true", recovery.DecisionResume, "unexpected restart 1 of 3"},
 		{"no work, recorded no", noWork, "false", recovery.DecisionFail, "the execution's recorded flag says its work is not restartable"},
@@ -160,7 +160,7 @@ func TestStartupRecordsWhatTheWorkSaysAboutRestarting(t *testing.T) {
 			_, written := v.Meta[recovery.MetaRelocatable]
 			require.False(t, written, "an unchanged flag is not written again")
 		}
-		v := startup(t, record(s), recovery.Policy[state.Status]{Now: t0})
+		v := startup(t, record(s), recovery.Policy{Now: t0})
 		_, written := v.Meta[recovery.MetaRelocatable]
 		require.False(t, written, "without Work nothing is known to record")
 	}
@@ -168,9 +168,9 @@ func TestStartupRecordsWhatTheWorkSaysAboutRestarting(t *testing.T) {
 	require.Nil(t, v.Meta, "a refusal writes nothing")
 }
 
-// Written through ApplyStartup: the creation's flag (the cluster master's)
+// Written through Decider.Start: the creation's flag (the cluster master's)
 // is refreshed by the controller that starts.
-func TestApplyStartupRefreshesTheRecordedFlag(t *testing.T) {
+func TestDeciderStartRefreshesTheRecordedFlag(t *testing.T) {
 	ctx := context.Background()
 	store := storage.NewMemory()
 	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
@@ -179,7 +179,7 @@ func TestApplyStartupRefreshesTheRecordedFlag(t *testing.T) {
 	require.NoError(t, err)
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
 	require.NoError(t, err)
-	_, err = recovery.ApplyStartup(ctx, teraslice.Roles(), exec, lease("pod-a"), recovery.Policy[state.Status]{Work: recovery.Restartability(false)})
+	_, err = decider(t, teraslice.Roles(), recovery.Policy{Work: recovery.Restartability(false)}).Start(ctx, exec, lease("pod-a"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = exec.Ownership().Release(ctx) })
 	rec, err := store.Get(ctx, "ex-1")
@@ -210,27 +210,27 @@ func TestStartupUnreadableRestartCountFailsInsteadOfLooping(t *testing.T) {
 
 func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {
 	good := policy()
-	for name, p := range map[string]recovery.Policy[state.Status]{
-		"negative budget":           {Now: t0, RestartBudget: -1},
-		"huge budget":               {Now: t0, RestartBudget: 1 << 40},
-		"negative window":           {Now: t0, RestartWindow: -time.Second},
-		"overflowing exit code":     {Now: t0, RelocateExitCode: 256},
-		"no time":                   {},
-		"negative deadline":         {Now: t0, Deadlines: recovery.Deadlines[state.Status]{state.Relocating: {After: -1, Then: state.Failed}}},
-		"deadline nowhere":          {Now: t0, Deadlines: recovery.Deadlines[state.Status]{state.Relocating: {After: time.Minute, Then: state.Completed}}},
-		"deadline to a live status": {Now: t0, Deadlines: recovery.Deadlines[state.Status]{state.Relocating: {After: time.Minute, Then: state.Initializing}}},
-		"deadline of no status":     {Now: t0, Deadlines: recovery.Deadlines[state.Status]{0: {After: time.Minute, Then: state.Failed}}},
+	for name, p := range map[string]recovery.Policy{
+		"negative budget":       {Now: t0, RestartBudget: -1},
+		"huge budget":           {Now: t0, RestartBudget: 1 << 40},
+		"negative window":       {Now: t0, RestartWindow: -time.Second},
+		"overflowing exit code": {Now: t0, RelocateExitCode: 256},
+		"no time":               {},
 	} {
 		_, err := recovery.Startup(teraslice.Roles(), record(state.Running), p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 		_, err = recovery.Terminate(teraslice.Roles(), record(state.Running), storage.Claim{}, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
+		if name != "no time" { // a Decider takes each decision's time itself
+			_, err = recovery.NewDecider(teraslice.Roles(), p)
+			require.ErrorIs(t, err, recovery.ErrInvalidPolicy, "NewDecider: %s", name)
+		}
 	}
 	rec := record(state.Running)
 	rec.Status = "Running"
 	_, err := recovery.Startup(teraslice.Roles(), rec, good)
 	require.ErrorIs(t, err, transition.ErrUnknownState)
-	_, err = recovery.Startup(nil, record(state.Running), good)
+	_, err = recovery.Startup[state.Status](nil, record(state.Running), good)
 	require.ErrorIs(t, err, recovery.ErrInvalidPolicy, "nil roles")
 }
 
@@ -290,9 +290,9 @@ func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T)
 		var decisions []recovery.Decision
 		for k := range 100 {
 			now = now.Add(time.Second) // all within the window
-			p := recovery.Policy[state.Status]{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: budget}
+			p := recovery.Policy{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: budget}
 			owned := controllerOf(t, exec, fmt.Sprintf("pod-%d", k+1))
-			v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease(fmt.Sprintf("pod-%d", k+1)), p)
+			v, err := decider(t, teraslice.Roles(), p).Start(context.Background(), owned, lease(fmt.Sprintf("pod-%d", k+1)))
 			decisions = append(decisions, v.Decision)
 			if v.Decision == recovery.DecisionRefuse {
 				require.ErrorIs(t, err, recovery.ErrTerminalStatus)
@@ -321,11 +321,11 @@ func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T)
 	}
 }
 
-func TestApplyStartupFencesThePreviousOwner(t *testing.T) {
+func TestDeciderStartFencesThePreviousOwner(t *testing.T) {
 	exec, store := newExecution(t, state.Relocating, time.Now)
 	old := crashed(t, exec, "pod-0")
 	owned := controllerOf(t, exec, "pod-1")
-	v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := decider(t, teraslice.Roles(), recovery.Policy{}).Start(context.Background(), owned, lease("pod-1"))
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, storage.Claim{Owner: "pod-1", Epoch: 2}, owned.Claim())
@@ -336,11 +336,11 @@ func TestApplyStartupFencesThePreviousOwner(t *testing.T) {
 	require.Equal(t, "initializing", rec.Status, "no memory of what it left: re-initialize")
 }
 
-func TestApplyStartupRefusalWritesNothing(t *testing.T) {
+func TestDeciderStartRefusalWritesNothing(t *testing.T) {
 	exec, store := newExecution(t, state.Completed, time.Now)
 	before, _ := store.Get(context.Background(), "ex-1")
 	owned := controllerOf(t, exec, "pod-1")
-	v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := decider(t, teraslice.Roles(), recovery.Policy{}).Start(context.Background(), owned, lease("pod-1"))
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.DecisionRefuse, v.Decision)
 	require.Nil(t, owned.Ownership())
@@ -355,7 +355,7 @@ func TestApplyStartupRefusalWritesNothing(t *testing.T) {
 // An execution that became terminal between the decision and the
 // take-over is refused on the fresh record, and nothing is written or
 // held: the start is one write.
-func TestApplyStartupWritesNothingWhenTheExecutionEndedMeanwhile(t *testing.T) {
+func TestDeciderStartWritesNothingWhenTheExecutionEndedMeanwhile(t *testing.T) {
 	store := &stoppingOnAcquire{Memory: storage.NewMemory()}
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{})
 	require.NoError(t, err)
@@ -363,7 +363,7 @@ func TestApplyStartupWritesNothingWhenTheExecutionEndedMeanwhile(t *testing.T) {
 	require.NoError(t, err)
 	store.master, err = transition.NewPersisted(teraslice.Lifecycle(), store.Memory, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
 	require.NoError(t, err)
-	v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), exec, lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := decider(t, teraslice.Roles(), recovery.Policy{}).Start(context.Background(), exec, lease("pod-1"))
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.DecisionRefuse, v.Decision)
 	require.Nil(t, exec.Ownership())
@@ -396,26 +396,26 @@ func TestStartupOwnershipOnMemory(t *testing.T) {
 
 func TestStartupReasonsAreForPeople(t *testing.T) {
 	rec := record(state.Paused)
-	v := startup(t, rec, recovery.Policy[state.Status]{Now: t0, Restarts: true, Work: slicer{true}, RestartBudget: 1})
+	v := startup(t, rec, recovery.Policy{Now: t0, Restarts: true, Work: slicer{true}, RestartBudget: 1})
 	require.True(t, strings.HasPrefix(v.Reason, "controller restarted unexpectedly in paused status; resuming"), v.Reason)
 	require.Equal(t, "resume", v.Decision.String())
 	require.Equal(t, "Decision(9)", recovery.Decision(9).String())
 	require.Equal(t, "none", recovery.Decision(0).String())
 }
 
-func TestApplyStartupUnderAnOwnershipItAlreadyHoldsDoesNotTakeOverAgain(t *testing.T) {
+func TestDeciderStartUnderAnOwnershipItAlreadyHoldsDoesNotTakeOverAgain(t *testing.T) {
 	exec, store := newExecution(t, state.Relocating, time.Now)
 	crashed(t, exec, "pod-0")
 	owned := owner(t, exec, "pod-1") // a plain take-over, no startup yet
 	claim := owned.Claim()
-	v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := decider(t, teraslice.Roles(), recovery.Policy{}).Start(context.Background(), owned, lease("pod-1"))
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, claim, owned.Claim(), "no second epoch bump")
 	rec, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, uint64(2), rec.Epoch)
 	require.Equal(t, "initializing", rec.Status)
-	again, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), owned, lease("pod-1"), recovery.Policy[state.Status]{})
+	again, err := decider(t, teraslice.Roles(), recovery.Policy{}).Start(context.Background(), owned, lease("pod-1"))
 	require.NoError(t, err)
 	require.Equal(t, v.Decision, again.Decision, "a retry returns the verdict written")
 	after, _ := store.Get(context.Background(), "ex-1")

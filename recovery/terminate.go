@@ -64,7 +64,7 @@ type Action struct {
 	Reason   string
 	ExitCode int
 	// CheckpointErr is the error of the checkpoint hook given to
-	// [ApplyTerminate], if it failed. The relocation was recorded
+	// [Decider.Terminate], if it failed. The relocation was recorded
 	// anyway: shutting a healthy execution down because a flush failed
 	// would lose more than the flush.
 	CheckpointErr error
@@ -76,7 +76,7 @@ type Action struct {
 
 // Terminate decides what a SIGTERM means for the controller holding claim
 // on the execution in rec, by the role of its state (see [Roles]). It is
-// a pure function; [ApplyTerminate] writes its outcome. The rules:
+// a pure function; [Decider.Terminate] writes its outcome. The rules:
 //
 //   - The record is owned by another controller, or by this owner at
 //     another epoch: Leave.
@@ -88,7 +88,11 @@ type Action struct {
 //     (Teraslice skips the shutdown even for work that cannot be
 //     restarted, which then dies on restart).
 //   - A not-started or terminal state: Shutdown.
-func Terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, p Policy[S]) (Action, error) {
+func Terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, p Policy) (Action, error) {
+	return terminate(roles, rec, claim, policy[S]{Policy: p})
+}
+
+func terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, p policy[S]) (Action, error) {
 	p, err := p.withDefaults(roles)
 	if err != nil {
 		return Action{}, err
@@ -123,30 +127,9 @@ func Terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 		Reason: fmt.Sprintf("SIGTERM in %s status, not stopping: the platform is moving the controller", rec.Status)}, nil
 }
 
-// ApplyTerminate handles a SIGTERM for the controller writing through
-// exec (which should hold the controller's claim). It decides with
-// [Terminate]; when that says Relocate, it calls checkpoint (if not nil)
-// to flush in-flight work, then writes relocating with compare-and-swap,
-// remembering the status it leaves. If the record changed meanwhile (the
-// cluster master has just written stopping) it decides again on the
-// fresh record, so exactly one outcome happens: relocated, or shut down.
-// A fenced write means another controller took over, or this one's
-// ownership ended: Leave.
-//
-// A controller's handle that holds no live ownership (it ended, or the
-// controller never took the execution over) decides Leave at once,
-// without reading the store: whatever the store says, it is not this
-// controller's to drive, and a store out of reach must not keep it from
-// exiting.
-//
-// After writing relocating it releases exec's ownership, so the
-// controller that replaces this one takes over at once instead of after
-// the lease's TTL; exec writes nothing more (its writes are fenced). On
-// Shutdown the caller still owns the execution: it writes the final
-// status, then releases.
-func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p Policy[S], checkpoint func(context.Context) error) (Action, error) {
+func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p policy[S], checkpoint func(context.Context) error) (Action, error) {
 	if exec == nil {
-		return Action{}, errors.New("recovery: ApplyTerminate: nil execution")
+		return Action{}, errors.New("recovery: Terminate: nil execution")
 	}
 	if p.Now.IsZero() {
 		p.Now = time.Now()
@@ -166,7 +149,7 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 	if err != nil {
 		return Action{}, err
 	}
-	first, err := Terminate(roles, rec, exec.Claim(), p)
+	first, err := terminate(roles, rec, exec.Claim(), p)
 	if err != nil || first.Kind != ActionRelocate {
 		p.Observer.terminate(first, err)
 		return first, err
@@ -177,7 +160,7 @@ func ApplyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 	}
 	var final Action
 	_, _, err = exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
-		a, err := Terminate(roles, rec, exec.Claim(), p)
+		a, err := terminate(roles, rec, exec.Claim(), p)
 		if err != nil {
 			return transition.Update[S]{}, err
 		}

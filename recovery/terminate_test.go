@@ -20,7 +20,7 @@ import (
 
 var podA = storage.Claim{Owner: "pod-a", Epoch: 1}
 
-func terminate(t *testing.T, s state.Status, p recovery.Policy[state.Status]) recovery.Action {
+func terminate(t *testing.T, s state.Status, p recovery.Policy) recovery.Action {
 	t.Helper()
 	a, err := recovery.Terminate(teraslice.Roles(), record(s), podA, p)
 	require.NoError(t, err)
@@ -46,7 +46,7 @@ func TestTerminateInARunningStatusRelocatesRestartableWork(t *testing.T) {
 }
 
 func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
-	for name, p := range map[string]recovery.Policy[state.Status]{
+	for name, p := range map[string]recovery.Policy{
 		"platform does not restart": {Now: t0, Work: slicer{true}},
 		"work not restartable":      {Now: t0, Restarts: true, Work: slicer{false}},
 		"work that says nothing":    {Now: t0, Restarts: true},
@@ -62,7 +62,7 @@ func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
 // A SIGTERM may come before the controller has loaded its work: the flag
 // recorded on the execution answers for it.
 func TestTerminateAsksTheRecordedFlagWhenTheWorkCannotAnswer(t *testing.T) {
-	noWork := recovery.Policy[state.Status]{Now: t0, Restarts: true}
+	noWork := recovery.Policy{Now: t0, Restarts: true}
 	for flag, want := range map[string]recovery.ActionKind{"true": recovery.ActionRelocate, "false": recovery.ActionShutdown, "": recovery.ActionShutdown} {
 		rec := record(state.Running)
 		rec.Meta = map[string]string{recovery.MetaRelocatable: flag}
@@ -88,16 +88,17 @@ func TestTerminateLeavesAnExecutionSomeoneElseOwns(t *testing.T) {
 	require.Equal(t, "leave", a.Kind.String())
 }
 
-func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *testing.T) {
+func TestDeciderTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *testing.T) {
 	exec, store := newExecution(t, state.Paused, time.Now)
 	owned := owner(t, exec, "pod-0")
 	checkpoints := 0
-	a, err := recovery.ApplyTerminate(context.Background(), teraslice.Roles(), owned, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, func(context.Context) error {
+	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}}).Terminate(context.Background(), owned, func(context.Context) error {
 		checkpoints++
 		rec, _ := store.Get(context.Background(), "ex-1")
 		require.Equal(t, "paused", rec.Status, "checkpoint runs before the status changes")
 		return nil
 	})
+
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionRelocate, a.Kind)
 	require.NoError(t, a.CheckpointErr)
@@ -116,16 +117,18 @@ func TestApplyTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *te
 	require.ErrorIs(t, err, storage.ErrFenced, "a relocated controller writes nothing more")
 
 	// The successor takes over at once and brings it back paused.
-	v, err := recovery.ApplyStartup(context.Background(), teraslice.Roles(), controllerOf(t, exec, "pod-1"), lease("pod-1"), recovery.Policy[state.Status]{})
+	v, err := decider(t, teraslice.Roles(), recovery.Policy{}).Start(context.Background(), controllerOf(t, exec, "pod-1"), lease("pod-1"))
 	require.NoError(t, err)
 	require.Equal(t, state.Paused, v.To)
 }
 
-func TestApplyTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
+func TestDeciderTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	errFlush := errors.New("flush failed")
-	a, err := recovery.ApplyTerminate(context.Background(), teraslice.Roles(), owner(t, exec, "pod-0"),
-		recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, func(context.Context) error { return errFlush })
+	a, err := decider(t, teraslice.Roles(),
+		recovery.Policy{Restarts: true, Work: slicer{true}}).Terminate(context.Background(), owner(t, exec, "pod-0"),
+		func(context.Context) error { return errFlush })
+
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionRelocate, a.Kind)
 	require.ErrorIs(t, a.CheckpointErr, errFlush)
@@ -133,25 +136,26 @@ func TestApplyTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 	require.Equal(t, "relocating", rec.Status)
 }
 
-func TestApplyTerminateShutdownWritesNothing(t *testing.T) {
+func TestDeciderTerminateShutdownWritesNothing(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	before, _ := store.Get(context.Background(), "ex-1")
-	a, err := recovery.ApplyTerminate(context.Background(), teraslice.Roles(), exec, recovery.Policy[state.Status]{Work: slicer{true}}, func(context.Context) error {
+	a, err := decider(t, teraslice.Roles(), recovery.Policy{Work: slicer{true}}).Terminate(context.Background(), exec, func(context.Context) error {
 		t.Fatal("no checkpoint for a shutdown")
 		return nil
 	})
+
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionShutdown, a.Kind)
 	after, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, before.Revision, after.Revision, "the shutdown itself writes the final status, not the decision")
 }
 
-func TestApplyTerminateByAFencedControllerLeaves(t *testing.T) {
+func TestDeciderTerminateByAFencedControllerLeaves(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	stale := crashed(t, exec, "pod-0")
 	owner(t, exec, "pod-1")
 	before, _ := store.Get(context.Background(), "ex-1")
-	a, err := recovery.ApplyTerminate(context.Background(), teraslice.Roles(), stale, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, nil)
+	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}}).Terminate(context.Background(), stale, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
 	after, _ := store.Get(context.Background(), "ex-1")
@@ -163,7 +167,7 @@ func TestApplyTerminateByAFencedControllerLeaves(t *testing.T) {
 // exactly one outcome: the controller relocated before the stop (the
 // trail shows relocating, then stopping) or it saw the stop and shut
 // down (the execution never entered relocating).
-func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testing.T) {
+func TestDeciderTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testing.T) {
 	rounds := 2000
 	if testing.Short() {
 		rounds = 200
@@ -185,7 +189,7 @@ func TestApplyTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *testin
 		go func() {
 			defer wg.Done()
 			<-start
-			action, termErr = recovery.ApplyTerminate(context.Background(), teraslice.Roles(), controller, recovery.Policy[state.Status]{Restarts: true, Work: slicer{true}}, nil)
+			action, termErr = decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}}).Terminate(context.Background(), controller, nil)
 		}()
 		go func() {
 			defer wg.Done()

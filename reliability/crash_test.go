@@ -93,7 +93,7 @@ func childStore(spec childSpec) (interface {
 	return s, func() { _ = cl.Close() }, nil
 }
 
-// childCrashWriter is a controller that starts with recovery.ApplyStartup
+// childCrashWriter is a controller that starts with a recovery.Decider
 // and then toggles its execution between running and paused until it is
 // killed, saying what happened at each step:
 //
@@ -114,8 +114,11 @@ func childCrashWriter(ctx context.Context, spec childSpec) error {
 	// A killed predecessor's etcd lease must expire first: wait for it.
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, err := recovery.ApplyStartup(startCtx, teraslice.Roles(), exec, storage.Lease{Holder: spec.Owner, TTL: 2 * time.Second, Wait: true},
-		recovery.Policy[state.Status]{Restarts: true, Work: restartable{}, RestartBudget: recovery.MaxRestartBudget})
+	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Restarts: true, Work: restartable{}, RestartBudget: recovery.MaxRestartBudget})
+	if err != nil {
+		return err
+	}
+	v, err := decider.Start(startCtx, exec, storage.Lease{Holder: spec.Owner, TTL: 2 * time.Second, Wait: true})
 	if err != nil {
 		return err
 	}
@@ -327,4 +330,12 @@ func childLeaseHolder(ctx context.Context, spec childSpec) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// decider is the Decider of roles and p, for a test.
+func decider[S comparable](t testing.TB, roles *recovery.Roles[S], p recovery.Policy) *recovery.Decider[S] {
+	t.Helper()
+	d, err := recovery.NewDecider(roles, p)
+	require.NoError(t, err)
+	return d
 }

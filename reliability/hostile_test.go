@@ -101,13 +101,13 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 			_, err = exec.Fire(context.Background(), state.Failed, "clean up")
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			require.Contains(t, err.Error(), `"hibernating"`)
-			_, err = recovery.ApplyStartup(context.Background(), teraslice.Roles(), exec, storage.Lease{Holder: "pod-a", TTL: time.Minute}, recovery.Policy[state.Status]{})
+			_, err = decider(t, teraslice.Roles(), recovery.Policy{}).Start(context.Background(), exec, storage.Lease{Holder: "pod-a", TTL: time.Minute})
 			require.ErrorIs(t, err, transition.ErrUnknownState)
-			_, err = recovery.Startup(teraslice.Roles(), after(t, store), recovery.Policy[state.Status]{Now: time.Now()})
+			_, err = recovery.Startup(teraslice.Roles(), after(t, store), recovery.Policy{Now: time.Now()})
 			require.ErrorIs(t, err, transition.ErrUnknownState)
-			_, err = recovery.ApplyTerminate(context.Background(), teraslice.Roles(), exec, recovery.Policy[state.Status]{}, nil)
+			_, err = decider(t, teraslice.Roles(), recovery.Policy{}).Terminate(context.Background(), exec, nil)
 			require.Error(t, err)
-			reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{})
+			reaper, err := decider(t, teraslice.Roles(), recovery.Policy{}).NewReaper(store, recovery.ReaperOptions{})
 			require.NoError(t, err)
 			_, err = reaper.Reconcile(context.Background(), "ex-future")
 			require.ErrorIs(t, err, transition.ErrUnknownState)
@@ -124,12 +124,10 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 	rec := storage.Record{ID: "ex-1", Status: "running"}
 	now := time.Now()
-	for name, p := range map[string]recovery.Policy[state.Status]{
+	for name, p := range map[string]recovery.Policy{
 		"negative restart budget":    {Now: now, RestartBudget: -1},
 		"overflowing restart budget": {Now: now, RestartBudget: 1 << 62},
 		"negative restart window":    {Now: now, RestartWindow: -time.Hour},
-		"negative deadline":          {Now: now, Deadlines: recovery.Deadlines[state.Status]{state.Relocating: {After: -time.Minute, Then: state.Failed}}},
-		"zero deadline":              {Now: now, Deadlines: recovery.Deadlines[state.Status]{state.Stopping: {Then: state.Stopped}}},
 		"exit code above 255":        {Now: now, RelocateExitCode: 1 << 20},
 		"negative exit code":         {Now: now, RelocateExitCode: -1},
 	} {
@@ -137,7 +135,11 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 		_, err = recovery.Terminate(teraslice.Roles(), rec, storage.Claim{}, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
+		_, err = recovery.NewDecider(teraslice.Roles(), p)
+		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 	}
+	// Negative and zero deadlines are refused where deadlines are given,
+	// by RolesBuilder.Deadline's Build (recovery's roles tests).
 	noop := reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) { return reconcile.Result{}, nil })
 	for name, opt := range map[string]reconcile.Options[string]{
 		"negative workers":     {Reconciler: noop, Workers: -1},

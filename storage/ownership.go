@@ -48,7 +48,7 @@ type Lease struct {
 	// whose controller died sit before a successor takes it. A holder
 	// that lost its lease to an outage and finds, once the store is back,
 	// that nobody took the record over, takes it back without counting a
-	// restart (recovery.ApplyStartup).
+	// restart (recovery.Decider.Start).
 	TTL time.Duration
 	// Wait makes Acquire wait, while ctx allows, for a live holder's
 	// ownership to end (released, or expired) instead of failing with

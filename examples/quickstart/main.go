@@ -78,7 +78,10 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	// Each controller's policy: the platform restarts controllers and the
 	// work can move, so SIGTERM relocates. Its lease is how long a
 	// successor waits if it dies without letting go.
-	policy := recovery.Policy[state.Status]{Restarts: true, Work: slicer{}}
+	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{}})
+	if err != nil {
+		return err
+	}
 	lease := func(pod string) storage.Lease { return storage.Lease{Holder: pod, TTL: 15 * time.Second} }
 
 	master, err := open("master")
@@ -104,7 +107,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err != nil {
 		return err
 	}
-	verdict, err := recovery.ApplyStartup(ctx, teraslice.Roles(), podA, lease("pod-a"), policy)
+	verdict, err := decider.Start(ctx, podA, lease("pod-a"))
 	if err != nil {
 		return err
 	}
@@ -118,7 +121,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err != nil {
 		return err
 	}
-	if _, err = recovery.ApplyStartup(ctx, teraslice.Roles(), podB, lease("pod-b"), policy); !errors.Is(err, storage.ErrHeld) {
+	if _, err = decider.Start(ctx, podB, lease("pod-b")); !errors.Is(err, storage.ErrHeld) {
 		return fmt.Errorf("expected pod-b to be refused while pod-a lives, got %v", err)
 	}
 	fmt.Fprintf(w, "  pod-b startup refused: %v\n", err)
@@ -128,14 +131,14 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	}
 
 	// The node is drained: SIGTERM, and the status is not stopping.
-	action, err := recovery.ApplyTerminate(ctx, teraslice.Roles(), podA, policy, nil)
+	action, err := decider.Terminate(ctx, podA, nil)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "  pod-a SIGTERM: %s, exit %d (%s)\n", action.Kind, action.ExitCode, action.Reason)
 
 	// pod-b starts elsewhere and takes over at once: pod-a let go.
-	verdict, err = recovery.ApplyStartup(ctx, teraslice.Roles(), podB, lease("pod-b"), policy)
+	verdict, err = decider.Start(ctx, podB, lease("pod-b"))
 	if err != nil {
 		return err
 	}
@@ -151,9 +154,9 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err := fire(ctx, master, state.Running, "user resumed the execution"); err != nil {
 		return err
 	}
-	// The work ends: Finish decides the final status, ApplyFinish writes it
+	// The work ends: Finish decides the final status, Decider.Finish writes it
 	// with the work's statistics and lets the execution go.
-	end, err := recovery.ApplyFinish(ctx, teraslice.Roles(), podB, recovery.Ending{Finished: true}, map[string]string{"slices": "100"})
+	end, err := decider.Finish(ctx, podB, recovery.Ending{Finished: true}, map[string]string{"slices": "100"})
 	if err != nil {
 		return err
 	}

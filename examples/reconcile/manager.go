@@ -83,7 +83,7 @@ func simulatorRoles(table *transition.Table[SimState]) (*recovery.Roles[SimState
 // simulators it drives live on without it, so a manager that died
 // unasked is resumed (within the restart budget) and one being moved
 // relocates.
-var simulatorPolicy = recovery.Policy[SimState]{Restarts: true, Work: recovery.Restartability(true)}
+var simulatorPolicy = recovery.Policy{Restarts: true, Work: recovery.Restartability(true)}
 
 // leaseTTL is how long a dead manager's ownership of its simulators
 // outlives it on a store whose ownership is a lease (etcd): how long its
@@ -110,7 +110,7 @@ type manager struct {
 	cfg    managerConfig
 	world  worldView
 	table  *transition.Table[SimState]
-	roles  *recovery.Roles[SimState]
+	decide *recovery.Decider[SimState]
 	store  storage.Store
 	holder string // this manager process, as the owner of its simulators
 
@@ -157,7 +157,11 @@ func newManager(cfg managerConfig, w worldView, store storage.Store) (*manager, 
 	if err != nil {
 		return nil, err
 	}
-	return &manager{cfg: cfg, world: w, table: table, roles: roles, store: store,
+	decide, err := recovery.NewDecider(roles, simulatorPolicy)
+	if err != nil {
+		return nil, err
+	}
+	return &manager{cfg: cfg, world: w, table: table, decide: decide, store: store,
 		holder: fmt.Sprintf("manager-%.8s-%d", cfg.UUID, os.Getpid()),
 		view:   map[string]simulator{}, owned: map[string]*transition.Persisted[SimState]{}}, nil
 }
@@ -323,7 +327,7 @@ func (m *manager) own(ctx context.Context, uuid string) (*transition.Persisted[S
 		return nil, err
 	}
 	lease := storage.Lease{Holder: m.holder, TTL: leaseTTL, Wait: true, Reason: m.holder + " starting"}
-	v, err := recovery.ApplyStartup(ctx, m.roles, exec, lease, simulatorPolicy)
+	v, err := m.decide.Start(ctx, exec, lease)
 	if v.Decision == recovery.DecisionRefuse {
 		return nil, errOver
 	}
@@ -350,7 +354,7 @@ func (m *manager) terminate() int {
 	code := 0
 	for _, uuid := range slices.Sorted(maps.Keys(owned)) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		a, err := recovery.ApplyTerminate(ctx, m.roles, owned[uuid], simulatorPolicy, nil)
+		a, err := m.decide.Terminate(ctx, owned[uuid], nil)
 		if err == nil && a.Kind != recovery.ActionRelocate {
 			err = owned[uuid].Ownership().Release(ctx)
 		}

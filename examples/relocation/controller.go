@@ -99,10 +99,13 @@ func controller(cfg controllerConfig) (int, error) {
 	// over (waiting, as a restarted pod must, for a crashed predecessor's
 	// lease to expire; a live one is never taken over), then decide.
 	work := &slicer{restartable: cfg.Restartable}
-	policy := recovery.Policy[state.Status]{Restarts: true, Work: work, RestartBudget: cfg.Budget}
+	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Restarts: true, Work: work, RestartBudget: cfg.Budget})
+	if err != nil {
+		return 0, err
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	verdict, err := recovery.ApplyStartup(startCtx, teraslice.Roles(), exec, storage.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true}, policy)
+	verdict, err := decider.Start(startCtx, exec, storage.Lease{Holder: cfg.Name, TTL: leaseTTL, Wait: true})
 	say("verdict %s %s: %s", verdict.Decision, verdict.To, verdict.Reason)
 	proc.Emit("verdict", "decision", verdict.Decision.String(), "to", verdict.To.String())
 	switch {
@@ -122,7 +125,7 @@ func controller(cfg controllerConfig) (int, error) {
 	case recovery.DecisionStop:
 		// Nothing of the work runs: end the stop (the deadline may have
 		// ended it already, and then only the statistics are written).
-		return finish(ctx, exec, recovery.Ending{}, nil)
+		return finish(ctx, decider, exec, recovery.Ending{}, nil)
 	case recovery.DecisionStart:
 		if _, err := exec.Fire(ctx, state.Running, "slicer ready, workers connected"); err != nil {
 			return 0, err
@@ -147,7 +150,7 @@ func controller(cfg controllerConfig) (int, error) {
 	for {
 		select {
 		case <-terms:
-			return terminate(ctx, cfg, exec, policy, checkpoint, lateWrite)
+			return terminate(ctx, cfg, exec, decider, checkpoint, lateWrite)
 		case <-tick.C:
 		}
 		work.done++
@@ -156,7 +159,7 @@ func controller(cfg controllerConfig) (int, error) {
 			proc.Emit("slices", "done", strconv.Itoa(work.done))
 		}
 		if work.done >= cfg.Slices {
-			return finish(ctx, exec, recovery.Ending{Finished: true}, map[string]string{metaSlices: strconv.Itoa(work.done)})
+			return finish(ctx, decider, exec, recovery.Ending{Finished: true}, map[string]string{metaSlices: strconv.Itoa(work.done)})
 		}
 		if work.done%checkpointEvery == 0 {
 			if err := checkpoint(ctx); err != nil {
@@ -167,8 +170,8 @@ func controller(cfg controllerConfig) (int, error) {
 }
 
 func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persisted[state.Status],
-	policy recovery.Policy[state.Status], checkpoint func(context.Context) error, lateWrite chan os.Signal) (int, error) {
-	action, err := recovery.ApplyTerminate(ctx, teraslice.Roles(), exec, policy, checkpoint)
+	decider *recovery.Decider[state.Status], checkpoint func(context.Context) error, lateWrite chan os.Signal) (int, error) {
+	action, err := decider.Terminate(ctx, exec, checkpoint)
 	if err != nil {
 		return 0, err
 	}
@@ -176,7 +179,7 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 	proc.Emit("terminate", "action", action.Kind.String())
 	switch action.Kind {
 	case recovery.ActionRelocate:
-		// ApplyTerminate let go of the execution: the successor takes
+		// Decider.Terminate let go of the execution: the successor takes
 		// over at once instead of after the lease's TTL.
 		if action.ReleaseErr != nil {
 			return 0, action.ReleaseErr
@@ -203,14 +206,14 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 	}
 	// Shutdown: the work stops before it finished; the final status is
 	// stopped if the cluster master asked, terminated otherwise.
-	return finish(ctx, exec, recovery.Ending{}, nil)
+	return finish(ctx, decider, exec, recovery.Ending{}, nil)
 }
 
 // finish writes the final status the work earned, with its statistics,
 // and lets the execution go. The process exits 0 whatever the status: the
 // outcome is in the record.
-func finish(ctx context.Context, exec *transition.Persisted[state.Status], ending recovery.Ending, stats map[string]string) (int, error) {
-	end, err := recovery.ApplyFinish(ctx, teraslice.Roles(), exec, ending, stats)
+func finish(ctx context.Context, decider *recovery.Decider[state.Status], exec *transition.Persisted[state.Status], ending recovery.Ending, stats map[string]string) (int, error) {
+	end, err := decider.Finish(ctx, exec, ending, stats)
 	if err != nil {
 		return 0, err
 	}

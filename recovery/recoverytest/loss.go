@@ -10,7 +10,6 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
-	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -123,7 +122,7 @@ func handleThatStartedIsFenced(t *testing.T, store storage.Store) {
 	require.NoError(t, err)
 	_, err = podA.Fire(bounded(t), state.Running, "slicer ready")
 	require.NoError(t, err)
-	a, err := recovery.ApplyTerminate(bounded(t), teraslice.Roles(), podA, policy(), nil)
+	a, err := decide(t).Terminate(bounded(t), podA, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionRelocate, a.Kind)
 	_, podB, err := startup(t, store, "ex-1", "pod-b", lease(""))
@@ -166,10 +165,10 @@ func terminateAndFinishAfterLossLeave(t *testing.T, store storage.Store) {
 	require.NoError(t, exec.Ownership().Release(bounded(t))) // lost
 	s.cut.Store(true)
 	calls := s.calls.Load()
-	a, err := recovery.ApplyTerminate(bounded(t), teraslice.Roles(), exec, policy(), nil)
+	a, err := decide(t).Terminate(bounded(t), exec, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
-	end, err := recovery.ApplyFinish(bounded(t), teraslice.Roles(), exec, recovery.Ending{Finished: true}, nil)
+	end, err := decide(t).Finish(bounded(t), exec, recovery.Ending{Finished: true}, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Equal(t, calls, s.calls.Load(), "neither asked the store")
@@ -177,7 +176,7 @@ func terminateAndFinishAfterLossLeave(t *testing.T, store storage.Store) {
 	// A controller that never took the execution over leaves too.
 	never := controller(t, s, "ex-1", "pod-b")
 	_, _, _ = never.Acquire(bounded(t), lease("pod-b"), nil) // out of reach: a controller's handle now
-	a, err = recovery.ApplyTerminate(bounded(t), teraslice.Roles(), never, policy(), nil)
+	a, err = decide(t).Terminate(bounded(t), never, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
 }
@@ -246,7 +245,7 @@ func holderTakesBackCountingNothing(t *testing.T, store storage.Store) {
 // the reason. A held execution is never ended, however long it runs.
 func deadHoldersExecutionIsEnded(t *testing.T, store storage.Store) {
 	clock := reconciletest.NewClock(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
-	reaper, err := recovery.NewReaper(teraslice.Roles(), store, recovery.ReaperOptions[state.Status]{Clock: clock, Abandoned: 10 * time.Minute})
+	reaper, err := decide(t).NewReaper(store, recovery.ReaperOptions{Clock: clock, Abandoned: 10 * time.Minute})
 	require.NoError(t, err)
 
 	master(t, store, "alive", state.Running)

@@ -84,8 +84,17 @@ type restartable struct{}
 
 func (restartable) IsRestartable() bool { return true }
 
-func policy() recovery.Policy[state.Status] {
-	return recovery.Policy[state.Status]{Restarts: true, Work: restartable{}}
+func policy() recovery.Policy {
+	return recovery.Policy{Restarts: true, Work: restartable{}}
+}
+
+// decide is the Decider of the canonical roles under p (policy() when
+// none is given).
+func decide(t *testing.T, p ...recovery.Policy) *recovery.Decider[state.Status] {
+	t.Helper()
+	d, err := recovery.NewDecider(teraslice.Roles(), append(p, policy())[0])
+	require.NoError(t, err)
+	return d
 }
 
 func bounded(t *testing.T) context.Context {
@@ -122,11 +131,11 @@ func startup(t *testing.T, store storage.Store, id, pod string, l storage.Lease)
 	return v, exec, err
 }
 
-// start runs ApplyStartup for pod through exec.
+// start runs Decider.Start for pod through exec.
 func start(t *testing.T, exec *transition.Persisted[state.Status], pod string, l storage.Lease) (recovery.Verdict[state.Status], error) {
 	t.Helper()
 	l.Holder = pod
-	v, err := recovery.ApplyStartup(bounded(t), teraslice.Roles(), exec, l, policy())
+	v, err := decide(t).Start(bounded(t), exec, l)
 	if err == nil {
 		releaseAtEnd(t, exec)
 	}
@@ -197,7 +206,7 @@ func startupOnUnownedTakesOwnership(t *testing.T, store storage.Store) {
 	require.NoError(t, probe(bounded(t), podB, "pod-b drives it"))
 }
 
-// While pod-a lives, nothing takes its execution: not ApplyStartup, not
+// While pod-a lives, nothing takes its execution: not Decider.Start, not
 // Persisted.Acquire, not the store's Acquire, not a raw compare-and-swap.
 func noAPITakesOverALiveHolder(t *testing.T, store storage.Store) {
 	m := master(t, store, "ex-1", state.Running)
@@ -206,7 +215,7 @@ func noAPITakesOverALiveHolder(t *testing.T, store storage.Store) {
 	before := get(t, store, "ex-1")
 
 	v, _, err := startup(t, store, "ex-1", "pod-b", lease(""))
-	require.ErrorIs(t, err, storage.ErrHeld, "ApplyStartup")
+	require.ErrorIs(t, err, storage.ErrHeld, "Decider.Start")
 	var held *storage.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Equal(t, "pod-a", held.Holder, "the error names the holder")
@@ -329,7 +338,7 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 		require.NoError(t, err)
 		_, _, err = controller(t, store, id, "pod-0").Acquire(bounded(t), lease("pod-x"), nil)
 		require.ErrorIs(t, err, storage.ErrHeld)
-		a, err := recovery.ApplyTerminate(bounded(t), teraslice.Roles(), pod0, policy(), nil)
+		a, err := decide(t).Terminate(bounded(t), pod0, nil)
 		require.NoError(t, err)
 		require.Equal(t, recovery.ActionRelocate, a.Kind)
 		require.NoError(t, a.ReleaseErr)
@@ -349,7 +358,7 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 				defer wg.Done()
 				<-start
 				execs[k] = c
-				verdicts[k], errs[k] = recovery.ApplyStartup(bounded(t), teraslice.Roles(), c, lease(pod), policy())
+				verdicts[k], errs[k] = decide(t).Start(bounded(t), c, lease(pod))
 			}()
 		}
 		close(start)

@@ -129,7 +129,7 @@ func startWithUnwritableVerdictWritesNothing(t *testing.T, store storage.Store) 
 	require.Nil(t, exec.Ownership())
 }
 
-// The live holder calls ApplyStartup again, as a controller retrying its
+// The live holder calls Decider.Start again, as a controller retrying its
 // startup would: the verdict already written comes back, nothing is
 // written, nothing counted, however often.
 func retriedStartByLiveHolder(t *testing.T, store storage.Store) {
@@ -160,11 +160,11 @@ func retriedStartByLiveHolder(t *testing.T, store storage.Store) {
 	p := policy()
 	p.Work = recovery.Restartability(false)
 	l := lease("pod-a")
-	v, err := recovery.ApplyStartup(bounded(t), teraslice.Roles(), failing, l, p)
+	v, err := decide(t, p).Start(bounded(t), failing, l)
 	require.NoError(t, err)
 	releaseAtEnd(t, failing)
 	require.Equal(t, recovery.DecisionFail, v.Decision)
-	again, err := recovery.ApplyStartup(bounded(t), teraslice.Roles(), failing, l, p)
+	again, err := decide(t, p).Start(bounded(t), failing, l)
 	require.NoError(t, err)
 	require.Equal(t, v.Decision, again.Decision)
 	require.Equal(t, v.To, again.To)

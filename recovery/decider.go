@@ -1,0 +1,168 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// Decider makes one controller's decisions, with one set of roles and one
+// policy: it takes an execution over and decides at startup
+// ([Decider.Start]), on SIGTERM ([Decider.Terminate]) and when the work
+// ends ([Decider.Finish]), and makes the Reaper that enforces the roles'
+// deadlines ([Decider.NewReaper]); its observer, if it has one
+// ([Decider.WithObserver]), is told what each carried out. The state type
+// comes from the roles, so no call spells it. Make one per process with
+// [NewDecider] and use it for every execution it drives: it never
+// changes, and is safe for concurrent use.
+type Decider[S comparable] struct {
+	roles *Roles[S]
+	p     policy[S]
+}
+
+// errZeroDecider is what a Decider not made by NewDecider returns.
+var errZeroDecider = errors.New("recovery: zero Decider: make one with NewDecider")
+
+// NewDecider returns the Decider of roles and p. Nil roles are an error
+// matching [ErrInvalidRoles], a policy that cannot be honoured one
+// matching [ErrInvalidPolicy]: here, not at the first decision.
+func NewDecider[S comparable](roles *Roles[S], p Policy) (*Decider[S], error) {
+	if roles == nil {
+		return nil, fmt.Errorf("recovery: NewDecider: %w: nil roles (teraslice.Roles() for the execution lifecycle)", ErrInvalidRoles)
+	}
+	check := policy[S]{Policy: p}
+	if check.Now.IsZero() {
+		check.Now = time.Now() // each decision takes its own time; this one only checks the rest
+	}
+	if _, err := check.withDefaults(roles); err != nil {
+		return nil, err
+	}
+	return &Decider[S]{roles: roles, p: policy[S]{Policy: p}}, nil
+}
+
+// WithObserver returns a Decider like d whose decisions, and whose
+// Reapers' deadlines, o is told of.
+func (d *Decider[S]) WithObserver(o Observer[S]) *Decider[S] {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	c.p.Observer = o
+	return &c
+}
+
+// Roles returns the roles d decides with.
+func (d *Decider[S]) Roles() *Roles[S] {
+	if d == nil {
+		return nil
+	}
+	return d.roles
+}
+
+// Start is what a controller does first: it takes the execution
+// over through exec (a handle of its own, from
+// [transition.NewPersisted]) and writes what [Startup] decides, in one
+// atomic write ([transition.Persisted.Acquire]). It ends with exec
+// owning the execution at a new epoch with the verdict written, or with
+// nothing written and nothing owned:
+//
+//   - A live holder (another controller that is running, or that has
+//     just started) is never taken over: the error matches
+//     [storage.ErrHeld] (a [*storage.HeldError] naming the holder and the
+//     status found). With lease.Wait it waits, while ctx allows, for that
+//     holder's lease to end (a crashed predecessor's expires).
+//   - The decision is made on the record exactly as the take-over finds
+//     it, with no live holder: a running status found so can only mean
+//     that the previous controller died unasked, so only then is a
+//     restart counted against the budget. If the record changes before
+//     the take-over lands (the predecessor wrote relocating, the cluster
+//     master failed the execution), it decides again on the fresh record.
+//   - A terminal status is refused ([DecisionRefuse], the error matches
+//     [ErrTerminalStatus]): nothing is written, nothing is owned.
+//
+// exec becomes the controller's handle for good (see
+// [transition.Persisted]): it writes under the new claim; watch its
+// Ownership().Lost() and stop driving the execution when it closes.
+//
+// Retrying is safe, with the same exec:
+//
+//   - By the live holder (a retry after a timeout, a second call by
+//     mistake): it writes nothing, counts nothing and returns the verdict
+//     already written (from [MetaStartup] and the start's audit entry).
+//   - By a controller whose ownership ended while it lived (a store
+//     outage outlasted its lease), or that never learned whether its
+//     take-over landed: if the record still carries its claim, nobody
+//     took the execution over meanwhile, and it takes it back at a new
+//     epoch, deciding as usual except that a running status resumes
+//     without counting a restart. If another controller took it over, it
+//     starts like any controller.
+//
+// On an error the verdict is the zero Verdict but for From, the status
+// found, when the record could be read.
+func (d *Decider[S]) Start(ctx context.Context, exec *transition.Persisted[S], lease storage.Lease) (Verdict[S], error) {
+	if d == nil || d.roles == nil {
+		return Verdict[S]{}, errZeroDecider
+	}
+	return applyStartup(ctx, d.roles, exec, lease, d.p)
+}
+
+// Terminate handles a SIGTERM for the controller writing through
+// exec (which should hold the controller's claim). It decides with
+// [Terminate]; when that says Relocate, it calls checkpoint (if not nil)
+// to flush in-flight work, then writes relocating with compare-and-swap,
+// remembering the status it leaves. If the record changed meanwhile (the
+// cluster master has just written stopping) it decides again on the
+// fresh record, so exactly one outcome happens: relocated, or shut down.
+// A fenced write means another controller took over, or this one's
+// ownership ended: Leave.
+//
+// A controller's handle that holds no live ownership (it ended, or the
+// controller never took the execution over) decides Leave at once,
+// without reading the store: whatever the store says, it is not this
+// controller's to drive, and a store out of reach must not keep it from
+// exiting.
+//
+// After writing relocating it releases exec's ownership, so the
+// controller that replaces this one takes over at once instead of after
+// the lease's TTL; exec writes nothing more (its writes are fenced). On
+// Shutdown the caller still owns the execution: it writes the final
+// status, then releases.
+func (d *Decider[S]) Terminate(ctx context.Context, exec *transition.Persisted[S], checkpoint func(context.Context) error) (Action, error) {
+	if d == nil || d.roles == nil {
+		return Action{}, errZeroDecider
+	}
+	return applyTerminate(ctx, d.roles, exec, d.p, checkpoint)
+}
+
+// Finish writes the final status of the execution exec drives
+// (exec should hold the controller's claim), as [Finish] decides it for
+// ending, with meta (the work's statistics; nil for none) in the same
+// write, by compare-and-swap; if the record changed meanwhile (the
+// cluster master wrote stopping) it decides again on the fresh record. A
+// fenced write means another controller owns the execution: Leave.
+//
+// A controller's handle that holds no live ownership decides Leave at
+// once, without reading the store (as [Decider.Terminate] does).
+//
+// After writing it releases exec's ownership: the execution is over, or
+// stopped, and nothing more is written. The controller then exits 0.
+func (d *Decider[S]) Finish(ctx context.Context, exec *transition.Persisted[S], ending Ending, meta map[string]string) (End[S], error) {
+	if d == nil || d.roles == nil {
+		return End[S]{}, errZeroDecider
+	}
+	return applyFinish(ctx, d.roles, exec, ending, meta)
+}
+
+// NewReaper returns the Reaper of the executions store keeps, enforcing
+// the roles' deadlines; see [Reaper]. A nil or typed-nil store is an
+// error here, never at the first reconcile.
+func (d *Decider[S]) NewReaper(store storage.Store, opts ReaperOptions) (*Reaper[S], error) {
+	if d == nil || d.roles == nil {
+		return nil, errZeroDecider
+	}
+	return newReaper(d.roles, store, opts, d.p.Observer)
+}
