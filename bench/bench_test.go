@@ -59,7 +59,7 @@ func TestPeersFollowTheSameRandomWalks(t *testing.T) {
 	table := teraslice.Lifecycle()
 	rapid.Check(t, func(t *rapid.T) {
 		walk := transitiontest.Walk(table, 30).Draw(t, "walk")
-		m, err := transition.NewMachine(table, transition.MachineOptions[state.Status]{})
+		m, err := transition.NewMachine(table, transition.MachineOptions{})
 		require.NoError(t, err)
 		lp := Looplab(table, "pending", nil)
 		sl := Stateless(table, "pending", stateless.FiringImmediate, nil)
@@ -85,7 +85,7 @@ func TestPeersFollowTheSameRandomWalks(t *testing.T) {
 var targets = [2]state.Status{state.Paused, state.Running}
 
 func machine(b *testing.B, table *transition.Table[state.Status]) *transition.Machine[state.Status] {
-	m, err := transition.NewMachineAt(table, state.Running, transition.MachineOptions[state.Status]{})
+	m, err := transition.NewMachineAt(table, state.Running, transition.MachineOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func BenchmarkFire(b *testing.B) {
 	fireInEach(b, "lifecycle", lifecycle, state.Running, moves, func(b *testing.B) {
 		// Concrete, not inside the generic fireInEach: a caller of Fire
 		// knows its state type, and the generic call costs 2-3 ns more.
-		m, err := transition.NewMachineAt(lifecycle, state.Running, transition.MachineOptions[state.Status]{})
+		m, err := transition.NewMachineAt(lifecycle, state.Running, transition.MachineOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func BenchmarkFire(b *testing.B) {
 	}
 	onOff := [2]string{"on", "off"}
 	fireInEach(b, "toggle", toggle, "off", onOff, func(b *testing.B) {
-		m, err := transition.NewMachineAt(toggle, "off", transition.MachineOptions[string]{})
+		m, err := transition.NewMachineAt(toggle, "off", transition.MachineOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

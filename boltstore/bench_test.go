@@ -36,7 +36,7 @@ import (
 func BenchmarkPersistedFire(b *testing.B) {
 	dir := b.TempDir()
 	_, s := openStore(b, filepath.Join(dir, "db"), boltstore.Options{})
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func TestConformance(t *testing.T) {
 func TestPersistedLifecycleOnBolt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
 	db, s := openStore(t, path, boltstore.Options{})
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
 	require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestPersistedLifecycleOnBolt(t *testing.T) {
 
 	// Close released the lock: the same process reopens at once.
 	_, s = openStore(t, path, boltstore.Options{Timeout: 50 * time.Millisecond})
-	exec, err = transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err = transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	cur, rec, err := exec.Load(bg)
 	require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestReadOnlyOpensShareTheFileReadAndRefuseWrites(t *testing.T) {
 	require.NoError(t, err)
 	s, err := db.Store("executions")
 	require.NoError(t, err)
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
 	require.NoError(t, err)

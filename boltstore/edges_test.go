@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/boltstore"
-	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/teraslice"
@@ -57,7 +56,7 @@ func TestASecondCloseWaitsForTheFirst(t *testing.T) {
 // where it is handed over, and on every call: never a panic.
 func TestANilStoreIsAnErrorNotAPanic(t *testing.T) {
 	var s *boltstore.Store
-	_, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	_, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.ErrorContains(t, err, "nil store")
 	_, err = s.Get(bg, "ex-1")
 	require.ErrorContains(t, err, "nil *Store")

@@ -25,7 +25,7 @@ import (
 func BenchmarkPersistedFire(b *testing.B) {
 	s := newStore(b, etcdstore.Options{})
 	cl := client(b, shared)
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

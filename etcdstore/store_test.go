@@ -88,7 +88,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 
 func TestPersistedLifecycleOnEtcdUsesModRevision(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
 	require.NoError(t, err)
@@ -199,7 +199,7 @@ func TestStartupOwnership(t *testing.T) {
 
 func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
-	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)
@@ -209,7 +209,7 @@ func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T
 	require.NoError(t, err)
 	sA, err := etcdstore.New(clA, etcdstore.Options{Prefix: s.Prefix()})
 	require.NoError(t, err)
-	podA, err := transition.NewPersisted(teraslice.Lifecycle(), sA, "ex-1", transition.PersistedOptions[state.Status]{})
+	podA, err := transition.NewPersisted(teraslice.Lifecycle(), sA, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, _, err = podA.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: 2 * time.Second}, nil)
 	require.NoError(t, err)
@@ -231,7 +231,7 @@ func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T
 	waitCtx, cancel := context.WithTimeout(bg, 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	podB, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	podB, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, rec, err := podB.Acquire(waitCtx, storage.Lease{Holder: "pod-b", TTL: 2 * time.Second, Wait: true}, nil)
 	require.NoError(t, err, "after the lease expires the next controller takes over")
@@ -289,7 +289,7 @@ func TestClusterKeepsEveryAcknowledgedWriteWhenTheLeaderStops(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, fmt.Sprintf("ex-%d", w), transition.PersistedOptions[state.Status]{})
+			exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, fmt.Sprintf("ex-%d", w), transition.PersistedOptions{})
 			if err != nil {
 				t.Error(err)
 				return

@@ -73,7 +73,7 @@ func controller(spec controllerSpec) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, spec.ID, transition.PersistedOptions[state.Status]{Actor: spec.Pod})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, spec.ID, transition.PersistedOptions{Actor: spec.Pod})
 	if err != nil {
 		return 0, err
 	}

@@ -195,7 +195,7 @@ func kcmLog() string {
 func submit(t *testing.T, ns string, limit int32) (*transition.Persisted[state.Status], *kubelet) {
 	t.Helper()
 	s := newStoreIn(t, ns)
-	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-42", transition.PersistedOptions[state.Status]{Actor: "cluster-master", History: storage.MaxHistory})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-42", transition.PersistedOptions{Actor: "cluster-master", History: storage.MaxHistory})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted", Meta: map[string]string{recovery.MetaRelocatable: "true"}})
 	require.NoError(t, err)

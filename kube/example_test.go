@@ -9,7 +9,6 @@ import (
 	"github.com/execfsm/execfsm/kube/ctrlruntime"
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/recovery"
-	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
@@ -30,7 +29,7 @@ func Example() {
 	client := kubernetes.NewForConfigOrDie(cfg)
 
 	store, _ := kube.New(client, kube.Options{Namespace: "teraslice"})
-	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-42", transition.PersistedOptions[state.Status]{})
+	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-42", transition.PersistedOptions{})
 	lease := storage.Lease{Holder: "ex-42-controller-7d9f", TTL: 15 * time.Second} // held in a Lease
 	decider, _ := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Restarts: true})
 	verdict, err := decider.Start(ctx, exec, lease)
@@ -69,7 +68,7 @@ func ExampleJobFailure() {
 	ctx := context.Background()
 	client := kubernetes.NewForConfigOrDie(ctrl.GetConfigOrDie())
 	store, _ := kube.New(client, kube.Options{Namespace: "teraslice"})
-	master, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-42", transition.PersistedOptions[state.Status]{Actor: "master"})
+	master, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-42", transition.PersistedOptions{Actor: "master"})
 	job, err := client.BatchV1().Jobs("teraslice").Get(ctx, "ex-42-controller", metav1.GetOptions{})
 	if err != nil {
 		return

@@ -21,7 +21,7 @@ func lease(holder string, ttl time.Duration) storage.Lease {
 // takenOver returns pod's handle on execution id, taken over with l.
 func takenOver(t *testing.T, s storage.Store, id, pod string, l storage.Lease) *transition.Persisted[state.Status] {
 	t.Helper()
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, id, transition.PersistedOptions[state.Status]{Actor: pod})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, id, transition.PersistedOptions{Actor: pod})
 	require.NoError(t, err)
 	_, _, err = exec.Acquire(bg, l, nil)
 	require.NoError(t, err)
@@ -55,7 +55,7 @@ func TestLeaseHeldByALiveControllerCannotBeTaken(t *testing.T) {
 // duration the next controller takes over and the dead one is fenced.
 func TestExpiredLeaseIsTakenOverAndTheOldHolderFenced(t *testing.T) {
 	s := newStore(t)
-	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)
@@ -140,7 +140,7 @@ func TestAcquireRefusesBadArguments(t *testing.T) {
 // next attempt included, as "held", until the Lease expired).
 func TestAcquireWhoseRecordWriteConflictsStillTakesOver(t *testing.T) {
 	s := newStore(t)
-	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Pending})
 	require.NoError(t, err)

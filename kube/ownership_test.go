@@ -55,7 +55,7 @@ func partitionable(t *testing.T, ns string) (*kube.Store, *atomic.Bool) {
 // wrote it and the Lease free.
 func TestAStartMeetingATerminalStatusBetweenTheLeaseAndTheRecordWritesNothing(t *testing.T) {
 	s := newStore(t)
-	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestAStartMeetingATerminalStatusBetweenTheLeaseAndTheRecordWritesNothing(t 
 		failed, err = s.Get(bg, "ex-1")
 		require.NoError(t, err)
 	})
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{Actor: "pod-a"})
 	require.NoError(t, err)
 	v, err := decider(t, teraslice.Roles(),
 		recovery.Policy{Restarts: true, Work: recovery.Restartability(true)}).Start(bg, exec, lease("pod-a", 10*time.Second))
@@ -126,7 +126,7 @@ func TestAControllerWhoseLeaseAnOutageEndedTakesItBackCountingNothing(t *testing
 // waits for the outcome, and takes the execution when nobody held it.
 func TestAnAcquireDuringATakeOverThatFailsIsNotToldHeld(t *testing.T) {
 	s := newStore(t)
-	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)

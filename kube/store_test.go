@@ -131,7 +131,7 @@ func TestStaleResourceVersionIsAConflictWithTheCurrentRecord(t *testing.T) {
 
 func TestPersistedLifecycleOnKubernetes(t *testing.T) {
 	s := newStore(t)
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
 	require.NoError(t, err)

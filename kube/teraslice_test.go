@@ -22,7 +22,7 @@ import (
 func TestTerasliceControllerRelocatesAndSurvivesOOMWithinItsBudgetOnKubernetes(t *testing.T) {
 	ns := namespace(t)
 	s := newStoreIn(t, ns)
-	exec0, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-42", transition.PersistedOptions[state.Status]{Actor: "cluster-master"})
+	exec0, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-42", transition.PersistedOptions{Actor: "cluster-master"})
 	require.NoError(t, err)
 	_, err = exec0.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
 	require.NoError(t, err)

@@ -199,7 +199,7 @@ func New(ctx context.Context, store storage.Store, id, initial, actor string, op
 	if actor == "" {
 		actor = opts.Lease.Holder
 	}
-	p, err := transition.NewPersisted(table, store, id, transition.PersistedOptions[string]{Actor: actor})
+	p, err := transition.NewPersisted(table, store, id, transition.PersistedOptions{Actor: actor})
 	if err != nil {
 		return nil, err
 	}

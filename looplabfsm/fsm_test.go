@@ -35,7 +35,7 @@ func lease(holder string) storage.Lease {
 // openDoor opens the door's FSM on store as holder.
 func openDoor(t testing.TB, store storage.Store, holder string, callbacks fsm.Callbacks) *looplabfsm.FSM {
 	t.Helper()
-	p, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions[string]{Actor: holder, History: 50})
+	p, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions{Actor: holder, History: 50})
 	require.NoError(t, err)
 	door, err := looplabfsm.Open(context.Background(), p, looplabfsm.Options{Events: doorEvents(), Callbacks: callbacks, Lease: lease(holder)})
 	require.NoError(t, err)
@@ -127,7 +127,7 @@ func TestAnEventTheStoreRefusesIsCancelled(t *testing.T) {
 		var entered bool
 		door := openDoor(t, store, "pod-a", fsm.Callbacks{"enter_open": func(context.Context, *fsm.Event) { entered = true }})
 		// An operator, writing without a claim as the cluster master does.
-		operator, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions[string]{Actor: "operator"})
+		operator, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions{Actor: "operator"})
 		require.NoError(t, err)
 		_, err = operator.Fire(context.Background(), "locked", "maintenance")
 		require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestAnEventTheStoreRefusesIsCancelled(t *testing.T) {
 		}
 		table, err := b.Terminal("broken").Guard("closed", "open", func(context.Context, transition.Change[string]) error { return errAlarm }).Build()
 		require.NoError(t, err)
-		p, err := transition.NewPersisted(table, store, doorID, transition.PersistedOptions[string]{})
+		p, err := transition.NewPersisted(table, store, doorID, transition.PersistedOptions{})
 		require.NoError(t, err)
 		door, err := looplabfsm.Open(context.Background(), p, looplabfsm.Options{Events: doorEvents(), Lease: lease("pod-a")})
 		require.NoError(t, err)
@@ -192,7 +192,7 @@ func TestAnEventTheStoreRefusesIsCancelled(t *testing.T) {
 func TestALiveHolderIsRefused(t *testing.T) {
 	store := storage.NewMemory()
 	openDoor(t, store, "pod-a", nil)
-	p, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions[string]{})
+	p, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = looplabfsm.Open(context.Background(), p, looplabfsm.Options{Events: doorEvents(), Lease: lease("pod-b")})
 	require.ErrorIs(t, err, storage.ErrHeld)
@@ -206,7 +206,7 @@ func TestARestartedProcessGetsItsMachineBack(t *testing.T) {
 		defer func() { require.NoError(t, db.Close()) }()
 		store, err := db.Store("doors")
 		require.NoError(t, err)
-		p, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions[string]{Actor: holder})
+		p, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions{Actor: holder})
 		require.NoError(t, err)
 		// A lease on the local clock lasts as long as the process, which
 		// ends (with its DB) at the end of run.
@@ -263,7 +263,7 @@ func TestAnAsynchronousTransitionTheStoreRefusesStaysPending(t *testing.T) {
 	})
 	var async fsm.AsyncError
 	require.ErrorAs(t, door.Event(context.Background(), "open"), &async)
-	operator, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions[string]{})
+	operator, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = operator.Fire(context.Background(), "broken", "vandals")
 	require.NoError(t, err)
@@ -329,7 +329,7 @@ func TestOpenRefusesEventsThatDoNotFitTheTable(t *testing.T) {
 	store := storage.NewMemory()
 	small, err := transition.New("closed").Allow("closed", "open").Allow("open", "closed").Build()
 	require.NoError(t, err)
-	p, err := transition.NewPersisted(small, store, doorID, transition.PersistedOptions[string]{})
+	p, err := transition.NewPersisted(small, store, doorID, transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = looplabfsm.Open(context.Background(), p, looplabfsm.Options{Events: doorEvents()})
 	require.ErrorIs(t, err, transition.ErrInvalidTable)
@@ -339,7 +339,7 @@ func TestOpenRefusesEventsThatDoNotFitTheTable(t *testing.T) {
 
 	withState, err := transition.New("closed").Allow("closed", "state").Allow("state", "closed").Build()
 	require.NoError(t, err)
-	p, err = transition.NewPersisted(withState, store, doorID, transition.PersistedOptions[string]{})
+	p, err = transition.NewPersisted(withState, store, doorID, transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = looplabfsm.Open(context.Background(), p, looplabfsm.Options{Events: fsm.Events{
 		{Name: "go", Src: []string{"closed"}, Dst: "state"}, {Name: "back", Src: []string{"state"}, Dst: "closed"},
@@ -348,7 +348,7 @@ func TestOpenRefusesEventsThatDoNotFitTheTable(t *testing.T) {
 }
 
 func TestBadInputGetsAnErrorNotAPanic(t *testing.T) {
-	p, err := transition.NewPersisted(doorTable(t), storage.NewMemory(), doorID, transition.PersistedOptions[string]{})
+	p, err := transition.NewPersisted(doorTable(t), storage.NewMemory(), doorID, transition.PersistedOptions{})
 	require.NoError(t, err)
 	//lint:ignore SA1012 a nil context is the bad input under test
 	_, err = looplabfsm.Open(nil, p, looplabfsm.Options{Events: doorEvents()})
@@ -383,14 +383,11 @@ func TestAContextCancelledAfterTheWriteDoesNotLeaveTheMachineBehind(t *testing.T
 	store := storage.NewMemory()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions[string]{
-		Actor: "pod-a",
-		OnChange: []func(transition.Change[string]){func(c transition.Change[string]) {
-			if c.To == "open" {
-				cancel()
-			}
-		}},
-	})
+	p, err := transition.NewPersisted(doorTable(t), store, doorID, transition.PersistedOptions{Actor: "pod-a"}, transition.Observers[string]{OnChange: []func(transition.Change[string]){func(c transition.Change[string]) {
+		if c.To == "open" {
+			cancel()
+		}
+	}}})
 	require.NoError(t, err)
 	door, err := looplabfsm.Open(context.Background(), p, looplabfsm.Options{Events: doorEvents()})
 	require.NoError(t, err)

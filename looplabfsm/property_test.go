@@ -32,12 +32,12 @@ func TestThePersistedMachineBehavesAsLooplabsAndTheStoreFollows(t *testing.T) {
 			}
 		}}
 		plain := fsm.NewFSM("closed", doorEvents(), cancelling)
-		p, err := transition.NewPersisted(table, store, doorID, transition.PersistedOptions[string]{History: storage.MaxHistory})
+		p, err := transition.NewPersisted(table, store, doorID, transition.PersistedOptions{History: storage.MaxHistory})
 		require.NoError(rt, err)
 		door, err := looplabfsm.Open(ctx, p, looplabfsm.Options{Events: doorEvents(), Callbacks: cancelling, Lease: lease("pod-a")})
 		require.NoError(rt, err)
 		defer func() { _ = door.Persisted().Ownership().Release(ctx) }()
-		operator, err := transition.NewPersisted(table, store, doorID, transition.PersistedOptions[string]{})
+		operator, err := transition.NewPersisted(table, store, doorID, transition.PersistedOptions{})
 		require.NoError(rt, err)
 
 		want := []string{"created", "acquired"}

@@ -27,10 +27,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), storage.NewMemory(), "ex-1", transition.PersistedOptions[state.Status]{
-		OnChange:  []func(transition.Change[state.Status]){moves.OnChange},
-		OnFailure: []func(transition.Failure[state.Status]){moves.OnFailure},
-	})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), storage.NewMemory(), "ex-1", transition.PersistedOptions{}, moves.Observers())
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -169,8 +169,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Transitions counts the moves of executions under one table in
-// execfsm_transitions_total. Give its OnChange and OnFailure to a
-// Machine's or a Persisted's options, as the package example does.
+// execfsm_transitions_total. Give its [Transitions.Observers] to a
+// Machine or a Persisted when making it, as the package example does.
 type Transitions[S comparable] struct {
 	m     *Metrics
 	table *transition.Table[S]
@@ -183,6 +183,12 @@ func NewTransitions[S comparable](m *Metrics, table *transition.Table[S]) (*Tran
 		return nil, errors.New("prom: NewTransitions: nil Metrics or table")
 	}
 	return &Transitions[S]{m: m, table: table}, nil
+}
+
+// Observers are t's OnChange and OnFailure, for transition.NewMachine
+// and transition.NewPersisted.
+func (t *Transitions[S]) Observers() transition.Observers[S] {
+	return transition.Observers[S]{OnChange: []func(transition.Change[S]){t.OnChange}, OnFailure: []func(transition.Failure[S]){t.OnFailure}}
 }
 
 // OnChange counts a move made, result "done"; a record's creation (a

@@ -57,9 +57,9 @@ func golden(t *testing.T, c prometheus.Collector, file string, names ...string) 
 	require.NoError(t, testutil.CollectAndCompare(c, want, names...))
 }
 
-func execution(t *testing.T, store storage.Store, id string, s state.Status, opts transition.PersistedOptions[state.Status]) *transition.Persisted[state.Status] {
+func execution(t *testing.T, store storage.Store, id string, s state.Status, opts transition.PersistedOptions, observers ...transition.Observers[state.Status]) *transition.Persisted[state.Status] {
 	t.Helper()
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, opts)
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, opts, observers...)
 	require.NoError(t, err)
 	_, err = exec.Create(bg, transition.Update[state.Status]{To: s, Reason: "test"})
 	require.NoError(t, err)
@@ -76,10 +76,8 @@ func TestTransitionsAreCountedByFromToAndResult(t *testing.T) {
 	require.NoError(t, err)
 	counts, err := prom.NewTransitions(m, guarded)
 	require.NoError(t, err)
-	opts := transition.PersistedOptions[state.Status]{Actor: "pod-a", Retries: transition.NoRetries,
-		OnChange: []func(transition.Change[state.Status]){counts.OnChange}, OnFailure: []func(transition.Failure[state.Status]){counts.OnFailure}}
 	store := storage.NewMemory()
-	exec, err := transition.NewPersisted(guarded, store, "ex-1", opts)
+	exec, err := transition.NewPersisted(guarded, store, "ex-1", transition.PersistedOptions{Actor: "pod-a", Retries: transition.NoRetries}, counts.Observers())
 	require.NoError(t, err)
 	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
 	require.NoError(t, err)
@@ -94,7 +92,7 @@ func TestTransitionsAreCountedByFromToAndResult(t *testing.T) {
 
 	// Another writer moves the record behind exec's back; with no retries
 	// exec's next write is a conflict.
-	master, err := transition.NewPersisted(guarded, store, "ex-1", transition.PersistedOptions[state.Status]{})
+	master, err := transition.NewPersisted(guarded, store, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, _, err = master.Apply(bg, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
 		return transition.Update[state.Status]{To: cur, Meta: map[string]string{"note": "x"}}, nil
@@ -134,9 +132,9 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 
 	// One execution crash-loops: three resumes, then its budget is spent,
 	// then it is refused.
-	execution(t, store, "ex-loop", state.Running, transition.PersistedOptions[state.Status]{Clock: clock})
+	execution(t, store, "ex-loop", state.Running, transition.PersistedOptions{Clock: clock})
 	controller := func(id string) *transition.Persisted[state.Status] {
-		c, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Clock: clock})
+		c, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Clock: clock})
 		require.NoError(t, err)
 		return c
 	}
@@ -150,7 +148,7 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	}
 	// One starts fresh, then is relocated by SIGTERM; its successor
 	// resumes it; a live holder refuses a third.
-	execution(t, store, "ex-fresh", state.Initializing, transition.PersistedOptions[state.Status]{Clock: clock})
+	execution(t, store, "ex-fresh", state.Initializing, transition.PersistedOptions{Clock: clock})
 	owned := controller("ex-fresh")
 	_, err = decider(t, teraslice.Roles(), policy()).WithObserver(obs).Start(bg, owned, storage.Lease{Holder: "pod-a", TTL: time.Minute})
 	require.NoError(t, err)
@@ -165,7 +163,7 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	_, err = decider(t, teraslice.Roles(), policy()).WithObserver(obs).Start(bg, controller("ex-fresh"), storage.Lease{Holder: "pod-c", TTL: time.Minute})
 	require.ErrorIs(t, err, storage.ErrHeld)
 	// The successor is told to shut down while the master stops it.
-	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-fresh", transition.PersistedOptions[state.Status]{Clock: clock})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-fresh", transition.PersistedOptions{Clock: clock})
 	require.NoError(t, err)
 	_, err = master.Fire(bg, state.Stopping, "user stop")
 	require.NoError(t, err)
@@ -175,7 +173,7 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 
 	// A relocation nobody took over is reaped at its deadline.
 	entered := now.Add(-recovery.RelocatingDeadline - time.Minute)
-	execution(t, store, "ex-stuck", state.Relocating, transition.PersistedOptions[state.Status]{Clock: func() time.Time { return entered }})
+	execution(t, store, "ex-stuck", state.Relocating, transition.PersistedOptions{Clock: func() time.Time { return entered }})
 	reaper, err := decider(t, teraslice.Roles(), recovery.Policy{}).WithObserver(obs).NewReaper(store, recovery.ReaperOptions{Clock: reconciletest.NewClock(now)})
 	require.NoError(t, err)
 	for _, id := range []string{"ex-stuck", "ex-stuck", "ex-loop"} {
@@ -321,9 +319,9 @@ func TestStatusesFollowTheStore(t *testing.T) {
 	m := prom.New()
 	mem := storage.NewMemory()
 	store := corruptOne{mem, "ex-damaged"}
-	execution(t, mem, "ex-1", state.Running, transition.PersistedOptions[state.Status]{})
-	execution(t, mem, "ex-2", state.Running, transition.PersistedOptions[state.Status]{})
-	moving := execution(t, mem, "ex-3", state.Running, transition.PersistedOptions[state.Status]{})
+	execution(t, mem, "ex-1", state.Running, transition.PersistedOptions{})
+	execution(t, mem, "ex-2", state.Running, transition.PersistedOptions{})
+	moving := execution(t, mem, "ex-3", state.Running, transition.PersistedOptions{})
 	statuses, err := prom.NewStatuses(m, teraslice.Lifecycle(), store, func(err error) { t.Errorf("store error: %v", err) })
 	require.NoError(t, err)
 	require.Zero(t, testutil.CollectAndCount(m, "execfsm_executions"), "nothing before the first List")
@@ -361,7 +359,7 @@ func TestStatusesFollowTheStore(t *testing.T) {
 
 	_, err = moving.Fire(bg, state.Relocating, "SIGTERM")
 	require.NoError(t, err)
-	execution(t, mem, "ex-4", state.Pending, transition.PersistedOptions[state.Status]{})
+	execution(t, mem, "ex-4", state.Pending, transition.PersistedOptions{})
 	if *update {
 		time.Sleep(100 * time.Millisecond)
 		golden(t, m, "statuses-watched", "execfsm_executions", "execfsm_unreadable_records")
@@ -396,8 +394,7 @@ func TestScrapedOverHTTP(t *testing.T) {
 
 	counts, err := prom.NewTransitions(m, teraslice.Lifecycle())
 	require.NoError(t, err)
-	exec := execution(t, storage.NewMemory(), "ex-1", state.Pending, transition.PersistedOptions[state.Status]{
-		OnChange: []func(transition.Change[state.Status]){counts.OnChange}, OnFailure: []func(transition.Failure[state.Status]){counts.OnFailure}})
+	exec := execution(t, storage.NewMemory(), "ex-1", state.Pending, transition.PersistedOptions{}, counts.Observers())
 	_, err = exec.Fire(bg, state.Scheduling, "")
 	require.NoError(t, err)
 	_, err = exec.Fire(bg, state.Completed, "")

@@ -85,7 +85,7 @@ func (c *controller) known(ctx context.Context) ([]string, error) {
 }
 
 func (c *controller) Reconcile(ctx context.Context, k string) (reconcile.Result, error) {
-	exec, err := transition.NewPersisted(c.table, c.store, k, transition.PersistedOptions[string]{})
+	exec, err := transition.NewPersisted(c.table, c.store, k, transition.PersistedOptions{})
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -113,7 +113,7 @@ func (c *controller) Reconcile(ctx context.Context, k string) (reconcile.Result,
 
 // remember keeps the set of items the manager knows in its store.
 func (c *controller) remember(ctx context.Context, k string, known bool) error {
-	mgr, err := transition.NewPersisted(c.table, c.store, "manager", transition.PersistedOptions[string]{})
+	mgr, err := transition.NewPersisted(c.table, c.store, "manager", transition.PersistedOptions{})
 	if err != nil {
 		return err
 	}

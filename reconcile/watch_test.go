@@ -127,7 +127,7 @@ func TestStoreEventsLeaveOutTheControllersOwnWrites(t *testing.T) {
 	table, err := transition.New("idle").Allow("idle", "busy").Allow("busy", "idle", "done").Terminal("done").Build()
 	require.NoError(t, err)
 	handle := func(id, actor string) *transition.Persisted[string] {
-		p, err := transition.NewPersisted(table, store, id, transition.PersistedOptions[string]{Actor: actor})
+		p, err := transition.NewPersisted(table, store, id, transition.PersistedOptions{Actor: actor})
 		require.NoError(t, err)
 		return p
 	}
@@ -180,13 +180,13 @@ func TestALoopOnItsOwnWritesHonoursRequeueAfter(t *testing.T) {
 	defer cancel()
 	table, err := transition.New("idle").Allow("idle", "busy").Allow("busy", "idle", "done").Terminal("done").Build()
 	require.NoError(t, err)
-	master, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[string]{Actor: "master"})
+	master, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
 	_, err = master.Create(ctx, transition.Update[string]{To: "idle"})
 	require.NoError(t, err)
 	keys, err := reconcile.StoreEvents(ctx, store, reconcile.StoreEventsOptions{From: 1, SkipWritesBy: "ctl"})
 	require.NoError(t, err)
-	ctl, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[string]{Actor: "ctl"})
+	ctl, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{Actor: "ctl"})
 	require.NoError(t, err)
 	var seen calls[string]
 	l := newLoop(t, reconcile.Options[string]{

@@ -54,7 +54,7 @@ func ExampleTerminate() {
 // The deadline reaper runs in a loop over the executions' ids.
 func ExampleReaper() {
 	store := storage.NewMemory()
-	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Clock: func() time.Time { return time.Now().Add(-time.Hour) }})
+	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Clock: func() time.Time { return time.Now().Add(-time.Hour) }})
 	_, _ = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Relocating})
 
 	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{})
@@ -147,7 +147,7 @@ func ExampleRerun() {
 	ctx := context.Background()
 	store := storage.NewMemory()
 	open := func(id string) *transition.Persisted[state.Status] {
-		exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: "master"})
+		exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: "master"})
 		return exec
 	}
 	failed := open("ex-1")

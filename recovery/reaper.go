@@ -99,7 +99,7 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 		return reconcile.Result{}, reconcile.TerminalError(errors.New("recovery: Reaper: make one with Decider.NewReaper"))
 	}
 	now, deadlines := r.now, r.deadlines
-	exec, err := transition.NewPersisted(r.roles.table, r.store, id, transition.PersistedOptions[S]{Actor: r.actor, Clock: now})
+	exec, err := transition.NewPersisted(r.roles.table, r.store, id, transition.PersistedOptions{Actor: r.actor, Clock: now})
 	if err != nil {
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}

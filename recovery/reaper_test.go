@@ -112,7 +112,7 @@ func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
 	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	store := storage.NewMemory()
 	then := clock.Now().Add(-time.Hour)
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{History: 100, Clock: func() time.Time { return then }})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{History: 100, Clock: func() time.Time { return then }})
 	require.NoError(t, err)
 	_, err = exec.Create(ctx, transition.Update[state.Status]{To: state.Running})
 	require.NoError(t, err)

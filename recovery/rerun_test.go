@@ -24,7 +24,7 @@ func execIn(t *testing.T, store storage.Store, id string, s state.Status) *trans
 
 func handle(t *testing.T, store storage.Store, id, actor string) *transition.Persisted[state.Status] {
 	t.Helper()
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: actor})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: actor})
 	require.NoError(t, err)
 	return exec
 }

@@ -240,7 +240,7 @@ func TestApplyOnAUserTable(t *testing.T) {
 	table := simTable(t)
 	roles := simRoles(t, table)
 	store := storage.NewMemory()
-	manager, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions[Sim]{Actor: "operator"})
+	manager, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions{Actor: "operator"})
 	require.NoError(t, err)
 	_, err = manager.Create(context.Background(), transition.Update[Sim]{To: SimIdle})
 	require.NoError(t, err)
@@ -254,7 +254,7 @@ func TestApplyOnAUserTable(t *testing.T) {
 	require.NoError(t, err)
 
 	p := recovery.Policy{Restarts: true, Work: recovery.Restartability(true)}
-	mgrA, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions[Sim]{Actor: "mgr-a"})
+	mgrA, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions{Actor: "mgr-a"})
 	require.NoError(t, err)
 	v, err := decider(t, roles, p).Start(context.Background(), mgrA, lease("mgr-a"))
 	require.NoError(t, err)
@@ -267,7 +267,7 @@ func TestApplyOnAUserTable(t *testing.T) {
 	require.Equal(t, SimRelocating, cur)
 	require.Equal(t, string(SimPaused), rec.Previous)
 
-	mgrB, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions[Sim]{Actor: "mgr-b"})
+	mgrB, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions{Actor: "mgr-b"})
 	require.NoError(t, err)
 	v, err = decider(t, roles, p).Start(context.Background(), mgrB, lease("mgr-b"))
 	require.NoError(t, err)
@@ -281,7 +281,7 @@ func TestApplyRefusesRolesOfAnotherTable(t *testing.T) {
 	roles := simRoles(t, simTable(t))
 	other, err := transition.New(SimIdle).Allow(SimIdle, SimGone).Terminal(SimGone).Build()
 	require.NoError(t, err)
-	exec, err := transition.NewPersisted(other, storage.NewMemory(), "sim-1", transition.PersistedOptions[Sim]{})
+	exec, err := transition.NewPersisted(other, storage.NewMemory(), "sim-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = decider(t, roles, recovery.Policy{}).Start(context.Background(), exec, lease("mgr-a"))
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
@@ -291,7 +291,7 @@ func TestApplyRefusesRolesOfAnotherTable(t *testing.T) {
 	// A table from the same builder with a guard added fits.
 	guarded, err := simBuilder().Guard(SimIdle, SimStarting, func(context.Context, transition.Change[Sim]) error { return nil }).Build()
 	require.NoError(t, err)
-	exec, err = transition.NewPersisted(guarded, storage.NewMemory(), "sim-1", transition.PersistedOptions[Sim]{})
+	exec, err = transition.NewPersisted(guarded, storage.NewMemory(), "sim-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[Sim]{To: SimIdle})
 	require.NoError(t, err)

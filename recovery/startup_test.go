@@ -173,11 +173,11 @@ func TestStartupRecordsWhatTheWorkSaysAboutRestarting(t *testing.T) {
 func TestDeciderStartRefreshesTheRecordedFlag(t *testing.T) {
 	ctx := context.Background()
 	store := storage.NewMemory()
-	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
 	_, err = master.Create(ctx, transition.Update[state.Status]{To: state.Initializing, Meta: map[string]string{recovery.MetaRelocatable: "true"}})
 	require.NoError(t, err)
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "pod-a"})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "pod-a"})
 	require.NoError(t, err)
 	_, err = decider(t, teraslice.Roles(), recovery.Policy{Work: recovery.Restartability(false)}).Start(ctx, exec, lease("pod-a"))
 	require.NoError(t, err)
@@ -239,7 +239,7 @@ func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {
 func newExecution(t *testing.T, s state.Status, clock func() time.Time) (*transition.Persisted[state.Status], *storage.Memory) {
 	t.Helper()
 	store := storage.NewMemory()
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Clock: clock})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Clock: clock})
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: s, Reason: "test"})
 	require.NoError(t, err)
@@ -254,7 +254,7 @@ var clocks sync.Map
 // own on the same clock.
 func owner(t *testing.T, exec *transition.Persisted[state.Status], pod string) *transition.Persisted[state.Status] {
 	t.Helper()
-	opts := transition.PersistedOptions[state.Status]{Actor: pod}
+	opts := transition.PersistedOptions{Actor: pod}
 	if clock, ok := clocks.Load(exec); ok {
 		opts.Clock = clock.(func() time.Time)
 	}
@@ -357,11 +357,11 @@ func TestDeciderStartRefusalWritesNothing(t *testing.T) {
 // held: the start is one write.
 func TestDeciderStartWritesNothingWhenTheExecutionEndedMeanwhile(t *testing.T) {
 	store := &stoppingOnAcquire{Memory: storage.NewMemory()}
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Stopping})
 	require.NoError(t, err)
-	store.master, err = transition.NewPersisted(teraslice.Lifecycle(), store.Memory, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+	store.master, err = transition.NewPersisted(teraslice.Lifecycle(), store.Memory, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
 	v, err := decider(t, teraslice.Roles(), recovery.Policy{}).Start(context.Background(), exec, lease("pod-1"))
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
@@ -426,7 +426,7 @@ func TestDeciderStartUnderAnOwnershipItAlreadyHoldsDoesNotTakeOverAgain(t *testi
 // as a controller process makes one.
 func controllerOf(t *testing.T, exec *transition.Persisted[state.Status], pod string) *transition.Persisted[state.Status] {
 	t.Helper()
-	opts := transition.PersistedOptions[state.Status]{Actor: pod}
+	opts := transition.PersistedOptions{Actor: pod}
 	if clock, ok := clocks.Load(exec); ok {
 		opts.Clock = clock.(func() time.Time)
 	}

@@ -175,10 +175,10 @@ func TestDeciderTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *test
 	counts := map[recovery.ActionKind]int{}
 	for range rounds {
 		_, store := newExecution(t, state.Running, time.Now)
-		controller, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "controller"})
+		controller, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "controller"})
 		require.NoError(t, err)
 		controller = owner(t, controller, "pod-0")
-		master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "master"})
+		master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"})
 		require.NoError(t, err)
 
 		var wg sync.WaitGroup
@@ -280,7 +280,7 @@ func sigtermCell(t *testing.T, s state.Status) string {
 }
 
 func stopCell(t *testing.T, s state.Status) string {
-	m, err := transition.NewMachineAt(teraslice.Lifecycle(), s, transition.MachineOptions[state.Status]{})
+	m, err := transition.NewMachineAt(teraslice.Lifecycle(), s, transition.MachineOptions{})
 	require.NoError(t, err)
 	c, err := m.Fire(context.Background(), state.Stopping, "user stop")
 	switch {

@@ -107,7 +107,7 @@ func childCrashWriter(ctx context.Context, spec childSpec) error {
 		return err
 	}
 	defer closeStore()
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), announcing{store}, spec.IDs[0], transition.PersistedOptions[state.Status]{History: storage.MaxHistory, OnChange: []func(transition.Change[state.Status]){func(c transition.Change[state.Status]) { fmt.Printf("hook %d %s\n", c.Revision, c.To) }}})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), announcing{store}, spec.IDs[0], transition.PersistedOptions{History: storage.MaxHistory}, transition.Observers[state.Status]{OnChange: []func(transition.Change[state.Status]){func(c transition.Change[state.Status]) { fmt.Printf("hook %d %s\n", c.Revision, c.To) }}})
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func TestSIGKILLAtRandomPointsLosesNothingAndDecisionsAgree(t *testing.T) {
 			}
 			store, closeStore = open()
 			createAll(t, store, spec.IDs)
-			p, err := transition.NewPersisted(teraslice.Lifecycle(), store, spec.IDs[0], transition.PersistedOptions[state.Status]{})
+			p, err := transition.NewPersisted(teraslice.Lifecycle(), store, spec.IDs[0], transition.PersistedOptions{})
 			require.NoError(t, err)
 			for _, to := range []state.Status{state.Scheduling, state.Initializing} {
 				_, err := p.Fire(context.Background(), to, "master")
@@ -297,7 +297,7 @@ func childLeaseHolder(ctx context.Context, spec childSpec) error {
 	if err != nil {
 		return err
 	}
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, spec.IDs[0], transition.PersistedOptions[state.Status]{})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, spec.IDs[0], transition.PersistedOptions{})
 	if err != nil {
 		return err
 	}

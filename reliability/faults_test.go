@@ -239,7 +239,7 @@ func TestWatchCompactedUnderTheLoopMissesNothing(t *testing.T) {
 
 	move := func(to state.Status) {
 		for _, id := range execs {
-			p, err := transition.NewPersisted(teraslice.Lifecycle(), writing, id, transition.PersistedOptions[state.Status]{})
+			p, err := transition.NewPersisted(teraslice.Lifecycle(), writing, id, transition.PersistedOptions{})
 			require.NoError(t, err)
 			require.Eventually(t, func() bool { _, err = p.Fire(context.Background(), to, "writer"); return err == nil },
 				30*time.Second, 100*time.Millisecond, "%v", err)

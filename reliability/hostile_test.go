@@ -48,7 +48,7 @@ func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
 	} {
 		t.Run(storeName, func(t *testing.T) {
 			createAll(t, store, []string{"ex-hostile"})
-			exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-hostile", transition.PersistedOptions[state.Status]{})
+			exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-hostile", transition.PersistedOptions{})
 			require.NoError(t, err)
 			before, err := store.Get(context.Background(), "ex-hostile")
 			require.NoError(t, err)
@@ -96,7 +96,7 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 		t.Run(storeName, func(t *testing.T) {
 			stored, err := store.Create(context.Background(), storage.Record{ID: "ex-future", Status: "hibernating"})
 			require.NoError(t, err)
-			exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-future", transition.PersistedOptions[state.Status]{})
+			exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-future", transition.PersistedOptions{})
 			require.NoError(t, err)
 			_, err = exec.Fire(context.Background(), state.Failed, "clean up")
 			require.ErrorIs(t, err, transition.ErrUnknownState)
@@ -152,7 +152,7 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 		_, err := reconcile.NewLoop(opt)
 		require.Error(t, err, name)
 	}
-	for name, opt := range map[string]transition.PersistedOptions[state.Status]{
+	for name, opt := range map[string]transition.PersistedOptions{
 		"negative history":    {History: -1},
 		"overflowing history": {History: 1 << 40},
 		"negative retries":    {Retries: -2},

@@ -45,7 +45,7 @@ func runLoad(t testing.TB, store storage.Store, prefix string, executions, steps
 	keys := make([]string, executions)
 	for k := range keys {
 		keys[k] = fmt.Sprintf("%s-%05d", prefix, k)
-		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, keys[k], transition.PersistedOptions[state.Status]{History: 4})
+		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, keys[k], transition.PersistedOptions{History: 4})
 		require.NoError(t, err)
 		_, err = p.Create(context.Background(), transition.Update[state.Status]{To: state.Running, Meta: map[string]string{metaStep: "0"}})
 		require.NoError(t, err)
@@ -59,7 +59,7 @@ func runLoad(t testing.TB, store storage.Store, prefix string, executions, steps
 		p, _ := h.(*transition.Persisted[state.Status])
 		if p == nil {
 			var err error
-			if p, err = transition.NewPersisted(teraslice.Lifecycle(), store, key, transition.PersistedOptions[state.Status]{History: 4}); err != nil {
+			if p, err = transition.NewPersisted(teraslice.Lifecycle(), store, key, transition.PersistedOptions{History: 4}); err != nil {
 				return reconcile.Result{}, reconcile.TerminalError(err)
 			}
 			handles.Store(key, p)

@@ -50,7 +50,7 @@ func childRecover(ctx context.Context, spec childSpec) error {
 	var listed atomic.Int64
 	var reconciled atomic.Int64
 	adopter := reconcile.AdopterFunc[string](func(_ context.Context, item reconcile.Item[string]) error {
-		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, item.Key, transition.PersistedOptions[state.Status]{})
+		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, item.Key, transition.PersistedOptions{})
 		if err != nil {
 			return err
 		}

@@ -29,13 +29,13 @@ func Example_relocation() {
 	ctx := context.Background()
 	table := teraslice.Lifecycle()
 	store := storage.NewMemory()
-	master, _ := transition.NewPersisted(table, store, "ex-42", transition.PersistedOptions[state.Status]{Actor: "master"})
+	master, _ := transition.NewPersisted(table, store, "ex-42", transition.PersistedOptions{Actor: "master"})
 	_, _ = master.Create(ctx, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
 	_, _ = master.Fire(ctx, state.Scheduling, "allocator dequeued it")
 	_, _ = master.Fire(ctx, state.Initializing, "controller placed")
 
 	controller := func(pod string) *transition.Persisted[state.Status] {
-		exec, _ := transition.NewPersisted(table, store, "ex-42", transition.PersistedOptions[state.Status]{Actor: pod})
+		exec, _ := transition.NewPersisted(table, store, "ex-42", transition.PersistedOptions{Actor: pod})
 		_, _, _ = exec.Acquire(ctx, storage.Lease{Holder: pod, TTL: 15 * time.Second}, nil)
 		return exec
 	}
@@ -78,7 +78,7 @@ func ExampleLifecycleBuilder() {
 		fmt.Println(err)
 		return
 	}
-	m, err := transition.NewMachineAt(table, state.Initializing, transition.MachineOptions[state.Status]{})
+	m, err := transition.NewMachineAt(table, state.Initializing, transition.MachineOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

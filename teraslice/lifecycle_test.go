@@ -93,7 +93,7 @@ func TestRelocatingIsReachableFromEveryRunningStatusButStopping(t *testing.T) {
 func TestLifecycleRelocatedExecutionReturnsToTheStatusItLeft(t *testing.T) {
 	ctx := context.Background()
 	for _, left := range []state.Status{state.Running, state.Recovering, state.Failing, state.Paused} {
-		m, err := transition.NewMachineAt(teraslice.Lifecycle(), left, transition.MachineOptions[state.Status]{})
+		m, err := transition.NewMachineAt(teraslice.Lifecycle(), left, transition.MachineOptions{})
 		require.NoError(t, err)
 		_, err = m.Fire(ctx, state.Relocating, "node drained")
 		require.NoError(t, err)
@@ -115,7 +115,7 @@ func TestLifecycleRelocatedExecutionReturnsToTheStatusItLeft(t *testing.T) {
 func TestLifecycleWritingTheCurrentStatusIsAnIdempotentSuccess(t *testing.T) {
 	ctx := context.Background()
 	for s := range state.All.All() {
-		m, err := transition.NewMachineAt(teraslice.Lifecycle(), s, transition.MachineOptions[state.Status]{})
+		m, err := transition.NewMachineAt(teraslice.Lifecycle(), s, transition.MachineOptions{})
 		require.NoError(t, err)
 		c, err := m.Fire(ctx, s, "again")
 		require.NoError(t, err, "%s", s)

@@ -13,8 +13,8 @@ import (
 // The benchmarks move an execution between running and paused on the
 // canonical lifecycle; bench/ runs the same moves on peer libraries.
 
-func benchMachine(b *testing.B, opts transition.MachineOptions[state.Status]) *transition.Machine[state.Status] {
-	m, err := transition.NewMachineAt(teraslice.Lifecycle(), state.Running, opts)
+func benchMachine(b *testing.B, opts transition.MachineOptions, observers ...transition.Observers[state.Status]) *transition.Machine[state.Status] {
+	m, err := transition.NewMachineAt(teraslice.Lifecycle(), state.Running, opts, observers...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func benchMachine(b *testing.B, opts transition.MachineOptions[state.Status]) *t
 }
 
 func BenchmarkMachineFire(b *testing.B) {
-	m := benchMachine(b, transition.MachineOptions[state.Status]{})
+	m := benchMachine(b, transition.MachineOptions{})
 	ctx := context.Background()
 	targets := [2]state.Status{state.Paused, state.Running}
 	b.ReportAllocs()
@@ -34,7 +34,7 @@ func BenchmarkMachineFire(b *testing.B) {
 }
 
 func BenchmarkMachineFireRejected(b *testing.B) {
-	m := benchMachine(b, transition.MachineOptions[state.Status]{})
+	m := benchMachine(b, transition.MachineOptions{})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for range b.N {
@@ -52,7 +52,7 @@ func BenchmarkMachineFireGuarded(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := transition.NewMachineAt(table, state.Running, transition.MachineOptions[state.Status]{})
+	m, err := transition.NewMachineAt(table, state.Running, transition.MachineOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func BenchmarkMachineFireGuarded(b *testing.B) {
 
 func BenchmarkMachineFireObserved(b *testing.B) {
 	n := 0
-	m := benchMachine(b, transition.MachineOptions[state.Status]{OnChange: []func(transition.Change[state.Status]){func(transition.Change[state.Status]) { n++ }}})
+	m := benchMachine(b, transition.MachineOptions{}, transition.Observers[state.Status]{OnChange: []func(transition.Change[state.Status]){func(transition.Change[state.Status]) { n++ }}})
 	ctx := context.Background()
 	targets := [2]state.Status{state.Paused, state.Running}
 	b.ReportAllocs()
@@ -87,7 +87,7 @@ func BenchmarkMachineFireParallel(b *testing.B) {
 	b.Run("own", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			m := benchMachine(b, transition.MachineOptions[state.Status]{})
+			m := benchMachine(b, transition.MachineOptions{})
 			for i := 0; pb.Next(); i++ {
 				if _, err := m.Fire(ctx, targets[i&1], "toggle"); err != nil {
 					b.Error(err)
@@ -97,7 +97,7 @@ func BenchmarkMachineFireParallel(b *testing.B) {
 		})
 	})
 	b.Run("shared", func(b *testing.B) {
-		m := benchMachine(b, transition.MachineOptions[state.Status]{})
+		m := benchMachine(b, transition.MachineOptions{})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for i := 0; pb.Next(); i++ {
@@ -157,7 +157,7 @@ func BenchmarkMermaid(b *testing.B) {
 
 func BenchmarkPersistedFireMemoryStore(b *testing.B) {
 	store := storage.NewMemory()
-	p, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{})
+	p, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

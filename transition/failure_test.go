@@ -26,8 +26,8 @@ func TestPersistedTellsOnFailureOfEveryFailedMove(t *testing.T) {
 	table, err := jobBuilder().Guard(Work, Hold, func(context.Context, transition.Change[Job]) error { return veto }).Build()
 	require.NoError(t, err)
 	store := storage.NewMemory()
-	opts := transition.PersistedOptions[Job]{Actor: "ctl", Clock: fixedClock(), OnFailure: []func(transition.Failure[Job]){seen.observe}}
-	p, err := transition.NewPersisted(table, store, "ex-1", opts)
+	opts, observers := transition.PersistedOptions{Actor: "ctl", Clock: fixedClock()}, transition.Observers[Job]{OnFailure: []func(transition.Failure[Job]){seen.observe}}
+	p, err := transition.NewPersisted(table, store, "ex-1", opts, observers)
 	require.NoError(t, err)
 	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
 	require.NoError(t, err)
@@ -80,7 +80,7 @@ func TestPersistedTellsOnFailureOfEveryFailedMove(t *testing.T) {
 func TestPersistedTellsOnFailureOfAConflictOnlyWhenTheRetriesRunOut(t *testing.T) {
 	for _, retries := range []int{transition.NoRetries, 2} {
 		t.Run(fmt.Sprint("retries=", retries), func(t *testing.T) {
-			base, mem := created(t, transition.PersistedOptions[Job]{})
+			base, mem := created(t, transition.PersistedOptions{})
 			n, interferences := 0, 100
 			if retries == 2 {
 				interferences = 2 // the third attempt wins
@@ -93,7 +93,7 @@ func TestPersistedTellsOnFailureOfAConflictOnlyWhenTheRetriesRunOut(t *testing.T
 				require.NoError(t, err)
 			}}
 			var seen failures[Job]
-			p := newJob(t, store, transition.PersistedOptions[Job]{Retries: retries, OnFailure: []func(transition.Failure[Job]){seen.observe}})
+			p := newJob(t, store, transition.PersistedOptions{Retries: retries}, transition.Observers[Job]{OnFailure: []func(transition.Failure[Job]){seen.observe}})
 			_, err := p.Fire(bg, Work, "")
 			if retries == 2 {
 				require.NoError(t, err)
@@ -114,14 +114,11 @@ func TestPersistedTellsOnFailureOfAConflictOnlyWhenTheRetriesRunOut(t *testing.T
 func TestMachineTellsOnFailureOfEveryRefusedMove(t *testing.T) {
 	var seen failures[Job]
 	var panicked []any
-	m, err := transition.NewMachine(jobTable(t), transition.MachineOptions[Job]{
-		ID: "ex-1",
-		OnFailure: []func(transition.Failure[Job]){
-			func(transition.Failure[Job]) { panic("observer bug") },
-			seen.observe,
-		},
-		OnObserverPanic: func(_ transition.Change[Job], v any) { panicked = append(panicked, v) },
-	})
+	m, err := transition.NewMachine(jobTable(t), transition.MachineOptions{ID: "ex-1"}, transition.Observers[Job]{OnFailure: []func(transition.Failure[Job]){
+		func(transition.Failure[Job]) { panic("observer bug") },
+		seen.observe,
+	},
+		OnObserverPanic: func(_ transition.Change[Job], v any) { panicked = append(panicked, v) }})
 	require.NoError(t, err)
 	_, err = m.Fire(bg, Done, "")
 	require.ErrorIs(t, err, transition.ErrNotAllowed)
@@ -146,8 +143,8 @@ func TestMachineTellsOnFailureOfEveryRefusedMove(t *testing.T) {
 }
 
 func TestOnFailureMayNotBeNil(t *testing.T) {
-	_, err := transition.NewMachine(jobTable(t), transition.MachineOptions[Job]{OnFailure: []func(transition.Failure[Job]){nil}})
+	_, err := transition.NewMachine(jobTable(t), transition.MachineOptions{}, transition.Observers[Job]{OnFailure: []func(transition.Failure[Job]){nil}})
 	require.ErrorContains(t, err, "OnFailure[0] is nil")
-	_, err = transition.NewPersisted(jobTable(t), storage.NewMemory(), "ex-1", transition.PersistedOptions[Job]{OnFailure: []func(transition.Failure[Job]){nil}})
+	_, err = transition.NewPersisted(jobTable(t), storage.NewMemory(), "ex-1", transition.PersistedOptions{}, transition.Observers[Job]{OnFailure: []func(transition.Failure[Job]){nil}})
 	require.ErrorContains(t, err, "OnFailure[0] is nil")
 }

@@ -49,19 +49,20 @@ func unpack(w uint64) (cur, prevPlus1 int, seq uint64) {
 	return int(w & 0xff), int(w >> prevShift & 0xff), w >> seqShift
 }
 
-// NewMachine returns a machine over table in its initial state.
-func NewMachine[S comparable](table *Table[S], opts MachineOptions[S]) (*Machine[S], error) {
+// NewMachine returns a machine over table in its initial state, telling
+// observers of its changes.
+func NewMachine[S comparable](table *Table[S], opts MachineOptions, observers ...Observers[S]) (*Machine[S], error) {
 	if err := table.usable("NewMachine"); err != nil {
 		return nil, err
 	}
-	return newMachine(table, int(table.initial), opts)
+	return newMachine(table, int(table.initial), opts, observers)
 }
 
 // NewMachineAt returns a machine over table in state start, for a machine
 // rebuilt from a state read elsewhere. It remembers no earlier state, so
 // return edges out of start are closed until it moves. A start the table
 // does not have is [ErrUnknownState].
-func NewMachineAt[S comparable](table *Table[S], start S, opts MachineOptions[S]) (*Machine[S], error) {
+func NewMachineAt[S comparable](table *Table[S], start S, opts MachineOptions, observers ...Observers[S]) (*Machine[S], error) {
 	if err := table.usable("NewMachineAt"); err != nil {
 		return nil, err
 	}
@@ -69,11 +70,11 @@ func NewMachineAt[S comparable](table *Table[S], start S, opts MachineOptions[S]
 	if !known {
 		return nil, fmt.Errorf("transition: NewMachineAt: %w %s", ErrUnknownState, quote.Limited(nameOf(start)))
 	}
-	return newMachine(table, i, opts)
+	return newMachine(table, i, opts, observers)
 }
 
-func newMachine[S comparable](table *Table[S], start int, opts MachineOptions[S]) (*Machine[S], error) {
-	s, err := opts.settings()
+func newMachine[S comparable](table *Table[S], start int, opts MachineOptions, observers []Observers[S]) (*Machine[S], error) {
+	s, err := machineSettings(opts, observers)
 	if err != nil {
 		return nil, err
 	}

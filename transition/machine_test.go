@@ -20,14 +20,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var bg = context.Background()
 
-func newMachine(t testing.TB, table *transition.Table[SimState], opts transition.MachineOptions[SimState]) *transition.Machine[SimState] {
-	m, err := transition.NewMachine(table, opts)
+func newMachine(t testing.TB, table *transition.Table[SimState], opts transition.MachineOptions, observers ...transition.Observers[SimState]) *transition.Machine[SimState] {
+	m, err := transition.NewMachine(table, opts, observers...)
 	require.NoError(t, err)
 	return m
 }
 
 func TestMachineFiresAllowedMovesAndRefusesOthers(t *testing.T) {
-	m := newMachine(t, simTable(t), transition.MachineOptions[SimState]{ID: "sim-1", Actor: "manager"})
+	m := newMachine(t, simTable(t), transition.MachineOptions{ID: "sim-1", Actor: "manager"})
 	require.Equal(t, Idle, m.State())
 	_, had := m.Previous()
 	require.False(t, had)
@@ -53,7 +53,7 @@ func TestMachineFiresAllowedMovesAndRefusesOthers(t *testing.T) {
 }
 
 func TestMachineRefusesEveryMoveOutOfATerminalState(t *testing.T) {
-	m, err := transition.NewMachineAt(simTable(t), Gone, transition.MachineOptions[SimState]{})
+	m, err := transition.NewMachineAt(simTable(t), Gone, transition.MachineOptions{})
 	require.NoError(t, err)
 	for _, to := range []SimState{Idle, Starting, Running, Errored} {
 		_, err := m.Fire(bg, to, "")
@@ -66,7 +66,7 @@ func TestMachineRefusesEveryMoveOutOfATerminalState(t *testing.T) {
 }
 
 func TestMachineRefusesAStateTheTableDoesNotKnow(t *testing.T) {
-	m := newMachine(t, simTable(t), transition.MachineOptions[SimState]{})
+	m := newMachine(t, simTable(t), transition.MachineOptions{})
 	_, err := m.Fire(bg, "exploded", "")
 	// A state the table lacks is a move it does not allow, and the error
 	// is one a test can build and compare whole.
@@ -86,7 +86,7 @@ func TestMachineGuardVetoUnwrapsToTheGuardsError(t *testing.T) {
 		return nil
 	}).Build()
 	require.NoError(t, err)
-	m := newMachine(t, table, transition.MachineOptions[SimState]{Clock: func() time.Time { return time.Unix(100, 0) }})
+	m := newMachine(t, table, transition.MachineOptions{Clock: func() time.Time { return time.Unix(100, 0) }})
 
 	_, err = m.Fire(bg, Starting, "unlicensed")
 	require.ErrorIs(t, err, transition.ErrGuard)
@@ -112,7 +112,7 @@ func TestMachineTableWideGuardsRunFirst(t *testing.T) {
 		GuardAll(func(context.Context, transition.Change[SimState]) error { order = append(order, "all"); return nil }).
 		Build()
 	require.NoError(t, err)
-	_, err = newMachine(t, table, transition.MachineOptions[SimState]{}).Fire(bg, Starting, "")
+	_, err = newMachine(t, table, transition.MachineOptions{}).Fire(bg, Starting, "")
 	require.NoError(t, err)
 	require.Equal(t, []string{"all", "edge"}, order)
 }
@@ -120,7 +120,7 @@ func TestMachineTableWideGuardsRunFirst(t *testing.T) {
 func TestMachineHonoursContextBeforeAndAfterGuards(t *testing.T) {
 	done, cancel := context.WithCancel(bg)
 	cancel()
-	m := newMachine(t, simTable(t), transition.MachineOptions[SimState]{})
+	m := newMachine(t, simTable(t), transition.MachineOptions{})
 	_, err := m.Fire(done, Starting, "")
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, Idle, m.State())
@@ -131,7 +131,7 @@ func TestMachineHonoursContextBeforeAndAfterGuards(t *testing.T) {
 		return nil
 	}).Build()
 	require.NoError(t, err)
-	m = newMachine(t, table, transition.MachineOptions[SimState]{})
+	m = newMachine(t, table, transition.MachineOptions{})
 	_, err = m.Fire(live, Starting, "")
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, Idle, m.State(), "nothing is written once the context is done")
@@ -143,24 +143,21 @@ func TestMachineHonoursContextBeforeAndAfterGuards(t *testing.T) {
 
 func TestNewMachineRefusesBadOptions(t *testing.T) {
 	table := simTable(t)
-	for name, opts := range map[string]transition.MachineOptions[SimState]{
-		"nil observer": {OnChange: []func(transition.Change[SimState]){nil}},
-		"a huge actor": {Actor: strings.Repeat("a", storage.MaxOwnerLen+1)},
-	} {
-		_, err := transition.NewMachine(table, opts)
-		require.Error(t, err, name)
-	}
-	_, err := transition.NewMachine(nil, transition.MachineOptions[SimState]{})
+	_, err := transition.NewMachine(table, transition.MachineOptions{Actor: strings.Repeat("a", storage.MaxOwnerLen+1)})
+	require.Error(t, err, "a huge actor")
+	_, err = transition.NewMachine(table, transition.MachineOptions{}, transition.Observers[SimState]{OnChange: []func(transition.Change[SimState]){nil}})
+	require.Error(t, err, "nil observer")
+	_, err = transition.NewMachine[SimState](nil, transition.MachineOptions{})
 	require.Error(t, err)
-	_, err = transition.NewMachineAt(table, "nowhere", transition.MachineOptions[SimState]{})
+	_, err = transition.NewMachineAt(table, "nowhere", transition.MachineOptions{})
 	require.ErrorIs(t, err, transition.ErrUnknownState)
-	_, err = transition.NewMachineAt(nil, Idle, transition.MachineOptions[SimState]{})
+	_, err = transition.NewMachineAt(nil, Idle, transition.MachineOptions{})
 	require.Error(t, err)
 }
 
 func TestMachineObserversSeeEveryChangeInOrder(t *testing.T) {
 	var got []string
-	m := newMachine(t, simTable(t), transition.MachineOptions[SimState]{OnChange: []func(transition.Change[SimState]){func(c transition.Change[SimState]) {
+	m := newMachine(t, simTable(t), transition.MachineOptions{}, transition.Observers[SimState]{OnChange: []func(transition.Change[SimState]){func(c transition.Change[SimState]) {
 		got = append(got, fmt.Sprintf("1:%s>%s@%d", c.From, c.To, c.Revision))
 	}, func(c transition.Change[SimState]) { got = append(got, fmt.Sprintf("2:%s>%s", c.From, c.To)) }}})
 	for _, to := range []SimState{Starting, Starting, Running, Paused} {
@@ -179,7 +176,7 @@ func TestMachineObserversSeeEveryChangeInOrder(t *testing.T) {
 func TestMachineObserverMayFireTheMachineItObserves(t *testing.T) {
 	var m *transition.Machine[SimState]
 	var got []SimState
-	m = newMachine(t, simTable(t), transition.MachineOptions[SimState]{OnChange: []func(transition.Change[SimState]){func(c transition.Change[SimState]) {
+	m = newMachine(t, simTable(t), transition.MachineOptions{}, transition.Observers[SimState]{OnChange: []func(transition.Change[SimState]){func(c transition.Change[SimState]) {
 		got = append(got, c.To)
 		if c.To == Starting {
 			_, err := m.Fire(bg, Running, "auto-start")
@@ -208,21 +205,19 @@ func TestMachineObserverMayFireTheMachineItObserves(t *testing.T) {
 func TestMachineObserverThatPanicsIsRecoveredAndTheOthersStillSeeTheChange(t *testing.T) {
 	var first, second []SimState
 	var panics []any
-	m := newMachine(t, simTable(t), transition.MachineOptions[SimState]{
-		OnChange: []func(transition.Change[SimState]){
-			func(c transition.Change[SimState]) {
-				first = append(first, c.To)
-				if c.To == Starting {
-					panic("observer bug")
-				}
-			},
-			func(c transition.Change[SimState]) { second = append(second, c.To) },
+	m := newMachine(t, simTable(t), transition.MachineOptions{}, transition.Observers[SimState]{OnChange: []func(transition.Change[SimState]){
+		func(c transition.Change[SimState]) {
+			first = append(first, c.To)
+			if c.To == Starting {
+				panic("observer bug")
+			}
 		},
+		func(c transition.Change[SimState]) { second = append(second, c.To) },
+	},
 		OnObserverPanic: func(c transition.Change[SimState], recovered any) {
 			require.Equal(t, Starting, c.To)
 			panics = append(panics, recovered)
-		},
-	})
+		}})
 	c, err := m.Fire(bg, Starting, "")
 	require.NoError(t, err, "the change was made: no panic, no error")
 	require.Equal(t, Starting, c.To)
@@ -238,13 +233,11 @@ func TestMachineObserverThatPanicsIsRecoveredAndTheOthersStillSeeTheChange(t *te
 // recovered too.
 func TestPersistedObserverThatPanicsDoesNotTurnADurableWriteIntoAPanic(t *testing.T) {
 	var seen []Job
-	p, store := created(t, transition.PersistedOptions[Job]{
-		OnChange: []func(transition.Change[Job]){
-			func(transition.Change[Job]) { panic("observer bug") },
-			func(c transition.Change[Job]) { seen = append(seen, c.To) },
-		},
-		OnObserverPanic: func(transition.Change[Job], any) { panic("handler bug too") },
-	})
+	p, store := created(t, transition.PersistedOptions{}, transition.Observers[Job]{OnChange: []func(transition.Change[Job]){
+		func(transition.Change[Job]) { panic("observer bug") },
+		func(c transition.Change[Job]) { seen = append(seen, c.To) },
+	},
+		OnObserverPanic: func(transition.Change[Job], any) { panic("handler bug too") }})
 	c, err := p.Fire(bg, Work, "")
 	require.NoError(t, err)
 	require.Equal(t, Work, c.To)
@@ -266,12 +259,12 @@ func TestMachineConcurrentFireHasOneWinnerPerStep(t *testing.T) {
 	require.NoError(t, err)
 	var observed []int
 	for _, observe := range []bool{false, true} {
-		var opts transition.MachineOptions[int]
+		var observers transition.Observers[int]
 		if observe {
 			observed = nil
-			opts.OnChange = []func(transition.Change[int]){func(c transition.Change[int]) { observed = append(observed, c.To) }}
+			observers.OnChange = []func(transition.Change[int]){func(c transition.Change[int]) { observed = append(observed, c.To) }}
 		}
-		m, err := transition.NewMachine(table, opts)
+		m, err := transition.NewMachine(table, transition.MachineOptions{}, observers)
 		require.NoError(t, err)
 		var winners [steps + 1]atomic.Int32
 		var wg sync.WaitGroup
@@ -316,7 +309,7 @@ func TestMachineConcurrentFireHasOneWinnerPerStep(t *testing.T) {
 func TestMachineFireWithoutGuardsOrObserversAllocatesNothing(t *testing.T) {
 	table, err := transition.New(false).Allow(false, true).Allow(true, false).Build()
 	require.NoError(t, err)
-	m, err := transition.NewMachine(table, transition.MachineOptions[bool]{})
+	m, err := transition.NewMachine(table, transition.MachineOptions{})
 	require.NoError(t, err)
 	to := true
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -337,7 +330,7 @@ func ExampleMachine() {
 		Allow("paused", "running", "done").
 		Terminal("done").
 		Build()
-	m, _ := transition.NewMachine(table, transition.MachineOptions[string]{OnChange: []func(transition.Change[string]){func(c transition.Change[string]) {
+	m, _ := transition.NewMachine(table, transition.MachineOptions{}, transition.Observers[string]{OnChange: []func(transition.Change[string]){func(c transition.Change[string]) {
 		fmt.Printf("%s → %s (%s)\n", c.From, c.To, c.Reason)
 	}}})
 	ctx := context.Background()

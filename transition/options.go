@@ -24,7 +24,7 @@ const NoRetries = -1
 
 // MachineOptions configure a [Machine]. The zero value is the defaults;
 // [NewMachine] refuses values it cannot honour.
-type MachineOptions[S comparable] struct {
+type MachineOptions struct {
 	// ID names the execution the machine stands for, reported in its
 	// changes and errors.
 	ID string
@@ -34,40 +34,17 @@ type MachineOptions[S comparable] struct {
 	// Clock is the time source for Change.At; nil is time.Now. Tests
 	// pass a fake.
 	Clock func() time.Time
-	// OnChange are observers called after every successful change (see
-	// Observers in the package documentation).
-	OnChange []func(Change[S])
-	// OnFailure are observers called after every Fire that returns an
-	// error, on the caller's goroutine before Fire returns (see
-	// [Failure]). A machine with them leaves the allocation-free path,
-	// as one with OnChange does.
-	OnFailure []func(Failure[S])
-	// OnObserverPanic is told of an observer (OnChange or OnFailure) that
-	// panicked; nil logs it, with its stack, through log/slog's default
-	// logger.
-	OnObserverPanic func(c Change[S], recovered any)
 }
 
 // PersistedOptions configure a [Persisted]. The zero value is the
 // defaults; [NewPersisted] refuses values it cannot honour.
-type PersistedOptions[S comparable] struct {
+type PersistedOptions struct {
 	// Actor names who makes the changes; it is recorded in every Change
 	// and audit entry. At most storage.MaxOwnerLen bytes.
 	Actor string
 	// Clock is the time source for Change.At and Record.UpdatedAt; nil is
 	// time.Now.
 	Clock func() time.Time
-	// OnChange are observers called after every successful write,
-	// creation included (see Observers in the package documentation).
-	OnChange []func(Change[S])
-	// OnFailure are observers called after every Fire or Apply that
-	// returns an error, on the caller's goroutine before it returns (see
-	// [Failure]); a conflict that a retry resolved is not a failure.
-	OnFailure []func(Failure[S])
-	// OnObserverPanic is told of an observer (OnChange or OnFailure) that
-	// panicked; nil logs it, with its stack, through log/slog's default
-	// logger.
-	OnObserverPanic func(c Change[S], recovered any)
 	// History is how many recent changes the audit trail of a record
 	// this Persisted creates keeps: 0 is storage.DefaultHistoryLimit, at
 	// most storage.MaxHistory. The length is the record's
@@ -109,21 +86,63 @@ func checkCommon[S comparable](ctor, actor string, observers []func(Change[S]), 
 	return errs
 }
 
-func (o MachineOptions[S]) settings() (settings[S], error) {
-	errs := checkCommon("NewMachine", o.Actor, o.OnChange, o.OnFailure)
-	s := settings[S]{id: o.ID, actor: o.Actor, clock: o.Clock, observers: o.OnChange, failures: o.OnFailure, onPanic: o.OnObserverPanic}
+// Observers are told of a Machine's or a Persisted's changes and failed
+// moves (see Observers in the package documentation). They are given to
+// NewMachine, NewMachineAt or NewPersisted after the options, any number
+// of them (a metrics adapter's, a log's): their functions are called in
+// the order given. The zero value tells nobody.
+type Observers[S comparable] struct {
+	// OnChange are called after every successful change (for a
+	// Persisted, every write, creation included).
+	OnChange []func(Change[S])
+	// OnFailure are called after every Fire or Apply that returns an
+	// error, on the caller's goroutine before it returns (see [Failure]);
+	// for a Persisted, a conflict that a retry resolved is not a failure.
+	OnFailure []func(Failure[S])
+	// OnObserverPanic is told of an observer (OnChange or OnFailure) that
+	// panicked; when no Observers given has one, the panic is logged,
+	// with its stack, through log/slog's default logger.
+	OnObserverPanic func(c Change[S], recovered any)
+}
+
+// merge joins observer bundles into one, in order.
+func merge[S comparable](all []Observers[S]) Observers[S] {
+	var out Observers[S]
+	var onPanic []func(Change[S], any)
+	for _, o := range all {
+		out.OnChange = append(out.OnChange, o.OnChange...)
+		out.OnFailure = append(out.OnFailure, o.OnFailure...)
+		if o.OnObserverPanic != nil {
+			onPanic = append(onPanic, o.OnObserverPanic)
+		}
+	}
+	if len(onPanic) > 0 {
+		out.OnObserverPanic = func(c Change[S], recovered any) {
+			for _, h := range onPanic {
+				h(c, recovered)
+			}
+		}
+	}
+	return out
+}
+
+func machineSettings[S comparable](o MachineOptions, observers []Observers[S]) (settings[S], error) {
+	obs := merge(observers)
+	errs := checkCommon("NewMachine", o.Actor, obs.OnChange, obs.OnFailure)
+	s := settings[S]{id: o.ID, actor: o.Actor, clock: o.Clock, observers: obs.OnChange, failures: obs.OnFailure, onPanic: obs.OnObserverPanic}
 	return s.withDefaults(), errors.Join(errs...)
 }
 
-func (o PersistedOptions[S]) settings() (settings[S], error) {
-	errs := checkCommon("NewPersisted", o.Actor, o.OnChange, o.OnFailure)
+func persistedSettings[S comparable](o PersistedOptions, observers []Observers[S]) (settings[S], error) {
+	obs := merge(observers)
+	errs := checkCommon("NewPersisted", o.Actor, obs.OnChange, obs.OnFailure)
 	if o.History < 0 || o.History > storage.MaxHistory {
 		errs = append(errs, fmt.Errorf("transition: NewPersisted: History %d, want 0 (the default, %d) to %d", o.History, storage.DefaultHistoryLimit, storage.MaxHistory))
 	}
 	if o.Retries < NoRetries || o.Retries > MaxRetries {
 		errs = append(errs, fmt.Errorf("transition: NewPersisted: Retries %d, want NoRetries, 0 (the default, %d) or 1 to %d", o.Retries, DefaultRetries, MaxRetries))
 	}
-	s := settings[S]{actor: o.Actor, clock: o.Clock, observers: o.OnChange, failures: o.OnFailure, onPanic: o.OnObserverPanic,
+	s := settings[S]{actor: o.Actor, clock: o.Clock, observers: obs.OnChange, failures: obs.OnFailure, onPanic: obs.OnObserverPanic,
 		history: o.History, retries: o.Retries}
 	if s.history == 0 {
 		s.history = storage.DefaultHistoryLimit

@@ -97,9 +97,9 @@ type handles[S comparable] struct {
 }
 
 // NewPersisted returns the execution id of store, under table, written as
-// an outside authority (see [Persisted.Acquire] to own it). It does not
-// touch the store.
-func NewPersisted[S comparable](table *Table[S], store storage.Store, id string, opts PersistedOptions[S]) (*Persisted[S], error) {
+// an outside authority (see [Persisted.Acquire] to own it), telling
+// observers of its writes. It does not touch the store.
+func NewPersisted[S comparable](table *Table[S], store storage.Store, id string, opts PersistedOptions, observers ...Observers[S]) (*Persisted[S], error) {
 	var errs []error
 	if err := table.usable("NewPersisted"); err != nil {
 		errs = append(errs, err)
@@ -110,7 +110,7 @@ func NewPersisted[S comparable](table *Table[S], store storage.Store, id string,
 	if err := storage.ValidateID(id); err != nil {
 		errs = append(errs, fmt.Errorf("transition: NewPersisted: %w", err))
 	}
-	s, err := opts.settings()
+	s, err := persistedSettings(opts, observers)
 	if err != nil {
 		errs = append(errs, err)
 	}

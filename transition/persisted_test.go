@@ -62,25 +62,25 @@ func fixedClock() func() time.Time {
 
 // newJob returns a handle on ex-1 of store; a nil Clock in opts is a
 // fixed clock that ticks a second per reading.
-func newJob(t testing.TB, store storage.Store, opts transition.PersistedOptions[Job]) *transition.Persisted[Job] {
+func newJob(t testing.TB, store storage.Store, opts transition.PersistedOptions, observers ...transition.Observers[Job]) *transition.Persisted[Job] {
 	if opts.Clock == nil {
 		opts.Clock = fixedClock()
 	}
-	p, err := transition.NewPersisted(jobTable(t), store, "ex-1", opts)
+	p, err := transition.NewPersisted(jobTable(t), store, "ex-1", opts, observers...)
 	require.NoError(t, err)
 	return p
 }
 
-func created(t testing.TB, opts transition.PersistedOptions[Job]) (*transition.Persisted[Job], *storage.Memory) {
+func created(t testing.TB, opts transition.PersistedOptions, observers ...transition.Observers[Job]) (*transition.Persisted[Job], *storage.Memory) {
 	store := storage.NewMemory()
-	p := newJob(t, store, opts)
+	p := newJob(t, store, opts, observers...)
 	_, err := p.Create(bg, transition.Update[Job]{To: Queued, Reason: "submitted", Meta: map[string]string{"owner": "alice"}})
 	require.NoError(t, err)
 	return p, store
 }
 
 func TestPersistedCreatesFiresAndLoads(t *testing.T) {
-	p, store := created(t, transition.PersistedOptions[Job]{Actor: "master"})
+	p, store := created(t, transition.PersistedOptions{Actor: "master"})
 	rec, err := store.Get(bg, "ex-1")
 	require.NoError(t, err)
 	require.Equal(t, "queued", rec.Status)
@@ -112,7 +112,7 @@ func TestPersistedCreatesFiresAndLoads(t *testing.T) {
 }
 
 func TestPersistedWritingTheCurrentStateWritesNothing(t *testing.T) {
-	p, store := created(t, transition.PersistedOptions[Job]{})
+	p, store := created(t, transition.PersistedOptions{})
 	before, err := store.Get(bg, "ex-1")
 	require.NoError(t, err)
 	c, err := p.Fire(bg, Queued, "again")
@@ -129,7 +129,7 @@ func TestPersistedRefusedMovesWriteNothing(t *testing.T) {
 	table, err := jobBuilder().Guard(Work, Done, func(context.Context, transition.Change[Job]) error { return errNope }).Build()
 	require.NoError(t, err)
 	store := storage.NewMemory()
-	p, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[Job]{})
+	p, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
 	require.NoError(t, err)
@@ -154,7 +154,7 @@ func mustGet(t require.TestingT, s storage.Store) storage.Record {
 }
 
 func TestPersistedReturnEdgeLeadsBackToTheRecordedPreviousState(t *testing.T) {
-	p, store := created(t, transition.PersistedOptions[Job]{})
+	p, store := created(t, transition.PersistedOptions{})
 	for _, to := range []Job{Work, Hold, Moving} {
 		_, err := p.Fire(bg, to, "")
 		require.NoError(t, err)
@@ -162,7 +162,7 @@ func TestPersistedReturnEdgeLeadsBackToTheRecordedPreviousState(t *testing.T) {
 	require.Equal(t, "held", mustGet(t, store).Previous)
 
 	// A different process, reading only the store, still knows where to go.
-	other := newJob(t, store, transition.PersistedOptions[Job]{})
+	other := newJob(t, store, transition.PersistedOptions{})
 	_, err := other.Fire(bg, Work, "resume")
 	require.ErrorIs(t, err, transition.ErrNotAllowed)
 	require.Contains(t, err.Error(), "moving returns only to held")
@@ -172,7 +172,7 @@ func TestPersistedReturnEdgeLeadsBackToTheRecordedPreviousState(t *testing.T) {
 
 func TestPersistedRecordCreatedInARememberingStateCannotReturn(t *testing.T) {
 	store := storage.NewMemory()
-	p := newJob(t, store, transition.PersistedOptions[Job]{})
+	p := newJob(t, store, transition.PersistedOptions{})
 	_, err := p.Create(bg, transition.Update[Job]{To: Moving, Reason: "adopted mid-move"})
 	require.NoError(t, err)
 	_, err = p.Fire(bg, Work, "")
@@ -183,7 +183,7 @@ func TestPersistedRecordCreatedInARememberingStateCannotReturn(t *testing.T) {
 }
 
 func TestPersistedAuditTrailIsBounded(t *testing.T) {
-	p, store := created(t, transition.PersistedOptions[Job]{History: 3})
+	p, store := created(t, transition.PersistedOptions{History: 3})
 	for _, to := range []Job{Work, Hold, Work, Hold, Work} {
 		_, err := p.Fire(bg, to, "to "+string(to))
 		require.NoError(t, err)
@@ -201,7 +201,7 @@ func TestPersistedAuditTrailIsBounded(t *testing.T) {
 // The trail's length is the record's: a writer with another History
 // option, the store's take-over and the deadline reaper all keep it.
 func TestEveryWriterKeepsTheRecordsOwnTrailLength(t *testing.T) {
-	creator, store := created(t, transition.PersistedOptions[Job]{History: 200})
+	creator, store := created(t, transition.PersistedOptions{History: 200})
 	for k := range 40 {
 		to := Work
 		if k%2 == 1 {
@@ -214,7 +214,7 @@ func TestEveryWriterKeepsTheRecordsOwnTrailLength(t *testing.T) {
 	require.Equal(t, 200, rec.HistoryLimit)
 	require.Equal(t, 41, rec.History.Len())
 
-	owned := newJob(t, store, transition.PersistedOptions[Job]{History: 3}) // its own option applies to records it creates
+	owned := newJob(t, store, transition.PersistedOptions{History: 3}) // its own option applies to records it creates
 	_, _, err := owned.Acquire(bg, lease("pod-a"), nil)
 	require.NoError(t, err)
 	require.Equal(t, 42, mustGet(t, store).History.Len(), "the take-over kept the trail")
@@ -224,7 +224,7 @@ func TestEveryWriterKeepsTheRecordsOwnTrailLength(t *testing.T) {
 }
 
 func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {
-	p, store := created(t, transition.PersistedOptions[Job]{})
+	p, store := created(t, transition.PersistedOptions{})
 	_, rec, err := p.Apply(bg, func(cur Job, rec storage.Record) (transition.Update[Job], error) {
 		require.Equal(t, "alice", rec.Meta["owner"])
 		return transition.Update[Job]{To: Work, Reason: "started", Meta: map[string]string{"restarts": "0"}, Unset: []string{"owner"}}, nil
@@ -252,7 +252,7 @@ func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {
 }
 
 func TestPersistedDecideErrorWritesNothing(t *testing.T) {
-	p, store := created(t, transition.PersistedOptions[Job]{})
+	p, store := created(t, transition.PersistedOptions{})
 	rev := mustGet(t, store).Revision
 	errRefuse := errors.New("refuse")
 	_, _, err := p.Apply(bg, func(Job, storage.Record) (transition.Update[Job], error) {
@@ -266,7 +266,7 @@ func TestPersistedDecideErrorWritesNothing(t *testing.T) {
 
 // Hostile updates get a clear error and nothing is written.
 func TestPersistedHostileUpdatesWriteNothing(t *testing.T) {
-	p, store := created(t, transition.PersistedOptions[Job]{})
+	p, store := created(t, transition.PersistedOptions{})
 	before := mustGet(t, store)
 	huge := strings.Repeat("r", 1<<20)
 	for name, u := range map[string]transition.Update[Job]{
@@ -280,23 +280,24 @@ func TestPersistedHostileUpdatesWriteNothing(t *testing.T) {
 		require.ErrorIs(t, err, storage.ErrInvalidRecord, name)
 		require.Equal(t, before, mustGet(t, store), name)
 	}
-	_, err := transition.NewPersisted(jobTable(t), store, strings.Repeat("i", storage.MaxIDLen+1), transition.PersistedOptions[Job]{})
+	_, err := transition.NewPersisted(jobTable(t), store, strings.Repeat("i", storage.MaxIDLen+1), transition.PersistedOptions{})
 	require.ErrorIs(t, err, storage.ErrInvalidRecord)
-	_, err = transition.NewPersisted(jobTable(t), store, "", transition.PersistedOptions[Job]{})
+	_, err = transition.NewPersisted(jobTable(t), store, "", transition.PersistedOptions{})
 	require.ErrorIs(t, err, storage.ErrInvalidRecord)
-	_, err = transition.NewPersisted(jobTable(t), nil, "x", transition.PersistedOptions[Job]{})
+	_, err = transition.NewPersisted(jobTable(t), nil, "x", transition.PersistedOptions{})
 	require.Error(t, err)
-	for name, opts := range map[string]transition.PersistedOptions[Job]{
+	for name, opts := range map[string]transition.PersistedOptions{
 		"negative history":   {History: -1},
 		"history too long":   {History: storage.MaxHistory + 1},
 		"retries too many":   {Retries: transition.MaxRetries + 1},
 		"retries below none": {Retries: transition.NoRetries - 1},
-		"nil observer":       {OnChange: []func(transition.Change[Job]){nil}},
 		"a huge actor":       {Actor: huge},
 	} {
 		_, err = transition.NewPersisted(jobTable(t), store, "x", opts)
 		require.Error(t, err, name)
 	}
+	_, err = transition.NewPersisted(jobTable(t), store, "x", transition.PersistedOptions{}, transition.Observers[Job]{OnChange: []func(transition.Change[Job]){nil}})
+	require.Error(t, err, "nil observer")
 	for name, l := range map[string]storage.Lease{
 		"no holder":      {TTL: time.Minute},
 		"huge holder":    {Holder: huge, TTL: time.Minute},
@@ -327,7 +328,7 @@ func TestPersistedRefusesARecordWithAStatusItsTableDoesNotKnow(t *testing.T) {
 	store := storage.NewMemory()
 	_, err := store.Create(bg, storage.Record{ID: "ex-1", Status: "exploded"})
 	require.NoError(t, err)
-	p := newJob(t, store, transition.PersistedOptions[Job]{})
+	p := newJob(t, store, transition.PersistedOptions{})
 	_, _, err = p.Load(bg)
 	require.ErrorIs(t, err, transition.ErrUnknownState)
 	_, err = p.Fire(bg, Work, "")
@@ -336,7 +337,7 @@ func TestPersistedRefusesARecordWithAStatusItsTableDoesNotKnow(t *testing.T) {
 }
 
 func TestPersistedDoneContextWritesNothing(t *testing.T) {
-	p, store := created(t, transition.PersistedOptions[Job]{})
+	p, store := created(t, transition.PersistedOptions{})
 	rev := mustGet(t, store).Revision
 	done, cancel := context.WithCancel(bg)
 	cancel()
@@ -354,14 +355,14 @@ func lease(holder string) storage.Lease {
 // taken over for pod.
 func controllerOf(t *testing.T, store storage.Store, l storage.Lease) (*transition.Persisted[Job], storage.Record) {
 	t.Helper()
-	p := newJob(t, store, transition.PersistedOptions[Job]{Actor: l.Holder})
+	p := newJob(t, store, transition.PersistedOptions{Actor: l.Holder})
 	_, rec, err := p.Acquire(bg, l, nil)
 	require.NoError(t, err)
 	return p, rec
 }
 
 func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
-	master, store := created(t, transition.PersistedOptions[Job]{Actor: "master"})
+	master, store := created(t, transition.PersistedOptions{Actor: "master"})
 	_, err := master.Fire(bg, Work, "scheduled")
 	require.NoError(t, err)
 
@@ -375,7 +376,7 @@ func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 	require.NoError(t, err)
 
 	// A second controller cannot take a live holder's execution.
-	podB := newJob(t, store, transition.PersistedOptions[Job]{Actor: "pod-b"})
+	podB := newJob(t, store, transition.PersistedOptions{Actor: "pod-b"})
 	_, _, err = podB.Acquire(bg, lease("pod-b"), nil)
 	var held *storage.HeldError
 	require.ErrorAs(t, err, &held)
@@ -419,11 +420,11 @@ func TestPersistedFencesTheOwnerThatWasTakenOver(t *testing.T) {
 // on a record that changed before the take-over landed, the move is
 // decided again on the fresh one.
 func TestPersistedAcquireMakesTheMoveInTheSameWrite(t *testing.T) {
-	master, store := created(t, transition.PersistedOptions[Job]{Actor: "master"})
+	master, store := created(t, transition.PersistedOptions{Actor: "master"})
 	_, err := master.Fire(bg, Work, "scheduled")
 	require.NoError(t, err)
 	var changes []transition.Change[Job]
-	p := newJob(t, store, transition.PersistedOptions[Job]{Actor: "pod-a", OnChange: []func(transition.Change[Job]){
+	p := newJob(t, store, transition.PersistedOptions{Actor: "pod-a"}, transition.Observers[Job]{OnChange: []func(transition.Change[Job]){
 		func(c transition.Change[Job]) { changes = append(changes, c) }}})
 	asked := 0
 	before := mustGet(t, store)
@@ -453,7 +454,7 @@ func TestPersistedAcquireMakesTheMoveInTheSameWrite(t *testing.T) {
 	// and holds nothing.
 	require.NoError(t, p.Ownership().Release(bg))
 	before = mustGet(t, store)
-	q := newJob(t, store, transition.PersistedOptions[Job]{Actor: "pod-b"})
+	q := newJob(t, store, transition.PersistedOptions{Actor: "pod-b"})
 	_, _, err = q.Acquire(bg, lease("pod-b"), func(Job, storage.Record) (transition.Update[Job], error) {
 		return transition.Update[Job]{To: Queued}, nil
 	})
@@ -498,7 +499,7 @@ func (s unnoticing) Acquire(ctx context.Context, id string, l storage.Lease) (st
 
 func TestPersistedFencesByEpochAnOwnerThatHasNotNoticedItsLoss(t *testing.T) {
 	store := unnoticing{storage.NewMemory()}
-	master := newJob(t, store, transition.PersistedOptions[Job]{})
+	master := newJob(t, store, transition.PersistedOptions{})
 	_, err := master.Create(bg, transition.Update[Job]{To: Queued})
 	require.NoError(t, err)
 	podA, _ := controllerOf(t, store, lease("pod-a"))
@@ -522,7 +523,7 @@ func TestPersistedObserversRunOneAtATime(t *testing.T) {
 		overlaps int
 		revs     []uint64
 	)
-	observe := transition.PersistedOptions[Job]{OnChange: []func(transition.Change[Job]){func(c transition.Change[Job]) {
+	observe := transition.Observers[Job]{OnChange: []func(transition.Change[Job]){func(c transition.Change[Job]) {
 		mu.Lock()
 		inside++
 		if inside > 1 {
@@ -535,8 +536,8 @@ func TestPersistedObserversRunOneAtATime(t *testing.T) {
 		inside--
 		mu.Unlock()
 	}}}
-	master, store := created(t, transition.PersistedOptions[Job]{})
-	owner := newJob(t, store, observe)
+	master, store := created(t, transition.PersistedOptions{})
+	owner := newJob(t, store, transition.PersistedOptions{}, observe)
 	_, _, err := owner.Acquire(bg, lease("pod-a"), nil)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -588,15 +589,15 @@ func (s *interfering) CompareAndSwap(ctx context.Context, id string, expect uint
 }
 
 func TestPersistedApplyDecidesAgainOnTheFreshRecord(t *testing.T) {
-	base, mem := created(t, transition.PersistedOptions[Job]{})
+	base, mem := created(t, transition.PersistedOptions{})
 	_, err := base.Fire(bg, Work, "")
 	require.NoError(t, err)
-	master := newJob(t, mem, transition.PersistedOptions[Job]{Actor: "master"})
+	master := newJob(t, mem, transition.PersistedOptions{Actor: "master"})
 	store := &interfering{Store: mem, n: 1, write: func() {
 		_, err := master.Fire(bg, Halt, "cluster master: stop")
 		require.NoError(t, err)
 	}}
-	controller := newJob(t, store, transition.PersistedOptions[Job]{Actor: "controller"})
+	controller := newJob(t, store, transition.PersistedOptions{Actor: "controller"})
 
 	var saw []Job
 	c, rec, err := controller.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
@@ -613,7 +614,7 @@ func TestPersistedApplyDecidesAgainOnTheFreshRecord(t *testing.T) {
 }
 
 func TestPersistedGivesUpAfterItsRetries(t *testing.T) {
-	base, mem := created(t, transition.PersistedOptions[Job]{})
+	base, mem := created(t, transition.PersistedOptions{})
 	n := 0
 	store := &interfering{Store: mem, n: 100, write: func() {
 		n++
@@ -622,7 +623,7 @@ func TestPersistedGivesUpAfterItsRetries(t *testing.T) {
 		})
 		require.NoError(t, err)
 	}}
-	p := newJob(t, store, transition.PersistedOptions[Job]{Retries: 2})
+	p := newJob(t, store, transition.PersistedOptions{Retries: 2})
 	_, err := p.Fire(bg, Work, "")
 	require.ErrorIs(t, err, storage.ErrConflict)
 	require.Contains(t, err.Error(), "gave up after 3 conflicting writes")
@@ -632,7 +633,7 @@ func TestPersistedGivesUpAfterItsRetries(t *testing.T) {
 func TestPersistedObserversSeeWritesInOrderAndMayWriteAgain(t *testing.T) {
 	var got []string
 	var p *transition.Persisted[Job]
-	p, _ = created(t, transition.PersistedOptions[Job]{OnChange: []func(transition.Change[Job]){func(c transition.Change[Job]) {
+	p, _ = created(t, transition.PersistedOptions{}, transition.Observers[Job]{OnChange: []func(transition.Change[Job]){func(c transition.Change[Job]) {
 		got = append(got, fmt.Sprintf("%s>%s", c.From, c.To))
 		if c.To == Work {
 			_, err := p.Fire(bg, Hold, "observer pauses at once")
@@ -656,7 +657,7 @@ func TestPersistedConcurrentWritersStateMachine(t *testing.T) {
 		store := storage.NewMemory()
 		handles := make([]*transition.Persisted[Job], 3)
 		for k := range handles {
-			p, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[Job]{History: storage.MaxHistory, Retries: 1000})
+			p, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{History: storage.MaxHistory, Retries: 1000})
 			require.NoError(rt, err)
 			handles[k] = p
 		}
@@ -749,16 +750,16 @@ func ExamplePersisted() {
 		Terminal("done").
 		Build()
 	store := storage.NewMemory()
-	master, _ := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[string]{Actor: "master"})
+	master, _ := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{Actor: "master"})
 	ctx := context.Background()
 	_, _ = master.Create(ctx, transition.Update[string]{To: "queued", Reason: "submitted"})
 
 	// A controller takes the execution over through a handle of its own.
 	// While it lives nobody else can; when it is gone (here: it released
 	// its ownership) the next one takes over at a new epoch.
-	first, _ := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[string]{Actor: "pod-a"})
+	first, _ := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{Actor: "pod-a"})
 	_, _, _ = first.Acquire(ctx, storage.Lease{Holder: "pod-a", Reason: "controller started"}, nil)
-	second, _ := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[string]{Actor: "pod-b"})
+	second, _ := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{Actor: "pod-b"})
 	_, _, err := second.Acquire(ctx, storage.Lease{Holder: "pod-b"}, nil)
 	fmt.Println(errors.Is(err, storage.ErrHeld))
 	_ = first.Ownership().Release(ctx)
@@ -787,8 +788,8 @@ func ExamplePersisted() {
 // or skips one as idempotent, on that memory alone: the record may have
 // moved on under another writer.
 func TestPersistedDecidesAgainOnAFreshReadWhenItsLastWriteIsStale(t *testing.T) {
-	controller, store := created(t, transition.PersistedOptions[Job]{})
-	master := newJob(t, store, transition.PersistedOptions[Job]{})
+	controller, store := created(t, transition.PersistedOptions{})
+	master := newJob(t, store, transition.PersistedOptions{})
 	_, err := controller.Fire(bg, Work, "")
 	require.NoError(t, err)
 	_, err = master.Fire(bg, Halt, "stop")
@@ -797,8 +798,8 @@ func TestPersistedDecidesAgainOnAFreshReadWhenItsLastWriteIsStale(t *testing.T) 
 	require.NoError(t, err, "working → done is refused only on the stale memory; halting → done is allowed")
 	require.Equal(t, Halt, c.From)
 
-	a, store := created(t, transition.PersistedOptions[Job]{})
-	b := newJob(t, store, transition.PersistedOptions[Job]{})
+	a, store := created(t, transition.PersistedOptions{})
+	b := newJob(t, store, transition.PersistedOptions{})
 	_, err = a.Fire(bg, Work, "")
 	require.NoError(t, err)
 	_, err = a.Fire(bg, Hold, "")
@@ -813,9 +814,9 @@ func TestPersistedDecidesAgainOnAFreshReadWhenItsLastWriteIsStale(t *testing.T) 
 
 // With a warm cache the usual write is a single compare-and-swap.
 func TestPersistedWarmWriteIsOneRoundTrip(t *testing.T) {
-	_, mem := created(t, transition.PersistedOptions[Job]{})
+	_, mem := created(t, transition.PersistedOptions{})
 	counting := &countingStore{Store: mem}
-	p2 := newJob(t, counting, transition.PersistedOptions[Job]{})
+	p2 := newJob(t, counting, transition.PersistedOptions{})
 	_, err := p2.Fire(bg, Work, "")
 	require.NoError(t, err)
 	counting.gets, counting.cas = 0, 0
@@ -857,7 +858,7 @@ func TestPersistedGuardsAndDecideMayCallBackIntoTheirPersisted(t *testing.T) {
 		return nil
 	}).Build()
 	require.NoError(t, err)
-	p, err = transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions[Job]{})
+	p, err = transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
 	require.NoError(t, err)

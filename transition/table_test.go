@@ -365,7 +365,7 @@ func TestPathIsAShortestLegalWalk(t *testing.T) {
 	require.Nil(t, rt.Path("b", "c"), "b → m → c would return to where m was not entered from")
 	require.Equal(t, []string{"b", "m"}, rt.Path("a", "m"))
 	for _, p := range [][]Job{table.Path(Queued, Hold), table.Path(Queued, Done), table.Path(Queued, Broken)} {
-		m, err := transition.NewMachine(table, transition.MachineOptions[Job]{})
+		m, err := transition.NewMachine(table, transition.MachineOptions{})
 		require.NoError(t, err)
 		for _, s := range p {
 			_, err := m.Fire(context.Background(), s, "")

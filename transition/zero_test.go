@@ -40,11 +40,11 @@ func TestZeroValuesFailWithAnErrorNotAPanicOrAHang(t *testing.T) {
 	require.Nil(t, p.Ownership())
 
 	var table transition.Table[SimState]
-	_, err = transition.NewMachine(&table, transition.MachineOptions[SimState]{})
+	_, err = transition.NewMachine(&table, transition.MachineOptions{})
 	require.ErrorContains(t, err, "zero Table")
-	_, err = transition.NewMachineAt(&table, Idle, transition.MachineOptions[SimState]{})
+	_, err = transition.NewMachineAt(&table, Idle, transition.MachineOptions{})
 	require.Error(t, err)
-	_, err = transition.NewPersisted(&table, storage.NewMemory(), "ex-1", transition.PersistedOptions[SimState]{})
+	_, err = transition.NewPersisted(&table, storage.NewMemory(), "ex-1", transition.PersistedOptions{})
 	require.ErrorContains(t, err, "zero Table")
 	require.Equal(t, SimState(""), table.Initial())
 	require.False(t, table.Allowed(Idle, Starting))

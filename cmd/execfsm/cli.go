@@ -353,7 +353,7 @@ func list(ctx context.Context, g globals, b *backend, wanted map[string]bool, ou
 func stop(ctx context.Context, g globals, b *backend, id, reason, actor string, out *printer) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), b.store, id, transition.PersistedOptions[state.Status]{Actor: actor})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), b.store, id, transition.PersistedOptions{Actor: actor})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

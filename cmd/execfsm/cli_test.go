@@ -129,7 +129,7 @@ func ticking() func() time.Time {
 func populate(t *testing.T, store storage.Store) {
 	t.Helper()
 	clock := ticking()
-	opts := transition.PersistedOptions[state.Status]{Actor: "cluster-master", Clock: clock}
+	opts := transition.PersistedOptions{Actor: "cluster-master", Clock: clock}
 	move := func(id string, path ...state.Status) *transition.Persisted[state.Status] {
 		exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, opts)
 		require.NoError(t, err)
@@ -144,7 +144,7 @@ func populate(t *testing.T, store storage.Store) {
 	move("ex-pending")
 	move("ex-done", state.Scheduling, state.Initializing, state.Running, state.Completed)
 	move("ex-moving", state.Scheduling, state.Initializing, state.Running)
-	controller, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-moving", transition.PersistedOptions[state.Status]{Actor: "pod-a", Clock: clock})
+	controller, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-moving", transition.PersistedOptions{Actor: "pod-a", Clock: clock})
 	require.NoError(t, err)
 	_, _, err = controller.Acquire(bg, storage.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"}, nil)
 	require.NoError(t, err)

@@ -37,7 +37,7 @@ func Example() {
 		return
 	}
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{
 		Actor: "cluster-master", Clock: func() time.Time { return at },
 	})
 	if err != nil {

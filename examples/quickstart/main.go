@@ -72,8 +72,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 		}
 	}
 	open := func(actor string) (*transition.Persisted[state.Status], error) {
-		return transition.NewPersisted(table, store, "ex-42", transition.PersistedOptions[state.Status]{
-			Actor: actor, OnChange: []func(transition.Change[state.Status]){logChange}})
+		return transition.NewPersisted(table, store, "ex-42", transition.PersistedOptions{Actor: actor}, transition.Observers[state.Status]{OnChange: []func(transition.Change[state.Status]){logChange}})
 	}
 	// Each controller's policy: the platform restarts controllers and the
 	// work can move, so SIGTERM relocates. Its lease is how long a

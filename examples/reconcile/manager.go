@@ -264,7 +264,7 @@ func (m *manager) printView() {
 }
 
 func (m *manager) exec(uuid string) (*transition.Persisted[SimState], error) {
-	return transition.NewPersisted(m.table, m.store, uuid, transition.PersistedOptions[SimState]{Actor: fmt.Sprintf("manager-%.8s", m.cfg.UUID)})
+	return transition.NewPersisted(m.table, m.store, uuid, transition.PersistedOptions{Actor: fmt.Sprintf("manager-%.8s", m.cfg.UUID)})
 }
 
 // identityMeta is what a simulator's record keeps of its identity: the

@@ -90,7 +90,7 @@ func controller(cfg controllerConfig) (int, error) {
 		return 0, err
 	}
 	defer closeStore()
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, cfg.Execution, transition.PersistedOptions[state.Status]{Actor: cfg.Name, History: storage.MaxHistory})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, cfg.Execution, transition.PersistedOptions{Actor: cfg.Name, History: storage.MaxHistory})
 	if err != nil {
 		return 0, err
 	}

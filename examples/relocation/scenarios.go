@@ -162,7 +162,7 @@ func (s *supervisor) withStore(fn func(storage.Store) error) error {
 }
 
 func (s *supervisor) master(st storage.Store, id string) (*transition.Persisted[state.Status], error) {
-	return transition.NewPersisted(teraslice.Lifecycle(), st, id, transition.PersistedOptions[state.Status]{Actor: "master", History: storage.MaxHistory})
+	return transition.NewPersisted(teraslice.Lifecycle(), st, id, transition.PersistedOptions{Actor: "master", History: storage.MaxHistory})
 }
 
 // submit creates the execution and schedules it, as the cluster master.

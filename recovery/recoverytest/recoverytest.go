@@ -107,7 +107,7 @@ func bounded(t *testing.T) context.Context {
 // without a claim.
 func master(t *testing.T, store storage.Store, id string, s state.Status) *transition.Persisted[state.Status] {
 	t.Helper()
-	m, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: "cluster-master"})
+	m, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: "cluster-master"})
 	require.NoError(t, err)
 	_, err = m.Create(bounded(t), transition.Update[state.Status]{To: s, Reason: "submitted"})
 	require.NoError(t, err)
@@ -117,7 +117,7 @@ func master(t *testing.T, store storage.Store, id string, s state.Status) *trans
 // controller is a controller process's own handle on the execution.
 func controller(t *testing.T, store storage.Store, id, pod string) *transition.Persisted[state.Status] {
 	t.Helper()
-	c, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: pod})
+	c, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: pod})
 	require.NoError(t, err)
 	return c
 }

@@ -114,7 +114,7 @@ func startMeetingTerminalWritesNothing(t *testing.T, store storage.Store) {
 // A verdict that cannot be written (here: the record's metadata is full,
 // and the start adds to it) leaves nothing written and nothing held.
 func startWithUnwritableVerdictWritesNothing(t *testing.T, store storage.Store) {
-	m, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions[state.Status]{Actor: "cluster-master"})
+	m, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "cluster-master"})
 	require.NoError(t, err)
 	full := map[string]string{}
 	for k := range storage.MaxMetaEntries {

@@ -42,7 +42,7 @@ func Fire(ctx context.Context, store storage.Store, client int, ids []string, op
 	rng := rand.New(rand.NewPCG(seed, uint64(client)))
 	execs := map[string]*transition.Persisted[state.Status]{}
 	for _, id := range ids {
-		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: fmt.Sprint("client-", client), Retries: 50})
+		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: fmt.Sprint("client-", client), Retries: 50})
 		if err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ func Ownership(ctx context.Context, store storage.Store, client int, ids []strin
 	holder := fmt.Sprint("client-", client)
 	masters := map[string]*transition.Persisted[state.Status]{}
 	for _, id := range ids {
-		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: holder, Retries: 50})
+		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: holder, Retries: 50})
 		if err != nil {
 			return err
 		}
@@ -124,7 +124,7 @@ func Ownership(ctx context.Context, store storage.Store, client int, ids []strin
 			Holder: claim.Owner, Epoch: claim.Epoch, Call: call, Return: ret})
 	}
 	acquire := func(id string) (*transition.Persisted[state.Status], error) {
-		owned, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{Actor: holder, Retries: 50})
+		owned, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: holder, Retries: 50})
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +219,7 @@ func OwnershipExercised(ops []history.Op) error {
 func CreateAll(ctx context.Context, store storage.Store, ids []string) (map[string]uint64, error) {
 	revs := map[string]uint64{}
 	for _, id := range ids {
-		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions[state.Status]{})
+		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{})
 		if err != nil {
 			return nil, err
 		}

@@ -138,7 +138,7 @@ func subtests(t testing.TB) func(name string, property func(testing.TB)) {
 // machineFollowsTable fires random targets and compares the machine with
 // a model kept here: the current state and the one it was entered from.
 func machineFollowsTable[S comparable](t *rapid.T, table *transition.Table[S]) {
-	m, err := transition.NewMachine(table, transition.MachineOptions[S]{})
+	m, err := transition.NewMachine(table, transition.MachineOptions{})
 	if err != nil {
 		t.Fatalf("NewMachine: %v", err)
 	}
