@@ -23,12 +23,12 @@ type Doubling struct {
 
 // Delay is the wait before retry n (counted from 0).
 func (d Doubling) Delay(n int) time.Duration {
-	if n >= 0 && n < 62 {
-		if wait := d.Base << n; wait > 0 && wait < d.Max {
-			return wait
-		}
+	// Base<<n only when it cannot pass Max: a shift that overflows wraps
+	// round to any value, small and positive included.
+	if n < 0 || n >= 63 || d.Base > d.Max>>n {
+		return d.Max
 	}
-	return d.Max
+	return d.Base << n
 }
 
 // Sleep waits Delay(n), or until ctx is done: it reports whether the

@@ -19,6 +19,15 @@ func TestDelayDoublesUpToMax(t *testing.T) {
 	require.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}, got)
 }
 
+// A shift past the top of int64 wraps round; it once came back as a
+// wait just under Max, after Max (found by the property below).
+func TestDelayDoesNotWrapRound(t *testing.T) {
+	d := Doubling{Base: 8388609, Max: 2199023255553}
+	for n := 38; n < 70; n++ {
+		require.Equal(t, d.Max, d.Delay(n), "retry %d", n)
+	}
+}
+
 // Delay never overflows into a short or negative wait, however many
 // failures: it rises to Max and stays there.
 func TestDelayIsMonotoneAndBounded(t *testing.T) {
