@@ -198,7 +198,10 @@ func open(path string, opts Options, fs wal.FS) (*DB, error) {
 	if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
 		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is empty (remove it to start a new database)", path, filecheck.ErrDamaged)
 	}
-	if err := filecheck.Validate(path, !o.ReadOnly); err != nil {
+	started := time.Now()
+	if err := filecheck.Validate(path, o.Timeout); errors.Is(err, filecheck.ErrLocked) {
+		return nil, fmt.Errorf("boltstore: Open %s: %w (waited %v)", path, ErrLocked, o.Timeout)
+	} else if err != nil {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
 	// The log is named after the file itself: opened through a symbolic
@@ -214,7 +217,7 @@ func open(path string, opts Options, fs wal.FS) (*DB, error) {
 	var b *bolt.DB
 	err := filecheck.Guard(path, "Open", func() error {
 		var err error
-		b, err = bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
+		b, err = bolt.Open(path, o.Mode, &bolt.Options{Timeout: lockWait(o.Timeout, started), ReadOnly: o.ReadOnly})
 		return err
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
@@ -280,6 +283,12 @@ func open(path string, opts Options, fs wal.FS) (*DB, error) {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// lockWait is what is left of timeout since started, for bbolt's lock
+// after the check's: never zero, which bbolt takes as no timeout.
+func lockWait(timeout time.Duration, started time.Time) time.Duration {
+	return max(timeout-time.Since(started), time.Millisecond)
 }
 
 // openError makes the errors bbolt gives for a damaged file match

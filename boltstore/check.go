@@ -17,15 +17,24 @@ import (
 // decodes every record of every namespace, reads the log's segments
 // again and makes sure the ones the store writes to are still there
 // under their names, returning every problem it finds, joined (each
-// matching storage.ErrCorrupt); nil means everything reads. It is not
-// bbolt's Tx.Check, which runs in a goroutine of its own where a damaged
-// page's panic cannot be recovered and kills the process.
+// matching storage.ErrCorrupt); nil means everything reads. The file's
+// pages are read and checked as Open checks them before bbolt reads
+// them: damage done to the file while it is open is reported, not
+// handed to bbolt, which trusts the pages it reads. It is not bbolt's
+// Tx.Check, which runs in a goroutine of its own where a damaged page's
+// panic cannot be recovered and kills the process.
 func (db *DB) Check() error {
 	if db.bolt == nil {
 		return errZeroDB
 	}
 	var errs []error
+	var damaged error
 	err := db.view("Check", func(tx *bolt.Tx) error {
+		// Inside the transaction: bbolt keeps the pages it reaches
+		// from being reused while the walk reads them.
+		if damaged = filecheck.ValidateOpen(db.path); damaged != nil {
+			return nil
+		}
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			return checkBucket(b, name, &errs)
 		})
@@ -43,6 +52,9 @@ func (db *DB) Check() error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if damaged != nil {
+		return errors.Join(append(errs, fmt.Errorf("boltstore: Check %s: %w", db.path, damaged))...)
 	}
 	stores, err := db.namespaces()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/execfsm/execfsm/boltstore/internal/filecheck"
 	"github.com/execfsm/execfsm/boltstore/internal/wal"
@@ -113,13 +114,16 @@ func withFile(path string, opts Options, readOnly bool, fn func(b *bolt.DB, logP
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("boltstore: %s: %w", path, err)
 	}
-	if err := filecheck.Validate(path, !readOnly); err != nil {
+	started := time.Now()
+	if err := filecheck.Validate(path, timeout); errors.Is(err, filecheck.ErrLocked) {
+		return fmt.Errorf("boltstore: %s: %w (waited %v)", path, ErrLocked, timeout)
+	} else if err != nil {
 		return fmt.Errorf("boltstore: %s: %w", path, err)
 	}
 	var b *bolt.DB
 	err := filecheck.Guard(path, "open", func() error {
 		var err error
-		b, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
+		b, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: lockWait(timeout, started), ReadOnly: readOnly})
 		return err
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {

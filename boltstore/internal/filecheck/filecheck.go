@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"github.com/execfsm/execfsm/storage"
 )
@@ -37,51 +38,96 @@ type metaPage struct {
 }
 
 // readMeta parses the meta page at off; ok is false if it is not a valid
-// one (magic, version, checksum), as bbolt would judge it.
-func readMeta(f *os.File, off int64) (metaPage, bool) {
+// one (magic, version, checksum), as bbolt would judge it. err is a read
+// that failed, which says nothing of the file's contents.
+func readMeta(f *os.File, off int64) (m metaPage, ok bool, err error) {
 	buf := make([]byte, pageHeaderSize+metaSize)
 	if _, err := f.ReadAt(buf, off); err != nil {
-		return metaPage{}, false
+		if err == io.EOF {
+			return metaPage{}, false, nil
+		}
+		return metaPage{}, false, err
 	}
-	m := buf[pageHeaderSize:]
+	raw := buf[pageHeaderSize:]
 	le := binary.LittleEndian
 	h := fnv.New64a()
-	_, _ = h.Write(m[:metaChecksumAt])
-	if le.Uint32(m[0:]) != metaMagic || le.Uint32(m[4:]) != metaVersion || le.Uint64(m[metaChecksumAt:]) != h.Sum64() {
-		return metaPage{}, false
+	_, _ = h.Write(raw[:metaChecksumAt])
+	if le.Uint32(raw[0:]) != metaMagic || le.Uint32(raw[4:]) != metaVersion || le.Uint64(raw[metaChecksumAt:]) != h.Sum64() {
+		return metaPage{}, false, nil
 	}
-	return metaPage{pageSize: le.Uint32(m[8:]), root: le.Uint64(m[16:]), freelist: le.Uint64(m[32:]),
-		pgid: le.Uint64(m[40:]), txid: le.Uint64(m[48:])}, true
+	return metaPage{pageSize: le.Uint32(raw[8:]), root: le.Uint64(raw[16:]), freelist: le.Uint64(raw[32:]),
+		pgid: le.Uint64(raw[40:]), txid: le.Uint64(raw[48:])}, true, nil
 }
 
-// Validate checks an existing file before bbolt trusts it: bbolt reads
-// the pages its meta page names straight from memory, and a file cut short
-// (or a meta page naming pages the file does not have) makes it fault or
-// panic inside Open, where nothing can recover. With walk, a file whose
-// freelist is not stored has every tree checked too (see walkTrees):
-// bbolt walks them inside a writable Open. A missing or empty file is left
-// to Open. The error matches storage.ErrCorrupt.
-func Validate(path string, walk bool) error {
+// Validate checks an existing file before bbolt trusts it. bbolt reads
+// pages straight from memory and trusts what it finds: a file cut short,
+// a meta page naming pages the file does not have, a tree page whose
+// elements run out of it, a bucket whose value is shorter than a bucket,
+// a stored freelist naming a page in use, each makes it fault, panic
+// (in a goroutine of its own, for the tree walk of a file whose freelist
+// is not stored) or, with the race detector's pointer checks, die, or
+// later overwrite a live page. So every page reachable from the meta
+// page bbolt will use is read and checked here first (see walkTrees),
+// and the stored freelist against them (see checkFreelist): what
+// etcd's bbolt, which does not store its freelist, reads at every Open.
+//
+// It takes the file's lock shared while it reads, waiting up to timeout
+// for a writer in another process (ErrLocked then). A missing or empty
+// file is left to Open, and so is a file that cannot be read (Open
+// reports why). The error matches storage.ErrCorrupt.
+func Validate(path string, timeout time.Duration) error {
 	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
 	if err != nil {
-		return nil // let bbolt report what it makes of it
+		return nil // missing, or unreadable: let bbolt report what it makes of it
 	}
 	defer f.Close()
+	unlock, err := lockShared(f, timeout)
+	if errors.Is(err, ErrLocked) {
+		return err
+	}
+	if err != nil {
+		return nil
+	}
+	defer unlock()
+	return validate(f)
+}
+
+// ValidateOpen is Validate for a file that this process has open in
+// bbolt, called inside a read transaction of it: bbolt does not reuse a
+// page reachable from a meta page as new as the transaction's, or newer,
+// until the transaction ends, so the pages read are the ones committed.
+// It takes no lock (bbolt holds it).
+func ValidateOpen(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: reopening it to read: %v", ErrDamaged, err)
+	}
+	defer f.Close()
+	return validate(f)
+}
+
+// ErrLocked is what Validate returns when another process held the
+// file's lock for all of its timeout.
+var ErrLocked = errors.New("database file is locked by another process")
+
+func validate(f *os.File) error {
 	info, err := f.Stat()
-	if err != nil || !info.Mode().IsRegular() {
+	if err != nil || !info.Mode().IsRegular() || info.Size() == 0 {
 		return nil
 	}
 	size := info.Size()
 	// bbolt picks the valid meta page with the higher transaction id.
-	m0, ok0 := readMeta(f, 0)
+	m0, ok0, err := readMeta(f, 0)
+	if err != nil {
+		return nil
+	}
 	var m1 metaPage
 	var ok1 bool
 	for _, ps := range []int64{int64(m0.pageSize), int64(os.Getpagesize()), 4096} {
 		if ps > 0 {
-			if m1, ok1 = readMeta(f, ps); ok1 {
+			if m1, ok1, err = readMeta(f, ps); err != nil {
+				return nil
+			} else if ok1 {
 				break
 			}
 		}
@@ -103,28 +149,14 @@ func Validate(path string, walk bool) error {
 		return bad("the root page %d is past the last page %d", m.root, m.pgid)
 	case m.root < 2:
 		return bad("the root page %d is a meta page", m.root)
+	case m.freelist != noFreelist && (m.freelist < 2 || m.freelist >= m.pgid):
+		return bad("the freelist page %d is outside pages 2 to %d", m.freelist, m.pgid-1)
 	}
-	if m.freelist == noFreelist {
-		if walk {
-			return walkTrees(f, m)
-		}
-		return nil
+	w, err := walkTrees(f, m)
+	if err != nil || m.freelist == noFreelist {
+		return err
 	}
-	if m.freelist < 2 || m.freelist >= m.pgid {
-		return bad("the freelist page %d is outside pages 2 to %d", m.freelist, m.pgid)
-	}
-	hdr := make([]byte, pageHeaderSize)
-	if _, err := f.ReadAt(hdr, int64(m.freelist)*ps); err != nil && err != io.EOF {
-		return bad("reading the freelist page: %v", err)
-	}
-	flags, overflow := binary.LittleEndian.Uint16(hdr[8:]), binary.LittleEndian.Uint32(hdr[12:])
-	if flags != freelistPageFlag {
-		return bad("page %d, named as the freelist, is not one (flags %#x)", m.freelist, flags)
-	}
-	if m.freelist+uint64(overflow) >= m.pgid {
-		return bad("the freelist runs past the last page")
-	}
-	return nil
+	return w.checkFreelist(m.freelist)
 }
 
 // bad is what Validate and walkTrees return for a damaged file.

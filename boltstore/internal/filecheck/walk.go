@@ -3,6 +3,7 @@ package filecheck
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"os"
 )
@@ -25,19 +26,19 @@ const (
 
 // walkTrees checks, reading the file itself, every page bbolt reaches
 // from the root bucket of meta m, with the checks bbolt makes when it
-// rebuilds a freelist that was not stored (NoFreelistSync): each page
-// inside the file, naming itself in its header, a branch or a leaf, and
-// reached once; its elements, keys and values inside it; keys increasing
-// within a page and within the bounds its parent gives. bbolt makes those
-// checks inside Open, walking in one goroutine while the other panics on
-// what the walk reports (v1.4 panics in a goroutine of its own, v1.5 walks
-// in one): a damaged page faulting or panicking the walk of v1.5, or any
-// report of v1.4, kills the process, since nothing can recover another
-// goroutine's panic. A file that passes here gives bbolt's walk nothing to
-// report and no page to fault on. The error matches storage.ErrCorrupt.
-func walkTrees(f *os.File, m metaPage) error {
+// walks its trees (to rebuild a freelist that was not stored, or in
+// Tx.Check) and those it never makes but trusts: each page inside the
+// file, naming itself in its header, a branch or a leaf, and reached
+// once; its elements, keys and values inside it; keys increasing within
+// a page and within the bounds its parent gives; a bucket's value long
+// enough to be a bucket, and an inline bucket's page (which lives in
+// that value) a leaf whose elements stay inside the value. A file that
+// passes gives bbolt's reads no page to fault on and no element that
+// points outside its page. The walker it returns knows which pages are
+// in use, for checkFreelist. The error matches storage.ErrCorrupt.
+func walkTrees(f *os.File, m metaPage) (*treeWalker, error) {
 	w := &treeWalker{f: f, pageSize: int64(m.pageSize), pages: m.pgid, seen: make([]uint64, (m.pgid+63)/64)}
-	return w.bucket(m.root)
+	return w, w.bucket(m.root)
 }
 
 type treeWalker struct {
@@ -49,8 +50,7 @@ type treeWalker struct {
 }
 
 // bucket checks the tree of the bucket whose root page is root, then the
-// trees of the buckets stored in it (bbolt skips inline buckets, whose
-// one page lives in their value, and so does this).
+// trees of the buckets stored in it.
 func (w *treeWalker) bucket(root uint64) error {
 	var children []uint64
 	if _, err := w.tree(root, nil, nil, 0, &children); err != nil {
@@ -62,6 +62,13 @@ func (w *treeWalker) bucket(root uint64) error {
 		}
 	}
 	return nil
+}
+
+// reached marks page p reached, and says whether it was already.
+func (w *treeWalker) reached(p uint64) bool {
+	was := w.seen[p/64]&(1<<(p%64)) != 0
+	w.seen[p/64] |= 1 << (p % 64)
+	return was
 }
 
 // read returns page id and its overflow pages, marking them reached.
@@ -87,10 +94,9 @@ func (w *treeWalker) read(id uint64, depth int) ([]byte, error) {
 		return nil, bad("page %d runs past the last page", id)
 	}
 	for p := id; p <= id+overflow; p++ {
-		if w.seen[p/64]&(1<<(p%64)) != 0 {
+		if w.reached(p) {
 			return nil, bad("page %d is reached twice", p)
 		}
-		w.seen[p/64] |= 1 << (p % 64)
 	}
 	if overflow == 0 {
 		return buf, nil
@@ -111,10 +117,24 @@ func (w *treeWalker) load(id, pages uint64, depth int) ([]byte, error) {
 	return buf, nil
 }
 
+// where names a page in an error: a page of the file, or the page of an
+// inline bucket, which lives in a value in a page of the file.
+type where struct {
+	page   uint64
+	inline bool
+}
+
+func (at where) String() string {
+	if at.inline {
+		return fmt.Sprintf("an inline bucket in page %d", at.page)
+	}
+	return fmt.Sprintf("page %d", at.page)
+}
+
 // tree checks the subtree at page id, whose keys must be at least low
 // (unless nil) and below high (unless nil), as bbolt's key-order check
 // has it, and returns a copy of its largest key. Buckets stored in its
-// leaves are appended to children.
+// leaves are appended to children, or checked at once if inline.
 func (w *treeWalker) tree(id uint64, low, high []byte, depth int, children *[]uint64) ([]byte, error) {
 	if depth > maxTreeDepth {
 		return nil, bad("page %d is deeper than %d levels", id, maxTreeDepth)
@@ -123,17 +143,24 @@ func (w *treeWalker) tree(id uint64, low, high []byte, depth int, children *[]ui
 	if err != nil {
 		return nil, err
 	}
+	return w.elements(page, where{page: id}, low, high, depth, children)
+}
+
+// elements checks the elements of page, as tree has it; an inline
+// bucket's page is the rest of the bucket's value, and its elements
+// stay inside that.
+func (w *treeWalker) elements(page []byte, at where, low, high []byte, depth int, children *[]uint64) ([]byte, error) {
 	le := binary.LittleEndian
 	branch := le.Uint16(page[8:]) == branchPageFlag
 	count := int(le.Uint16(page[10:]))
 	if pageHeaderSize+count*pageElementSize > len(page) {
-		return nil, bad("page %d: %d elements do not fit in it", id, count)
+		return nil, bad("%s: %d elements do not fit in it", at, count)
 	}
 	// field returns n bytes at off bytes past element i, inside the page.
 	field := func(i int, off, n uint64) ([]byte, error) {
 		start := uint64(pageHeaderSize+i*pageElementSize) + off
-		if start+n > uint64(len(page)) {
-			return nil, bad("page %d, element %d: runs past the page", id, i)
+		if start+n > uint64(len(page)) || start+n < start {
+			return nil, bad("%s, element %d: runs past the page", at, i)
 		}
 		return page[start : start+n], nil
 	}
@@ -152,10 +179,10 @@ func (w *treeWalker) tree(id uint64, low, high []byte, depth int, children *[]ui
 			return nil, err
 		}
 		if c := bytes.Compare(running, k); (i == 0 && running != nil && c > 0) || (i > 0 && c >= 0) {
-			return nil, bad("page %d: key %d is out of order", id, i)
+			return nil, bad("%s: key %d is out of order", at, i)
 		}
 		if high != nil && bytes.Compare(k, high) >= 0 {
-			return nil, bad("page %d: key %d is past its parent's next key", id, i)
+			return nil, bad("%s: key %d is past its parent's next key", at, i)
 		}
 		e := page[pageHeaderSize+i*pageElementSize:]
 		if !branch {
@@ -168,17 +195,8 @@ func (w *treeWalker) tree(id uint64, low, high []byte, depth int, children *[]ui
 				return nil, err
 			}
 			if le.Uint32(e[0:])&bucketLeafFlag != 0 {
-				if len(v) < bucketHeaderSize {
-					return nil, bad("page %d, element %d: a bucket of %d bytes", id, i, len(v))
-				}
-				root := le.Uint64(v)
-				// An inline bucket (root 0) holds its one page in its
-				// value, after the header.
-				if root == 0 && len(v) < bucketHeaderSize+pageHeaderSize {
-					return nil, bad("page %d, element %d: a bucket of %d bytes", id, i, len(v))
-				}
-				if root != 0 {
-					*children = append(*children, root)
+				if err := w.bucketValue(v, at, i, depth, children); err != nil {
+					return nil, err
 				}
 			}
 			continue
@@ -203,4 +221,84 @@ func (w *treeWalker) tree(id uint64, low, high []byte, depth int, children *[]ui
 		return bytes.Clone(running), nil
 	}
 	return largest, nil
+}
+
+// bucketValue checks the value of element i of a leaf, marked as a
+// bucket: a bucket header (its root page, its sequence), and for an
+// inline bucket (root 0) a leaf page after it, checked now, while the
+// page that holds it is still in its buffer. bbolt reads a bucket's
+// header and an inline page wherever the value starts, trusting its
+// length; with the race detector's pointer checks, a value too short
+// for them kills the process.
+func (w *treeWalker) bucketValue(v []byte, at where, i, depth int, children *[]uint64) error {
+	if len(v) < bucketHeaderSize {
+		return bad("%s, element %d: a bucket of %d bytes", at, i, len(v))
+	}
+	root := binary.LittleEndian.Uint64(v)
+	if root != 0 {
+		*children = append(*children, root)
+		return nil
+	}
+	page := v[bucketHeaderSize:]
+	inline := where{page: at.page, inline: true}
+	switch {
+	case len(page) < pageHeaderSize:
+		return bad("%s, element %d: a bucket of %d bytes", at, i, len(v))
+	case binary.LittleEndian.Uint16(page[8:]) != leafPageFlag:
+		return bad("%s is not a leaf (flags %#x)", inline, binary.LittleEndian.Uint16(page[8:]))
+	case depth >= maxTreeDepth:
+		return bad("%s is deeper than %d levels", inline, maxTreeDepth)
+	}
+	_, err := w.elements(page, inline, nil, nil, depth+1, children)
+	return err
+}
+
+// checkFreelist checks the freelist stored at page id against the trees
+// walked: bbolt hands out the pages it names for new writes, so a page
+// it names that is in use would be overwritten, and one past the last
+// page, or named twice, breaks bbolt's own accounting. Its count is the
+// page's, or, at 0xFFFF, the first id's (bbolt's overflow convention).
+func (w *treeWalker) checkFreelist(id uint64) error {
+	for len(w.bufs) == 0 {
+		w.bufs = append(w.bufs, nil)
+	}
+	hdr, err := w.load(id, 1, 0)
+	if err != nil {
+		return err
+	}
+	le := binary.LittleEndian
+	flags, count, overflow := le.Uint16(hdr[8:]), uint64(le.Uint16(hdr[10:])), uint64(le.Uint32(hdr[12:]))
+	switch {
+	case flags != freelistPageFlag:
+		return bad("page %d, named as the freelist, is not one (flags %#x)", id, flags)
+	case id+overflow >= w.pages:
+		return bad("the freelist runs past the last page")
+	}
+	page, err := w.load(id, overflow+1, 0)
+	if err != nil {
+		return err
+	}
+	ids := page[pageHeaderSize:]
+	if count == 0xFFFF {
+		count = le.Uint64(ids)
+		ids = ids[8:]
+	}
+	if count > uint64(len(ids)/8) {
+		return bad("the freelist names %d pages, its %d pages hold %d", count, overflow+1, len(ids)/8)
+	}
+	for p := id; p <= id+overflow; p++ {
+		if w.reached(p) {
+			return bad("the freelist's page %d is in use by a tree", p)
+		}
+	}
+	for i := range count {
+		free := le.Uint64(ids[i*8:])
+		switch {
+		case free < 2 || free >= w.pages:
+			return bad("the freelist names page %d, outside pages 2 to %d", free, w.pages-1)
+		case w.reached(free):
+			return bad("the freelist names page %d, which is in use or named twice", free)
+		}
+	}
+	return nil
 }
