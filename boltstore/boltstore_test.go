@@ -77,7 +77,7 @@ func TestPersistedLifecycleOnBolt(t *testing.T) {
 	db, s := openStore(t, path, boltstore.Options{})
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
-	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
+	_, err = exec.Create(bg, transition.To(state.Pending).Because("submitted"))
 	require.NoError(t, err)
 	for _, to := range []state.Status{state.Scheduling, state.Initializing, state.Running, state.Relocating} {
 		_, err := exec.Fire(bg, to, "step")
@@ -213,7 +213,7 @@ func TestReadOnlyOpensShareTheFileReadAndRefuseWrites(t *testing.T) {
 	require.NoError(t, err)
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
-	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
+	_, err = exec.Create(bg, transition.To(state.Pending))
 	require.NoError(t, err)
 	written, err := exec.Fire(bg, state.Scheduling, "placed")
 	require.NoError(t, err)

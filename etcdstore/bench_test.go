@@ -29,7 +29,7 @@ func BenchmarkPersistedFire(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := exec.Create(bg, transition.Update[state.Status]{To: state.Running}); err != nil {
+	if _, err := exec.Create(bg, transition.To(state.Running)); err != nil {
 		b.Fatal(err)
 	}
 	targets := [2]state.Status{state.Paused, state.Running}

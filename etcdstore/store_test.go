@@ -90,7 +90,7 @@ func TestPersistedLifecycleOnEtcdUsesModRevision(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
-	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
+	_, err = exec.Create(bg, transition.To(state.Pending))
 	require.NoError(t, err)
 	c, err := exec.Fire(bg, state.Scheduling, "allocator")
 	require.NoError(t, err)
@@ -201,7 +201,7 @@ func TestLeaseExpiryLetsTheNextControllerTakeOverAndFencesTheOldOne(t *testing.T
 	s := newStore(t, etcdstore.Options{})
 	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
-	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
+	_, err = master.Create(bg, transition.To(state.Running))
 	require.NoError(t, err)
 
 	// Controller A has its own client: its death is that client going.
@@ -303,7 +303,7 @@ func TestClusterKeepsEveryAcknowledgedWriteWhenTheLeaderStops(t *testing.T) {
 				to := []state.Status{state.Paused, state.Running}[k%2]
 				_, _, err := exec.Apply(bg, func(cur state.Status, rec storage.Record) (transition.Update[state.Status], error) {
 					n, _ := strconv.Atoi(rec.Meta["n"])
-					return transition.Update[state.Status]{To: to, Reason: "toggle", Meta: map[string]string{"n": strconv.Itoa(n + 1)}}, nil
+					return transition.To(to).Because("toggle").Set("n", strconv.Itoa(n+1)), nil
 				})
 				if err != nil {
 					failed[w].Add(1) // may or may not have landed: etcd could not say in time

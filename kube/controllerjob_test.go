@@ -197,7 +197,7 @@ func submit(t *testing.T, ns string, limit int32) (*transition.Persisted[state.S
 	s := newStoreIn(t, ns)
 	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-42", transition.PersistedOptions{Actor: "cluster-master", History: storage.MaxHistory})
 	require.NoError(t, err)
-	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted", Meta: map[string]string{recovery.MetaRelocatable: "true"}})
+	_, err = master.Create(bg, transition.To(state.Pending).Because("submitted").Set(recovery.MetaRelocatable, "true"))
 	require.NoError(t, err)
 	for _, to := range []state.Status{state.Scheduling, state.Initializing} {
 		_, err := master.Fire(bg, to, "cluster master")

@@ -57,7 +57,7 @@ func TestExpiredLeaseIsTakenOverAndTheOldHolderFenced(t *testing.T) {
 	s := newStore(t)
 	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
-	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
+	_, err = master.Create(bg, transition.To(state.Running))
 	require.NoError(t, err)
 	podA := takenOver(t, s, "ex-1", "pod-a", lease("pod-a", 10*time.Second))
 	// pod-a dies: make its Lease look unrenewed for longer than its
@@ -142,7 +142,7 @@ func TestAcquireWhoseRecordWriteConflictsStillTakesOver(t *testing.T) {
 	s := newStore(t)
 	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
-	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Pending})
+	_, err = master.Create(bg, transition.To(state.Pending))
 	require.NoError(t, err)
 	writes := 0
 	kube.SetBeforeTakeOverWrite(s, func() {

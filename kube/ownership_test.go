@@ -57,7 +57,7 @@ func TestAStartMeetingATerminalStatusBetweenTheLeaseAndTheRecordWritesNothing(t 
 	s := newStore(t)
 	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
-	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
+	_, err = master.Create(bg, transition.To(state.Running))
 	require.NoError(t, err)
 	var failed storage.Record
 	kube.SetBeforeTakeOverWrite(s, func() {
@@ -128,7 +128,7 @@ func TestAnAcquireDuringATakeOverThatFailsIsNotToldHeld(t *testing.T) {
 	s := newStore(t)
 	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
-	_, err = master.Create(bg, transition.Update[state.Status]{To: state.Running})
+	_, err = master.Create(bg, transition.To(state.Running))
 	require.NoError(t, err)
 	rec, err := s.Get(bg, "ex-1")
 	require.NoError(t, err)

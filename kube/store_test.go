@@ -133,7 +133,7 @@ func TestPersistedLifecycleOnKubernetes(t *testing.T) {
 	s := newStore(t)
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
-	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
+	_, err = exec.Create(bg, transition.To(state.Pending))
 	require.NoError(t, err)
 	for _, to := range []state.Status{state.Scheduling, state.Initializing, state.Running, state.Relocating, state.Running} {
 		_, err := exec.Fire(bg, to, "step")

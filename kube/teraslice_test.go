@@ -24,7 +24,7 @@ func TestTerasliceControllerRelocatesAndSurvivesOOMWithinItsBudgetOnKubernetes(t
 	s := newStoreIn(t, ns)
 	exec0, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-42", transition.PersistedOptions{Actor: "cluster-master"})
 	require.NoError(t, err)
-	_, err = exec0.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
+	_, err = exec0.Create(bg, transition.To(state.Pending).Because("submitted"))
 	require.NoError(t, err)
 	for _, to := range []state.Status{state.Scheduling, state.Initializing} {
 		_, err := exec0.Fire(bg, to, "cluster master")

@@ -235,7 +235,7 @@ func loadOrCreate(ctx context.Context, p *transition.Persisted[string]) (string,
 		return cur, err
 	}
 	initial := p.Table().Initial()
-	_, err = p.Create(ctx, transition.Update[string]{To: initial, Reason: "created"})
+	_, err = p.Create(ctx, transition.To(initial).Because("created"))
 	if errors.Is(err, storage.ErrExists) { // created meanwhile by another process
 		cur, _, err = p.Load(ctx)
 		return cur, err
@@ -329,7 +329,7 @@ func (f *FSM) write(ctx context.Context, mv move) error {
 		if cur != mv.src {
 			return transition.Update[string]{}, &StaleError{ID: f.p.ID(), Event: mv.event, Memory: mv.src, Stored: cur}
 		}
-		return transition.Update[string]{To: mv.dst, Reason: mv.event}, nil
+		return transition.To(mv.dst).Because(mv.event), nil
 	})
 	if err != nil {
 		return fmt.Errorf("looplabfsm: event %q (%s → %s) not written: %w", mv.event, mv.src, mv.dst, err)

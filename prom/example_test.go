@@ -32,7 +32,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	if _, err := exec.Create(ctx, transition.Update[state.Status]{To: state.Pending}); err != nil {
+	if _, err := exec.Create(ctx, transition.To(state.Pending)); err != nil {
 		fmt.Println(err)
 		return
 	}

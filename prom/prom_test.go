@@ -61,7 +61,7 @@ func execution(t *testing.T, store storage.Store, id string, s state.Status, opt
 	t.Helper()
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, opts, observers...)
 	require.NoError(t, err)
-	_, err = exec.Create(bg, transition.Update[state.Status]{To: s, Reason: "test"})
+	_, err = exec.Create(bg, transition.To(s).Because("test"))
 	require.NoError(t, err)
 	return exec
 }
@@ -79,7 +79,7 @@ func TestTransitionsAreCountedByFromToAndResult(t *testing.T) {
 	store := storage.NewMemory()
 	exec, err := transition.NewPersisted(guarded, store, "ex-1", transition.PersistedOptions{Actor: "pod-a", Retries: transition.NoRetries}, counts.Observers())
 	require.NoError(t, err)
-	_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending})
+	_, err = exec.Create(bg, transition.To(state.Pending))
 	require.NoError(t, err)
 	for _, to := range []state.Status{state.Scheduling, state.Initializing, state.Running} {
 		_, err = exec.Fire(bg, to, "")
@@ -95,7 +95,7 @@ func TestTransitionsAreCountedByFromToAndResult(t *testing.T) {
 	master, err := transition.NewPersisted(guarded, store, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
 	_, _, err = master.Apply(bg, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
-		return transition.Update[state.Status]{To: cur, Meta: map[string]string{"note": "x"}}, nil
+		return transition.To(cur).Set("note", "x"), nil
 	})
 	require.NoError(t, err)
 	_, err = exec.Fire(bg, state.Failing, "")

@@ -99,7 +99,7 @@ func (c *controller) Reconcile(ctx context.Context, k string) (reconcile.Result,
 		c.mu.Unlock()
 		return reconcile.Result{}, c.remember(ctx, k, false)
 	}
-	if _, err := exec.Create(ctx, transition.Update[string]{To: want, Reason: "adopted"}); err != nil && !errors.Is(err, storage.ErrExists) {
+	if _, err := exec.Create(ctx, transition.To(want).Because("adopted")); err != nil && !errors.Is(err, storage.ErrExists) {
 		return reconcile.Result{}, err
 	}
 	if _, err := exec.Fire(ctx, want, "world says so"); err != nil {
@@ -117,11 +117,11 @@ func (c *controller) remember(ctx context.Context, k string, known bool) error {
 	if err != nil {
 		return err
 	}
-	if _, err := mgr.Create(ctx, transition.Update[string]{To: "running"}); err != nil && !errors.Is(err, storage.ErrExists) {
+	if _, err := mgr.Create(ctx, transition.To("running")); err != nil && !errors.Is(err, storage.ErrExists) {
 		return err
 	}
 	_, _, err = mgr.Apply(ctx, func(cur string, _ storage.Record) (transition.Update[string], error) {
-		u := transition.Update[string]{To: cur}
+		u := transition.To(cur)
 		if known {
 			u.Meta = map[string]string{k: "1"}
 		} else {

@@ -132,7 +132,7 @@ func TestStoreEventsLeaveOutTheControllersOwnWrites(t *testing.T) {
 		return p
 	}
 	master := handle("ex-1", "master")
-	_, err = master.Create(ctx, transition.Update[string]{To: "idle"})
+	_, err = master.Create(ctx, transition.To("idle"))
 	require.NoError(t, err)
 	require.Equal(t, "ex-1", testwait.Recv(t, keys, "the master's creation"))
 
@@ -155,7 +155,7 @@ func TestStoreEventsLeaveOutTheControllersOwnWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ex-1", testwait.Recv(t, keys, "the master's second write"))
 	other := handle("ex-2", "master") // a barrier: events come in revision order
-	_, err = other.Create(ctx, transition.Update[string]{To: "idle"})
+	_, err = other.Create(ctx, transition.To("idle"))
 	require.NoError(t, err)
 	require.Equal(t, "ex-2", testwait.Recv(t, keys, "the barrier"))
 
@@ -182,7 +182,7 @@ func TestALoopOnItsOwnWritesHonoursRequeueAfter(t *testing.T) {
 	require.NoError(t, err)
 	master, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
-	_, err = master.Create(ctx, transition.Update[string]{To: "idle"})
+	_, err = master.Create(ctx, transition.To("idle"))
 	require.NoError(t, err)
 	keys, err := reconcile.StoreEvents(ctx, store, reconcile.StoreEventsOptions{From: 1, SkipWritesBy: "ctl"})
 	require.NoError(t, err)

@@ -55,7 +55,7 @@ func ExampleTerminate() {
 func ExampleReaper() {
 	store := storage.NewMemory()
 	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Clock: func() time.Time { return time.Now().Add(-time.Hour) }})
-	_, _ = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Relocating})
+	_, _ = exec.Create(context.Background(), transition.To(state.Relocating))
 
 	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{})
 	if err != nil {
@@ -151,7 +151,7 @@ func ExampleRerun() {
 		return exec
 	}
 	failed := open("ex-1")
-	_, _ = failed.Create(ctx, transition.Update[state.Status]{To: state.Failed, Reason: "slice failures"})
+	_, _ = failed.Create(ctx, transition.To(state.Failed).Because("slice failures"))
 
 	rec, err := recovery.Rerun(ctx, teraslice.Roles(), failed, open("ex-2"), recovery.RerunOptions{SliceType: "failed"})
 	if err != nil {

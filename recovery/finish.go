@@ -194,7 +194,7 @@ func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 		case EndKeep:
 			return transition.Update[S]{To: cur, Meta: meta}, nil
 		}
-		return transition.Update[S]{To: cur}, nil // leave: write nothing
+		return transition.To(cur), nil // leave: write nothing
 	})
 	if why, ok := fencedReason(err); ok {
 		return End[S]{Kind: EndLeave, From: end.From, To: end.From, Reason: why}, nil

@@ -115,7 +115,7 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 		r.forget(id)
 		if left > 0 {
 			wait = left
-			return transition.Update[S]{To: cur}, nil
+			return transition.To(cur), nil
 		}
 		enforced = Enforced[S]{ID: id, From: cur, To: dl.Then, Deadline: dl.After, Overdue: -left}
 		return deadlineUpdate(r.roles, rec, dl, at), nil
@@ -140,7 +140,7 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 // own: a running state whose claim nobody holds ends once it has gone
 // unheld for the Abandoned time.
 func (r *Reaper[S]) abandoned(ctx context.Context, cur S, rec storage.Record, at time.Time, wait *time.Duration, enforced *Enforced[S]) (transition.Update[S], error) {
-	keep := transition.Update[S]{To: cur}
+	keep := transition.To(cur)
 	after := r.abandonAfter
 	if role, _ := r.roles.Role(cur); role != RoleRunning || rec.Owner == "" || after < 0 {
 		r.forget(rec.ID)

@@ -114,7 +114,7 @@ func TestReaperKeepsTheRecordsTrailLength(t *testing.T) {
 	then := clock.Now().Add(-time.Hour)
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{History: 100, Clock: func() time.Time { return then }})
 	require.NoError(t, err)
-	_, err = exec.Create(ctx, transition.Update[state.Status]{To: state.Running})
+	_, err = exec.Create(ctx, transition.To(state.Running))
 	require.NoError(t, err)
 	for k := range 34 {
 		to := state.Paused

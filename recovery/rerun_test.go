@@ -17,7 +17,7 @@ import (
 func execIn(t *testing.T, store storage.Store, id string, s state.Status) *transition.Persisted[state.Status] {
 	t.Helper()
 	exec := handle(t, store, id, "master")
-	_, err := exec.Create(context.Background(), transition.Update[state.Status]{To: s, Reason: "test"})
+	_, err := exec.Create(context.Background(), transition.To(s).Because("test"))
 	require.NoError(t, err)
 	return exec
 }

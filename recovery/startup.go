@@ -236,7 +236,7 @@ func deadline[S comparable](rec storage.Record, cur S, d Deadlines[S], now time.
 // the record's metadata.
 func deadlineUpdate[S comparable](roles *Roles[S], rec storage.Record, dl Deadline[S], now time.Time) transition.Update[S] {
 	reason := fmt.Sprintf("%s for %v, past its deadline of %v", rec.Status, now.Sub(since(rec)).Round(time.Second), dl.After)
-	u := transition.Update[S]{To: dl.Then, Reason: reason}
+	u := transition.To(dl.Then).Because(reason)
 	if !roles.stopEnd(dl.Then) {
 		u.Meta = map[string]string{MetaFailure: reason}
 	}

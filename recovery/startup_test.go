@@ -241,7 +241,7 @@ func newExecution(t *testing.T, s state.Status, clock func() time.Time) (*transi
 	store := storage.NewMemory()
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Clock: clock})
 	require.NoError(t, err)
-	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: s, Reason: "test"})
+	_, err = exec.Create(context.Background(), transition.To(s).Because("test"))
 	require.NoError(t, err)
 	clocks.Store(exec, clock)
 	return exec, store
@@ -359,7 +359,7 @@ func TestDeciderStartWritesNothingWhenTheExecutionEndedMeanwhile(t *testing.T) {
 	store := &stoppingOnAcquire{Memory: storage.NewMemory()}
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
-	_, err = exec.Create(context.Background(), transition.Update[state.Status]{To: state.Stopping})
+	_, err = exec.Create(context.Background(), transition.To(state.Stopping))
 	require.NoError(t, err)
 	store.master, err = transition.NewPersisted(teraslice.Lifecycle(), store.Memory, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)

@@ -166,9 +166,9 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 		}
 		final = a
 		if a.Kind == ActionRelocate {
-			return transition.Update[S]{To: roles.relocating, Reason: a.Reason}, nil
+			return transition.To(roles.relocating).Because(a.Reason), nil
 		}
-		return transition.Update[S]{To: cur}, nil // decided otherwise on the fresh record: write nothing
+		return transition.To(cur), nil // decided otherwise on the fresh record: write nothing
 	})
 	if why, ok := fencedReason(err); ok {
 		leave := Action{Kind: ActionLeave, Reason: why}

@@ -317,7 +317,7 @@ func childLeaseHolder(ctx context.Context, spec childSpec) error {
 		default:
 		}
 		c, _, err := exec.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
-			return transition.Update[state.Status]{To: cur, Meta: map[string]string{"n": strconv.Itoa(n)}}, nil
+			return transition.To(cur).Set("n", strconv.Itoa(n)), nil
 		})
 		switch {
 		case err == nil:

@@ -47,7 +47,7 @@ func runLoad(t testing.TB, store storage.Store, prefix string, executions, steps
 		keys[k] = fmt.Sprintf("%s-%05d", prefix, k)
 		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, keys[k], transition.PersistedOptions{History: 4})
 		require.NoError(t, err)
-		_, err = p.Create(context.Background(), transition.Update[state.Status]{To: state.Running, Meta: map[string]string{metaStep: "0"}})
+		_, err = p.Create(context.Background(), transition.To(state.Running).Set(metaStep, "0"))
 		require.NoError(t, err)
 	}
 	var mu sync.Mutex
@@ -70,14 +70,14 @@ func runLoad(t testing.TB, store storage.Store, prefix string, executions, steps
 			n, _ := strconv.Atoi(rec.Meta[metaStep])
 			if n >= steps {
 				done = true
-				return transition.Update[state.Status]{To: cur}, nil
+				return transition.To(cur), nil
 			}
 			to := state.Paused
 			if cur == state.Paused {
 				to = state.Running
 			}
 			done = n+1 >= steps
-			return transition.Update[state.Status]{To: to, Reason: "load", Meta: map[string]string{metaStep: strconv.Itoa(n + 1)}}, nil
+			return transition.To(to).Because("load").Set(metaStep, strconv.Itoa(n+1)), nil
 		})
 		if err != nil {
 			return reconcile.Result{}, err

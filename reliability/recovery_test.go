@@ -67,7 +67,7 @@ func childRecover(ctx context.Context, spec childSpec) error {
 			return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("%s was never adopted", key))
 		}
 		_, _, err := p.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
-			return transition.Update[state.Status]{To: cur}, nil // the world agrees: nothing to write
+			return transition.To(cur), nil // the world agrees: nothing to write
 		})
 		if err == nil {
 			reconciled.Add(1)

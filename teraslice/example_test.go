@@ -30,7 +30,7 @@ func Example_relocation() {
 	table := teraslice.Lifecycle()
 	store := storage.NewMemory()
 	master, _ := transition.NewPersisted(table, store, "ex-42", transition.PersistedOptions{Actor: "master"})
-	_, _ = master.Create(ctx, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
+	_, _ = master.Create(ctx, transition.To(state.Pending).Because("submitted"))
 	_, _ = master.Fire(ctx, state.Scheduling, "allocator dequeued it")
 	_, _ = master.Fire(ctx, state.Initializing, "controller placed")
 

@@ -162,7 +162,7 @@ func BenchmarkPersistedFireMemoryStore(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := p.Create(ctx, transition.Update[state.Status]{To: state.Running}); err != nil {
+	if _, err := p.Create(ctx, transition.To(state.Running)); err != nil {
 		b.Fatal(err)
 	}
 	targets := [2]state.Status{state.Paused, state.Running}

@@ -29,7 +29,7 @@ func TestPersistedTellsOnFailureOfEveryFailedMove(t *testing.T) {
 	opts, observers := transition.PersistedOptions{Actor: "ctl", Clock: fixedClock()}, transition.Observers[Job]{OnFailure: []func(transition.Failure[Job]){seen.observe}}
 	p, err := transition.NewPersisted(table, store, "ex-1", opts, observers)
 	require.NoError(t, err)
-	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
+	_, err = p.Create(bg, transition.To(Queued))
 	require.NoError(t, err)
 
 	_, err = p.Fire(bg, Done, "skip the work")
@@ -88,7 +88,7 @@ func TestPersistedTellsOnFailureOfAConflictOnlyWhenTheRetriesRunOut(t *testing.T
 			store := &interfering{Store: mem, n: interferences, write: func() {
 				n++
 				_, _, err := base.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
-					return transition.Update[Job]{To: cur, Meta: map[string]string{"n": fmt.Sprint(n)}}, nil
+					return transition.To(cur).Set("n", fmt.Sprint(n)), nil
 				})
 				require.NoError(t, err)
 			}}

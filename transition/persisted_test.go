@@ -107,7 +107,7 @@ func TestPersistedCreatesFiresAndLoads(t *testing.T) {
 	last, _ := loaded.History.Last()
 	require.Equal(t, storage.Entry{From: "queued", To: "working", Reason: "controller ready", Actor: "master", At: c.At, Revision: rec.Revision}, last)
 
-	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
+	_, err = p.Create(bg, transition.To(Queued))
 	require.ErrorIs(t, err, storage.ErrExists)
 }
 
@@ -131,7 +131,7 @@ func TestPersistedRefusedMovesWriteNothing(t *testing.T) {
 	store := storage.NewMemory()
 	p, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
-	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
+	_, err = p.Create(bg, transition.To(Queued))
 	require.NoError(t, err)
 
 	_, err = p.Fire(bg, Done, "skip the work")
@@ -173,7 +173,7 @@ func TestPersistedReturnEdgeLeadsBackToTheRecordedPreviousState(t *testing.T) {
 func TestPersistedRecordCreatedInARememberingStateCannotReturn(t *testing.T) {
 	store := storage.NewMemory()
 	p := newJob(t, store, transition.PersistedOptions{})
-	_, err := p.Create(bg, transition.Update[Job]{To: Moving, Reason: "adopted mid-move"})
+	_, err := p.Create(bg, transition.To(Moving).Because("adopted mid-move"))
 	require.NoError(t, err)
 	_, err = p.Fire(bg, Work, "")
 	require.ErrorIs(t, err, transition.ErrNotAllowed)
@@ -227,7 +227,7 @@ func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {
 	p, store := created(t, transition.PersistedOptions{})
 	_, rec, err := p.Apply(bg, func(cur Job, rec storage.Record) (transition.Update[Job], error) {
 		require.Equal(t, "alice", rec.Meta["owner"])
-		return transition.Update[Job]{To: Work, Reason: "started", Meta: map[string]string{"restarts": "0"}, Unset: []string{"owner"}}, nil
+		return transition.To(Work).Because("started").Set("restarts", "0").Remove("owner"), nil
 	})
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"restarts": "0"}, rec.Meta)
@@ -235,7 +235,7 @@ func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {
 
 	// A metadata-only update writes, keeps the state and the reason.
 	c, rec2, err := p.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
-		return transition.Update[Job]{To: cur, Meta: map[string]string{"restarts": "1"}}, nil
+		return transition.To(cur).Set("restarts", "1"), nil
 	})
 	require.NoError(t, err)
 	require.False(t, c.Changed())
@@ -245,7 +245,7 @@ func TestPersistedMetaIsMergedInTheSameWrite(t *testing.T) {
 
 	// Setting what is already there writes nothing.
 	_, rec3, err := p.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
-		return transition.Update[Job]{To: cur, Meta: map[string]string{"restarts": "1"}, Unset: []string{"absent"}}, nil
+		return transition.To(cur).Set("restarts", "1").Remove("absent"), nil
 	})
 	require.NoError(t, err)
 	require.Equal(t, rec2.Revision, rec3.Revision)
@@ -456,7 +456,7 @@ func TestPersistedAcquireMakesTheMoveInTheSameWrite(t *testing.T) {
 	before = mustGet(t, store)
 	q := newJob(t, store, transition.PersistedOptions{Actor: "pod-b"})
 	_, _, err = q.Acquire(bg, lease("pod-b"), func(Job, storage.Record) (transition.Update[Job], error) {
-		return transition.Update[Job]{To: Queued}, nil
+		return transition.To(Queued), nil
 	})
 	require.ErrorIs(t, err, transition.ErrNotAllowed)
 	veto := errors.New("veto")
@@ -500,7 +500,7 @@ func (s unnoticing) Acquire(ctx context.Context, id string, l storage.Lease) (st
 func TestPersistedFencesByEpochAnOwnerThatHasNotNoticedItsLoss(t *testing.T) {
 	store := unnoticing{storage.NewMemory()}
 	master := newJob(t, store, transition.PersistedOptions{})
-	_, err := master.Create(bg, transition.Update[Job]{To: Queued})
+	_, err := master.Create(bg, transition.To(Queued))
 	require.NoError(t, err)
 	podA, _ := controllerOf(t, store, lease("pod-a"))
 	require.NoError(t, podA.Ownership().Release(bg))
@@ -547,7 +547,7 @@ func TestPersistedObserversRunOneAtATime(t *testing.T) {
 			defer wg.Done()
 			for k := range 200 {
 				_, _, err := owner.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
-					return transition.Update[Job]{To: cur, Meta: map[string]string{"n": fmt.Sprint(k)}}, nil
+					return transition.To(cur).Set("n", fmt.Sprint(k)), nil
 				})
 				if err != nil {
 					t.Error(err)
@@ -603,9 +603,9 @@ func TestPersistedApplyDecidesAgainOnTheFreshRecord(t *testing.T) {
 	c, rec, err := controller.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
 		saw = append(saw, cur)
 		if cur == Halt {
-			return transition.Update[Job]{To: Done, Reason: "SIGTERM while halting: shut down"}, nil
+			return transition.To(Done).Because("SIGTERM while halting: shut down"), nil
 		}
-		return transition.Update[Job]{To: Moving, Reason: "SIGTERM: relocate"}, nil
+		return transition.To(Moving).Because("SIGTERM: relocate"), nil
 	})
 	require.NoError(t, err)
 	require.Equal(t, []Job{Work, Halt}, saw, "the lost race is decided again on the fresh record")
@@ -619,7 +619,7 @@ func TestPersistedGivesUpAfterItsRetries(t *testing.T) {
 	store := &interfering{Store: mem, n: 100, write: func() {
 		n++
 		_, _, err := base.Apply(bg, func(cur Job, _ storage.Record) (transition.Update[Job], error) {
-			return transition.Update[Job]{To: cur, Meta: map[string]string{"n": fmt.Sprint(n)}}, nil
+			return transition.To(cur).Set("n", fmt.Sprint(n)), nil
 		})
 		require.NoError(t, err)
 	}}
@@ -661,7 +661,7 @@ func TestPersistedConcurrentWritersStateMachine(t *testing.T) {
 			require.NoError(rt, err)
 			handles[k] = p
 		}
-		_, err := handles[0].Create(bg, transition.Update[Job]{To: Queued})
+		_, err := handles[0].Create(bg, transition.To(Queued))
 		require.NoError(rt, err)
 		cur, prev, hasPrev := Queued, Job(""), false
 		legal := func(to Job) bool {
@@ -752,7 +752,7 @@ func ExamplePersisted() {
 	store := storage.NewMemory()
 	master, _ := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{Actor: "master"})
 	ctx := context.Background()
-	_, _ = master.Create(ctx, transition.Update[string]{To: "queued", Reason: "submitted"})
+	_, _ = master.Create(ctx, transition.To("queued").Because("submitted"))
 
 	// A controller takes the execution over through a handle of its own.
 	// While it lives nobody else can; when it is gone (here: it released
@@ -860,7 +860,7 @@ func TestPersistedGuardsAndDecideMayCallBackIntoTheirPersisted(t *testing.T) {
 	require.NoError(t, err)
 	p, err = transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{})
 	require.NoError(t, err)
-	_, err = p.Create(bg, transition.Update[Job]{To: Queued})
+	_, err = p.Create(bg, transition.To(Queued))
 	require.NoError(t, err)
 
 	done := make(chan error, 1)
@@ -881,7 +881,7 @@ func TestPersistedGuardsAndDecideMayCallBackIntoTheirPersisted(t *testing.T) {
 					return transition.Update[Job]{}, err
 				}
 			}
-			return transition.Update[Job]{To: Work, Reason: "back to work"}, nil
+			return transition.To(Work).Because("back to work"), nil
 		})
 		done <- err
 	}()
@@ -891,4 +891,45 @@ func TestPersistedGuardsAndDecideMayCallBackIntoTheirPersisted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Work, cur)
 	require.Equal(t, "held", rec.Previous)
+}
+
+// An update built from another leaves the first as it was: Set copies
+// the metadata, Remove the keys, so a shared base update is safe to
+// extend in many places.
+func TestAnUpdateBuiltFromAnotherLeavesItAsItWas(t *testing.T) {
+	base := transition.To(Queued).Because("submitted").Set("owner", "alice").Remove("draft")
+	one := base.Set("owner", "bob").Remove("a")
+	two := base.Set("node", "n1").Remove("b")
+	require.Equal(t, transition.Update[Job]{To: Queued, Reason: "submitted", Meta: map[string]string{"owner": "alice"}, Unset: []string{"draft"}}, base)
+	require.Equal(t, map[string]string{"owner": "bob"}, one.Meta)
+	require.Equal(t, []string{"draft", "a"}, one.Unset)
+	require.Equal(t, map[string]string{"owner": "alice", "node": "n1"}, two.Meta)
+	require.Equal(t, []string{"draft", "b"}, two.Unset)
+
+	p := newJob(t, storage.NewMemory(), transition.PersistedOptions{})
+	rec, err := p.Create(bg, one)
+	require.NoError(t, err)
+	require.Equal(t, "submitted", rec.Reason)
+	require.Equal(t, map[string]string{"owner": "bob"}, rec.Meta)
+}
+
+func ExampleTo() {
+	table, err := transition.New("queued").Allow("queued", "working").Terminal("working").Build()
+	if err != nil {
+		panic(err)
+	}
+	p, err := transition.NewPersisted(table, storage.NewMemory(), "ex-1", transition.PersistedOptions{Actor: "master"})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	_, _ = p.Create(ctx, transition.To("queued").Because("submitted").Set("owner", "alice"))
+	// A decision returns an update: here the move, one entry set and
+	// one removed, in one write.
+	_, rec, _ := p.Apply(ctx, func(cur string, rec storage.Record) (transition.Update[string], error) {
+		return transition.To("working").Because("picked up").Set("node", "n1").Remove("owner"), nil
+	})
+	fmt.Println(rec.Status, rec.Reason, rec.Meta)
+	// Output:
+	// working picked up map[node:n1]
 }

@@ -30,10 +30,10 @@ func TestZeroValuesFailWithAnErrorNotAPanicOrAHang(t *testing.T) {
 	_, err = p.Fire(ctx, Running, "")
 	require.ErrorContains(t, err, "NewPersisted")
 	_, _, err = p.Apply(ctx, func(SimState, storage.Record) (transition.Update[SimState], error) {
-		return transition.Update[SimState]{To: Running}, nil
+		return transition.To(Running), nil
 	})
 	require.ErrorContains(t, err, "NewPersisted")
-	_, err = p.Create(ctx, transition.Update[SimState]{To: Idle})
+	_, err = p.Create(ctx, transition.To(Idle))
 	require.ErrorContains(t, err, "NewPersisted")
 	_, _, err = p.Acquire(ctx, storage.Lease{Holder: "pod-a", TTL: time.Minute}, nil)
 	require.ErrorContains(t, err, "NewPersisted")

@@ -133,7 +133,7 @@ func populate(t *testing.T, store storage.Store) {
 	move := func(id string, path ...state.Status) *transition.Persisted[state.Status] {
 		exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, opts)
 		require.NoError(t, err)
-		_, err = exec.Create(bg, transition.Update[state.Status]{To: state.Pending, Reason: "submitted"})
+		_, err = exec.Create(bg, transition.To(state.Pending).Because("submitted"))
 		require.NoError(t, err)
 		for _, s := range path {
 			_, err = exec.Fire(bg, s, "")

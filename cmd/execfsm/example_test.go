@@ -44,7 +44,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	if _, err := exec.Create(context.Background(), transition.Update[state.Status]{To: state.Pending, Reason: "submitted"}); err != nil {
+	if _, err := exec.Create(context.Background(), transition.To(state.Pending).Because("submitted")); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -90,8 +90,8 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	fmt.Fprintln(w, "\nOne execution, start to finish:")
 	// The master validated the job: it records that its work can move,
 	// for operators and for a controller that cannot ask its work yet.
-	relocatable := map[string]string{recovery.MetaRelocatable: "true"}
-	if _, err := master.Create(ctx, transition.Update[state.Status]{To: state.Pending, Reason: "job submitted", Meta: relocatable}); err != nil {
+	submitted := transition.To(state.Pending).Because("job submitted").Set(recovery.MetaRelocatable, "true")
+	if _, err := master.Create(ctx, submitted); err != nil {
 		return err
 	}
 	if err := fire(ctx, master, state.Scheduling, "allocator dequeued it"); err != nil {

@@ -141,7 +141,7 @@ func controller(cfg controllerConfig) (int, error) {
 
 	checkpoint := func(ctx context.Context) error {
 		_, _, err := exec.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
-			return transition.Update[state.Status]{To: cur, Meta: map[string]string{metaSlices: strconv.Itoa(work.done)}}, nil
+			return transition.To(cur).Set(metaSlices, strconv.Itoa(work.done)), nil
 		})
 		return err
 	}

@@ -174,8 +174,8 @@ func (s *supervisor) submit(ctx context.Context, id string) error {
 		}
 		// Recorded at creation as Teraslice's master does after validating
 		// the job; each controller refreshes it from its work on startup.
-		relocatable := map[string]string{recovery.MetaRelocatable: "true"}
-		if _, err := m.Create(ctx, transition.Update[state.Status]{To: state.Pending, Reason: "job submitted", Meta: relocatable}); err != nil {
+		submitted := transition.To(state.Pending).Because("job submitted").Set(recovery.MetaRelocatable, "true")
+		if _, err := m.Create(ctx, submitted); err != nil {
 			return err
 		}
 		if _, err := m.Fire(ctx, state.Scheduling, "allocator dequeued it"); err != nil {

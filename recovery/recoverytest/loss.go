@@ -77,7 +77,7 @@ func WriteHeldInAGuard(t *testing.T, store storage.Store, outage Outage) {
 	table := guarded(t, entered, proceed)
 	m, err := transition.NewPersisted(table, store, "ex-guarded", transition.PersistedOptions{Actor: "cluster-master"})
 	require.NoError(t, err)
-	_, err = m.Create(bounded(t), transition.Update[string]{To: "running", Reason: "submitted"})
+	_, err = m.Create(bounded(t), transition.To("running").Because("submitted"))
 	require.NoError(t, err)
 	exec, err := transition.NewPersisted(table, store, "ex-guarded", transition.PersistedOptions{Actor: "pod-a"})
 	require.NoError(t, err)

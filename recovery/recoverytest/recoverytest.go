@@ -109,7 +109,7 @@ func master(t *testing.T, store storage.Store, id string, s state.Status) *trans
 	t.Helper()
 	m, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: "cluster-master"})
 	require.NoError(t, err)
-	_, err = m.Create(bounded(t), transition.Update[state.Status]{To: s, Reason: "submitted"})
+	_, err = m.Create(bounded(t), transition.To(s).Because("submitted"))
 	require.NoError(t, err)
 	return m
 }

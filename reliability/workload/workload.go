@@ -223,7 +223,7 @@ func CreateAll(ctx context.Context, store storage.Store, ids []string) (map[stri
 		if err != nil {
 			return nil, err
 		}
-		rec, err := p.Create(ctx, transition.Update[state.Status]{To: state.Pending})
+		rec, err := p.Create(ctx, transition.To(state.Pending))
 		if err != nil {
 			return nil, err
 		}
