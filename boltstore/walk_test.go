@@ -82,12 +82,7 @@ func recordsRoot(t *testing.T, data []byte) (boltFile, uint64) {
 // that lives to say so. A good file opens.
 func TestDamagedTreesAreRefusedAtOpenBeforeBboltReadsThem(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "good")
-	db, s := openStore(t, path, boltstore.Options{})
-	for k := range 300 {
-		_, err := s.Create(bg, storage.Record{ID: fmt.Sprintf("ex-%03d", k), Status: "running", Reason: strings.Repeat("r", 300)})
-		require.NoError(t, err)
-	}
-	require.NoError(t, db.Close())
+	writeBranched(t, path)
 	written, err := os.ReadFile(path)
 	require.NoError(t, err)
 	for _, noFreelistSync := range []bool{false, true} {
@@ -185,13 +180,8 @@ func damagedTrees(t *testing.T, written []byte, noFreelistSync bool) {
 // tree, on which, under the race detector, it would kill the process.
 func TestCheckReportsDamageDoneToTheFileWhileOpen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
-	db, s := openStore(t, path, boltstore.Options{})
-	for k := range 300 {
-		_, err := s.Create(bg, storage.Record{ID: fmt.Sprintf("ex-%03d", k), Status: "running", Reason: strings.Repeat("r", 300)})
-		require.NoError(t, err)
-	}
-	require.NoError(t, db.Close())
-	db, _ = openStore(t, path, boltstore.Options{}) // every record in the file, none in the log
+	writeBranched(t, path)
+	db, _ := openStore(t, path, boltstore.Options{}) // every record in the file, none in the log
 	require.NoError(t, db.Check())
 
 	data, err := os.ReadFile(path)
@@ -213,4 +203,17 @@ func TestCheckReportsDamageDoneToTheFileWhileOpen(t *testing.T) {
 	err = db.Check()
 	require.ErrorIs(t, err, storage.ErrCorrupt)
 	require.ErrorContains(t, err, fmt.Sprintf("page %d, element 0: a bucket of 5 bytes", leaf))
+}
+
+// writeBranched writes 300 records of 300 bytes at path and closes the
+// store: every record in the file, and enough of them that the records
+// bucket has a branch page above its leaves.
+func writeBranched(t *testing.T, path string) {
+	t.Helper()
+	db, s := openStore(t, path, boltstore.Options{})
+	for k := range 300 {
+		_, err := s.Create(bg, storage.Record{ID: fmt.Sprintf("ex-%03d", k), Status: "running", Reason: strings.Repeat("r", 300)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, db.Close())
 }

@@ -56,15 +56,12 @@ func Start(dir string, n int, opts Options) (*Cluster, error) {
 	}
 	c := &Cluster{}
 	var peers []string
+	urls, err := freeURLs(2 * n)
+	if err != nil {
+		return nil, err
+	}
 	for i := range n {
-		peerURL, err := freeURL()
-		if err != nil {
-			return nil, err
-		}
-		clientURL, err := freeURL()
-		if err != nil {
-			return nil, err
-		}
+		peerURL, clientURL := urls[2*i], urls[2*i+1]
 		cfg := embed.NewConfig()
 		cfg.Name = fmt.Sprintf("m%d", i)
 		cfg.Dir = filepath.Join(dir, cfg.Name)
@@ -121,19 +118,33 @@ func (c *Cluster) start(m *member) error {
 	return nil
 }
 
-// freeURL returns an http URL on a loopback port that was free a moment
-// ago. A member needs its peers' URLs before any of them listens, so the
-// port is chosen first and bound by etcd after.
-func freeURL() (*url.URL, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("embedded: no free port: %w", err)
+// freeURLs returns n http URLs on loopback ports that were free a moment
+// ago, all different. A member needs its peers' URLs before any of them
+// listens, so the ports are chosen first and bound by etcd after. Every
+// port stays bound until all are chosen: a port let go at once can be
+// handed out again by the next choice, and two members given one port
+// fail to start (a CI run saw it).
+func freeURLs(n int) ([]*url.URL, error) {
+	var urls []*url.URL
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("embedded: no free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		u, err := url.Parse("http://" + l.Addr().String())
+		if err != nil {
+			return nil, err
+		}
+		urls = append(urls, u)
 	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		return nil, err
-	}
-	return url.Parse("http://" + addr)
+	return urls, nil
 }
 
 // Endpoints returns the client URLs of every member, running or not.
