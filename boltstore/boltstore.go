@@ -198,12 +198,6 @@ func open(path string, opts Options, fs wal.FS) (*DB, error) {
 	if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
 		return nil, fmt.Errorf("boltstore: Open %s: %w: the file is empty (remove it to start a new database)", path, filecheck.ErrDamaged)
 	}
-	started := time.Now()
-	if err := filecheck.Validate(path, o.Timeout); errors.Is(err, filecheck.ErrLocked) {
-		return nil, fmt.Errorf("boltstore: Open %s: %w (waited %v)", path, ErrLocked, o.Timeout)
-	} else if err != nil {
-		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
-	}
 	// The log is named after the file itself: opened through a symbolic
 	// link, the database still finds it.
 	logPath := ownPath(path)
@@ -214,17 +208,9 @@ func open(path string, opts Options, fs wal.FS) (*DB, error) {
 			return nil, fmt.Errorf("boltstore: Open %s: %w: the file is missing and its log %s is there", path, filecheck.ErrDamaged, segments[0].Path)
 		}
 	}
-	var b *bolt.DB
-	err := filecheck.Guard(path, "Open", func() error {
-		var err error
-		b, err = bolt.Open(path, o.Mode, &bolt.Options{Timeout: lockWait(o.Timeout, started), ReadOnly: o.ReadOnly})
-		return err
-	})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("boltstore: Open %s: %w (waited %v)", path, ErrLocked, o.Timeout)
-	}
+	b, err := openBolt(path, "Open", o.Mode, o.Timeout, o.ReadOnly)
 	if err != nil {
-		return nil, fmt.Errorf("boltstore: Open %s: %w", path, openError(err))
+		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
 	// The log is read under bbolt's lock (a running writer appends to it
 	// and removes it) and before the first write to the file: a damaged
@@ -285,10 +271,33 @@ func open(path string, opts Options, fs wal.FS) (*DB, error) {
 	return db, nil
 }
 
-// lockWait is what is left of timeout since started, for bbolt's lock
-// after the check's: never zero, which bbolt takes as no timeout.
-func lockWait(timeout time.Duration, started time.Time) time.Duration {
-	return max(timeout-time.Since(started), time.Millisecond)
+// openBolt checks the file at path (filecheck.Validate) and opens it in
+// bbolt, the two waiting for another process's lock up to timeout in all
+// (ErrLocked then); a damaged file's error matches storage.ErrCorrupt.
+// op names the caller in a fault's error.
+func openBolt(path, op string, mode os.FileMode, timeout time.Duration, readOnly bool) (*bolt.DB, error) {
+	started := time.Now()
+	if err := filecheck.Validate(path, timeout); errors.Is(err, filecheck.ErrLocked) {
+		return nil, fmt.Errorf("%w (waited %v)", ErrLocked, timeout)
+	} else if err != nil {
+		return nil, err
+	}
+	// What is left of timeout for bbolt's lock: never zero, which bbolt
+	// takes as no timeout.
+	wait := max(timeout-time.Since(started), time.Millisecond)
+	var b *bolt.DB
+	err := filecheck.Guard(path, op, func() error {
+		var err error
+		b, err = bolt.Open(path, mode, &bolt.Options{Timeout: wait, ReadOnly: readOnly})
+		return err
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w (waited %v)", ErrLocked, timeout)
+	}
+	if err != nil {
+		return nil, openError(err)
+	}
+	return b, nil
 }
 
 // openError makes the errors bbolt gives for a damaged file match

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/execfsm/execfsm/boltstore/internal/filecheck"
 	"github.com/execfsm/execfsm/boltstore/internal/wal"
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // LogDamage is what [InspectLog] finds wrong with a database's
@@ -114,23 +112,9 @@ func withFile(path string, opts Options, readOnly bool, fn func(b *bolt.DB, logP
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("boltstore: %s: %w", path, err)
 	}
-	started := time.Now()
-	if err := filecheck.Validate(path, timeout); errors.Is(err, filecheck.ErrLocked) {
-		return fmt.Errorf("boltstore: %s: %w (waited %v)", path, ErrLocked, timeout)
-	} else if err != nil {
-		return fmt.Errorf("boltstore: %s: %w", path, err)
-	}
-	var b *bolt.DB
-	err := filecheck.Guard(path, "open", func() error {
-		var err error
-		b, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: lockWait(timeout, started), ReadOnly: readOnly})
-		return err
-	})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return fmt.Errorf("boltstore: %s: %w (waited %v)", path, ErrLocked, timeout)
-	}
+	b, err := openBolt(path, "open", 0o600, timeout, readOnly)
 	if err != nil {
-		return fmt.Errorf("boltstore: %s: %w", path, openError(err))
+		return fmt.Errorf("boltstore: %s: %w", path, err)
 	}
 	defer b.Close()
 	return fn(b, ownPath(path))

@@ -76,9 +76,6 @@ func (w *treeWalker) read(id uint64, depth int) ([]byte, error) {
 	if id < 2 || id >= w.pages {
 		return nil, bad("page %d is outside pages 2 to %d", id, w.pages-1)
 	}
-	for len(w.bufs) <= depth {
-		w.bufs = append(w.bufs, nil)
-	}
 	buf, err := w.load(id, 1, depth)
 	if err != nil {
 		return nil, err
@@ -106,6 +103,9 @@ func (w *treeWalker) read(id uint64, depth int) ([]byte, error) {
 
 // load reads pages pages from page id on into the buffer of depth.
 func (w *treeWalker) load(id, pages uint64, depth int) ([]byte, error) {
+	for len(w.bufs) <= depth {
+		w.bufs = append(w.bufs, nil)
+	}
 	size := int64(pages) * w.pageSize
 	if int64(cap(w.bufs[depth])) < size {
 		w.bufs[depth] = make([]byte, size)
@@ -259,9 +259,6 @@ func (w *treeWalker) bucketValue(v []byte, at where, i, depth int, children *[]u
 // page, or named twice, breaks bbolt's own accounting. Its count is the
 // page's, or, at 0xFFFF, the first id's (bbolt's overflow convention).
 func (w *treeWalker) checkFreelist(id uint64) error {
-	for len(w.bufs) == 0 {
-		w.bufs = append(w.bufs, nil)
-	}
 	hdr, err := w.load(id, 1, 0)
 	if err != nil {
 		return err
