@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// Status is where a render job is in its life.
+type Status string
+
+// The render job's statuses. moving is this table's relocating state: the
+// controller was told to leave its machine and the next one resumes the
+// job where it was.
+const (
+	StatusQueued     Status = "queued"
+	StatusRendering  Status = "rendering"
+	StatusPaused     Status = "paused"
+	StatusMoving     Status = "moving"
+	StatusCancelling Status = "cancelling"
+	StatusDone       Status = "done"
+	StatusFailed     Status = "failed"
+	StatusCancelled  Status = "cancelled"
+)
+
+// Metadata keys the controller keeps on each job's record.
+const (
+	metaFrames   = "frames"   // how many frames the job has
+	metaRendered = "rendered" // how many are rendered so far
+)
+
+// Farm is where the farm keeps its files: the spool directory users drop
+// jobs into (one "<id>.job" file holding the frame count), the rendered
+// frames, and the controller's database.
+type Farm struct{ Dir string }
+
+func (f Farm) spool() string           { return filepath.Join(f.Dir, "spool") }
+func (f Farm) frames(id string) string { return filepath.Join(f.Dir, "out", id) }
+func (f Farm) dbPath() string          { return filepath.Join(f.Dir, "farm.db") }
+
+// Submit drops a job into the spool.
+func (f Farm) Submit(id string, frames int) error {
+	if err := os.MkdirAll(f.spool(), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(f.spool(), id+".job"), []byte(strconv.Itoa(frames)), 0o644)
+}
+
+// Withdraw takes a job out of the spool: its user cancelled it.
+func (f Farm) Withdraw(id string) error {
+	return os.Remove(filepath.Join(f.spool(), id+".job"))
+}
+
+// Jobs lists the spool: every job's id and frame count.
+func (f Farm) Jobs() (map[string]int, error) {
+	entries, err := os.ReadDir(f.spool())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	jobs := make(map[string]int, len(entries))
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".job")
+		if !ok {
+			continue
+		}
+		text, err := os.ReadFile(filepath.Join(f.spool(), e.Name()))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // withdrawn while we listed
+		} else if err != nil {
+			return nil, err
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(text)))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("spool file %s: want a frame count, got %q", e.Name(), text)
+		}
+		jobs[id] = n
+	}
+	return jobs, nil
+}
+
+// Rendered counts a job's rendered frames: the world's word, not the
+// record's, so a frame rendered just before a crash is never rendered
+// twice.
+func (f Farm) Rendered(id string) (int, error) {
+	entries, err := os.ReadDir(f.frames(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	return len(entries), err
+}
+
+// RenderFrame renders frame n of a job: it writes the frame's file, all
+// of it or none of it.
+func (f Farm) RenderFrame(id string, n int) error {
+	dir := f.frames(id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(f.Dir, "frame-*")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(tmp, "P1\n1 1\n%d\n", n%2)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, fmt.Sprintf("frame-%04d.pbm", n)))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// errFramesMissing is the done guard's veto.
+var errFramesMissing = errors.New("frames missing")
+
+// Lifecycle is the render job's table and the roles the recovery
+// decisions give its states. A job is done only when every frame is on
+// disk: the guard asks the world.
+func (f Farm) Lifecycle() (*transition.Table[Status], *recovery.Roles[Status], error) {
+	allRendered := func(ctx context.Context, c transition.Change[Status]) error {
+		jobs, err := f.Jobs()
+		if err != nil {
+			return err
+		}
+		rendered, err := f.Rendered(c.ID)
+		if err != nil {
+			return err
+		}
+		if want, ok := jobs[c.ID]; !ok || rendered < want {
+			return fmt.Errorf("%w: %d of %d rendered", errFramesMissing, rendered, want)
+		}
+		return nil
+	}
+	running := []Status{StatusRendering, StatusPaused}
+	table, err := transition.New(StatusQueued).
+		Allow(StatusQueued, StatusRendering, StatusCancelling, StatusCancelled, StatusFailed).
+		Allow(StatusRendering, StatusPaused, StatusMoving, StatusCancelling, StatusDone, StatusFailed, StatusCancelled).
+		Allow(StatusPaused, StatusRendering, StatusMoving, StatusCancelling, StatusDone, StatusFailed, StatusCancelled).
+		Return(StatusMoving, running...).
+		Allow(StatusMoving, StatusQueued, StatusCancelling, StatusFailed).
+		Allow(StatusCancelling, StatusCancelled, StatusDone, StatusFailed).
+		Terminal(StatusDone, StatusFailed, StatusCancelled).
+		Guard(StatusRendering, StatusDone, allRendered).
+		Guard(StatusPaused, StatusDone, allRendered).
+		Guard(StatusCancelling, StatusDone, allRendered).
+		Build()
+	if err != nil {
+		return nil, nil, err
+	}
+	roles, err := recovery.DefineRoles(table).
+		NotStarted(StatusQueued).
+		Running(running...).
+		Relocating(StatusMoving, StatusQueued).
+		Stopping(StatusCancelling, StatusCancelled).
+		Failed(StatusFailed).
+		Ends(StatusDone, StatusCancelled).
+		Build()
+	if err != nil {
+		return nil, nil, err
+	}
+	return table, roles, nil
+}
