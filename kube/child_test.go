@@ -136,7 +136,7 @@ func pod(t *testing.T, ns, id, name string) (*exec.Cmd, <-chan string) {
 // podWithBudget is pod with a restart budget of its own.
 func podWithBudget(t *testing.T, ns, id, name string, budget int) (*exec.Cmd, <-chan string) {
 	t.Helper()
-	raw, err := json.Marshal(controllerSpec{Host: cfg.Host, CA: cfg.CAData, Cert: cfg.CertData, Key: cfg.KeyData,
+	raw, err := json.Marshal(controllerSpec{Host: controllerCfg.Host, CA: controllerCfg.CAData, Cert: controllerCfg.CertData, Key: controllerCfg.KeyData,
 		Namespace: ns, ID: id, Pod: name, Budget: budget})
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -14,7 +14,6 @@ import (
 	"github.com/execfsm/execfsm/storage"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -64,8 +63,11 @@ type ControllerJob struct {
 	// must be a valid label value) and the IDAnnotation.
 	Execution string
 	// Status and Relocatable are the execution's status and relocatable
-	// flag when the Job is made, set as StatusLabel and RelocatableLabel;
-	// [LabelJob] keeps them current.
+	// flag when the Job is made, set as StatusLabel and RelocatableLabel
+	// on the Job, which [LabelJob] keeps current. Its pods do not carry
+	// them: a Job's pod template cannot change, so every replacement pod
+	// would carry the status the Job was made with. Select pods by
+	// ExecutionLabel, and statuses on Jobs or ConfigMaps.
 	Status      string
 	Relocatable bool
 	// Labels and Annotations are the execution's identity (Teraslice's
@@ -112,6 +114,7 @@ func (c ControllerJob) Build() (*batchv1.Job, error) {
 		labels = map[string]string{}
 	}
 	labels[ExecutionLabel] = c.Execution
+	podLabels := maps.Clone(labels) // never a status: see ControllerJob.Status
 	labels[StatusLabel] = c.Status
 	labels[RelocatableLabel] = strconv.FormatBool(c.Relocatable)
 	annotations := maps.Clone(c.Annotations)
@@ -122,7 +125,7 @@ func (c ControllerJob) Build() (*batchv1.Job, error) {
 
 	pod := *c.Pod.DeepCopy()
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-	pod.Labels = merge(pod.Labels, labels)
+	pod.Labels = merge(pod.Labels, podLabels)
 	pod.Annotations = merge(pod.Annotations, annotations)
 
 	one := int32(1)
@@ -245,10 +248,11 @@ func merge(base, over map[string]string) map[string]string {
 }
 
 // LabelJob sets the status and relocatable labels of the controller Job
-// name (and of its pods) from rec, so they follow the execution as the
-// ConfigMap's do: `kubectl get jobs -l execfsm.io/status=relocating`. A
-// status that is no label value, or a record without the flag, removes
-// the label rather than leave a stale one.
+// name from rec, so they follow the execution as the ConfigMap's do:
+// `kubectl get jobs -l execfsm.io/status=relocating`. A status that is
+// no label value, or a record without the flag, removes the label rather
+// than leave a stale one. The Job's pods carry no status to update (see
+// ControllerJob.Status).
 func LabelJob(ctx context.Context, client kubernetes.Interface, namespace, name string, rec storage.Record) error {
 	if client == nil {
 		return errors.New("kube: LabelJob: nil client")
@@ -267,18 +271,6 @@ func LabelJob(ctx context.Context, client kubernetes.Interface, namespace, name 
 	}
 	if _, err := client.BatchV1().Jobs(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("kube: label Job %s/%s: %w", namespace, name, err)
-	}
-	pods, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + name})
-	if err != nil {
-		return fmt.Errorf("kube: list the pods of Job %s/%s: %w", namespace, name, err)
-	}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		if _, err := client.CoreV1().Pods(namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("kube: label pod %s/%s: %w", namespace, p.Name, err)
-		}
 	}
 	return nil
 }

@@ -38,10 +38,14 @@ func TestControllerJobBuildsThePolicyAndTheLabels(t *testing.T) {
 	require.NoError(t, err)
 	for _, labels := range []map[string]string{job.Labels, job.Spec.Template.Labels} {
 		require.Equal(t, "ex-42", labels[kube.ExecutionLabel])
-		require.Equal(t, "initializing", labels[kube.StatusLabel])
-		require.Equal(t, "true", labels[kube.RelocatableLabel])
 		require.Equal(t, "ex-42", labels["teraslice.terascope.io/exId"])
 	}
+	require.Equal(t, "initializing", job.Labels[kube.StatusLabel])
+	require.Equal(t, "true", job.Labels[kube.RelocatableLabel])
+	// A pod template cannot change: a status on it would be stale on
+	// every replacement pod.
+	require.NotContains(t, job.Spec.Template.Labels, kube.StatusLabel)
+	require.NotContains(t, job.Spec.Template.Labels, kube.RelocatableLabel)
 	require.Equal(t, corev1.RestartPolicyNever, job.Spec.Template.Spec.RestartPolicy)
 	require.Equal(t, int32(2), *job.Spec.BackoffLimit)
 	rules := job.Spec.PodFailurePolicy.Rules
@@ -194,7 +198,8 @@ func kcmLog() string {
 // initializing) and its controller Job with the given crash limit.
 func submit(t *testing.T, ns string, limit int32) (*transition.Persisted[state.Status], *kubelet) {
 	t.Helper()
-	s := newStoreIn(t, ns)
+	s, err := kube.New(masterClient, kube.Options{Namespace: ns})
+	require.NoError(t, err)
 	master, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-42", transition.PersistedOptions{Actor: "cluster-master", History: storage.MaxHistory})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.To(state.Pending).Because("submitted").Set(recovery.MetaRelocatable, "true"))
@@ -208,7 +213,7 @@ func submit(t *testing.T, ns string, limit int32) (*transition.Persisted[state.S
 	job, err := kube.ControllerJob{Namespace: ns, Name: "ex-42-controller", Execution: "ex-42", Status: rec.Status, Relocatable: true,
 		Pod: controllerPod(), BackoffLimit: &limit}.Build()
 	require.NoError(t, err)
-	_, err = clientset.BatchV1().Jobs(ns).Create(bg, job, metav1.CreateOptions{})
+	_, err = masterClient.BatchV1().Jobs(ns).Create(bg, job, metav1.CreateOptions{})
 	require.NoError(t, err)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + ns}}
 	_, err = clientset.CoreV1().Nodes().Create(bg, node, metav1.CreateOptions{})
@@ -254,13 +259,14 @@ func TestControllerJobRelocationsNeverCount(t *testing.T) {
 		require.Empty(t, ended(st), "the Job is still active")
 	}
 	require.Len(t, k.seen, drains+1, "N drains, N replacement pods")
-	require.NoError(t, kube.LabelJob(bg, clientset, ns, k.job, requireStatus(t, master, state.Running)))
+	require.NoError(t, kube.LabelJob(bg, masterClient, ns, k.job, requireStatus(t, master, state.Running)))
 	jobs, err := clientset.BatchV1().Jobs(ns).List(bg, metav1.ListOptions{LabelSelector: kube.StatusLabel + "=running," + kube.RelocatableLabel + "=true"})
 	require.NoError(t, err)
 	require.Len(t, jobs.Items, 1, "operators select controllers by status and by whether they can move")
 
-	// The user stops it: the master writes stopping and deletes the pod;
-	// the controller shuts down, writes stopped and exits 0.
+	// The user stops it: the master writes stopping and the platform
+	// deletes the pod; the controller shuts down, writes stopped and
+	// exits 0.
 	_, err = master.Fire(bg, state.Stopping, "user stop")
 	require.NoError(t, err)
 	require.NoError(t, clientset.CoreV1().Pods(ns).Delete(bg, p.Name, metav1.DeleteOptions{}))

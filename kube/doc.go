@@ -40,13 +40,34 @@
 // # The controller's Job
 //
 // [ControllerJob] builds the batch/v1 Job that runs an execution's
-// controller: restartPolicy Never, the execution's identity, status and
-// relocatable labels on the Job and its pods, an owner that outlives its
+// controller: restartPolicy Never, the execution's identity on the Job
+// and its pods, status and relocatable labels on the Job (a pod template
+// cannot change, so pods carry none to go stale), an owner that outlives its
 // pods, and a podFailurePolicy under which a relocation (exit 143, or a
 // pod marked DisruptionTarget by a drain or an eviction) is never a
 // failed pod while an OOM kill still is. [LabelJob] keeps the labels
 // current; [JobFailure] says when the Job's crash limit was reached
 // before the execution's restart budget.
+//
+// # Permissions
+//
+// [MasterRole], [ControllerRole] and [ReaderRole] are the least each part
+// needs, as rbac/v1 Roles for the store's namespace (rbac/roles.yaml in
+// this module holds the same, for kubectl apply -n NAMESPACE -f); the
+// package's tests run the master and every controller as users bound
+// to nothing else, and a test takes each verb away in turn and sees the
+// part fail without it. A controller gets no list and no create on
+// ConfigMaps: it reads and writes the one record it was started for.
+//
+// RBAC cannot confine create, list or watch to some objects, and update
+// on ConfigMaps reaches every ConfigMap of the namespace, whatever it
+// holds: give executions a namespace of their own (Options.Namespace),
+// where a compromised controller can reach other executions' records
+// and Leases but not your applications' configuration. Finer than that
+// is possible for get and update only, with resourceNames: a master that
+// binds each controller to a Role naming its own execution's ConfigMap
+// and Lease (Store.Name) confines it to that execution, except for the
+// Lease's create, which RBAC cannot restrict by name.
 //
 // # controller-runtime
 //

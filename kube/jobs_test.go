@@ -51,7 +51,7 @@ func TestJobsAreAdoptedByTheIdentityTheirMetadataCarries(t *testing.T) {
 	_, err := clientset.BatchV1().Jobs(ns).Create(bg, job(ns, "not-an-item", map[string]string{villasManager: "mgr-a"}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	jobs := &kube.Jobs{Client: clientset, Namespace: ns, Selector: map[string]string{villasManager: "mgr-a"}, KeyLabel: villasUUID}
+	jobs := &kube.Jobs{Client: masterClient, Namespace: ns, Selector: map[string]string{villasManager: "mgr-a"}, KeyLabel: villasUUID}
 	items, err := jobs.List(bg)
 	require.NoError(t, err)
 	require.Len(t, items, 2, "only mgr-a's Jobs that are items")

@@ -370,6 +370,11 @@ func (s *Store) waitFree(ctx context.Context, id string, held *coordinationv1.Le
 		FieldSelector:   fields.OneTermEqualSelector("metadata.name", held.Name).String(),
 		ResourceVersion: held.ResourceVersion,
 	})
+	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		// Not a passing failure: without watch on Leases every wait
+		// would last the holder's whole duration, release or not.
+		return wrap("Acquire", id, fmt.Errorf("watching the Lease of a live holder: %w", err))
+	}
 	var changed <-chan struct{}
 	if err == nil {
 		defer w.Stop()

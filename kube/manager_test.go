@@ -29,7 +29,7 @@ func TestRecoveryReconcilerRunsInAControllerRuntimeManager(t *testing.T) {
 		seen[key]++
 		return reconcile.Result{}, nil
 	})
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(masterCfg, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},

@@ -40,7 +40,7 @@ func (c cuttable) RoundTrip(r *http.Request) (*http.Response, error) {
 func partitionable(t *testing.T, ns string) (*kube.Store, *atomic.Bool) {
 	t.Helper()
 	cut := &atomic.Bool{}
-	c := rest.CopyConfig(cfg)
+	c := rest.CopyConfig(storeCfg)
 	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return cuttable{rt: rt, cut: cut} }
 	cs, err := kubernetes.NewForConfig(c)
 	require.NoError(t, err)

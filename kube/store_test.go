@@ -28,7 +28,7 @@ func newStore(t testing.TB) *kube.Store { t.Helper(); return newStoreIn(t, names
 
 func newStoreIn(t testing.TB, ns string) *kube.Store {
 	t.Helper()
-	s, err := kube.New(clientset, kube.Options{Namespace: ns})
+	s, err := kube.New(storeClient, kube.Options{Namespace: ns})
 	require.NoError(t, err)
 	return s
 }

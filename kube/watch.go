@@ -27,13 +27,54 @@ func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.
 	if err := storage.CheckContext(ctx, "kube", "Watch"); err != nil {
 		return nil, err
 	}
+	// The first list and watch are made here, so that a caller without
+	// the permission to make them learns it now: later failures are
+	// retried, and a permission never comes back by retrying.
+	first, err := s.open(ctx, fromRevision)
+	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		return nil, wrap("Watch", s.ns, err)
+	}
 	ch := make(chan storage.WatchEvent)
-	go s.follow(ctx, fromRevision, ch)
+	go s.follow(ctx, fromRevision, first, ch)
 	return ch, nil
 }
 
-func (s *Store) follow(ctx context.Context, from uint64, ch chan<- storage.WatchEvent) {
+// opened is a watch made, and the records of the list made before it
+// (from revision 0).
+type opened struct {
+	recs []storage.Record
+	bad  []storage.Unreadable
+	rv   string
+	w    watch.Interface
+}
+
+// open lists the records (from revision 0) and starts watching after
+// them, or after from.
+func (s *Store) open(ctx context.Context, from uint64) (*opened, error) {
+	o := &opened{rv: strconv.FormatUint(from, 10)}
+	if from == 0 {
+		var err error
+		if o.recs, o.bad, o.rv, err = s.list(ctx); err != nil {
+			return nil, err
+		}
+	}
+	w, err := s.client.CoreV1().ConfigMaps(s.ns).Watch(ctx, metav1.ListOptions{
+		LabelSelector:       ManagedLabel + "=" + s.label(),
+		ResourceVersion:     o.rv,
+		AllowWatchBookmarks: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.w = w
+	return o, nil
+}
+
+func (s *Store) follow(ctx context.Context, from uint64, first *opened, ch chan<- storage.WatchEvent) {
 	defer close(ch)
+	if first != nil {
+		defer first.w.Stop() // a no-op once drained and stopped below
+	}
 	send := func(ev storage.WatchEvent) bool {
 		select {
 		case ch <- ev:
@@ -50,6 +91,20 @@ func (s *Store) follow(ctx context.Context, from uint64, ch chan<- storage.Watch
 		return backoff.Rewatch.Sleep(ctx, failures-1)
 	}
 	for ctx.Err() == nil {
+		if first != nil {
+			// Made by Watch: deliver the list, then drain the watch.
+			if !sendListed(first.recs, first.bad, send) {
+				return
+			}
+			var ok bool
+			rv, relist, ok = s.drain(ctx, first.w, first.rv, send)
+			first.w.Stop()
+			first = nil
+			if !ok {
+				return
+			}
+			continue
+		}
 		if relist {
 			recs, bad, listRV, err := s.list(ctx)
 			if err != nil {
@@ -58,15 +113,8 @@ func (s *Store) follow(ctx context.Context, from uint64, ch chan<- storage.Watch
 				}
 				continue
 			}
-			for _, rec := range recs {
-				if !send(storage.WatchEvent{ID: rec.ID, Revision: rec.Revision}) {
-					return
-				}
-			}
-			for _, u := range bad { // announced too: their reader gets the error
-				if !send(storage.WatchEvent{ID: u.ID, Revision: u.Revision}) {
-					return
-				}
+			if !sendListed(recs, bad, send) {
+				return
 			}
 			rv, relist = listRV, false
 		}
@@ -90,6 +138,23 @@ func (s *Store) follow(ctx context.Context, from uint64, ch chan<- storage.Watch
 			return
 		}
 	}
+}
+
+// sendListed delivers an event for every record listed, the unreadable
+// ones too (their reader gets the error); false when the consumer went
+// away.
+func sendListed(recs []storage.Record, bad []storage.Unreadable, send func(storage.WatchEvent) bool) bool {
+	for _, rec := range recs {
+		if !send(storage.WatchEvent{ID: rec.ID, Revision: rec.Revision}) {
+			return false
+		}
+	}
+	for _, u := range bad {
+		if !send(storage.WatchEvent{ID: u.ID, Revision: u.Revision}) {
+			return false
+		}
+	}
+	return true
 }
 
 // drain delivers a watch's events until it ends. It returns the last

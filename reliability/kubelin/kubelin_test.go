@@ -31,7 +31,7 @@ var clientset *kubernetes.Clientset
 // TestMain starts a real kube-apiserver and etcd (see kube/kubetest).
 // Without them every test fails, saying why.
 func TestMain(m *testing.M) {
-	os.Exit(kubetest.Main(m, kubetest.Options{}, func(cp *kubetest.ControlPlane) { clientset = cp.Clientset }))
+	os.Exit(kubetest.Main(m, kubetest.Options{LeakCheck: true}, func(cp *kubetest.ControlPlane) { clientset = cp.Clientset }))
 }
 
 var namespaces atomic.Int64

@@ -8,8 +8,11 @@
 // per machine, with the build's progress shown), and proves installation
 // as a user does it: in a fresh module it `go get`s the public modules and
 // builds every Go block of README.md and docs/*.md marked
-// `<!-- go: build -->`, running
-// those marked `<!-- go: run -->`.
+// `<!-- go: build -->`, running those marked `<!-- go: run -->` and
+// testing those marked `<!-- go: test -->` (a _test.go file of its own
+// package, run under the race detector without KUBEBUILDER_ASSETS:
+// kubetest finds its binaries from the module cache, as in a user's
+// module).
 //
 //	go run ./tools/testall              # from the repository root
 //	go run ./tools/testall -run Lease   # flags go to every go test
@@ -272,7 +275,7 @@ func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string)
 
 // readmeBlock matches a Go block of README.md, or of a page of docs/,
 // marked for the installation test.
-var readmeBlock = regexp.MustCompile("(?s)<!-- go: (build|run) -->\\s*```go\n(.*?)```")
+var readmeBlock = regexp.MustCompile("(?s)<!-- go: (build|run|test) -->\\s*```go\n(.*?)```")
 
 // markedBlocks returns the marked Go blocks of README.md and then of
 // docs/*.md: the README must have one.
@@ -300,8 +303,8 @@ func markedBlocks(root string) ([][][]byte, error) {
 }
 
 // installTest makes a fresh module, gets the public modules the way the
-// README says, and builds (and runs, where marked) the Go blocks of the
-// README and of docs/.
+// README says, and builds (and runs, or tests, where marked) the Go
+// blocks of the README and of docs/.
 func installTest(ctx context.Context, tmp string, mods []mod, env []string, version string) error {
 	blocks, err := markedBlocks(mods[0].dir)
 	if err != nil {
@@ -314,13 +317,18 @@ func installTest(ctx context.Context, tmp string, mods []mod, env []string, vers
 	if err := stream(ctx, dir, env, "go", "mod", "init", "example.com/user"); err != nil {
 		return err
 	}
-	var run []string
+	var run, tests []string
 	for k, b := range blocks {
 		pkg := fmt.Sprintf("readme%d", k+1)
 		if err := os.MkdirAll(filepath.Join(dir, pkg), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, pkg, "main.go"), b[2], 0o644); err != nil {
+		file := "main.go"
+		if string(b[1]) == "test" {
+			file = "user_test.go"
+			tests = append(tests, "./"+pkg)
+		}
+		if err := os.WriteFile(filepath.Join(dir, pkg, file), b[2], 0o644); err != nil {
 			return err
 		}
 		if string(b[1]) == "run" {
@@ -343,6 +351,14 @@ func installTest(ctx context.Context, tmp string, mods []mod, env []string, vers
 			return fmt.Errorf("the README's %s: %w", pkg, err)
 		}
 	}
+	// A user's tests find what they need themselves: kubetest its
+	// binaries through the script in the module cache, not the
+	// KUBEBUILDER_ASSETS this run set for the repository's own tests.
+	for _, pkg := range tests {
+		if err := stream(ctx, dir, without(env, "KUBEBUILDER_ASSETS"), "go", "test", "-race", "-count=1", pkg); err != nil {
+			return fmt.Errorf("the docs' test %s: %w", pkg, err)
+		}
+	}
 	// The operator CLI installs as commands do, and runs.
 	bin := filepath.Join(tmp, "bin")
 	if err := stream(ctx, dir, append(env, "GOBIN="+bin), "go", "install", repoPrefix+cliPath+"@"+version); err != nil {
@@ -352,6 +368,17 @@ func installTest(ctx context.Context, tmp string, mods []mod, env []string, vers
 		return fmt.Errorf("the installed CLI: %w", err)
 	}
 	return nil
+}
+
+// without returns env without the variable name.
+func without(env []string, name string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // cliPath is the operator CLI's module, under the repository's.
