@@ -21,3 +21,8 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 )
+
+// The sibling modules, from this repository: `go doc`, `go build` and
+// `go test` work here with GOWORK=off. Go ignores a dependency's
+// replaces, so users get the released versions required above.
+replace github.com/execfsm/execfsm => ..

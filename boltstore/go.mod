@@ -13,3 +13,8 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.29.0 // indirect
 )
+
+// The sibling modules, from this repository: `go doc`, `go build` and
+// `go test` work here with GOWORK=off. Go ignores a dependency's
+// replaces, so users get the released versions required above.
+replace github.com/execfsm/execfsm => ..

@@ -70,3 +70,8 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+// The sibling modules, from this repository: `go doc`, `go build` and
+// `go test` work here with GOWORK=off. Go ignores a dependency's
+// replaces, so users get the released versions required above.
+replace github.com/execfsm/execfsm => ..

@@ -24,3 +24,8 @@ require (
 	golang.org/x/time v0.12.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )
+
+// The sibling modules, from this repository: `go doc`, `go build` and
+// `go test` work here with GOWORK=off. Go ignores a dependency's
+// replaces, so users get the released versions required above.
+replace github.com/execfsm/execfsm => ..

@@ -115,3 +115,14 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+// The sibling modules, from this repository: `go doc`, `go build` and
+// `go test` work here with GOWORK=off. Go ignores a dependency's
+// replaces, so users get the released versions required above.
+replace github.com/execfsm/execfsm => ..
+
+replace github.com/execfsm/execfsm/etcdstore => ../etcdstore
+
+replace github.com/execfsm/execfsm/boltstore => ../boltstore
+
+replace github.com/execfsm/execfsm/kube => ../kube

@@ -255,11 +255,14 @@ func removeReadOnly(dir string) error {
 
 // testModule runs go test over every package of m, with a copy of its
 // go.mod and go.sum (-modfile) so that the checksums of the local
-// versions are never written into the working tree.
+// versions are never written into the working tree. The copy drops the
+// go.mod's replaces of this repository's modules, which point at the
+// sibling directories: the tests get the siblings from the proxy, packed
+// as users will get them.
 func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string) error {
 	name := strings.ReplaceAll(strings.TrimPrefix(m.path, repoPrefix), "/", "_")
 	modFile := filepath.Join(tmp, "root"+name+".mod")
-	if err := copyFile(filepath.Join(m.dir, "go.mod"), modFile); err != nil {
+	if err := copyWithoutOwnReplaces(filepath.Join(m.dir, "go.mod"), modFile); err != nil {
 		return err
 	}
 	sum, err := os.ReadFile(filepath.Join(m.dir, "go.sum"))
@@ -409,12 +412,30 @@ func withoutOwnSums(sum []byte) []byte {
 	return out
 }
 
-func copyFile(from, to string) error {
+// copyWithoutOwnReplaces copies the go.mod from to to, without its
+// replaces of this repository's modules.
+func copyWithoutOwnReplaces(from, to string) error {
 	data, err := os.ReadFile(from)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(to, data, 0o644)
+	f, err := modfile.Parse(from, data, nil)
+	if err != nil {
+		return err
+	}
+	for _, r := range slices.Clone(f.Replace) {
+		if r.Old.Path == repoPrefix || strings.HasPrefix(r.Old.Path, repoPrefix+"/") {
+			if err := f.DropReplace(r.Old.Path, r.Old.Version); err != nil {
+				return err
+			}
+		}
+	}
+	f.Cleanup()
+	out, err := f.Format()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, out, 0o644)
 }
 
 // command runs in its own process group, so that stopping testall stops

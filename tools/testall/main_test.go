@@ -18,6 +18,23 @@ func TestWithoutOwnSumsDropsOnlyThisRepositorysModules(t *testing.T) {
 	require.Equal(t, "github.com/execfsm/execfsmother v1.0.0 h1:c=\ngo.etcd.io/bbolt v1.4.3 h1:d=\n", string(withoutOwnSums([]byte(sum))))
 }
 
+// The module tests get this repository's modules from the proxy, not
+// from the sibling directories the go.mod files replace them with.
+func TestTheTestedGoModHasNoneOfItsOwnReplaces(t *testing.T) {
+	dir := t.TempDir()
+	gomod := "module github.com/execfsm/execfsm/kube\n\ngo 1.24\n\n" +
+		"require (\n\tgithub.com/execfsm/execfsm v0.1.0\n\texample.com/other v1.0.0\n)\n\n" +
+		"replace github.com/execfsm/execfsm => ..\n\nreplace example.com/other => ../other\n"
+	from, to := filepath.Join(dir, "go.mod"), filepath.Join(dir, "copy.mod")
+	require.NoError(t, os.WriteFile(from, []byte(gomod), 0o644))
+	require.NoError(t, copyWithoutOwnReplaces(from, to))
+	got, err := os.ReadFile(to)
+	require.NoError(t, err)
+	require.NotContains(t, string(got), "replace github.com/execfsm/execfsm")
+	require.Contains(t, string(got), "replace example.com/other => ../other")
+	require.Contains(t, string(got), "github.com/execfsm/execfsm v0.1.0")
+}
+
 func TestReleaseVersionIsTheOneEveryModuleRequires(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, gomod string) mod {
