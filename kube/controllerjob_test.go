@@ -90,6 +90,15 @@ type kubelet struct {
 // next waits for the Job's next pod, binds it and starts its controller.
 func (k *kubelet) next() (*corev1.Pod, *exec.Cmd, <-chan string) {
 	k.t.Helper()
+	found := k.bindNext()
+	cmd, out := podWithBudget(k.t, k.ns, "ex-42", found.Name, k.budget)
+	k.report(found.Name, corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
+	return found, cmd, out
+}
+
+// bindNext waits for the Job's next pod and binds it to the node.
+func (k *kubelet) bindNext() *corev1.Pod {
+	k.t.Helper()
 	var found *corev1.Pod
 	deadline := time.Now().Add(podWait)
 	for found == nil {
@@ -110,9 +119,7 @@ func (k *kubelet) next() (*corev1.Pod, *exec.Cmd, <-chan string) {
 	k.seen[found.Name] = true
 	require.NoError(k.t, clientset.CoreV1().Pods(k.ns).Bind(bg, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: found.Name, Namespace: k.ns},
 		Target: corev1.ObjectReference{Kind: "Node", Name: k.node}}, metav1.CreateOptions{}))
-	cmd, out := podWithBudget(k.t, k.ns, "ex-42", found.Name, k.budget)
-	k.report(found.Name, corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
-	return found, cmd, out
+	return found
 }
 
 // exited reports the controller's exit as the kubelet does: the pod is

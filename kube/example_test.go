@@ -13,6 +13,7 @@ import (
 	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -61,20 +62,45 @@ func ExampleJobs() {
 	_ = loop.Run(context.Background())
 }
 
-// The cluster master fails an execution whose controller Job gave up
-// (its crash limit reached before the execution's restart budget), since
-// no controller is left to write the end.
-func ExampleJobFailure() {
+// The cluster master ends an execution whose controller Job gave up (its
+// crash limit reached before the execution's restart budget) or was
+// deleted, as soon as the Job's events say so: no controller is left to
+// write the end, and a relocating one would otherwise wait for the
+// Reaper's deadline.
+func ExampleJobs_Events() {
 	ctx := context.Background()
 	client := kubernetes.NewForConfigOrDie(ctrl.GetConfigOrDie())
 	store, _ := kube.New(client, kube.Options{Namespace: "teraslice"})
-	master, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-42", transition.PersistedOptions{Actor: "master"})
-	job, err := client.BatchV1().Jobs("teraslice").Get(ctx, "ex-42-controller", metav1.GetOptions{})
+	decider, _ := recovery.NewDecider(teraslice.Roles(), recovery.Policy{})
+	jobs := &kube.Jobs{Client: client, Namespace: "teraslice",
+		Selector: map[string]string{"app.kubernetes.io/component": "execution_controller"},
+		KeyLabel: kube.ExecutionLabel}
+	events, err := jobs.Events(ctx)
 	if err != nil {
-		return
+		return // the master's Role lacks list or watch on Jobs
 	}
-	if why, failed := kube.JobFailure(job); failed {
-		decider, _ := recovery.NewDecider(teraslice.Roles(), recovery.Policy{})
-		_, _ = decider.Finish(ctx, master, recovery.Ending{Err: errors.New(why)}, nil)
+	endStranded := func(ctx context.Context, id string) (reconcile.Result, error) {
+		job, err := client.BatchV1().Jobs("teraslice").Get(ctx, id+"-controller", metav1.GetOptions{})
+		why, ended := kube.JobFailure(job)
+		if apierrors.IsNotFound(err) {
+			why, ended = "controller Job deleted", true
+		} else if err != nil {
+			return reconcile.Result{}, err
+		}
+		if !ended {
+			return reconcile.Result{}, nil
+		}
+		master, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: "master"})
+		if err != nil {
+			return reconcile.Result{}, reconcile.TerminalError(err)
+		}
+		_, err = decider.Abandon(ctx, master, why)
+		if errors.Is(err, storage.ErrHeld) {
+			return reconcile.Result{RequeueAfter: time.Second}, nil // its last pod is letting go
+		}
+		return reconcile.Result{}, err
 	}
+	loop, _ := reconcile.NewLoop(reconcile.Options[string]{World: jobs.List, Events: events,
+		Reconciler: reconcile.ReconcilerFunc[string](endStranded)})
+	_ = loop.Run(ctx)
 }

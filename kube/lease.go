@@ -10,6 +10,7 @@ import (
 	"github.com/execfsm/execfsm/internal/writegate"
 	"github.com/execfsm/execfsm/storage"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -44,7 +45,9 @@ func (o *Ownership) Claim() storage.Claim { return o.claim }
 
 // Lost implements [storage.Ownership]: it is closed when the Lease
 // could not be renewed within its duration (counted from the start of its
-// last renewal), has another holder, or was released.
+// last renewal), has another holder, was released or deleted, or when a
+// write finds the record deleted (`kubectl delete cm` under a running
+// controller): the next renewal, or the next write, ends the ownership.
 func (o *Ownership) Lost() <-chan struct{} { return o.gate.Lost() }
 
 // end closes Lost, once the writes in flight have returned.
@@ -76,8 +79,11 @@ func (o *Ownership) CompareAndSwap(ctx context.Context, expect uint64, next stor
 		defer cancel()
 		written, err = o.store.CompareAndSwap(ctx, o.id, expect, next)
 	})
-	if expired {
-		o.end() // outside the write: ending waits for the writes in flight
+	if expired || errors.Is(err, storage.ErrNotFound) {
+		// Expired, or the record was deleted: either way nothing is
+		// owned any more. Outside the write: ending waits for the
+		// writes in flight.
+		o.end()
 	}
 	if !ran || expired {
 		return storage.Record{}, &storage.FencedError{ID: o.id, Owner: o.claim.Owner, Epoch: o.claim.Epoch, Lost: true}
@@ -157,6 +163,12 @@ func (s *Store) dropLease(ctx context.Context, op, id, name string, claim storag
 	}
 }
 
+// recordOwner is the owner reference a record's Lease carries to the
+// ConfigMap that holds the record.
+func recordOwner(cm *corev1.ConfigMap) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}
+}
+
 // holds reports whether lease is held under claim.
 func holds(l *coordinationv1.Lease, c storage.Claim) bool {
 	return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == c.Owner &&
@@ -206,12 +218,12 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 		duration += time.Second // never shorter than asked
 	}
 	for attempt := 0; ; attempt++ {
-		rec, err := s.Get(ctx, id)
+		cm, rec, err := s.getConfigMap(ctx, id)
 		if err != nil {
 			return nil, storage.Record{}, err
 		}
 		taken := time.Now() // before the Lease's renewTime is written: the holder's reckoning never runs late
-		epoch, held, err := s.takeLease(ctx, name, id, lease.Holder, duration, rec.Epoch)
+		epoch, held, err := s.takeLease(ctx, name, id, lease.Holder, duration, rec.Epoch, recordOwner(cm))
 		switch {
 		case errors.Is(err, storage.ErrConflict) && attempt < 16:
 			continue
@@ -263,7 +275,10 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 // takeLease writes the Lease for holder at an epoch above both the
 // Lease's transitions and the record's epoch, and returns that epoch; or
 // returns the Lease when a live holder has it.
-func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration time.Duration, recordEpoch uint64) (uint64, *coordinationv1.Lease, error) {
+//
+// The Lease is owned by the record's ConfigMap (owner), so that deleting
+// the record deletes its Lease too (Kubernetes' garbage collector does).
+func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration time.Duration, recordEpoch uint64, owner metav1.OwnerReference) (uint64, *coordinationv1.Lease, error) {
 	leases := s.client.CoordinationV1().Leases(s.ns)
 	now := metav1.NewMicroTime(time.Now())
 	secs := int32(duration / time.Second)
@@ -273,7 +288,7 @@ func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration
 		transitions := int32(epoch)
 		lease = &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns, Labels: map[string]string{ManagedLabel: s.label()},
-				Annotations: map[string]string{IDAnnotation: id}},
+				Annotations: map[string]string{IDAnnotation: id}, OwnerReferences: []metav1.OwnerReference{owner}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
 				AcquireTime: &now, RenewTime: &now, LeaseTransitions: &transitions},
 		}
@@ -300,6 +315,7 @@ func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration
 	t := int32(epoch)
 	lease.Spec = coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
 		AcquireTime: &now, RenewTime: &now, LeaseTransitions: &t}
+	lease.OwnerReferences = []metav1.OwnerReference{owner} // the record may have been made again since
 	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); apierrors.IsConflict(err) {
 		return 0, nil, storage.ErrConflict
 	} else if err != nil {
@@ -458,6 +474,13 @@ func (o *Ownership) renew(ctx context.Context) {
 		started := time.Now()
 		callCtx, cancel := context.WithDeadline(ctx, o.expiry())
 		lease, err := leases.Get(callCtx, o.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			// Deleted, with its record (it is owned by the record's
+			// ConfigMap) or on its own: nothing is held any more.
+			cancel()
+			o.end()
+			return
+		}
 		if err == nil {
 			if !holds(lease, o.claim) {
 				cancel()

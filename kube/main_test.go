@@ -61,9 +61,10 @@ func run(m *testing.M) int {
 	// 410 Gone, which production watches meet after a while, within
 	// seconds.
 	// The real Job controller runs against it for the controller Job
-	// tests; the tests play the kubelet.
+	// tests, and the garbage collector, which deletes a record's Lease
+	// with it; the tests play the kubelet.
 	opts := kubetest.Options{APIServerFlags: map[string]string{"etcd-compaction-interval": "1s", "watch-cache": "false"},
-		Controllers: []string{"job"}}
+		Controllers: []string{"job", "garbagecollector"}}
 	opts.LeakCheck = true
 	return kubetest.Main(m, opts, func(cp *kubetest.ControlPlane) {
 		cfg, clientset, controlPlane = cp.Config, cp.Clientset, cp

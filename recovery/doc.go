@@ -115,4 +115,9 @@
 // enforces them while nobody starts. The Reaper also fails an abandoned
 // execution: running, with no live holder ([storage.Store].Held), and
 // taken over by nobody for [Reaper].Abandoned.
+//
+// When the platform gives up on an execution (its Kubernetes Job failed or
+// was deleted), nothing needs to wait for a deadline: the cluster master
+// ends it at once with [Decider.Abandon], never overruling a live
+// controller.
 package recovery

@@ -1,0 +1,82 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// Abandon ends an execution that no controller will ever run again,
+// because the platform gave up on it: its Kubernetes Job failed or was
+// deleted, the process manager stopped restarting it. Nothing else would
+// end it soon: a relocating or running record waits for a successor that
+// will not come, until the Reaper's deadline (15 minutes by default).
+//
+// exec is the cluster master's handle, an outside authority's (see
+// transition.Persisted); a controller's is refused. Reading the record
+// afresh, Abandon writes:
+//
+//   - the stop's end (the roles' stopped state) for an execution that
+//     was stopping: the stop is what ended it;
+//   - the roles' Failed state, with why (also as MetaFailure), for any
+//     other one that has not ended;
+//   - nothing for one that has ended (EndKeep), nor for one that has not
+//     started, in a state the table does not let fail (EndLeave: it is
+//     the master's to place again, as Teraslice's pending).
+//
+// A live controller still holding the execution is never overruled: the
+// error matches storage.ErrHeld, and nothing is written. A Job's last pod
+// may still be shutting down, or its lease running out; call again
+// later (a reconcile.Loop's requeue), or let the holder end it.
+func (d *Decider[S]) Abandon(ctx context.Context, exec *transition.Persisted[S], why string) (End[S], error) {
+	if d == nil || d.roles == nil {
+		return End[S]{}, errZeroDecider
+	}
+	if exec == nil {
+		return End[S]{}, errors.New("recovery: Abandon: nil execution")
+	}
+	if !exec.Authority() {
+		return End[S]{}, errors.New("recovery: Abandon: a controller's handle: the cluster master abandons an execution, with a handle of its own (transition.NewPersisted)")
+	}
+	if why == "" {
+		return End[S]{}, errors.New("recovery: Abandon: say why: it is the execution's failure reason")
+	}
+	roles := d.roles
+	if err := roles.fits(exec.Table()); err != nil {
+		return End[S]{}, err
+	}
+	var end End[S]
+	_, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
+		end = End[S]{Kind: EndKeep, From: cur, To: cur}
+		role, _ := roles.Role(cur)
+		if role == RoleTerminal {
+			end.Reason = fmt.Sprintf("already ended in %s", rec.Status)
+			return transition.To(cur), nil
+		}
+		if claim, held, err := exec.Store().Held(ctx, rec.ID); err != nil {
+			return transition.Update[S]{}, err
+		} else if held {
+			return transition.Update[S]{}, &storage.HeldError{ID: rec.ID, Holder: claim.Owner, Status: rec.Status}
+		}
+		end.Kind = EndWrite
+		if role == RoleStopping {
+			end.To, end.Reason = roles.stopped, fmt.Sprintf("stopped: %s", why)
+			return transition.To(end.To).Because(end.Reason), nil
+		}
+		if !roles.table.Allowed(cur, roles.failed) {
+			// Not started, in a state the table does not let fail
+			// (Teraslice's pending): it is the master's to place again.
+			end.Kind, end.Reason = EndLeave, fmt.Sprintf("%s has not started and cannot fail: place it again", rec.Status)
+			return transition.To(cur), nil
+		}
+		end.To, end.Reason = roles.failed, why
+		return transition.To(end.To).Because(why).Set(MetaFailure, why), nil
+	})
+	if err != nil {
+		return End[S]{}, fmt.Errorf("recovery: Abandon %s: %w", exec.ID(), err)
+	}
+	return end, nil
+}
