@@ -49,6 +49,36 @@
 // current; [JobFailure] says when the Job's crash limit was reached
 // before the execution's restart budget.
 //
+// # Nothing stranded
+//
+// An execution must never wait for a controller that will not come. The
+// cluster master follows its controllers' Jobs with [Jobs.Events] and,
+// when one fails ([JobFailure]) or is deleted, ends its execution with
+// recovery.Decider.Abandon at once (see the example): failed with the
+// Job's reason, or stopped if it was stopping; a relocating execution
+// would otherwise wait for the Reaper. Run the Reaper too
+// (recovery.Decider.NewReaper, in a reconcile.Loop over the store): it
+// ends what nothing else does, a relocation nobody took over, a stop past
+// its deadline, an execution whose controller stopped renewing its Lease.
+//
+// Deleting an execution's ConfigMap (kubectl delete cm) ends its
+// controller's ownership: its next write fails with storage.ErrNotFound
+// and Lost closes, and without a write Lost closes when the Lease goes,
+// which it does with the record: the Lease is owned by the ConfigMap, so
+// Kubernetes' garbage collector deletes it.
+//
+// # What kubectl shows
+//
+// `kubectl get cm -l execfsm.io/status=relocating` lists executions by
+// status; `kubectl get cm NAME -o yaml` shows the record as indented JSON;
+// [Events] posts an Event on the record's ConfigMap for every move, so
+// `kubectl describe cm NAME` and `kubectl get events` tell its life. A
+// controller's Job completes whenever its controller exits 0, which it
+// does after every end, a failure included (a non-zero exit would only
+// start a replacement that refuses): the execution's outcome is its
+// record's status and its Events, and LabelJob copies the status onto
+// the Job.
+//
 // # Permissions
 //
 // [MasterRole], [ControllerRole] and [ReaderRole] are the least each part

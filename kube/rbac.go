@@ -16,8 +16,9 @@ const (
 // namespace: create executions and write as their outside authority
 // (a stop request, a failure the controller's Job reported, the
 // Reaper's deadlines), list and watch them (StoreKeys, StoreEvents),
-// see whether a controller holds one (Store.Held), and create, adopt and
-// label the controllers' Jobs (ControllerJob, Jobs, LabelJob).
+// see whether a controller holds one (Store.Held), and create, adopt,
+// follow and label the controllers' Jobs (ControllerJob, Jobs.List,
+// Jobs.Events, LabelJob), and post the Events of its moves (Events).
 //
 // Bind it to the master's service account with a RoleBinding in that
 // namespace; the package's tests run the master as a user bound to
@@ -27,7 +28,8 @@ func MasterRole(namespace string) *rbacv1.Role {
 	return role(namespace, MasterRoleName, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}},
-		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "create", "patch"}},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 	})
 }
 
@@ -35,7 +37,8 @@ func MasterRole(namespace string) *rbacv1.Role {
 // write its execution's record (a ConfigMap it never creates or lists)
 // and take, renew and give up the execution's Lease, watching it while
 // it waits for a live holder to let go (without watch it would wait the
-// holder's whole lease duration, even after a release).
+// holder's whole lease duration, even after a release), and post the
+// Events of its moves (Events).
 //
 // A controller that also runs a reconcile.Loop over the store
 // (StoreKeys, StoreEvents) needs ReaderRole too.
@@ -43,6 +46,7 @@ func ControllerRole(namespace string) *rbacv1.Role {
 	return role(namespace, ControllerRoleName, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,10 +117,12 @@ func masterDuties(t *testing.T, client kubernetes.Interface, ns string) error {
 	if err != nil {
 		return err
 	}
-	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"})
+	posted, postErr := eventsOf(t, store, "master")
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"}, posted.Observers())
 	if err != nil {
 		return err
 	}
+	defer posted.Close()
 	events, err := reconcile.StoreEvents(ctx, store, reconcile.StoreEventsOptions{})
 	if err != nil {
 		return err
@@ -152,6 +155,23 @@ func masterDuties(t *testing.T, client kubernetes.Interface, ns string) error {
 	if _, err := jobs.List(ctx); err != nil {
 		return err
 	}
+	jobEvents, err := jobs.Events(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cancel()
+		for range jobEvents { // until the informer has stopped
+		}
+	}()
+	select {
+	case key := <-jobEvents:
+		if key != "ex-1" {
+			return fmt.Errorf("Jobs.Events said %q", key)
+		}
+	case <-ctx.Done():
+		return errors.New("no event for the Job created")
+	}
 	_, rec, err := master.Load(ctx)
 	if err != nil {
 		return err
@@ -159,8 +179,29 @@ func masterDuties(t *testing.T, client kubernetes.Interface, ns string) error {
 	if err := kube.LabelJob(ctx, client, ns, job.Name, rec); err != nil {
 		return err
 	}
-	_, err = client.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
-	return err
+	if _, err = client.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{}); err != nil {
+		return err
+	}
+	posted.Close()
+	return postErr()
+}
+
+// eventsOf returns the Events of store's executions, posted as component,
+// and the first error posting them.
+func eventsOf(t *testing.T, store *kube.Store, component string) (*kube.Events[state.Status], func() error) {
+	t.Helper()
+	var mu sync.Mutex
+	var first error
+	e, err := kube.NewEvents(store, teraslice.Roles(), kube.EventsOptions{Component: component, OnError: func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			first = err
+		}
+	}})
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	return e, func() error { mu.Lock(); defer mu.Unlock(); return first }
 }
 
 // controllerDuties is all an execution's controller does through this
@@ -181,9 +222,10 @@ func controllerDuties(t *testing.T, client kubernetes.Interface, ns string) erro
 	if err != nil {
 		return err
 	}
+	posted, postErr := eventsOf(t, store, "pod-1")
 	decider := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true})
 	lease := storage.Lease{Holder: "pod-1", TTL: 30 * time.Second, Wait: true}
-	first, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "pod-1"})
+	first, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "pod-1"}, posted.Observers())
 	require.NoError(t, err)
 	releaseAtCleanup(t, first)
 	if _, err := decider.Start(ctx, first, lease); err != nil {
@@ -196,6 +238,10 @@ func controllerDuties(t *testing.T, client kubernetes.Interface, ns string) erro
 		return err
 	} else if a.ReleaseErr != nil {
 		return a.ReleaseErr // relocated, but the successor would wait out the Lease
+	}
+	posted.Close()
+	if err := postErr(); err != nil {
+		return err
 	}
 
 	old, err := transition.NewPersisted(teraslice.Lifecycle(), admin, "ex-1", transition.PersistedOptions{Actor: "pod-2"})

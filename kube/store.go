@@ -1,9 +1,11 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -35,8 +37,18 @@ const (
 	// turns an update that changes nothing into a no-op that keeps the
 	// resourceVersion, and a store's revisions must go up on every write.
 	ReplacesAnnotation = "execfsm.io/replaces"
-	recordKey          = "record"
+	// RecordKey is the key of a ConfigMap's data that holds the record,
+	// as an indented JSON document (storage.Record.EncodeJSON):
+	// `kubectl get cm NAME -o jsonpath='{.data.record\.json}'` prints it.
+	RecordKey = "record.json"
+	// binaryRecordKey held the record in binaryData before it was text;
+	// such ConfigMaps are still read, and written as text.
+	binaryRecordKey = "record"
 )
+
+// MaxConfigMapSize is how much a ConfigMap's data may hold, keys
+// included: the API server refuses more.
+const MaxConfigMapSize = 1 << 20
 
 // Defaults for zero Options.
 const (
@@ -158,9 +170,18 @@ func statusLabel(status string) (string, bool) {
 
 func (s *Store) encode(rec storage.Record, cm *corev1.ConfigMap) error {
 	rec.Revision = 0 // the resourceVersion is the revision
-	data, err := rec.MarshalBinary()
+	compact, err := rec.EncodeJSON()
 	if err != nil {
 		return err
+	}
+	var text bytes.Buffer
+	text.Grow(len(compact) + len(compact)/4)
+	if err := json.Indent(&text, compact, "", "  "); err != nil {
+		return fmt.Errorf("kube: record %q: %w", rec.ID, err)
+	}
+	if size := len(RecordKey) + text.Len(); size > MaxConfigMapSize {
+		return fmt.Errorf("kube: record %q: %w: %d bytes encoded, over a ConfigMap's %d: keep a shorter history (HistoryLimit) or shorter reasons and metadata",
+			rec.ID, storage.ErrInvalidRecord, size, MaxConfigMapSize)
 	}
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
@@ -180,7 +201,8 @@ func (s *Store) encode(rec storage.Record, cm *corev1.ConfigMap) error {
 		delete(cm.Labels, RelocatableLabel)
 	}
 	cm.Annotations[IDAnnotation] = rec.ID
-	cm.BinaryData = map[string][]byte{recordKey: data}
+	cm.Data = map[string]string{RecordKey: text.String()}
+	cm.BinaryData = nil
 	return nil
 }
 
@@ -199,7 +221,13 @@ func (s *Store) decode(id string, cm *corev1.ConfigMap) (storage.Record, error) 
 	if got := cm.Annotations[IDAnnotation]; got != id {
 		return storage.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: it holds record %q, not %q", s.ns, cm.Name, storage.ErrCorrupt, got, id)
 	}
-	if err := rec.UnmarshalBinary(cm.BinaryData[recordKey]); err != nil {
+	var err error
+	if text, ok := cm.Data[RecordKey]; ok {
+		err = rec.DecodeJSON([]byte(text))
+	} else {
+		err = rec.UnmarshalBinary(cm.BinaryData[binaryRecordKey])
+	}
+	if err != nil {
 		return storage.Record{}, fmt.Errorf("kube: ConfigMap %s/%s (record %q): %w", s.ns, cm.Name, id, err)
 	}
 	if rec.ID != id {
@@ -226,14 +254,21 @@ func (s *Store) Get(ctx context.Context, id string) (storage.Record, error) {
 		return storage.Record{}, err
 	}
 	defer cancel()
+	_, rec, err := s.getConfigMap(ctx, id)
+	return rec, err
+}
+
+// getConfigMap reads record id and the ConfigMap that holds it.
+func (s *Store) getConfigMap(ctx context.Context, id string) (*corev1.ConfigMap, storage.Record, error) {
 	cm, err := s.client.CoreV1().ConfigMaps(s.ns).Get(ctx, s.Name(id), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return storage.Record{}, fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
+		return nil, storage.Record{}, fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
 	case err != nil:
-		return storage.Record{}, wrap("Get", id, err)
+		return nil, storage.Record{}, wrap("Get", id, err)
 	}
-	return s.decode(id, cm)
+	rec, err := s.decode(id, cm)
+	return cm, rec, err
 }
 
 // Create implements [storage.Store].

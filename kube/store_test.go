@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -73,6 +75,74 @@ func TestAnyIDFitsAConfigMapAndStatusIsALabel(t *testing.T) {
 		require.LessOrEqual(t, len(cm.Name), 253)
 	}
 	require.Equal(t, "execfsm-ex-1", s.Name("ex-1"))
+}
+
+// kubectl get cm -o yaml shows the record as a person reads it: an
+// indented JSON document, nothing binary.
+func TestTheRecordIsReadableWithKubectl(t *testing.T) {
+	s := newStore(t)
+	_, err := s.Create(bg, storagetest.Sample("ex-1"))
+	require.NoError(t, err)
+	cm, err := clientset.CoreV1().ConfigMaps(s.Namespace()).Get(bg, s.Name("ex-1"), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, cm.BinaryData)
+	text := cm.Data[kube.RecordKey]
+	require.Contains(t, text, "\n  \"status\": \"running\",\n", "one field a line")
+	require.Contains(t, text, `"history": [`)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(text), &doc), "jq reads it")
+}
+
+// ConfigMaps written before the record was text are still read, and
+// written as text.
+func TestARecordStoredAsBinaryIsStillRead(t *testing.T) {
+	s := newStore(t)
+	rec := storagetest.Sample("ex-1")
+	data, err := rec.MarshalBinary()
+	require.NoError(t, err)
+	_, err = clientset.CoreV1().ConfigMaps(s.Namespace()).Create(bg, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name("ex-1"), Labels: map[string]string{kube.ManagedLabel: "execfsm"},
+			Annotations: map[string]string{kube.IDAnnotation: "ex-1"}},
+		BinaryData: map[string][]byte{"record": data},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	got, err := s.Get(bg, "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, rec.Status, got.Status)
+	next := got.Clone()
+	next.Reason = "rewritten"
+	_, err = s.CompareAndSwap(bg, "ex-1", got.Revision, next)
+	require.NoError(t, err)
+	cm, err := clientset.CoreV1().ConfigMaps(s.Namespace()).Get(bg, s.Name("ex-1"), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, cm.BinaryData)
+	require.Contains(t, cm.Data[kube.RecordKey], `"reason": "rewritten"`)
+}
+
+// A record too large for a ConfigMap is refused before any request, with
+// what to do about it.
+func TestARecordTooLargeForAConfigMapIsRefused(t *testing.T) {
+	s := newStore(t)
+	rec := storagetest.Sample("ex-1")
+	rec.Meta = map[string]string{}
+	for k := range storage.MaxMetaEntries {
+		rec.Meta[fmt.Sprintf("k%02d", k)] = strings.Repeat("x", storage.MaxMetaValueLen)
+	}
+	_, err := s.Create(bg, rec) // 64 × 4 KB of metadata: 256 KB, fits
+	require.NoError(t, err)
+	big := storagetest.Sample("ex-2")
+	big.HistoryLimit = storage.MaxHistory
+	var entries []storage.Entry
+	at := big.UpdatedAt.Add(-time.Hour)
+	for k := range storage.MaxHistory {
+		entries = append(entries, storage.Entry{From: "running", To: "paused", Reason: strings.Repeat("r", storage.MaxReasonLen), At: at, Revision: uint64(k + 1)})
+	}
+	big.History, err = storage.NewTrail(entries...)
+	require.NoError(t, err)
+	big.Revision = storage.MaxHistory + 1
+	_, err = s.Create(bg, big) // 256 reasons of 8 KB: 2 MB
+	require.ErrorIs(t, err, storage.ErrInvalidRecord)
+	require.ErrorContains(t, err, "over a ConfigMap's 1048576")
 }
 
 // The relocatable flag recorded on an execution is a label beside the
@@ -210,7 +280,7 @@ func TestAnUnreadableRecordIsListedApartAndLeftAlone(t *testing.T) {
 	cms := clientset.CoreV1().ConfigMaps(s.Namespace())
 	cm, err := cms.Get(bg, s.Name("ex-2"), metav1.GetOptions{})
 	require.NoError(t, err)
-	cm.BinaryData["record"] = []byte("\x07a format from a newer version")
+	cm.Data[kube.RecordKey] = `{"id":"ex-2","written_by":"a newer version"}`
 	_, err = cms.Update(bg, cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
 

@@ -22,7 +22,9 @@ type Decision uint8
 // The startup decisions.
 const (
 	// DecisionStart: the execution has not started (a not-started
-	// state); set it up as usual.
+	// state); set it up, then move it to its running state with
+	// transition.Persisted.Walk: a not-started state may be several moves
+	// from it (Teraslice's pending is three), and Fire only makes one.
 	DecisionStart Decision = iota + 1
 	// DecisionResume: carry on in Verdict.To as the execution's new
 	// owner, after a relocation (To is the state it was relocated from)

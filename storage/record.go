@@ -257,18 +257,31 @@ type wireRecord struct {
 // MarshalBinary encodes r for a store: one format byte, then JSON. It
 // validates r first, so nothing a store writes is unreadable.
 func (r Record) MarshalBinary() ([]byte, error) {
+	return r.appendJSON([]byte{recordFormatJSON})
+}
+
+// EncodeJSON encodes r as a JSON document, for a store that keeps records
+// as text a person reads (the kube store's ConfigMaps): what MarshalBinary
+// writes after its format byte. It validates r first, as MarshalBinary
+// does. DecodeJSON reads it back.
+func (r Record) EncodeJSON() ([]byte, error) {
+	return r.appendJSON(nil)
+}
+
+// appendJSON validates r and appends its JSON document to dst.
+func (r Record) appendJSON(dst []byte) ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
 	w := r.wire()
-	if data, ok := appendCanonical(append(make([]byte, 0, 256+320*len(w.History)), recordFormatJSON), &w); ok {
+	if data, ok := appendCanonical(append(make([]byte, 0, len(dst)+256+320*len(w.History)), dst...), &w); ok {
 		return data, nil
 	}
 	body, err := json.Marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("storage: record %s: %w", quote.Limited(r.ID), err)
 	}
-	return append([]byte{recordFormatJSON}, body...), nil
+	return append(dst, body...), nil
 }
 
 // wire is r as MarshalBinary encodes it.
@@ -289,14 +302,21 @@ func (r *Record) UnmarshalBinary(data []byte) error {
 	if data[0] != recordFormatJSON {
 		return fmt.Errorf("storage: %w: unknown record format 0x%02x (this build reads 0x%02x)", ErrCorrupt, data[0], recordFormatJSON)
 	}
-	if !utf8.Valid(data[1:]) {
+	return r.DecodeJSON(data[1:])
+}
+
+// DecodeJSON decodes what EncodeJSON wrote, also indented (json.Indent),
+// as strictly as UnmarshalBinary: anything else returns an error matching
+// [ErrCorrupt], and r is left unchanged.
+func (r *Record) DecodeJSON(data []byte) error {
+	if !utf8.Valid(data) {
 		// JSON would quietly turn the bad bytes into U+FFFD.
 		return fmt.Errorf("storage: %w: not valid UTF-8", ErrCorrupt)
 	}
-	w, ok := decodeCanonical(data[1:])
+	w, ok := decodeCanonical(data)
 	if !ok {
 		var err error
-		if w, err = decodeJSON(data[1:]); err != nil {
+		if w, err = decodeJSON(data); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,9 @@
 package storage_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -106,6 +108,64 @@ func FuzzRecordUnmarshalBinary(f *testing.F) {
 		require.Equal(t, rec.Status, back.Status)
 		require.Equal(t, rec.Revision, back.Revision)
 		require.Equal(t, rec.History.Len(), back.History.Len())
+	})
+}
+
+// A record's JSON document is what MarshalBinary writes after its format
+// byte, and reads back indented too: the kube store keeps it so, for
+// people reading ConfigMaps.
+func TestRecordJSONIsTheBinaryFormsDocument(t *testing.T) {
+	rec := storagetest.Sample("ex-1")
+	binary, err := rec.MarshalBinary()
+	require.NoError(t, err)
+	text, err := rec.EncodeJSON()
+	require.NoError(t, err)
+	require.Equal(t, binary[1:], text)
+	var indented bytes.Buffer
+	require.NoError(t, json.Indent(&indented, text, "", "  "))
+	for _, doc := range [][]byte{text, indented.Bytes()} {
+		var back storage.Record
+		require.NoError(t, back.DecodeJSON(doc))
+		require.Equal(t, rec.ID, back.ID)
+		require.Equal(t, rec.History, back.History)
+		require.Equal(t, rec.Meta, back.Meta)
+	}
+	for name, doc := range map[string]string{
+		"empty": "", "null": "null", "unknown field": `{"id":"ex-1","color":"red"}`,
+		"invalid UTF-8": "{\"id\":\"\xff\"}", "trailing": string(text) + " {}",
+	} {
+		back := storagetest.Sample("untouched")
+		require.ErrorIs(t, back.DecodeJSON([]byte(doc)), storage.ErrCorrupt, name)
+		require.Equal(t, "untouched", back.ID, name)
+	}
+	invalid := rec
+	invalid.ID = ""
+	_, err = invalid.EncodeJSON()
+	require.ErrorIs(t, err, storage.ErrInvalidRecord, "what is encoded is valid")
+}
+
+func FuzzRecordDecodeJSON(f *testing.F) {
+	good, _ := storagetest.Sample("ex-1").EncodeJSON()
+	var indented bytes.Buffer
+	_ = json.Indent(&indented, good, "", "  ")
+	f.Add(good)
+	f.Add(indented.Bytes())
+	f.Add([]byte("{}"))
+	f.Add([]byte(`{"id":"ex-1"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var rec storage.Record
+		if err := rec.DecodeJSON(data); err != nil {
+			require.ErrorIs(t, err, storage.ErrCorrupt)
+			return
+		}
+		require.NoError(t, rec.Validate())
+		again, err := rec.EncodeJSON()
+		require.NoError(t, err)
+		var back storage.Record
+		require.NoError(t, back.DecodeJSON(again))
+		require.Equal(t, rec.ID, back.ID)
+		require.Equal(t, rec.Revision, back.Revision)
+		require.Equal(t, rec.History, back.History)
 	})
 }
 

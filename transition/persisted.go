@@ -507,6 +507,50 @@ func (p *Persisted[S]) Fire(ctx context.Context, to S, reason string) (Change[S]
 	return c, err
 }
 
+// Walk moves the record to the state to along the table's shortest path
+// from the state it is in (Table.Path), one write per move, each checked
+// and guarded as Fire's, each with reason; it returns the changes it made,
+// in order. A controller whose execution has not started uses it to reach
+// its running state, however many moves away (Teraslice's pending is
+// three: scheduling, initializing, running).
+//
+// Every move is decided on the record as it is then, so a concurrent write
+// is walked from, not over: if the cluster master moved the record
+// meanwhile, the rest of the path is planned from where it is. A record
+// already in to writes nothing. When to cannot be reached from where the
+// record is, Walk stops there with an error matching ErrNotAllowed and
+// the changes made so far; so it does on any other error.
+func (p *Persisted[S]) Walk(ctx context.Context, to S, reason string) ([]Change[S], error) {
+	if err := p.check(ctx, "Walk"); err != nil {
+		return nil, p.failures.fail(p.undecided(), err)
+	}
+	var changes []Change[S]
+	// A path is at most every state long; writes by others may lengthen
+	// the walk, but never past this without the record going round.
+	for range 4 * p.table.Len() {
+		c, _, err := p.apply(ctx, decider[S]{decide: func(cur S, rec storage.Record) (Update[S], error) {
+			if cur == to {
+				return To(cur), nil
+			}
+			path := p.table.Path(cur, to)
+			if len(path) == 0 {
+				from, _ := p.table.Name(cur)
+				target, _ := p.table.Name(to)
+				return Update[S]{}, &Error{ID: p.id, From: from, To: target, Reason: "no path leads there in the table"}
+			}
+			return To(path[0]).Because(reason), nil
+		}})
+		if err != nil {
+			return changes, err
+		}
+		if !c.Changed() {
+			return changes, nil // in to
+		}
+		changes = append(changes, c)
+	}
+	return changes, fmt.Errorf("transition: Walk %s: still not in its target after %d moves: other writers keep moving it", p.id, len(changes))
+}
+
 // decider is what Apply asks for an update: decide, or, when it is nil, the
 // fixed update (Fire's), for which no copy of the record is made.
 type decider[S comparable] struct {

@@ -933,3 +933,59 @@ func ExampleTo() {
 	// Output:
 	// working picked up map[node:n1]
 }
+
+// Walk takes a record to a state as many moves away as the table needs,
+// and stops at what it cannot reach.
+func TestWalkMovesAlongTheTablesShortestPath(t *testing.T) {
+	store := storage.NewMemory()
+	p, err := transition.NewPersisted(jobTable(t), store, "job-1", transition.PersistedOptions{Actor: "worker"})
+	require.NoError(t, err)
+	_, err = p.Create(bg, transition.To(Queued))
+	require.NoError(t, err)
+	changes, err := p.Walk(bg, Hold, "held for review")
+	require.NoError(t, err)
+	var path []Job
+	for _, c := range changes {
+		path = append(path, c.To)
+		require.Equal(t, "held for review", c.Reason)
+	}
+	require.Equal(t, []Job{Work, Hold}, path)
+
+	changes, err = p.Walk(bg, Hold, "again")
+	require.NoError(t, err)
+	require.Empty(t, changes, "already there: nothing written")
+
+	_, err = p.Fire(bg, Broken, "disk full")
+	require.NoError(t, err)
+	changes, err = p.Walk(bg, Work, "after the end")
+	require.ErrorIs(t, err, transition.ErrNotAllowed)
+	require.ErrorContains(t, err, "broken → working")
+	require.Empty(t, changes)
+}
+
+// A write by someone else in the middle of a walk is walked from: the
+// rest of the path is planned from where the record is.
+func TestWalkPlansFromWhereTheRecordIs(t *testing.T) {
+	store := storage.NewMemory()
+	master, err := transition.NewPersisted(jobTable(t), store, "job-1", transition.PersistedOptions{Actor: "master"})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.To(Queued))
+	require.NoError(t, err)
+	interfered := false
+	p, err := transition.NewPersisted(jobTable(t), store, "job-1", transition.PersistedOptions{Actor: "worker"}, transition.Observers[Job]{
+		OnChange: []func(transition.Change[Job]){func(c transition.Change[Job]) {
+			if c.To == Work && !interfered {
+				interfered = true
+				_, err := master.Fire(bg, Halt, "user stop")
+				require.NoError(t, err)
+			}
+		}},
+	})
+	require.NoError(t, err)
+	changes, err := p.Walk(bg, Hold, "held for review")
+	require.ErrorIs(t, err, transition.ErrNotAllowed, "halting leads to no held state")
+	require.Len(t, changes, 1)
+	cur, _, err := p.Load(bg)
+	require.NoError(t, err)
+	require.Equal(t, Halt, cur, "the stop stands")
+}

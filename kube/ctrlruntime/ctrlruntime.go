@@ -7,14 +7,24 @@
 // manager, the loop many operators already have (RequeueAfter and
 // terminal errors carry over); [FromReconciler] runs a controller-runtime
 // reconciler in a reconcile.Loop, to give it the Loop's adoption pass.
+//
+// Keys: kube.Jobs and the kube store key an execution by its id, and a
+// manager's requests are NamespacedNames of whatever object changed. With
+// [ExecutionOf] as a watch's map function every object that carries an
+// execution's id (its controller's Job and pods, its record's ConfigMap)
+// becomes a request named by that id, and [ToExecutionReconciler] runs a
+// reconciler keyed by the id, as in a reconcile.Loop: one reconciler,
+// one key, in both loops.
 package ctrlruntime
 
 import (
 	"context"
 	"errors"
 
+	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/reconcile"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -54,3 +64,30 @@ func FromReconciler(r crreconcile.Reconciler) reconcile.Reconciler[types.Namespa
 // errRequeue asks the Loop for a retry with backoff, what a bare
 // Result.Requeue meant in controller-runtime.
 var errRequeue = errors.New("ctrlruntime: reconciler asked to requeue")
+
+// ExecutionOf maps an object that carries an execution's id to one request
+// named by it, in the object's namespace: a controller Job or pod by its
+// kube.ExecutionLabel, a record's ConfigMap by its kube.IDAnnotation.
+// Anything else maps to nothing. Give it to
+// handler.EnqueueRequestsFromMapFunc when watching Jobs, pods or
+// ConfigMaps, and reconcile with [ToExecutionReconciler].
+func ExecutionOf(_ context.Context, obj client.Object) []crreconcile.Request {
+	id := obj.GetLabels()[kube.ExecutionLabel]
+	if id == "" {
+		id = obj.GetAnnotations()[kube.IDAnnotation]
+	}
+	if id == "" {
+		return nil
+	}
+	return []crreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: id}}}
+}
+
+// ToExecutionReconciler runs r, keyed by execution id as kube.Jobs and
+// the kube store key executions, in a controller-runtime manager whose
+// requests come from [ExecutionOf] (the request's name is the id), as
+// [ToReconciler] runs one keyed by NamespacedName.
+func ToExecutionReconciler(r reconcile.Reconciler[string]) crreconcile.Reconciler {
+	return ToReconciler(reconcile.ReconcilerFunc[types.NamespacedName](func(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
+		return r.Reconcile(ctx, key.Name)
+	}))
+}
