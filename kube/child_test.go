@@ -102,7 +102,7 @@ func controller(spec controllerSpec) (int, error) {
 		return 0, own.Release(ctx) // failed is written: exit 0, as for a refusal
 	}
 	if v.Decision == recovery.DecisionStart {
-		if _, err := exec.Fire(ctx, state.Running, "slicer ready"); err != nil {
+		if _, err := exec.Walk(ctx, state.Running, "slicer ready"); err != nil {
 			return 0, err
 		}
 	}

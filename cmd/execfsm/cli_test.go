@@ -28,6 +28,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -436,15 +437,21 @@ func TestEveryCommandOnKubernetes(t *testing.T) {
 	require.NoError(t, err)
 	populate(t, store)
 
-	// The kubeconfig an operator would have for this cluster.
-	cfg := cp.Config
+	// The kubeconfig an operator would have for this cluster: a user
+	// who reads (ReaderRole) and asks executions to stop as the cluster
+	// master does (MasterRole), nothing more.
+	cfg, err := cp.AddUser("operator")
+	require.NoError(t, err)
+	for _, role := range []*rbacv1.Role{kube.ReaderRole("teraslice"), kube.MasterRole("teraslice")} {
+		require.NoError(t, cp.Grant(bg, "operator", role))
+	}
 	kubeconfig := filepath.Join(t.TempDir(), "config")
 	require.NoError(t, clientcmd.WriteToFile(clientcmdapi.Config{
 		Clusters: map[string]*clientcmdapi.Cluster{"test": {Server: cfg.Host, CertificateAuthorityData: cfg.CAData}},
-		AuthInfos: map[string]*clientcmdapi.AuthInfo{"admin": {
+		AuthInfos: map[string]*clientcmdapi.AuthInfo{"operator": {
 			ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken,
 		}},
-		Contexts:       map[string]*clientcmdapi.Context{"test": {Cluster: "test", AuthInfo: "admin"}},
+		Contexts:       map[string]*clientcmdapi.Context{"test": {Cluster: "test", AuthInfo: "operator"}},
 		CurrentContext: "test",
 	}, kubeconfig))
 	k := []string{"--kube-namespace", "teraslice", "--kubeconfig", kubeconfig}

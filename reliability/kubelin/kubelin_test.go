@@ -26,12 +26,26 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-var clientset *kubernetes.Clientset
+var (
+	clientset    *kubernetes.Clientset // the administrator's: it makes namespaces
+	storeClient  *kubernetes.Clientset // the stores': bound to the master's and the controller's Roles only
+	controlPlane *kubetest.ControlPlane
+)
+
+// storeUser is the user the stores run as.
+const storeUser = "execfsm-kubelin"
 
 // TestMain starts a real kube-apiserver and etcd (see kube/kubetest).
 // Without them every test fails, saying why.
 func TestMain(m *testing.M) {
-	os.Exit(kubetest.Main(m, kubetest.Options{LeakCheck: true}, func(cp *kubetest.ControlPlane) { clientset = cp.Clientset }))
+	os.Exit(kubetest.Main(m, kubetest.Options{LeakCheck: true}, func(cp *kubetest.ControlPlane) {
+		clientset, controlPlane = cp.Clientset, cp
+		cfg, err := cp.AddUser(storeUser)
+		if err != nil {
+			panic(err)
+		}
+		storeClient = kubernetes.NewForConfigOrDie(cfg)
+	}))
 }
 
 var namespaces atomic.Int64
@@ -42,7 +56,11 @@ func newStore(t *testing.T) *kube.Store {
 	name := fmt.Sprintf("lin%d-%d", os.Getpid(), namespaces.Add(1))
 	_, err := clientset.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	s, err := kube.New(clientset, kube.Options{Namespace: name})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, controlPlane.Grant(ctx, storeUser, kube.MasterRole(name)))
+	require.NoError(t, controlPlane.Grant(ctx, storeUser, kube.ControllerRole(name)))
+	s, err := kube.New(storeClient, kube.Options{Namespace: name})
 	require.NoError(t, err)
 	return s
 }

@@ -107,6 +107,11 @@ func run(ctx context.Context, testFlags []string) error {
 		env = append(env, "KUBEBUILDER_ASSETS="+strings.TrimSpace(assets))
 	}
 
+	step("every module but the CLI's loads on its own go.mod, without the workspace")
+	if err := loadsAlone(ctx, mods); err != nil {
+		return err
+	}
+
 	step(fmt.Sprintf("installing the public modules at %s in a fresh module, as the README says", version))
 	if err := installTest(ctx, tmp, mods, env, version); err != nil {
 		return fmt.Errorf("installation: %w", err)
@@ -410,6 +415,25 @@ func withoutOwnSums(sum []byte) []byte {
 		out = append(out, line...)
 	}
 	return out
+}
+
+// loadsAlone checks that every module's packages load with GOWORK=off
+// from its go.mod and go.sum as committed (the siblings through its
+// replaces), so go doc, go build and go test work in it without the
+// workspace; all but the CLI's, which cannot carry replaces (go install
+// path@version refuses a module that does), so until the first tag it
+// loads only in the workspace.
+func loadsAlone(ctx context.Context, mods []mod) error {
+	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	for _, m := range mods {
+		if strings.TrimPrefix(m.path, repoPrefix) == cliPath {
+			continue
+		}
+		if _, err := output(ctx, m.dir, env, "go", "list", "-deps", "-test", "./..."); err != nil {
+			return fmt.Errorf("%s does not load on its own go.mod (GOWORK=off): %w", m.path, err)
+		}
+	}
+	return nil
 }
 
 // copyWithoutOwnReplaces copies the go.mod from to to, without its
