@@ -1,0 +1,91 @@
+package recovery_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/teraslice"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+// Roles rebuilt from their description, on the table rebuilt from its,
+// decide as the originals do: a tool reading them from a store decides
+// as the controller would.
+func TestRolesRebuiltFromTheirDescriptionDecideTheSame(t *testing.T) {
+	table, err := transition.Rebuild(teraslice.Lifecycle().Describe())
+	require.NoError(t, err)
+	d := teraslice.Roles().Describe()
+	require.Equal(t, "relocating", d.Relocating)
+	require.Equal(t, "failed", d.Failed)
+	roles, err := recovery.RebuildRoles(table, d)
+	require.NoError(t, err)
+	require.Equal(t, d, roles.Describe())
+
+	policies := []recovery.Policy{
+		{Now: t0},
+		{Now: t0, Restarts: true, Work: recovery.Restartability(true)},
+		{Now: t0, Restarts: true, Work: recovery.Restartability(true), RestartBudget: 1},
+	}
+	for s := range state.All.All() {
+		for k, p := range policies {
+			rec := record(s)
+			want, wantErr := recovery.Startup(teraslice.Roles(), rec, p)
+			got, gotErr := recovery.Startup(roles, rec, p)
+			require.Equal(t, wantErr == nil, gotErr == nil, "%s, policy %d", s, k)
+			require.Equal(t, want.Decision, got.Decision, "%s, policy %d", s, k)
+			require.Equal(t, want.To.String(), got.To, "%s, policy %d", s, k)
+			require.Equal(t, want.Reason, got.Reason, "%s, policy %d", s, k)
+		}
+		wantEnd, wantErr := recovery.Finish(teraslice.Roles(), record(s), podA, recovery.Ending{Finished: true})
+		gotEnd, gotErr := recovery.Finish(roles, record(s), podA, recovery.Ending{Finished: true})
+		require.Equal(t, wantErr == nil, gotErr == nil, "%s", s)
+		if wantErr == nil {
+			require.Equal(t, wantEnd.Kind, gotEnd.Kind, "%s", s)
+			require.Equal(t, wantEnd.To.String(), gotEnd.To, "%s", s)
+		}
+	}
+}
+
+func TestGivenDeadlinesAreDescribedAndDefaultsFollow(t *testing.T) {
+	d := teraslice.Roles().Describe()
+	require.NotEmpty(t, d.Deadlines, "scheduling and initializing have deadlines of their own")
+	for _, dl := range d.Deadlines {
+		_, err := time.ParseDuration(dl.After)
+		require.NoError(t, err)
+	}
+	table, err := transition.Rebuild(teraslice.Lifecycle().Describe())
+	require.NoError(t, err)
+	roles, err := recovery.RebuildRoles(table, d)
+	require.NoError(t, err)
+	want := teraslice.Roles().DefaultDeadlines()
+	got := roles.DefaultDeadlines()
+	require.Len(t, got, len(want))
+	for s, dl := range want {
+		require.Equal(t, dl.After, got[s.String()].After, "%s", s)
+		require.Equal(t, dl.Then.String(), got[s.String()].Then, "%s", s)
+	}
+}
+
+func TestARolesDescriptionThatDoesNotFitIsRefused(t *testing.T) {
+	table, err := transition.Rebuild(teraslice.Lifecycle().Describe())
+	require.NoError(t, err)
+	good := teraslice.Roles().Describe()
+	for name, edit := range map[string]func(d *recovery.RolesDescription){
+		"unknown failed":     func(d *recovery.RolesDescription) { d.Failed = "gone" },
+		"state without role": func(d *recovery.RolesDescription) { d.Running = d.Running[1:] },
+		"bad duration":       func(d *recovery.RolesDescription) { d.Deadlines[0].After = "soon" },
+		"half a relocation":  func(d *recovery.RolesDescription) { d.Restart = "" },
+	} {
+		d := good
+		d.Running = append([]string(nil), good.Running...)
+		d.Deadlines = append([]recovery.DeadlineDescription(nil), good.Deadlines...)
+		edit(&d)
+		_, err := recovery.RebuildRoles(table, d)
+		require.ErrorIs(t, err, recovery.ErrInvalidRolesDescription, name)
+	}
+	_, err = recovery.RebuildRoles(nil, good)
+	require.ErrorIs(t, err, recovery.ErrInvalidRolesDescription)
+}
