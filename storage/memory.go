@@ -37,6 +37,8 @@ type Memory struct {
 	dropped  uint64 // highest revision no longer in log
 	hub      watchlog.Hub
 	owners   locallease.Table
+	table    []byte // the table's document (TableKeeper)
+	tableRev uint64
 }
 
 // NewMemory returns an empty Memory.
@@ -257,4 +259,38 @@ func (l memoryLog) Snapshot() ([]watchlog.Entry, uint64, error) {
 		out = append(out, watchlog.Entry{ID: id, Revision: s.records[id].Revision})
 	}
 	return out, s.revision, nil
+}
+
+var _ TableKeeper = (*Memory)(nil)
+
+// Table implements [TableKeeper].
+func (s *Memory) Table(ctx context.Context) ([]byte, uint64, error) {
+	if err := CheckContext(ctx, "storage", "Table"); err != nil {
+		return nil, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.table == nil {
+		return nil, 0, fmt.Errorf("storage: table: %w", ErrNotFound)
+	}
+	return append([]byte(nil), s.table...), s.tableRev, nil
+}
+
+// SetTable implements [TableKeeper]. Its revisions are the store's, like
+// the records'.
+func (s *Memory) SetTable(ctx context.Context, expect uint64, doc []byte) (uint64, error) {
+	if err := CheckContext(ctx, "storage", "SetTable"); err != nil {
+		return 0, err
+	}
+	if err := CheckTable(doc); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tableRev != expect {
+		return 0, fmt.Errorf("storage: table: %w: at revision %d, not %d", ErrConflict, s.tableRev, expect)
+	}
+	s.revision++
+	s.table, s.tableRev = append([]byte(nil), doc...), s.revision
+	return s.tableRev, nil
 }

@@ -17,6 +17,7 @@ import (
 
 func TestMemoryConformance(t *testing.T) {
 	storagetest.Run(t, func(*testing.T) storage.Store { return storage.NewMemory() })
+	storagetest.RunTable(t, func(*testing.T) storage.Store { return storage.NewMemory() })
 }
 
 func TestZeroMemoryIsReady(t *testing.T) {

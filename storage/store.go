@@ -1,6 +1,9 @@
 package storage
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Store keeps records and changes them only by compare-and-swap. It knows
 // nothing of tables: a transition.Persisted reads a record, checks the move against
@@ -60,6 +63,35 @@ type Lister interface {
 	// record never hides the others. The error is for the listing itself
 	// (the store unreachable, ctx done); then both lists are nil.
 	List(ctx context.Context) ([]Record, []Unreadable, error)
+}
+
+// TableKeeper is implemented by stores that keep, beside their records
+// and apart from them, one document describing the table the records
+// follow (package schema writes and reads it; the store never interprets
+// it). List and Watch never see it.
+type TableKeeper interface {
+	// Table returns the document and its revision, or an error matching
+	// ErrNotFound when none is kept.
+	Table(ctx context.Context) ([]byte, uint64, error)
+	// SetTable replaces the document if the kept one is at revision
+	// expect (0: none is kept yet) and returns its new revision, higher
+	// than any before; otherwise it writes nothing and returns an error
+	// matching ErrConflict. A document is 1 to MaxTableLen bytes.
+	SetTable(ctx context.Context, expect uint64, doc []byte) (uint64, error)
+}
+
+// MaxTableLen bounds a table's document: a table of MaxStates states
+// with every move allowed and long names fits, and it fits every
+// store's value limit.
+const MaxTableLen = 512 << 10
+
+// CheckTable refuses a document no store keeps: empty, or longer than
+// MaxTableLen. Stores call it before anything else in SetTable.
+func CheckTable(doc []byte) error {
+	if len(doc) == 0 || len(doc) > MaxTableLen {
+		return fmt.Errorf("storage: %w: a table's document is %d bytes, want 1 to %d", ErrInvalidRecord, len(doc), MaxTableLen)
+	}
+	return nil
 }
 
 // Unreadable is a stored record a store cannot read: its bytes do not

@@ -1,0 +1,184 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/storage"
+)
+
+// ErrNoTable is matched by Load's error for a store that keeps no table
+// yet: its records were written before tables were recorded, or by a
+// controller that never recorded one.
+var ErrNoTable = errors.New("no table recorded")
+
+// ErrNotKept is matched by the error for a store that cannot keep a
+// table (it does not implement storage.TableKeeper).
+var ErrNotKept = errors.New("the store keeps no table")
+
+// ErrIncompatible is matched by Record's error for a table that would
+// strand records or change how they are decided: see IncompatibleError.
+var ErrIncompatible = errors.New("incompatible table")
+
+// IncompatibleError is Record's error for a table it refuses to record
+// over the recorded one.
+type IncompatibleError struct {
+	Name     string
+	Recorded int // the recorded version
+	Changes  Changes
+	// InStatus counts the records in each removed status, when the store
+	// can list them.
+	InStatus map[string]int
+}
+
+func (e *IncompatibleError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "schema: %s: %v: the table differs from version %d in ways that could strand a record:", e.Name, ErrIncompatible, e.Recorded)
+	for _, line := range strings.Split(e.Changes.String(), "\n") {
+		if strings.HasPrefix(line, "status added") || strings.HasPrefix(line, "move added") || strings.HasPrefix(line, "deadline") {
+			continue
+		}
+		b.WriteString("\n  " + line)
+		if status, ok := strings.CutPrefix(line, "status removed: "); ok && e.InStatus != nil {
+			fmt.Fprintf(&b, " (%d records in it)", e.InStatus[status])
+		}
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is match ErrIncompatible.
+func (e *IncompatibleError) Unwrap() error { return ErrIncompatible }
+
+// Load reads the table recorded in store. A store without one is
+// ErrNoTable; one that cannot keep a table is ErrNotKept.
+func Load(ctx context.Context, store storage.Store) (Document, error) {
+	d, _, err := load(ctx, store)
+	return d, err
+}
+
+func load(ctx context.Context, store storage.Store) (Document, uint64, error) {
+	keeper, ok := store.(storage.TableKeeper)
+	if !ok {
+		return Document{}, 0, fmt.Errorf("schema: %T: %w", store, ErrNotKept)
+	}
+	data, rev, err := keeper.Table(ctx)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Document{}, 0, fmt.Errorf("schema: %w", ErrNoTable)
+	}
+	if err != nil {
+		return Document{}, 0, err
+	}
+	d, err := Decode(data)
+	if err != nil {
+		return Document{}, 0, err
+	}
+	return d, rev, nil
+}
+
+// maxRecordAttempts bounds Record's retries when other controllers record
+// at the same time.
+const maxRecordAttempts = 16
+
+// Record records the table roles belong to, named name, in store, and
+// returns the recorded document. It is what a controller does when it
+// opens its executions, before it starts any:
+//
+//   - with no table recorded yet, the table is recorded as version 1;
+//   - with the same table recorded, nothing is written;
+//   - a table that only adds statuses and moves (or changes deadlines)
+//     is recorded as the next version, the recorded one kept among the
+//     earlier versions;
+//   - anything else is refused with an *IncompatibleError matching
+//     ErrIncompatible, naming each difference and how many records are in
+//     each removed status, and nothing is written;
+//   - a table recorded under another name is refused too.
+//
+// Controllers of two versions may record at once: each write is a
+// compare-and-swap on the recorded document, and a loser reads it again
+// and decides again. An older controller meeting a newer recorded table
+// that contains all of its own is not refused: it runs, and leaves the
+// records in statuses it does not know alone (see recovery's rolling
+// upgrade).
+func Record[S comparable](ctx context.Context, store storage.Store, name string, roles *recovery.Roles[S]) (Document, error) {
+	next, err := Describe(name, roles)
+	if err != nil {
+		return Document{}, err
+	}
+	keeper, ok := store.(storage.TableKeeper)
+	if !ok {
+		return Document{}, fmt.Errorf("schema: %T: %w", store, ErrNotKept)
+	}
+	for range maxRecordAttempts {
+		cur, rev, err := load(ctx, store)
+		switch {
+		case errors.Is(err, ErrNoTable):
+			next.Version = 1
+		case err != nil:
+			return Document{}, err
+		case cur.Name != name:
+			return Document{}, fmt.Errorf("schema: %w: the store keeps table %q, not %q", ErrIncompatible, cur.Name, name)
+		default:
+			changes := Compare(cur, next)
+			if changes.Same() {
+				return cur, nil
+			}
+			if newer, ok := olderThan(cur, next); ok {
+				return newer, nil
+			}
+			if !changes.Compatible() {
+				return Document{}, incompatible(ctx, store, cur, changes)
+			}
+			next.Version = cur.Version + 1
+			next.Earlier = append(slices.Clone(cur.Earlier), Version{Version: cur.Version, States: cur.Table.States})
+		}
+		data, err := next.Encode()
+		if err != nil {
+			return Document{}, err
+		}
+		if _, err := keeper.SetTable(ctx, rev, data); errors.Is(err, storage.ErrConflict) {
+			continue
+		} else if err != nil {
+			return Document{}, err
+		}
+		return next, nil
+	}
+	return Document{}, fmt.Errorf("schema: %s: %w: the recorded table kept changing", name, storage.ErrConflict)
+}
+
+// olderThan reports whether next is an earlier version of the recorded
+// table (an older controller during a rolling upgrade): the recorded one
+// only adds to it. Then it returns the recorded document.
+func olderThan(recorded, next Document) (Document, bool) {
+	back := Compare(next, recorded)
+	if back.Compatible() && len(back.Deadlines) == 0 {
+		return recorded, true
+	}
+	return Document{}, false
+}
+
+// incompatible builds the error for changes, counting the records in
+// each removed status when the store can list them.
+func incompatible(ctx context.Context, store storage.Store, recorded Document, changes Changes) error {
+	e := &IncompatibleError{Name: recorded.Name, Recorded: recorded.Version, Changes: changes}
+	if lister, ok := store.(storage.Lister); ok && len(changes.RemovedStates) > 0 {
+		recs, _, err := lister.List(ctx)
+		if err != nil {
+			return errors.Join(e, err)
+		}
+		e.InStatus = map[string]int{}
+		for _, s := range changes.RemovedStates {
+			e.InStatus[s] = 0
+		}
+		for _, r := range recs {
+			if _, removed := e.InStatus[r.Status]; removed {
+				e.InStatus[r.Status]++
+			}
+		}
+	}
+	return e
+}
+

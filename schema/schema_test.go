@@ -1,0 +1,213 @@
+package schema_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+var bg = context.Background()
+
+// jobs returns the roles of a render job's table: version 1 has no
+// relocating state, version 2 adds moving (the seed's own change).
+func jobs(t testing.TB, withMoving bool) *recovery.Roles[string] {
+	t.Helper()
+	running := []string{"rendering", "paused"}
+	b := transition.New("queued").
+		Allow("queued", "rendering", "cancelling", "failed").
+		Allow("rendering", "paused", "cancelling", "done", "failed", "cancelled").
+		Allow("paused", "rendering", "cancelling", "done", "failed", "cancelled").
+		Allow("cancelling", "cancelled", "done", "failed").
+		Terminal("done", "failed", "cancelled")
+	if withMoving {
+		b.Allow("rendering", "moving").Allow("paused", "moving").Return("moving", running...).Allow("moving", "queued", "cancelling", "failed")
+	}
+	table, err := b.Build()
+	require.NoError(t, err)
+	rb := recovery.DefineRoles(table).NotStarted("queued").Running(running...).
+		Stopping("cancelling", "cancelled").Failed("failed").Ends("done", "cancelled")
+	if withMoving {
+		rb.Relocating("moving", "queued")
+	}
+	roles, err := rb.Build()
+	require.NoError(t, err)
+	return roles
+}
+
+func TestADocumentRoundTripsAndRebuilds(t *testing.T) {
+	d, err := schema.Describe("teraslice", teraslice.Roles())
+	require.NoError(t, err)
+	data, err := d.Encode()
+	require.NoError(t, err)
+	require.Contains(t, string(data), "\n  \"name\": \"teraslice\"", "indented, for people")
+	back, err := schema.Decode(data)
+	require.NoError(t, err)
+	require.Equal(t, d, back)
+	table, roles, err := back.Rebuild()
+	require.NoError(t, err)
+	require.True(t, table.Allowed("running", "relocating"))
+	relocating, ok := roles.Relocating()
+	require.True(t, ok)
+	require.Equal(t, "relocating", relocating)
+}
+
+func TestADocumentNoTableCanBeRebuiltFromIsRefused(t *testing.T) {
+	d, err := schema.Describe("teraslice", teraslice.Roles())
+	require.NoError(t, err)
+	good, err := d.Encode()
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(good, &doc))
+	for name, data := range map[string]string{
+		"empty":           "",
+		"not JSON":        "table",
+		"another format":  strings.Replace(string(good), `"format": 1`, `"format": 2`, 1),
+		"unknown field":   strings.Replace(string(good), `"format": 1`, `"format": 1, "color": "red"`, 1),
+		"trailing data":   string(good) + "{}",
+		"no name":         strings.Replace(string(good), `"name": "teraslice"`, `"name": ""`, 1),
+		"a state missing": strings.Replace(string(good), `"failed": "failed"`, `"failed": "gone"`, 1),
+	} {
+		_, err := schema.Decode([]byte(data))
+		require.ErrorIs(t, err, schema.ErrInvalidDocument, name)
+	}
+	_, err = schema.Describe("", teraslice.Roles())
+	require.ErrorIs(t, err, schema.ErrInvalidDocument)
+	_, err = schema.Describe[string]("x", nil)
+	require.ErrorIs(t, err, schema.ErrInvalidDocument)
+}
+
+// The seed's own case: a table that adds relocating under live records
+// is the next version; the same table again writes nothing; an older
+// controller recording its table after the newer one runs with it.
+func TestAddingAStatusIsTheNextVersion(t *testing.T) {
+	store := storage.NewMemory()
+	v1, err := schema.Record(bg, store, "render-jobs", jobs(t, false))
+	require.NoError(t, err)
+	require.Equal(t, 1, v1.Version)
+	_, rev1, err := store.Table(bg)
+	require.NoError(t, err)
+
+	again, err := schema.Record(bg, store, "render-jobs", jobs(t, false))
+	require.NoError(t, err)
+	require.Equal(t, 1, again.Version)
+	_, rev, err := store.Table(bg)
+	require.NoError(t, err)
+	require.Equal(t, rev1, rev, "the same table writes nothing")
+
+	v2, err := schema.Record(bg, store, "render-jobs", jobs(t, true))
+	require.NoError(t, err)
+	require.Equal(t, 2, v2.Version)
+	require.Equal(t, []schema.Version{{Version: 1, States: v1.Table.States}}, v2.Earlier)
+	version, known := v2.Knows("moving")
+	require.True(t, known)
+	require.Equal(t, 2, version)
+	_, known = v2.Knows("melted")
+	require.False(t, known)
+
+	old, err := schema.Record(bg, store, "render-jobs", jobs(t, false))
+	require.NoError(t, err, "an older controller during a rolling upgrade runs")
+	require.Equal(t, 2, old.Version, "and is told the recorded table")
+	loaded, err := schema.Load(bg, store)
+	require.NoError(t, err)
+	require.Equal(t, v2, loaded)
+}
+
+// A table that removes a status records are in, or changes a role, is
+// refused, naming each difference and how many records are in the removed
+// status; nothing is written.
+func TestATableThatCouldStrandARecordIsRefused(t *testing.T) {
+	store := storage.NewMemory()
+	_, err := schema.Record(bg, store, "render-jobs", jobs(t, true))
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b"} {
+		rec := storageRecord(id, "moving")
+		_, err := store.Create(bg, rec)
+		require.NoError(t, err)
+	}
+	_, rev, err := store.Table(bg)
+	require.NoError(t, err)
+
+	_, err = schema.Record(bg, store, "render-jobs", jobs(t, false))
+	require.NoError(t, err, "v1 is an older version of the recorded v2: allowed, as in a rolling upgrade")
+
+	renamed := renamedMoving(t)
+	_, err = schema.Record(bg, store, "render-jobs", renamed)
+	require.ErrorIs(t, err, schema.ErrIncompatible)
+	var inc *schema.IncompatibleError
+	require.ErrorAs(t, err, &inc)
+	require.Equal(t, map[string]int{"moving": 2}, inc.InStatus)
+	require.ErrorContains(t, err, "status removed: moving (2 records in it)")
+	require.ErrorContains(t, err, "move removed: rendering → moving")
+	_, after, err := store.Table(bg)
+	require.NoError(t, err)
+	require.Equal(t, rev, after, "nothing written")
+
+	_, err = schema.Record(bg, store, "ci-jobs", jobs(t, true))
+	require.ErrorIs(t, err, schema.ErrIncompatible)
+	require.ErrorContains(t, err, `keeps table "render-jobs"`)
+}
+
+// renamedMoving is version 2 with moving renamed relocating.
+func renamedMoving(t testing.TB) *recovery.Roles[string] {
+	t.Helper()
+	running := []string{"rendering", "paused"}
+	table, err := transition.New("queued").
+		Allow("queued", "rendering", "cancelling", "failed").
+		Allow("rendering", "paused", "relocating", "cancelling", "done", "failed", "cancelled").
+		Allow("paused", "rendering", "relocating", "cancelling", "done", "failed", "cancelled").
+		Return("relocating", running...).Allow("relocating", "queued", "cancelling", "failed").
+		Allow("cancelling", "cancelled", "done", "failed").
+		Terminal("done", "failed", "cancelled").Build()
+	require.NoError(t, err)
+	roles, err := recovery.DefineRoles(table).NotStarted("queued").Running(running...).Relocating("relocating", "queued").
+		Stopping("cancelling", "cancelled").Failed("failed").Ends("done", "cancelled").Build()
+	require.NoError(t, err)
+	return roles
+}
+
+func storageRecord(id, status string) storage.Record {
+	return storage.Record{ID: id, Status: status}
+}
+
+// A store that cannot keep a table says so.
+func TestAStoreWithoutATableKeeperIsNamed(t *testing.T) {
+	var store struct{ storage.Store }
+	store.Store = storage.NewMemory()
+	_, err := schema.Record(bg, store, "render-jobs", jobs(t, false))
+	require.ErrorIs(t, err, schema.ErrNotKept)
+	_, err = schema.Load(bg, store)
+	require.ErrorIs(t, err, schema.ErrNotKept)
+	_, err = schema.Load(bg, storage.NewMemory())
+	require.ErrorIs(t, err, schema.ErrNoTable)
+}
+
+func FuzzDecode(f *testing.F) {
+	d, _ := schema.Describe("teraslice", teraslice.Roles())
+	good, _ := d.Encode()
+	f.Add(good)
+	f.Add([]byte(`{"format":1}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := schema.Decode(data)
+		if err != nil {
+			require.ErrorIs(t, err, schema.ErrInvalidDocument)
+			return
+		}
+		// Whatever decodes rebuilds and survives another round trip.
+		_, _, err = d.Rebuild()
+		require.NoError(t, err)
+		again, err := d.Encode()
+		require.NoError(t, err)
+		back, err := schema.Decode(again)
+		require.NoError(t, err)
+		require.Equal(t, d, back)
+	})
+}
