@@ -181,4 +181,3 @@ func incompatible(ctx context.Context, store storage.Store, recorded Document, c
 	}
 	return e
 }
-

@@ -48,7 +48,7 @@ type Document struct {
 	Version int `json:"version"`
 	// Earlier are the states of every earlier version, oldest first: what
 	// tells a status of another version from one of no version at all.
-	Earlier []Version `json:"earlier,omitempty"`
+	Earlier []Version                 `json:"earlier,omitempty"`
 	Table   transition.Description    `json:"table"`
 	Roles   recovery.RolesDescription `json:"roles"`
 }
