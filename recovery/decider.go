@@ -107,8 +107,22 @@ func (d *Decider[S]) Start(ctx context.Context, exec *transition.Persisted[S], l
 	if d == nil || d.roles == nil {
 		return Verdict[S]{}, errZeroDecider
 	}
-	return applyStartup(ctx, d.roles, exec, lease, d.p)
+	v, err := applyStartup(ctx, d.roles, exec, lease, d.p)
+	if errors.Is(err, transition.ErrUnknownState) {
+		return Verdict[S]{}, fmt.Errorf("recovery: start of %s: %w: %w", exec.ID(), ErrForeignStatus, err)
+	}
+	return v, err
 }
+
+// ErrForeignStatus is matched by the error of Decider.Start for a record
+// in a status the controller's table does not know: one written by a
+// newer version of the table while two versions of the controller run
+// (a rolling upgrade), or by another table. Nothing is written, nothing
+// is taken over, no restart is counted: leave the record to a controller
+// whose table knows its status (schema records which versions do). The
+// error also matches transition.ErrUnknownState. The Reaper leaves such a
+// record alone likewise.
+var ErrForeignStatus = errors.New("status of another table")
 
 // Terminate handles a SIGTERM for the controller writing through
 // exec (which should hold the controller's claim). It decides with

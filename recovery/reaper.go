@@ -124,6 +124,12 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 	case errors.Is(err, storage.ErrNotFound):
 		r.forget(id)
 		return reconcile.Result{}, nil // nothing to reap
+	case errors.Is(err, transition.ErrUnknownState):
+		// A status of a newer table (a rolling upgrade): its deadlines
+		// are the newer controllers' to enforce. Looked at again at
+		// the next resync.
+		r.forget(id)
+		return reconcile.Result{}, nil
 	case err != nil:
 		return reconcile.Result{}, err
 	}

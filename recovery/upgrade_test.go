@@ -1,0 +1,85 @@
+package recovery_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+// renderJobs returns the roles of a render job's table: version 1 has no
+// relocating state, version 2 adds moving, as Teraslice added relocating.
+func renderJobs(t testing.TB, withMoving bool) *recovery.Roles[string] {
+	t.Helper()
+	running := []string{"rendering", "paused"}
+	b := transition.New("queued").
+		Allow("queued", "rendering", "cancelling", "failed").
+		Allow("rendering", "paused", "cancelling", "done", "failed", "cancelled").
+		Allow("paused", "rendering", "cancelling", "done", "failed", "cancelled").
+		Allow("cancelling", "cancelled", "done", "failed").
+		Terminal("done", "failed", "cancelled")
+	if withMoving {
+		b.Allow("rendering", "moving").Allow("paused", "moving").Return("moving", running...).Allow("moving", "queued", "cancelling", "failed")
+	}
+	table, err := b.Build()
+	require.NoError(t, err)
+	rb := recovery.DefineRoles(table).NotStarted("queued").Running(running...).
+		Stopping("cancelling", "cancelled").Failed("failed").Ends("done", "cancelled")
+	if withMoving {
+		rb.Relocating("moving", "queued")
+	}
+	roles, err := rb.Build()
+	require.NoError(t, err)
+	return roles
+}
+
+// During a rolling upgrade, a controller of the old table meets a record
+// the new one relocated: it writes nothing, takes nothing, counts
+// nothing, and says why; its Reaper leaves it alone too. A controller of
+// the new table takes it.
+func TestAnOldControllerLeavesARecordOfANewerTableAlone(t *testing.T) {
+	store := storage.NewMemory()
+	v2 := renderJobs(t, true)
+	master, err := transition.NewPersisted(v2.Table(), store, "job-1", transition.PersistedOptions{Actor: "master"})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.To("queued"))
+	require.NoError(t, err)
+	_, err = master.Walk(bg, "moving", "relocated by a v2 controller")
+	require.NoError(t, err)
+	before, err := store.Get(bg, "job-1")
+	require.NoError(t, err)
+
+	v1 := renderJobs(t, false)
+	old, err := transition.NewPersisted(v1.Table(), store, "job-1", transition.PersistedOptions{Actor: "pod-v1"})
+	require.NoError(t, err)
+	_, err = decider(t, v1, recovery.Policy{Restarts: true, Work: recovery.Restartability(true)}).Start(bg, old, storage.Lease{Holder: "pod-v1"})
+	require.ErrorIs(t, err, recovery.ErrForeignStatus)
+	require.ErrorIs(t, err, transition.ErrUnknownState)
+	after, err := store.Get(bg, "job-1")
+	require.NoError(t, err)
+	require.Equal(t, before.Revision, after.Revision, "nothing written")
+	require.Empty(t, after.Meta[recovery.MetaRestarts], "no restart counted")
+	_, held, err := store.Held(bg, "job-1")
+	require.NoError(t, err)
+	require.False(t, held, "nothing taken over")
+
+	reaper, err := decider(t, v1, recovery.Policy{}).NewReaper(store, recovery.ReaperOptions{})
+	require.NoError(t, err)
+	res, err := reaper.Reconcile(context.Background(), "job-1")
+	require.NoError(t, err, "the old reaper leaves it alone, without an error to retry")
+	require.Zero(t, res.RequeueAfter)
+	after, err = store.Get(bg, "job-1")
+	require.NoError(t, err)
+	require.Equal(t, before.Revision, after.Revision)
+
+	next, err := transition.NewPersisted(v2.Table(), store, "job-1", transition.PersistedOptions{Actor: "pod-v2"})
+	require.NoError(t, err)
+	v, err := decider(t, v2, recovery.Policy{Restarts: true, Work: recovery.Restartability(true)}).Start(bg, next, storage.Lease{Holder: "pod-v2"})
+	require.NoError(t, err)
+	require.Equal(t, recovery.DecisionResume, v.Decision)
+}
+
+var bg = context.Background()
