@@ -74,6 +74,7 @@ func newStore(t testing.TB, opts etcdstore.Options) *etcdstore.Store {
 
 func TestConformance(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storage.Store { return newStore(t, etcdstore.Options{}) })
+	storagetest.RunTable(t, func(t *testing.T) storage.Store { return newStore(t, etcdstore.Options{}) })
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {

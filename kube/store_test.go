@@ -37,6 +37,7 @@ func newStoreIn(t testing.TB, ns string) *kube.Store {
 
 func TestConformance(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storage.Store { return newStore(t) })
+	storagetest.RunTable(t, func(t *testing.T) storage.Store { return newStore(t) })
 }
 
 func TestStartupOwnership(t *testing.T) {
