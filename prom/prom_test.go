@@ -19,8 +19,10 @@ import (
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/reconcile/reconciletest"
 	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/prometheus/client_golang/prometheus"
@@ -422,4 +424,42 @@ func decider[S comparable](t testing.TB, roles *recovery.Roles[S], p recovery.Po
 	d, err := recovery.NewDecider(roles, p)
 	require.NoError(t, err)
 	return d
+}
+
+// A tool reading the table recorded in the store labels by it: a record
+// in a status that table does not know is "unknown", never a label of its
+// own (the label's values stay the table's).
+func TestStatusesOutsideTheRecordedTableAreUnknown(t *testing.T) {
+	store := storage.NewMemory()
+	_, err := schema.Record(bg, store, "teraslice", teraslice.Roles())
+	require.NoError(t, err)
+	execution(t, store, "ex-1", state.Running, transition.PersistedOptions{})
+	foreign := storagetest.Sample("ex-2")
+	foreign.Status = "draining" // another table's
+	_, err = store.Create(bg, foreign)
+	require.NoError(t, err)
+
+	recorded, err := schema.Load(bg, store)
+	require.NoError(t, err)
+	table, _, err := recorded.Rebuild()
+	require.NoError(t, err)
+	m := prom.New()
+	statuses, err := prom.NewStatuses(m, table, store, func(err error) { t.Errorf("store error: %v", err) })
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { done <- statuses.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "the recorded table's labels", func() error {
+		want := "# HELP execfsm_executions Executions by status, as the store holds them (every status of the table, zero included).\n# TYPE execfsm_executions gauge\n"
+		for _, s := range table.States() {
+			n := 0
+			if s == "running" {
+				n = 1
+			}
+			want += fmt.Sprintf("execfsm_executions{status=%q} %d\n", s, n)
+		}
+		want += "execfsm_executions{status=\"unknown\"} 1\n"
+		return testutil.CollectAndCompare(m, strings.NewReader(want), "execfsm_executions")
+	})
 }

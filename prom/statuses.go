@@ -138,7 +138,9 @@ func (s *Statuses[S]) report(err error) {
 }
 
 // snapshot counts the records by status: every state of the table, and
-// any status the table does not know under its own name.
+// those in a status the table does not know (another table's, a newer
+// version's) under "unknown", which keeps the label's values bounded by
+// the table.
 func (s *Statuses[S]) snapshot() (map[string]int, int, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -152,6 +154,9 @@ func (s *Statuses[S]) snapshot() (map[string]int, int, bool) {
 		}
 	}
 	for _, status := range s.byID {
+		if _, known := counts[status]; !known {
+			status = "unknown"
+		}
 		counts[status]++
 	}
 	return counts, len(s.unreadable), true
