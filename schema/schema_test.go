@@ -211,3 +211,67 @@ func FuzzDecode(f *testing.F) {
 		require.Equal(t, d, back)
 	})
 }
+
+// Renaming moving to relocating under records in moving: with a
+// migration mapping one to the other, each record is moved (its trail
+// says by whom and why) and the new table recorded; without a mapping for
+// every removed status, nothing is written.
+func TestAMigrationMovesTheRecordsThenRecordsTheTable(t *testing.T) {
+	store := storage.NewMemory()
+	v2, err := schema.Record(bg, store, "render-jobs", jobs(t, true))
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b"} {
+		_, err := store.Create(bg, storageRecord(id, "moving"))
+		require.NoError(t, err)
+	}
+	_, err = store.Create(bg, storageRecord("c", "rendering"))
+	require.NoError(t, err)
+
+	_, _, err = schema.RecordMigrating(bg, store, "render-jobs", renamedMoving(t), schema.Migration{Reason: "moving is relocating now"})
+	require.ErrorIs(t, err, schema.ErrMigration)
+	require.ErrorContains(t, err, "status moving is removed")
+	_, _, err = schema.RecordMigrating(bg, store, "render-jobs", renamedMoving(t), schema.Migration{Statuses: map[string]string{"moving": "gone"}, Reason: "x"})
+	require.ErrorContains(t, err, "which the new table does not have")
+	rec, err := store.Get(bg, "a")
+	require.NoError(t, err)
+	require.Equal(t, "moving", rec.Status, "nothing written")
+
+	d, moved, err := schema.RecordMigrating(bg, store, "render-jobs", renamedMoving(t),
+		schema.Migration{Statuses: map[string]string{"moving": "relocating"}, Reason: "moving is relocating now", Actor: "ops"})
+	require.NoError(t, err)
+	require.Equal(t, v2.Version+1, d.Version)
+	require.ElementsMatch(t, []string{"a", "b"}, moved)
+	for _, id := range []string{"a", "b"} {
+		rec, err := store.Get(bg, id)
+		require.NoError(t, err)
+		require.Equal(t, "relocating", rec.Status)
+		last, _ := rec.History.Last()
+		require.Equal(t, storage.Entry{From: "moving", To: "relocating", Reason: "moving is relocating now", Actor: "ops",
+			At: last.At, Revision: last.Revision}, last)
+	}
+	rec, err = store.Get(bg, "c")
+	require.NoError(t, err)
+	require.Equal(t, "rendering", rec.Status, "records in kept statuses are not touched")
+	version, known := d.Knows("moving")
+	require.True(t, known, "an earlier version's status")
+	require.Equal(t, v2.Version, version)
+}
+
+// A record a live controller holds is never migrated under it.
+func TestAMigrationLeavesAHeldRecordAndRecordsNothing(t *testing.T) {
+	store := storage.NewMemory()
+	_, err := schema.Record(bg, store, "render-jobs", jobs(t, true))
+	require.NoError(t, err)
+	_, err = store.Create(bg, storageRecord("a", "moving"))
+	require.NoError(t, err)
+	own, _, err := store.Acquire(bg, "a", storage.Lease{Holder: "pod-1"})
+	require.NoError(t, err)
+	defer own.Release(bg)
+	_, _, err = schema.RecordMigrating(bg, store, "render-jobs", renamedMoving(t),
+		schema.Migration{Statuses: map[string]string{"moving": "relocating"}, Reason: "renamed"})
+	require.ErrorIs(t, err, schema.ErrMigration)
+	require.ErrorIs(t, err, storage.ErrHeld)
+	d, err := schema.Load(bg, store)
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Version, "the new table is not recorded")
+}

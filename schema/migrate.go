@@ -1,0 +1,188 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/storage"
+)
+
+// Migration is a controller's explicit consent to a table that is not
+// compatible with the recorded one: every difference Compare finds is
+// accepted, and the records in each removed status are moved to the
+// status Statuses maps it to, before the new table is recorded.
+type Migration struct {
+	// Statuses maps every status the new table removes (renamed ones
+	// included) to a status of the new table. A removed status it does
+	// not map is refused, whether records are in it or not.
+	Statuses map[string]string
+	// Reason is written as each migrated record's reason and in its
+	// audit trail. Required.
+	Reason string
+	// Actor names who migrates, in the audit trail; empty is
+	// "schema-migration".
+	Actor string
+}
+
+// ErrMigration is matched by RecordMigrating's errors for a migration
+// that cannot be carried out: one that does not map a removed status,
+// maps one to a status the new table lacks, or meets a record a live
+// controller holds.
+var ErrMigration = errors.New("migration refused")
+
+// RecordMigrating records the table roles belong to, as Record does,
+// where the recorded table differs in ways Record refuses, with the
+// controller's consent: m. Every record in a removed status is moved to
+// the status m maps it to, by compare-and-swap as an outside authority
+// (its claim kept, an audit entry with m's reason), then the table is
+// recorded as the next version; if records in a removed status appear
+// meanwhile (an old controller still writing them), they are migrated
+// too before the table is. A record a live controller holds is not
+// migrated under it: RecordMigrating stops with an error matching
+// ErrMigration and storage.ErrHeld, having recorded nothing; run it
+// again when the holder has gone. It returns the recorded document and
+// the ids of the records it moved.
+//
+// With a table Record accepts (the same, compatible, an older version),
+// it does what Record does and migrates nothing.
+func RecordMigrating[S comparable](ctx context.Context, store storage.Store, name string, roles *recovery.Roles[S], m Migration) (Document, []string, error) {
+	if m.Reason == "" {
+		return Document{}, nil, fmt.Errorf("schema: %w: a migration needs a reason, for the audit trail", ErrMigration)
+	}
+	if m.Actor == "" {
+		m.Actor = "schema-migration"
+	}
+	next, err := Describe(name, roles)
+	if err != nil {
+		return Document{}, nil, err
+	}
+	keeper, ok := store.(storage.TableKeeper)
+	if !ok {
+		return Document{}, nil, fmt.Errorf("schema: %T: %w", store, ErrNotKept)
+	}
+	lister, ok := store.(storage.Lister)
+	if !ok {
+		return Document{}, nil, fmt.Errorf("schema: %w: %T cannot list its records to migrate them", ErrMigration, store)
+	}
+	var moved []string
+	for range maxRecordAttempts {
+		cur, rev, err := load(ctx, store)
+		if err != nil {
+			return Document{}, moved, err
+		}
+		if cur.Name != name {
+			return Document{}, moved, fmt.Errorf("schema: %w: the store keeps table %q, not %q", ErrIncompatible, cur.Name, name)
+		}
+		changes := Compare(cur, next)
+		if changes.Compatible() {
+			d, err := Record(ctx, store, name, roles)
+			return d, moved, err
+		}
+		for _, s := range changes.RemovedStates {
+			to, mapped := m.Statuses[s]
+			if !mapped {
+				return Document{}, moved, fmt.Errorf("schema: %w: status %s is removed and the migration does not say where its records go", ErrMigration, s)
+			}
+			if !slices.Contains(next.Table.States, to) {
+				return Document{}, moved, fmt.Errorf("schema: %w: status %s maps to %s, which the new table does not have", ErrMigration, s, to)
+			}
+		}
+		more, err := migrate(ctx, store, lister, changes.RemovedStates, m)
+		moved = append(moved, more...)
+		if err != nil {
+			return Document{}, moved, err
+		}
+		left, err := inRemoved(ctx, lister, changes.RemovedStates)
+		if err != nil {
+			return Document{}, moved, err
+		}
+		if left > 0 {
+			continue // written meanwhile: migrate those too
+		}
+		next.Version = cur.Version + 1
+		next.Earlier = append(slices.Clone(cur.Earlier), Version{Version: cur.Version, States: cur.Table.States})
+		data, err := next.Encode()
+		if err != nil {
+			return Document{}, moved, err
+		}
+		if _, err := keeper.SetTable(ctx, rev, data); errors.Is(err, storage.ErrConflict) {
+			continue
+		} else if err != nil {
+			return Document{}, moved, err
+		}
+		return next, moved, nil
+	}
+	return Document{}, moved, fmt.Errorf("schema: %s: %w: records or the recorded table kept changing", name, storage.ErrConflict)
+}
+
+// migrate moves every record in a removed status to its mapped status.
+func migrate(ctx context.Context, store storage.Store, lister storage.Lister, removed []string, m Migration) ([]string, error) {
+	recs, _, err := lister.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var moved []string
+	for _, rec := range recs {
+		if !slices.Contains(removed, rec.Status) {
+			continue
+		}
+		if err := migrateOne(ctx, store, rec, m); err != nil {
+			return moved, err
+		}
+		moved = append(moved, rec.ID)
+	}
+	return moved, nil
+}
+
+// migrateOne moves rec (listed in a removed status) by compare-and-swap,
+// reading it again after a conflict.
+func migrateOne(ctx context.Context, store storage.Store, rec storage.Record, m Migration) error {
+	for range maxRecordAttempts {
+		to, removed := m.Statuses[rec.Status]
+		if !removed {
+			return nil // moved on by someone else meanwhile
+		}
+		if claim, held, err := store.Held(ctx, rec.ID); err != nil {
+			return err
+		} else if held {
+			return fmt.Errorf("schema: %w: record %s: %w", ErrMigration, rec.ID,
+				&storage.HeldError{ID: rec.ID, Holder: claim.Owner, Status: rec.Status})
+		}
+		next := rec.Clone()
+		now := time.Now()
+		history, err := rec.History.Append(storage.Entry{From: rec.Status, To: to, Reason: m.Reason, Actor: m.Actor,
+			Epoch: rec.Epoch, At: now, Revision: rec.Revision}, rec.HistoryKept())
+		if err != nil {
+			return fmt.Errorf("schema: record %s: %w", rec.ID, err)
+		}
+		next.Previous, next.Status, next.Reason, next.History = rec.Status, to, m.Reason, history
+		next.UpdatedAt, next.Since = now, now
+		_, err = store.CompareAndSwap(ctx, rec.ID, rec.Revision, next)
+		var conflict *storage.ConflictError
+		if errors.As(err, &conflict) {
+			rec = conflict.Current
+			continue
+		}
+		return err
+	}
+	return fmt.Errorf("schema: record %s: %w: it kept changing", rec.ID, storage.ErrConflict)
+}
+
+// inRemoved counts the records still in a removed status.
+func inRemoved(ctx context.Context, lister storage.Lister, removed []string) (int, error) {
+	recs, _, err := lister.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range recs {
+		if slices.Contains(removed, r.Status) {
+			n++
+		}
+	}
+	return n, nil
+}
