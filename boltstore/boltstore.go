@@ -156,6 +156,7 @@ var (
 	recordsKey  = []byte("records")
 	logKey      = []byte("log")
 	droppedKey  = []byte("dropped")
+	tableKey    = []byte("table") // the namespace's table document, after its revision (8 bytes)
 	logCountKey = []byte("log-count")
 	// logFromKey is the sequence number of the oldest log segment that
 	// may hold writes the file does not, or zero when none may: how the

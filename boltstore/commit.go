@@ -50,6 +50,7 @@ type request struct {
 	ctx   context.Context
 	store *Store
 	build func(v *batchView) (storage.Record, error)
+	table *tableWrite // a table document's write instead of a record's
 	state atomic.Int32
 	done  chan outcome // buffered: the leader never waits for the writer
 }
@@ -66,11 +67,15 @@ type outcome struct {
 // takes the write; once taken, the write finishes (one flush) whatever
 // ctx says.
 func (s *Store) write(ctx context.Context, build func(v *batchView) (storage.Record, error)) (storage.Record, error) {
-	db := s.db
+	return s.enqueue(&request{ctx: ctx, store: s, build: build, done: make(chan outcome, 1)})
+}
+
+// enqueue queues r and waits for its outcome (see write).
+func (s *Store) enqueue(r *request) (storage.Record, error) {
+	db, ctx := s.db, r.ctx
 	if db.readOnly {
 		return storage.Record{}, fmt.Errorf("boltstore: %s: %w", db.path, ErrReadOnly)
 	}
-	r := &request{ctx: ctx, store: s, build: build, done: make(chan outcome, 1)}
 	db.pendingMu.Lock()
 	db.pending = append(db.pending, r)
 	db.pendingMu.Unlock()
@@ -166,6 +171,9 @@ func (db *DB) commitBatch(batch []*request, outcomes []outcome) {
 		// written (it waits for this outcome all the same).
 		if err := r.ctx.Err(); err != nil {
 			outcomes[i] = outcome{err: err}
+		} else if r.table != nil {
+			rev, err := r.store.applyTable(v, r.table)
+			outcomes[i] = outcome{rec: storage.Record{Revision: rev}, err: err}
 		} else {
 			rec, err := r.store.apply(v, r.build)
 			outcomes[i] = outcome{rec: rec, err: err}
@@ -275,7 +283,18 @@ func (v *batchView) lookup(s *Store, id string) ([]byte, error) {
 		return l.data, nil
 	}
 	var data []byte
-	err := v.db.closedError(filecheck.Guard(v.db.path, "read", func() error {
+	err := v.db.closedError(v.read(func(tx *bolt.Tx) error {
+		_, records, _ := s.buckets(tx)
+		var err error
+		data, err = s.lookupBucket(records, id)
+		return err
+	}))
+	return data, err
+}
+
+// read runs fn in the batch's read transaction, opened when first needed.
+func (v *batchView) read(fn func(tx *bolt.Tx) error) error {
+	return filecheck.Guard(v.db.path, "read", func() error {
 		if v.tx == nil {
 			tx, err := v.db.bolt.Begin(false)
 			if err != nil {
@@ -283,12 +302,8 @@ func (v *batchView) lookup(s *Store, id string) ([]byte, error) {
 			}
 			v.tx = tx
 		}
-		_, records, _ := s.buckets(v.tx)
-		var err error
-		data, err = s.lookupBucket(records, id)
-		return err
-	}))
-	return data, err
+		return fn(v.tx)
+	})
 }
 
 func (v *batchView) add(s *Store, rec storage.Record, data []byte) {

@@ -51,16 +51,25 @@ type gen struct {
 	seg     *wal.Segment                 // nil in a read-only DB
 	records map[string]map[string]logged // namespace → id → latest write
 	logs    map[string][]watchlog.Entry  // namespace → its writes, in order
+	tables  map[string]logged            // namespace → its latest table document
 	writes  int
 	bytes   int
 	last    uint64 // the highest revision it holds
 }
 
 func newGen(seg *wal.Segment) *gen {
-	return &gen{seg: seg, records: map[string]map[string]logged{}, logs: map[string][]watchlog.Entry{}}
+	return &gen{seg: seg, records: map[string]map[string]logged{}, logs: map[string][]watchlog.Entry{}, tables: map[string]logged{}}
 }
 
 func (g *gen) add(e wal.Entry) {
+	g.writes++
+	g.bytes += len(e.Data) + len(e.ID)
+	g.last = e.Revision
+	if e.ID == wal.TableID {
+		// Not a record: neither listed nor watched.
+		g.tables[e.Namespace] = logged{revision: e.Revision, data: e.Data}
+		return
+	}
 	ids := g.records[e.Namespace]
 	if ids == nil {
 		ids = map[string]logged{}
@@ -68,9 +77,6 @@ func (g *gen) add(e wal.Entry) {
 	}
 	ids[e.ID] = logged{revision: e.Revision, data: e.Data}
 	g.logs[e.Namespace] = append(g.logs[e.Namespace], watchlog.Entry{ID: e.ID, Revision: e.Revision})
-	g.writes++
-	g.bytes += len(e.Data) + len(e.ID)
-	g.last = e.Revision
 }
 
 // full says whether g holds factor times what a checkpoint takes.
@@ -115,6 +121,22 @@ func (o *overlay) get(namespace, id string) (logged, bool) {
 func lookupGens(gens []*gen, namespace, id string) (logged, bool) {
 	for i := len(gens) - 1; i >= 0; i-- {
 		if l, ok := gens[i].records[namespace][id]; ok {
+			return l, true
+		}
+	}
+	return logged{}, false
+}
+
+// table returns the latest logged table document of namespace.
+func (o *overlay) table(namespace string) (logged, bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return tableInGens(o.gens, namespace)
+}
+
+func tableInGens(gens []*gen, namespace string) (logged, bool) {
+	for i := len(gens) - 1; i >= 0; i-- {
+		if l, ok := gens[i].tables[namespace]; ok {
 			return l, true
 		}
 	}
@@ -189,6 +211,15 @@ func (db *DB) checkpoint(g *gen, next uint64) error {
 		}
 		if getUint(meta.Get(revisionKey)) >= g.last {
 			return nil // applied already (a replay after a crash before the segment went)
+		}
+		for namespace, l := range g.tables {
+			ns, _, _, err := createNamespace(tx, []byte("ns/"+namespace))
+			if err != nil {
+				return err
+			}
+			if err := ns.Put(tableKey, append(putUint(l.revision), l.data...)); err != nil {
+				return fmt.Errorf("namespace %q, its table: %w", namespace, err)
+			}
 		}
 		for namespace, ids := range g.records {
 			ns, records, log, err := createNamespace(tx, []byte("ns/"+namespace))

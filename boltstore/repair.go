@@ -52,7 +52,9 @@ type LogDamage struct {
 type DroppedWrite struct {
 	Revision  uint64 `json:"revision"`
 	Namespace string `json:"namespace"`
-	ID        string `json:"id"`
+	// ID is the record's; empty for a write of the namespace's table
+	// document (storage.TableKeeper).
+	ID string `json:"id"`
 }
 
 // ErrLogChanged is matched by the error of [RepairLog] when the log is

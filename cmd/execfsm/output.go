@@ -244,7 +244,11 @@ func (p *printer) logDamage(path string, d *boltstore.LogDamage, repaired bool) 
 		fmt.Fprintf(&b, "%s:\n", verb)
 	}
 	for _, w := range d.Dropped {
-		fmt.Fprintf(&b, "  revision %d: %s in namespace %s, an acknowledged write\n", w.Revision, w.ID, w.Namespace)
+		what := w.ID
+		if what == "" {
+			what = "the table's document"
+		}
+		fmt.Fprintf(&b, "  revision %d: %s in namespace %s, an acknowledged write\n", w.Revision, what, w.Namespace)
 	}
 	if d.UnreadableBytes > 0 {
 		fmt.Fprintf(&b, "  %d bytes that cannot be read as writes (their records cannot be named)\n", d.UnreadableBytes)

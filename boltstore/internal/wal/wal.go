@@ -65,6 +65,10 @@ type Entry struct {
 	Frame     int // the offset of its frame in its segment
 }
 
+// TableID is the id of an entry that holds a namespace's table document
+// instead of a record: no record's id is empty.
+const TableID = ""
+
 // AppendEntry appends e's encoding to a frame's payload.
 func AppendEntry(buf []byte, revision uint64, namespace, id string, data []byte) []byte {
 	buf = binary.AppendUvarint(buf, revision)
@@ -261,6 +265,14 @@ func decodeEntry(payload []byte) (Entry, []byte, error) {
 	e.Namespace, e.ID, e.Data = string(namespace), string(id), data
 	if err := CheckNamespace(e.Namespace); err != nil {
 		return e, nil, fmt.Errorf("revision %d: %v", revision, err)
+	}
+	if e.ID == TableID {
+		// The namespace's table document (storage.TableKeeper): bytes
+		// the store does not interpret, bounded as SetTable bounds them.
+		if err := storage.CheckTable(data); err != nil {
+			return e, nil, fmt.Errorf("revision %d, the table: %v", revision, err)
+		}
+		return e, payload, nil
 	}
 	if err := storage.ValidateID(e.ID); err != nil {
 		return e, nil, fmt.Errorf("revision %d: %v", revision, err)

@@ -46,7 +46,7 @@ func TestFramesThatPassTheirChecksumButDoNotDecodeAreCorrupt(t *testing.T) {
 		"a record at another revision":    {segmentOf([]Entry{{Revision: 7, Namespace: "executions", ID: "ex-2", Data: otherRecord.Data}}), "at revision 2"},
 		"a record that does not decode":   {segmentOf([]Entry{{Revision: 1, Namespace: "executions", ID: "ex-1", Data: []byte{9, '{'}}}), "record \"ex-1\""},
 		"a namespace that is not UTF-8":   {segmentOf([]Entry{{Revision: 1, Namespace: "exec\xff", ID: "ex-1", Data: good.Data}}), "UTF-8"},
-		"an empty id":                     {segmentOf([]Entry{{Revision: 1, Namespace: "executions", ID: "", Data: good.Data}}), "revision 1"},
+		"an empty table document":         {segmentOf([]Entry{{Revision: 1, Namespace: "executions", ID: TableID, Data: nil}}), "revision 1, the table"},
 		"revision zero":                   {segmentOf([]Entry{{Revision: 0, Namespace: "executions", ID: "ex-1", Data: good.Data}}), "without a revision"},
 		"a bad frame before a good frame": {append(bytes.Replace(segmentOf([]Entry{good}), []byte("running"), []byte("runnin!"), 1), segmentOf([]Entry{otherRecord})[len(Magic):]...), "checksum"},
 	} {
@@ -58,6 +58,11 @@ func TestFramesThatPassTheirChecksumButDoNotDecodeAreCorrupt(t *testing.T) {
 	}
 	contents, err := ReadSegment(segmentOf([]Entry{good, otherRecord}))
 	require.NoError(t, err)
+	table := Entry{Revision: 3, Namespace: "executions", ID: TableID, Data: []byte(`{"format":1}`)}
+	withTable, err := ReadSegment(segmentOf([]Entry{good, table}))
+	require.NoError(t, err, "the table's document is no record: opaque bytes")
+	require.Len(t, withTable.Entries, 2)
+	require.Equal(t, table.Data, withTable.Entries[1].Data)
 	require.False(t, contents.Torn)
 	good.Frame, otherRecord.Frame = len(Magic), len(Magic) // one frame, right after the magic
 	require.Equal(t, []Entry{good, otherRecord}, contents.Entries)
