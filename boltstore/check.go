@@ -72,6 +72,25 @@ func (db *DB) Check() error {
 	return errors.Join(errs...)
 }
 
+// Namespaces returns the names of the namespaces the file holds, and of
+// those opened since with Store, sorted: what an operator's tool offers
+// when asked for one the file does not hold.
+func (db *DB) Namespaces() ([]string, error) {
+	if db.bolt == nil {
+		return nil, errZeroDB
+	}
+	stores, err := db.namespaces()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(stores))
+	for _, s := range stores {
+		names = append(names, s.namespace)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
 // namespaces returns a Store for every namespace the file holds, and
 // for those opened since: Check decodes the records of all of them, not
 // only of those this process happens to have opened.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/boltstore"
-	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
@@ -34,7 +34,7 @@ Store (one of):
   --kube-namespace NS    a Kubernetes namespace, through --kubeconfig PATH (default $KUBECONFIG,
                          then ~/.kube/config) and --context C; --kube-prefix P names the ConfigMaps
   --timeout D            how long a call may take (default 10s; a bbolt file's lock is waited 1s)
-  -o, --output FORMAT    text (default) or json
+  -o, --output FORMAT    text (default) or json; before or after the command
 
 Commands:
   get ID                      one record
@@ -108,7 +108,37 @@ func dispatch(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if !ok {
 		return fail(exitUsage, "unknown command %q", rest[0])
 	}
-	return run(ctx, invocation{g: g, name: rest[0], args: rest[1:], stdout: stdout, out: &printer{w: stdout, json: g.output == "json"}})
+	cmdArgs, err := outputAfterCommand(&g, rest[1:])
+	if err != nil {
+		return err
+	}
+	return run(ctx, invocation{g: g, name: rest[0], args: cmdArgs, stdout: stdout, out: &printer{w: stdout, json: g.output == "json"}})
+}
+
+// outputAfterCommand takes -o/--output from a command's arguments, where
+// kubectl users type it (list -o json), into g.
+func outputAfterCommand(g *globals, args []string) ([]string, error) {
+	var rest []string
+	for k := 0; k < len(args); k++ {
+		a := args[k]
+		name, value, inline := strings.Cut(a, "=")
+		if name != "-o" && name != "--output" && name != "-output" {
+			rest = append(rest, a)
+			continue
+		}
+		if !inline {
+			if k+1 == len(args) {
+				return nil, fail(exitUsage, "%s needs a format: text or json", name)
+			}
+			k++
+			value = args[k]
+		}
+		if value != "text" && value != "json" {
+			return nil, fail(exitUsage, "%s %q: want text or json", name, value)
+		}
+		g.output = value
+	}
+	return rest, nil
 }
 
 // invocation is one command as given: the global flags, the command's
@@ -171,6 +201,7 @@ func runShow(printRecord func(*printer, storage.Record) error) func(context.Cont
 			return err
 		}
 		return withStore(ctx, in.g, false, func(b *backend) error {
+			in.out.table = b.table
 			return show(ctx, in.g, b, id, func(rec storage.Record) error { return printRecord(in.out, rec) })
 		})
 	}
@@ -183,11 +214,13 @@ func runList(ctx context.Context, in invocation) error {
 	if err := parseFlagsOnly(sub, in.args); err != nil {
 		return err
 	}
-	wanted, err := parseStatuses(statuses)
-	if err != nil {
-		return err
-	}
-	return withStore(ctx, in.g, false, func(b *backend) error { return list(ctx, in.g, b, wanted, in.out) })
+	return withStore(ctx, in.g, false, func(b *backend) error {
+		wanted, err := parseStatuses(statuses, b.table)
+		if err != nil {
+			return err
+		}
+		return list(ctx, in.g, b, wanted, in.out)
+	})
 }
 
 func runWatch(ctx context.Context, in invocation) error {
@@ -202,14 +235,29 @@ func runWatch(ctx context.Context, in invocation) error {
 	return withStore(ctx, in.g, false, func(b *backend) error { return watch(ctx, b, in.args, in.out) })
 }
 
-func runDiagram(_ context.Context, in invocation) error {
+func runDiagram(ctx context.Context, in invocation) error {
 	var format string
 	sub := newSub(in.name)
 	sub.StringVar(&format, "format", "mermaid", "")
 	if err := parseFlagsOnly(sub, in.args); err != nil {
 		return err
 	}
-	return diagram(format, in.stdout)
+	if format != "mermaid" && format != "dot" {
+		return fail(exitUsage, "--format %q: want mermaid or dot", format)
+	}
+	if in.g.bolt == "" && in.g.etcd == "" && in.g.kubeNamespace == "" {
+		return diagram(teraslice.Lifecycle(), format, in.stdout)
+	}
+	return withStore(ctx, in.g, false, func(b *backend) error {
+		if b.table == nil {
+			return fail(exitFailed, "the store records no table to draw (without a store, diagram draws Teraslice's lifecycle)")
+		}
+		table, _, err := b.table.Rebuild()
+		if err != nil {
+			return &failure{code: exitFailed, err: err}
+		}
+		return diagram(table, format, in.stdout)
+	})
 }
 
 func runStop(ctx context.Context, in invocation) error {
@@ -300,19 +348,25 @@ func oneID(cmd string, args []string) (string, error) {
 	return args[0], nil
 }
 
-// parseStatuses reads --status: statuses of the execution lifecycle,
-// comma-separated; none is every record.
-func parseStatuses(text string) (map[string]bool, error) {
+// parseStatuses reads --status: statuses of the table the store records
+// (or of an earlier version of it), comma-separated; none is every
+// record. A store that records no table takes any status.
+func parseStatuses(text string, table *schema.Document) (map[string]bool, error) {
 	if text == "" {
 		return nil, nil
 	}
 	wanted := map[string]bool{}
 	for _, s := range strings.Split(text, ",") {
-		st, err := state.Parse(strings.TrimSpace(s))
-		if err != nil {
-			return nil, fail(exitUsage, "--status: %v", err)
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "" || len(s) > storage.MaxStatusLen:
+			return nil, fail(exitUsage, "--status: %q is no status", s)
+		case table != nil:
+			if _, known := table.Knows(s); !known {
+				return nil, fail(exitUsage, "--status: %q is not a status of table %s (version %d): %s", s, table.Name, table.Version, strings.Join(table.Table.States, ", "))
+			}
 		}
-		wanted[st.String()] = true
+		wanted[s] = true
 	}
 	return wanted, nil
 }
@@ -350,30 +404,47 @@ func list(ctx context.Context, g globals, b *backend, wanted map[string]bool, ou
 	return nil
 }
 
+// stop moves the execution to the stopping status of the table the store
+// records, through a move that table allows, as the cluster master does.
+// It never writes where no table is recorded: a status the controllers'
+// table lacks would strand the record.
 func stop(ctx context.Context, g globals, b *backend, id, reason, actor string, out *printer) error {
+	if b.table == nil {
+		return fail(exitFailed, "the store records no table, so execfsm cannot know which status stops an execution; it reads this store and never writes to it.\n"+
+			"  The controllers record theirs when they start (schema.Record in package github.com/execfsm/execfsm/schema)")
+	}
+	table, roles, err := b.table.Rebuild()
+	if err != nil {
+		return &failure{code: exitFailed, err: err}
+	}
+	stopping, _, ok := roles.Stopping()
+	if !ok {
+		return fail(exitFailed, "table %s (version %d) has no stopping status: its executions are not stopped by request", b.table.Name, b.table.Version)
+	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), b.store, id, transition.PersistedOptions{Actor: actor})
+	exec, err := transition.NewPersisted(table, b.store, id, transition.PersistedOptions{Actor: actor})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
-	c, err := exec.Fire(ctx, state.Stopping, reason)
+	c, err := exec.Fire(ctx, stopping, reason)
+	if errors.Is(err, transition.ErrUnknownState) {
+		return &failure{code: exitFailed, err: fmt.Errorf("%w: it is not a status of table %s (version %d), so execfsm leaves it alone", err, b.table.Name, b.table.Version)}
+	}
 	if err != nil {
 		return storeError(err)
 	}
 	return out.stopped(c)
 }
 
-func diagram(format string, w io.Writer) error {
-	switch format {
-	case "mermaid":
-		_, err := io.WriteString(w, teraslice.Lifecycle().Mermaid())
-		return err
-	case "dot":
-		_, err := io.WriteString(w, teraslice.Lifecycle().DOT())
-		return err
+// diagram draws table as mermaid or dot.
+func diagram[S comparable](table *transition.Table[S], format string, w io.Writer) error {
+	text := table.Mermaid()
+	if format == "dot" {
+		text = table.DOT()
 	}
-	return fail(exitUsage, "--format %q: want mermaid or dot", format)
+	_, err := io.WriteString(w, text)
+	return err
 }
 
 // storeError gives a store's error its exit status: what the store said

@@ -20,6 +20,7 @@ import (
 	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/kube/kubetest"
+	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
@@ -153,6 +154,10 @@ func populate(t *testing.T, store storage.Store) {
 	require.NoError(t, err)
 	require.NoError(t, controller.Ownership().Release(bg))
 	move("ex-running", state.Scheduling, state.Initializing, state.Running)
+	// The controllers recorded their table (last, so the records'
+	// revisions stay as the golden files have them).
+	_, err = schema.Record(bg, store, "teraslice", teraslice.Roles())
+	require.NoError(t, err)
 }
 
 // boltFile makes a bbolt file holding the executions, closed.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
@@ -48,6 +49,12 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
+	// It recorded its table, so tools know which status stops an
+	// execution.
+	if _, err := schema.Record(context.Background(), store, "teraslice", teraslice.Roles()); err != nil {
+		fmt.Println(err)
+		return
+	}
 	_ = db.Close()
 
 	ctx := context.Background()
@@ -57,6 +64,6 @@ func Example() {
 	// Output:
 	// ID    STATUS   SINCE                 OWNER  REVISION  REASON
 	// ex-1  pending  2026-12-03T12:00:00Z  -      1         submitted
-	// ex-1: pending → stopping at revision 2, by operator:ana: user asked
+	// ex-1: pending → stopping at revision 3, by operator:ana: user asked
 	// exit status 0
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/recovery"
-	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
 )
@@ -21,6 +21,21 @@ import (
 type printer struct {
 	w    io.Writer
 	json bool
+	// table is the table the store records, once the store is open;
+	// nil if it records none.
+	table *schema.Document
+}
+
+// statusOf is how the text output shows a status: as it is, and said to
+// be outside the recorded table if it is.
+func (p *printer) statusOf(status string) string {
+	if p.table == nil {
+		return status
+	}
+	if _, known := p.table.Knows(status); !known {
+		return fmt.Sprintf("%s (not a status of table %s, version %d)", status, p.table.Name, p.table.Version)
+	}
+	return status
 }
 
 func (p *printer) encode(v any) error {
@@ -50,7 +65,7 @@ func (p *printer) record(rec storage.Record) error {
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "ID:\t%s\n", rec.ID)
-	fmt.Fprintf(tw, "Status:\t%s\n", rec.Status)
+	fmt.Fprintf(tw, "Status:\t%s\n", p.statusOf(rec.Status))
 	if rec.Previous != "" {
 		fmt.Fprintf(tw, "Previous:\t%s\n", rec.Previous)
 	}
@@ -169,8 +184,8 @@ type stoppedJSON struct {
 	Reason   string `json:"reason"`
 }
 
-func (p *printer) stopped(c transition.Change[state.Status]) error {
-	v := stoppedJSON{ID: c.ID, From: c.From.String(), To: c.To.String(), Changed: c.Changed(), Revision: c.Revision, Actor: c.Actor, Reason: c.Reason}
+func (p *printer) stopped(c transition.Change[string]) error {
+	v := stoppedJSON{ID: c.ID, From: c.From, To: c.To, Changed: c.Changed(), Revision: c.Revision, Actor: c.Actor, Reason: c.Reason}
 	if p.json {
 		return p.encode(v)
 	}
