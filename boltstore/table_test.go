@@ -6,6 +6,7 @@ import (
 
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/schema/schematest"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/teraslice"
@@ -69,4 +70,11 @@ func TestTheTableIsInTheLogThenInTheFile(t *testing.T) {
 
 	_, s = openStore(t, path, boltstore.Options{})
 	requireTable(s)
+}
+
+func TestTableCompatibility(t *testing.T) {
+	schematest.Run(t, func(t *testing.T) storage.Store {
+		_, s := openStore(t, filepath.Join(t.TempDir(), "db"), boltstore.Options{})
+		return s
+	})
 }

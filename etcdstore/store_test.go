@@ -15,6 +15,7 @@ import (
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/recovery/recoverytest"
+	"github.com/execfsm/execfsm/schema/schematest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
@@ -590,4 +591,8 @@ func TestListPagesThroughManyRecords(t *testing.T) {
 		}
 		require.Equal(t, fmt.Sprintf("ex-%05d", want), rec.ID)
 	}
+}
+
+func TestTableCompatibility(t *testing.T) {
+	schematest.Run(t, func(t *testing.T) storage.Store { return newStore(t, etcdstore.Options{}) })
 }

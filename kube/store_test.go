@@ -12,6 +12,7 @@ import (
 	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/recovery/recoverytest"
+	"github.com/execfsm/execfsm/schema/schematest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
@@ -316,4 +317,8 @@ func recv[T any](t testing.TB, ch <-chan T, what string) T {
 // A zero Store says to use New instead of panicking on its nil client.
 func TestZeroStoreFailsWithAnError(t *testing.T) {
 	storagetest.Unusable(t, &kube.Store{}, "New")
+}
+
+func TestTableCompatibility(t *testing.T) {
+	schematest.Run(t, func(t *testing.T) storage.Store { return newStore(t) })
 }

@@ -181,3 +181,43 @@ func incompatible(ctx context.Context, store storage.Store, recorded Document, c
 	}
 	return e
 }
+
+// Listing is a store's records as the table it records sees them.
+type Listing struct {
+	Table Document
+	// Known are the records in a status of the table or of an earlier
+	// version of it, ordered by id.
+	Known []storage.Record
+	// Foreign are those in a status no version knows (written by
+	// another table, or by hand): report them, never write over them.
+	Foreign []storage.Record
+	// Unreadable are those the store cannot read (storage.Lister).
+	Unreadable []storage.Unreadable
+}
+
+// List lists store's records and sorts them by whether a version of the
+// recorded table knows their status. A store without a table is
+// ErrNoTable: nothing can be known then.
+func List(ctx context.Context, store storage.Store) (Listing, error) {
+	d, err := Load(ctx, store)
+	if err != nil {
+		return Listing{}, err
+	}
+	lister, ok := store.(storage.Lister)
+	if !ok {
+		return Listing{}, fmt.Errorf("schema: %T cannot list its records", store)
+	}
+	recs, bad, err := lister.List(ctx)
+	if err != nil {
+		return Listing{}, err
+	}
+	l := Listing{Table: d, Unreadable: bad}
+	for _, r := range recs {
+		if _, known := d.Knows(r.Status); known {
+			l.Known = append(l.Known, r)
+		} else {
+			l.Foreign = append(l.Foreign, r)
+		}
+	}
+	return l, nil
+}

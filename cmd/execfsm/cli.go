@@ -215,6 +215,7 @@ func runList(ctx context.Context, in invocation) error {
 		return err
 	}
 	return withStore(ctx, in.g, false, func(b *backend) error {
+		in.out.table = b.table
 		wanted, err := parseStatuses(statuses, b.table)
 		if err != nil {
 			return err

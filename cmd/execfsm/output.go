@@ -113,12 +113,27 @@ type unreadableJSON struct {
 }
 
 // list prints the records, one line each, and those that cannot be read.
+// Records in a status no version of the recorded table knows are listed
+// apart, after the others: "foreign" in JSON.
 func (p *printer) list(recs []storage.Record, bad []storage.Unreadable) error {
+	var foreign []storage.Record
+	if p.table != nil {
+		known := recs[:0:0]
+		for _, r := range recs {
+			if _, ok := p.table.Knows(r.Status); ok {
+				known = append(known, r)
+			} else {
+				foreign = append(foreign, r)
+			}
+		}
+		recs = known
+	}
 	if p.json {
 		v := struct {
 			Items      []storage.Record `json:"items"`
+			Foreign    []storage.Record `json:"foreign,omitempty"`
 			Unreadable []unreadableJSON `json:"unreadable,omitempty"`
-		}{Items: recs}
+		}{Items: recs, Foreign: foreign}
 		if v.Items == nil {
 			v.Items = []storage.Record{}
 		}
@@ -131,6 +146,9 @@ func (p *printer) list(recs []storage.Record, bad []storage.Unreadable) error {
 	fmt.Fprintln(tw, "ID\tSTATUS\tSINCE\tOWNER\tREVISION\tREASON")
 	for _, r := range recs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Status, when(r.Since), owner(r), r.Revision, oneLine(r.Reason))
+	}
+	for _, r := range foreign {
+		fmt.Fprintf(tw, "%s\t%s (not in table %s)\t%s\t%s\t%d\t%s\n", r.ID, r.Status, p.table.Name, when(r.Since), owner(r), r.Revision, oneLine(r.Reason))
 	}
 	for _, u := range bad {
 		fmt.Fprintf(tw, "%s\t(unreadable)\t-\t-\t%d\t%s\n", u.ID, u.Revision, oneLine(u.Err.Error()))

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/execfsm/execfsm/boltstore"
@@ -84,10 +85,10 @@ func customTable(t *testing.T, store []string, get func(id string) storage.Recor
 
 	r = execfsm(t, append(store, "list", "-o", "json")...)
 	require.Equal(t, 0, r.code, r.stderr)
-	var listed struct{ Items []storage.Record }
+	var listed struct{ Items, Foreign []storage.Record }
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &listed), "-o after the command, as kubectl users type it")
 	var ids []string
-	for _, rec := range listed.Items {
+	for _, rec := range append(listed.Items, listed.Foreign...) {
 		ids = append(ids, rec.ID)
 	}
 	require.Subset(t, ids, []string{"job-1", "job-2", "job-3"})
@@ -125,7 +126,18 @@ func TestACustomTableIsReadFromABoltFile(t *testing.T) {
 			return rec
 		}
 	}
-	r := execfsm(t, "--bolt", path, "--namespace", "ci", "get", "job-4")
+	r := execfsm(t, "--bolt", path, "--namespace", "ci", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Contains(t, lines[len(lines)-1], "job-4", "a status no version knows is listed apart, last")
+	require.Contains(t, lines[len(lines)-1], "paused-by-hand (not in table ci-jobs)")
+	r = execfsm(t, "--bolt", path, "--namespace", "ci", "-o", "json", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	var listed struct{ Items, Foreign []storage.Record }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &listed))
+	require.Len(t, listed.Foreign, 1)
+	require.Equal(t, "job-4", listed.Foreign[0].ID)
+	r = execfsm(t, "--bolt", path, "--namespace", "ci", "get", "job-4")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "paused-by-hand (not a status of table ci-jobs, version 1)")
 	r = execfsm(t, "--bolt", path, "--namespace", "ci", "stop", "job-4", "--reason", "x")

@@ -1,0 +1,189 @@
+// Package schematest runs the recorded table's compatibility rules
+// against a store: every store that implements storage.TableKeeper runs
+// it, as every store runs storagetest.
+package schematest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storagetest"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+// Run runs every compatibility case against stores made by newStore,
+// each with a fresh, empty store that implements storage.TableKeeper and
+// storage.Lister.
+func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
+	t.Helper()
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, storage.Store)
+	}{
+		{"TheSameTableWritesNothing", sameTableWritesNothing},
+		{"AnAddedStatusIsTheNextVersion", addedStatusIsTheNextVersion},
+		{"AnOlderVersionGetsTheRecordedTable", olderVersionGetsTheRecordedTable},
+		{"ARemovedStatusIsRefusedWithItsRecordsCounted", removedStatusIsRefused},
+		{"AMigrationMovesTheRecordsThenRecords", migrationMovesTheRecords},
+		{"AStatusOutsideEveryVersionIsKnownToNone", statusOutsideEveryVersion},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
+	}
+}
+
+var bg = context.Background()
+
+// Jobs returns the roles of a render job's table: version 1 without a
+// relocating state, version 2 (withMoving) with moving, as Teraslice
+// added relocating.
+func Jobs(t testing.TB, withMoving bool) *recovery.Roles[string] {
+	t.Helper()
+	return jobs(t, withMoving, "moving")
+}
+
+// Renamed is version 2 with moving renamed relocating.
+func Renamed(t testing.TB) *recovery.Roles[string] {
+	t.Helper()
+	return jobs(t, true, "relocating")
+}
+
+func jobs(t testing.TB, relocates bool, relocating string) *recovery.Roles[string] {
+	running := []string{"rendering", "paused"}
+	b := transition.New("queued").
+		Allow("queued", "rendering", "cancelling", "failed").
+		Allow("rendering", "paused", "cancelling", "done", "failed", "cancelled").
+		Allow("paused", "rendering", "cancelling", "done", "failed", "cancelled").
+		Allow("cancelling", "cancelled", "done", "failed").
+		Terminal("done", "failed", "cancelled")
+	if relocates {
+		b.Allow("rendering", relocating).Allow("paused", relocating).Return(relocating, running...).Allow(relocating, "queued", "cancelling", "failed")
+	}
+	table, err := b.Build()
+	require.NoError(t, err)
+	rb := recovery.DefineRoles(table).NotStarted("queued").Running(running...).
+		Stopping("cancelling", "cancelled").Failed("failed").Ends("done", "cancelled")
+	if relocates {
+		rb.Relocating(relocating, "queued")
+	}
+	roles, err := rb.Build()
+	require.NoError(t, err)
+	return roles
+}
+
+// in creates records in status, by id.
+func in(t *testing.T, s storage.Store, status string, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		rec := storagetest.Sample(id)
+		rec.Status, rec.Previous, rec.Owner, rec.Epoch = status, "", "", 0
+		_, err := s.Create(bg, rec)
+		require.NoError(t, err)
+	}
+}
+
+func tableRevision(t *testing.T, s storage.Store) uint64 {
+	t.Helper()
+	_, rev, err := s.(storage.TableKeeper).Table(bg)
+	require.NoError(t, err)
+	return rev
+}
+
+func sameTableWritesNothing(t *testing.T, s storage.Store) {
+	v1, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	require.NoError(t, err)
+	require.Equal(t, 1, v1.Version)
+	rev := tableRevision(t, s)
+	again, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	require.NoError(t, err)
+	require.Equal(t, v1, again)
+	require.Equal(t, rev, tableRevision(t, s))
+}
+
+func addedStatusIsTheNextVersion(t *testing.T, s storage.Store) {
+	v1, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	require.NoError(t, err)
+	in(t, s, "rendering", "job-1")
+	v2, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	require.NoError(t, err)
+	require.Equal(t, 2, v2.Version)
+	require.Equal(t, []schema.Version{{Version: 1, States: v1.Table.States}}, v2.Earlier)
+	loaded, err := schema.Load(bg, s)
+	require.NoError(t, err)
+	require.Equal(t, v2, loaded)
+}
+
+func olderVersionGetsTheRecordedTable(t *testing.T, s storage.Store) {
+	_, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	require.NoError(t, err)
+	v2, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	require.NoError(t, err)
+	rev := tableRevision(t, s)
+	old, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	require.NoError(t, err)
+	require.Equal(t, v2, old)
+	require.Equal(t, rev, tableRevision(t, s), "nothing written")
+}
+
+func removedStatusIsRefused(t *testing.T, s storage.Store) {
+	_, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	require.NoError(t, err)
+	in(t, s, "moving", "job-1", "job-2")
+	rev := tableRevision(t, s)
+	_, err = schema.Record(bg, s, "render-jobs", Renamed(t))
+	var inc *schema.IncompatibleError
+	require.ErrorAs(t, err, &inc)
+	require.ErrorIs(t, err, schema.ErrIncompatible)
+	require.Equal(t, map[string]int{"moving": 2}, inc.InStatus)
+	require.Equal(t, rev, tableRevision(t, s), "nothing written")
+	rec, err := s.Get(bg, "job-1")
+	require.NoError(t, err)
+	require.Equal(t, "moving", rec.Status)
+}
+
+func migrationMovesTheRecords(t *testing.T, s storage.Store) {
+	v, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	require.NoError(t, err)
+	in(t, s, "moving", "job-1")
+	in(t, s, "rendering", "job-2")
+	d, moved, err := schema.RecordMigrating(bg, s, "render-jobs", Renamed(t),
+		schema.Migration{Statuses: map[string]string{"moving": "relocating"}, Reason: "moving is relocating now"})
+	require.NoError(t, err)
+	require.Equal(t, v.Version+1, d.Version)
+	require.Equal(t, []string{"job-1"}, moved)
+	rec, err := s.Get(bg, "job-1")
+	require.NoError(t, err)
+	require.Equal(t, "relocating", rec.Status)
+	last, ok := rec.History.Last()
+	require.True(t, ok)
+	require.Equal(t, "moving", last.From)
+	require.Equal(t, "moving is relocating now", last.Reason)
+	rec, err = s.Get(bg, "job-2")
+	require.NoError(t, err)
+	require.Equal(t, "rendering", rec.Status)
+}
+
+func statusOutsideEveryVersion(t *testing.T, s storage.Store) {
+	_, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	require.NoError(t, err)
+	in(t, s, "rendering", "job-1")
+	_, err = schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	require.NoError(t, err)
+	in(t, s, "moving", "job-2")
+	in(t, s, "melted", "job-3")
+	l, err := schema.List(bg, s)
+	require.NoError(t, err)
+	require.Equal(t, 2, l.Table.Version)
+	var known, foreign []string
+	for _, r := range l.Known {
+		known = append(known, r.ID)
+	}
+	for _, r := range l.Foreign {
+		foreign = append(foreign, r.ID)
+	}
+	require.Equal(t, []string{"job-1", "job-2"}, known)
+	require.Equal(t, []string{"job-3"}, foreign, "a status no version knows is listed apart")
+}
