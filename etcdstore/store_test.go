@@ -32,6 +32,9 @@ import (
 var shared *embedded.Cluster
 
 func TestMain(m *testing.M) {
+	if raw := os.Getenv(upgradeChildEnv); raw != "" {
+		os.Exit(upgradeChild(raw)) // a controller of the rolling upgrade test
+	}
 	dir, err := os.MkdirTemp("", "etcdstore-test-")
 	if err != nil {
 		panic(err)
