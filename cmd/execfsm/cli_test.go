@@ -463,6 +463,22 @@ func TestEveryCommandOnKubernetes(t *testing.T) {
 
 	exerciseNetworkedStore(t, "kube", k, true)
 
+	// A user's own table, in a namespace of its own: the same user may
+	// read it and stop by it.
+	_, err = cp.Clientset.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for _, role := range []*rbacv1.Role{kube.ReaderRole("ci"), kube.MasterRole("ci")} {
+		require.NoError(t, cp.Grant(bg, "operator", role))
+	}
+	ci, err := kube.New(cp.Clientset, kube.Options{Namespace: "ci"})
+	require.NoError(t, err)
+	populateCIJobs(t, ci)
+	customTable(t, []string{"--kube-namespace", "ci", "--kubeconfig", kubeconfig}, func(id string) storage.Record {
+		rec, err := ci.Get(bg, id)
+		require.NoError(t, err)
+		return rec
+	})
+
 	r := execfsm(t, "--kube-namespace", "teraslice", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "list")
 	require.Equal(t, 3, r.code, r.stderr)
 }

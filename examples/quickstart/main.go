@@ -29,6 +29,7 @@ import (
 
 	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
@@ -85,6 +86,10 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 
 	master, err := open("master")
 	if err != nil {
+		return err
+	}
+	// The table, beside the records: the operator's CLI reads it.
+	if _, err := schema.Record(ctx, master.Store(), "teraslice", teraslice.Roles()); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\nOne execution, start to finish:")

@@ -16,6 +16,7 @@ import (
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
 	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
@@ -170,6 +171,10 @@ func (s *supervisor) submit(ctx context.Context, id string) error {
 	return s.withStore(func(st storage.Store) error {
 		m, err := s.master(st, id)
 		if err != nil {
+			return err
+		}
+		// The table, beside the records, for the operator's tools.
+		if _, err := schema.Record(ctx, st, "teraslice", teraslice.Roles()); err != nil {
 			return err
 		}
 		// Recorded at creation as Teraslice's master does after validating

@@ -18,6 +18,7 @@ import (
 	"github.com/execfsm/execfsm/prom"
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +67,11 @@ func control(ctx context.Context, farm Farm, out io.Writer) (int, error) {
 	defer db.Close()
 	store, err := db.Store("renders")
 	if err != nil {
+		return 0, err
+	}
+	// The table, beside the jobs: the operator's CLI reads it, and a
+	// table that would strand a job is refused here, not discovered later.
+	if _, err := schema.Record(ctx, store, "render-jobs", roles); err != nil {
 		return 0, err
 	}
 
