@@ -191,13 +191,22 @@ func TestARollingUpgradeNeverHasAnOldControllerTouchANewerRecord(t *testing.T) {
 	recorded, err := schema.Record(bg, store, "teraslice", v1)
 	require.NoError(t, err)
 	require.Equal(t, 1, recorded.Version)
-	master, err := transition.NewPersisted(v1.Table(), store, "ex-1", transition.PersistedOptions{Actor: "cluster-master"})
-	require.NoError(t, err)
-	_, err = master.Create(bg, transition.To("pending").Because("submitted").Set(recovery.MetaRelocatable, "true"))
-	require.NoError(t, err)
+	for _, id := range []string{"ex-1", "ex-2"} {
+		master, err := transition.NewPersisted(v1.Table(), store, id, transition.PersistedOptions{Actor: "cluster-master"})
+		require.NoError(t, err)
+		_, err = master.Create(bg, transition.To("pending").Because("submitted").Set(recovery.MetaRelocatable, "true"))
+		require.NoError(t, err)
+	}
 	spec := func(pod string, version int) upgradeSpec {
 		return upgradeSpec{Endpoint: shared.Endpoint(0), Prefix: prefix, ID: "ex-1", Pod: pod, Version: version}
 	}
+	// A version 1 controller runs another execution the whole time: the
+	// two versions live side by side on one store.
+	oldSpec := spec("pod-z-v1", 1)
+	oldSpec.ID = "ex-2"
+	old, oldOut := upgradePod(t, oldSpec)
+	said(t, oldOut, "table 1")
+	said(t, oldOut, "verdict start pending epoch 1")
 
 	a, out := upgradePod(t, spec("pod-a-v2", 2))
 	said(t, out, "table 2")
@@ -226,6 +235,13 @@ func TestARollingUpgradeNeverHasAnOldControllerTouchANewerRecord(t *testing.T) {
 	require.NoError(t, c.Process.Signal(syscall.SIGTERM))
 	said(t, out, "terminate relocate")
 	require.Equal(t, 143, exitCode(t, c))
+
+	require.NoError(t, old.Process.Signal(syscall.SIGTERM))
+	said(t, oldOut, "terminate shutdown") // version 1 has no relocating: a SIGTERM shuts down
+	require.Equal(t, 0, exitCode(t, old))
+	other, err := store.Get(bg, "ex-2")
+	require.NoError(t, err)
+	require.Equal(t, "running", other.Status, "the old version ran its own execution throughout")
 
 	final, err := store.Get(bg, "ex-1")
 	require.NoError(t, err)
