@@ -33,19 +33,11 @@ func TestRecoveryReconcilerRunsInAControllerRuntimeManager(t *testing.T) {
 		seen[key]++
 		return reconcile.Result{}, nil
 	})
-	mgr, err := ctrl.NewManager(masterCfg, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+	runManager(t, ns, func(mgr ctrl.Manager) error {
+		return ctrl.NewControllerManagedBy(mgr).Named("execfsm-test-"+ns).For(&corev1.ConfigMap{}).Complete(ctrlruntime.ToReconciler(r))
 	})
-	require.NoError(t, err)
-	require.NoError(t, ctrl.NewControllerManagedBy(mgr).Named("execfsm-test-"+ns).For(&corev1.ConfigMap{}).Complete(ctrlruntime.ToReconciler(r)))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() { cancel(); require.NoError(t, <-done) }()
 
-	_, err = clientset.CoreV1().ConfigMaps(ns).Create(bg, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sim-1", Namespace: ns}}, metav1.CreateOptions{})
+	_, err := clientset.CoreV1().ConfigMaps(ns).Create(bg, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sim-1", Namespace: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	key := types.NamespacedName{Namespace: ns, Name: "sim-1"}
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return seen[key] > 0 }, 30*time.Second, 20*time.Millisecond)
@@ -64,20 +56,12 @@ func TestAManagerReconcilesExecutionsByTheirID(t *testing.T) {
 		seen[id]++
 		return reconcile.Result{}, nil
 	})
-	mgr, err := ctrl.NewManager(masterCfg, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+	runManager(t, ns, func(mgr ctrl.Manager) error {
+		return ctrl.NewControllerManagedBy(mgr).Named("executions-"+ns).
+			Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(ctrlruntime.ExecutionOf)).
+			Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(ctrlruntime.ExecutionOf)).
+			Complete(ctrlruntime.ToExecutionReconciler(r))
 	})
-	require.NoError(t, err)
-	require.NoError(t, ctrl.NewControllerManagedBy(mgr).Named("executions-"+ns).
-		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(ctrlruntime.ExecutionOf)).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(ctrlruntime.ExecutionOf)).
-		Complete(ctrlruntime.ToExecutionReconciler(r)))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() { cancel(); require.NoError(t, <-done) }()
 	count := func() int { mu.Lock(); defer mu.Unlock(); return seen["Ex 1/b"] }
 
 	store, err := kube.New(masterClient, kube.Options{Namespace: ns})
@@ -98,4 +82,21 @@ func TestAManagerReconcilesExecutionsByTheirID(t *testing.T) {
 	for id := range seen {
 		require.Contains(t, []string{"Ex 1/b", "Ex-1_b"}, id, "only execution ids, never object names")
 	}
+}
+
+// runManager runs a controller-runtime manager for ns as the cluster
+// master, with the controllers register adds, until the test ends.
+func runManager(t *testing.T, ns string, register func(ctrl.Manager) error) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(masterCfg, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, register(mgr))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 }

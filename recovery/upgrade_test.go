@@ -5,36 +5,11 @@ import (
 	"testing"
 
 	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/schema/schematest"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
-
-// renderJobs returns the roles of a render job's table: version 1 has no
-// relocating state, version 2 adds moving, as Teraslice added relocating.
-func renderJobs(t testing.TB, withMoving bool) *recovery.Roles[string] {
-	t.Helper()
-	running := []string{"rendering", "paused"}
-	b := transition.New("queued").
-		Allow("queued", "rendering", "cancelling", "failed").
-		Allow("rendering", "paused", "cancelling", "done", "failed", "cancelled").
-		Allow("paused", "rendering", "cancelling", "done", "failed", "cancelled").
-		Allow("cancelling", "cancelled", "done", "failed").
-		Terminal("done", "failed", "cancelled")
-	if withMoving {
-		b.Allow("rendering", "moving").Allow("paused", "moving").Return("moving", running...).Allow("moving", "queued", "cancelling", "failed")
-	}
-	table, err := b.Build()
-	require.NoError(t, err)
-	rb := recovery.DefineRoles(table).NotStarted("queued").Running(running...).
-		Stopping("cancelling", "cancelled").Failed("failed").Ends("done", "cancelled")
-	if withMoving {
-		rb.Relocating("moving", "queued")
-	}
-	roles, err := rb.Build()
-	require.NoError(t, err)
-	return roles
-}
 
 // During a rolling upgrade, a controller of the old table meets a record
 // the new one relocated: it writes nothing, takes nothing, counts
@@ -42,7 +17,7 @@ func renderJobs(t testing.TB, withMoving bool) *recovery.Roles[string] {
 // the new table takes it.
 func TestAnOldControllerLeavesARecordOfANewerTableAlone(t *testing.T) {
 	store := storage.NewMemory()
-	v2 := renderJobs(t, true)
+	v2 := schematest.Jobs(t, true)
 	master, err := transition.NewPersisted(v2.Table(), store, "job-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.To("queued"))
@@ -52,7 +27,7 @@ func TestAnOldControllerLeavesARecordOfANewerTableAlone(t *testing.T) {
 	before, err := store.Get(bg, "job-1")
 	require.NoError(t, err)
 
-	v1 := renderJobs(t, false)
+	v1 := schematest.Jobs(t, false)
 	old, err := transition.NewPersisted(v1.Table(), store, "job-1", transition.PersistedOptions{Actor: "pod-v1"})
 	require.NoError(t, err)
 	_, err = decider(t, v1, recovery.Policy{Restarts: true, Work: recovery.Restartability(true)}).Start(bg, old, storage.Lease{Holder: "pod-v1"})

@@ -8,38 +8,16 @@ import (
 
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/schema/schematest"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
 var bg = context.Background()
 
-// jobs returns the roles of a render job's table: version 1 has no
-// relocating state, version 2 adds moving (the seed's own change).
 func jobs(t testing.TB, withMoving bool) *recovery.Roles[string] {
-	t.Helper()
-	running := []string{"rendering", "paused"}
-	b := transition.New("queued").
-		Allow("queued", "rendering", "cancelling", "failed").
-		Allow("rendering", "paused", "cancelling", "done", "failed", "cancelled").
-		Allow("paused", "rendering", "cancelling", "done", "failed", "cancelled").
-		Allow("cancelling", "cancelled", "done", "failed").
-		Terminal("done", "failed", "cancelled")
-	if withMoving {
-		b.Allow("rendering", "moving").Allow("paused", "moving").Return("moving", running...).Allow("moving", "queued", "cancelling", "failed")
-	}
-	table, err := b.Build()
-	require.NoError(t, err)
-	rb := recovery.DefineRoles(table).NotStarted("queued").Running(running...).
-		Stopping("cancelling", "cancelled").Failed("failed").Ends("done", "cancelled")
-	if withMoving {
-		rb.Relocating("moving", "queued")
-	}
-	roles, err := rb.Build()
-	require.NoError(t, err)
-	return roles
+	return schematest.Jobs(t, withMoving)
 }
 
 func TestADocumentRoundTripsAndRebuilds(t *testing.T) {
@@ -155,23 +133,7 @@ func TestATableThatCouldStrandARecordIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, `keeps table "render-jobs"`)
 }
 
-// renamedMoving is version 2 with moving renamed relocating.
-func renamedMoving(t testing.TB) *recovery.Roles[string] {
-	t.Helper()
-	running := []string{"rendering", "paused"}
-	table, err := transition.New("queued").
-		Allow("queued", "rendering", "cancelling", "failed").
-		Allow("rendering", "paused", "relocating", "cancelling", "done", "failed", "cancelled").
-		Allow("paused", "rendering", "relocating", "cancelling", "done", "failed", "cancelled").
-		Return("relocating", running...).Allow("relocating", "queued", "cancelling", "failed").
-		Allow("cancelling", "cancelled", "done", "failed").
-		Terminal("done", "failed", "cancelled").Build()
-	require.NoError(t, err)
-	roles, err := recovery.DefineRoles(table).NotStarted("queued").Running(running...).Relocating("relocating", "queued").
-		Stopping("cancelling", "cancelled").Failed("failed").Ends("done", "cancelled").Build()
-	require.NoError(t, err)
-	return roles
-}
+func renamedMoving(t testing.TB) *recovery.Roles[string] { return schematest.Renamed(t) }
 
 func storageRecord(id, status string) storage.Record {
 	return storage.Record{ID: id, Status: status}
