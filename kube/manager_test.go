@@ -34,7 +34,7 @@ func TestRecoveryReconcilerRunsInAControllerRuntimeManager(t *testing.T) {
 		return reconcile.Result{}, nil
 	})
 	runManager(t, ns, func(mgr ctrl.Manager) error {
-		return ctrl.NewControllerManagedBy(mgr).Named("execfsm-test-"+ns).For(&corev1.ConfigMap{}).Complete(ctrlruntime.ToReconciler(r))
+		return ctrl.NewControllerManagedBy(mgr).Named("execfsm-test-" + ns).For(&corev1.ConfigMap{}).Complete(ctrlruntime.ToReconciler(r))
 	})
 
 	_, err := clientset.CoreV1().ConfigMaps(ns).Create(bg, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sim-1", Namespace: ns}}, metav1.CreateOptions{})
