@@ -86,8 +86,9 @@ func TestHostileWritesAreRefusedOnEveryStoreAndNothingIsWritten(t *testing.T) {
 }
 
 // A record whose status this build does not know (written by a newer
-// version, or by hand) is refused by everything that reads it, with an
-// error naming the status, and is not overwritten.
+// version, or by hand) is refused by everything that writes it, with an
+// error naming the status, and is not overwritten; the Reaper leaves it
+// to the controllers whose table knows it, without an error to retry.
 func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 	etcd, _ := etcdStore(t)
 	for storeName, store := range map[string]storage.Store{
@@ -103,14 +104,16 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 			require.Contains(t, err.Error(), `"hibernating"`)
 			_, err = decider(t, teraslice.Roles(), recovery.Policy{}).Start(context.Background(), exec, storage.Lease{Holder: "pod-a", TTL: time.Minute})
 			require.ErrorIs(t, err, transition.ErrUnknownState)
+			require.ErrorIs(t, err, recovery.ErrForeignStatus)
 			_, err = recovery.Startup(teraslice.Roles(), after(t, store), recovery.Policy{Now: time.Now()})
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			_, err = decider(t, teraslice.Roles(), recovery.Policy{}).Terminate(context.Background(), exec, nil)
 			require.Error(t, err)
 			reaper, err := decider(t, teraslice.Roles(), recovery.Policy{}).NewReaper(store, recovery.ReaperOptions{})
 			require.NoError(t, err)
-			_, err = reaper.Reconcile(context.Background(), "ex-future")
-			require.ErrorIs(t, err, transition.ErrUnknownState)
+			res, err := reaper.Reconcile(context.Background(), "ex-future")
+			require.NoError(t, err, "left alone, not retried")
+			require.Zero(t, res.RequeueAfter)
 			after, err := store.Get(context.Background(), "ex-future")
 			require.NoError(t, err)
 			require.Equal(t, stored.Revision, after.Revision)
