@@ -306,13 +306,15 @@ func (v *batchView) read(fn func(tx *bolt.Tx) error) error {
 	})
 }
 
-func (v *batchView) add(s *Store, rec storage.Record, data []byte) {
+// add adds the write of data under id of s (a record's, or wal.TableID
+// for the table's document) at revision to the batch.
+func (v *batchView) add(s *Store, id string, revision uint64, data []byte) {
 	if v.written == nil {
 		v.written = map[string]int{}
 	}
-	v.written[s.headKey(rec.ID)] = len(v.entries)
-	v.entries = append(v.entries, wal.Entry{Revision: rec.Revision, Namespace: s.namespace, ID: rec.ID, Data: data})
-	v.frame = wal.AppendEntry(v.frame, rec.Revision, s.namespace, rec.ID, data)
+	v.written[s.headKey(id)] = len(v.entries)
+	v.entries = append(v.entries, wal.Entry{Revision: revision, Namespace: s.namespace, ID: id, Data: data})
+	v.frame = wal.AppendEntry(v.frame, revision, s.namespace, id, data)
 }
 
 func (v *batchView) close() {
@@ -342,7 +344,7 @@ func (s *Store) apply(v *batchView, build func(v *batchView) (storage.Record, er
 		return storage.Record{}, err
 	}
 	s.db.revision = rec.Revision
-	v.add(s, rec, data)
+	v.add(s, rec.ID, rec.Revision, data)
 	s.db.heads.wrote(s.headKey(rec.ID), head{revision: rec.Revision, claim: rec.Claim()})
 	return rec, nil
 }

@@ -89,12 +89,7 @@ func (s *Store) applyTable(v *batchView, w *tableWrite) (uint64, error) {
 	}
 	rev := max(s.db.revision, cur) + 1
 	s.db.revision = rev
-	if v.written == nil {
-		v.written = map[string]int{}
-	}
-	v.written[s.headKey(wal.TableID)] = len(v.entries)
-	v.entries = append(v.entries, wal.Entry{Revision: rev, Namespace: s.namespace, ID: wal.TableID, Data: w.doc})
-	v.frame = wal.AppendEntry(v.frame, rev, s.namespace, wal.TableID, w.doc)
+	v.add(s, wal.TableID, rev, w.doc)
 	return rev, nil
 }
 
