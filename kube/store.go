@@ -233,12 +233,20 @@ func (s *Store) decode(id string, cm *corev1.ConfigMap) (storage.Record, error) 
 	if rec.ID != id {
 		return storage.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: record names itself %q", s.ns, cm.Name, storage.ErrCorrupt, rec.ID)
 	}
+	if rec.Revision, err = s.revisionOf(cm); err != nil {
+		return storage.Record{}, err
+	}
+	return rec, nil
+}
+
+// revisionOf is cm's resourceVersion as a revision: on every API server
+// backed by etcd a positive decimal integer; anything else is ErrCorrupt.
+func (s *Store) revisionOf(cm *corev1.ConfigMap) (uint64, error) {
 	rev, err := strconv.ParseUint(cm.ResourceVersion, 10, 64)
 	if err != nil || rev == 0 {
-		return storage.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: resourceVersion %q is not a positive integer", s.ns, cm.Name, storage.ErrCorrupt, cm.ResourceVersion)
+		return 0, fmt.Errorf("kube: ConfigMap %s/%s: %w: resourceVersion %q is not a positive integer", s.ns, cm.Name, storage.ErrCorrupt, cm.ResourceVersion)
 	}
-	rec.Revision = rev
-	return rec, nil
+	return rev, nil
 }
 
 func wrap(op, id string, err error) error { return fmt.Errorf("kube: %s %q: %w", op, id, err) }

@@ -44,9 +44,12 @@ func (s *Store) Table(ctx context.Context) ([]byte, uint64, error) {
 		return nil, 0, wrap("Table", s.TableName(), err)
 	}
 	doc, ok := cm.Data[TableKey]
-	rev, perr := strconv.ParseUint(cm.ResourceVersion, 10, 64)
-	if !ok || perr != nil || rev == 0 {
-		return nil, 0, fmt.Errorf("kube: ConfigMap %s/%s: %w: no %s, or resourceVersion %q", s.ns, cm.Name, storage.ErrCorrupt, TableKey, cm.ResourceVersion)
+	if !ok {
+		return nil, 0, fmt.Errorf("kube: ConfigMap %s/%s: %w: no %s", s.ns, cm.Name, storage.ErrCorrupt, TableKey)
+	}
+	rev, err := s.revisionOf(cm)
+	if err != nil {
+		return nil, 0, err
 	}
 	return []byte(doc), rev, nil
 }
@@ -82,9 +85,5 @@ func (s *Store) SetTable(ctx context.Context, expect uint64, doc []byte) (uint64
 	case err != nil:
 		return 0, wrap("SetTable", s.TableName(), err)
 	}
-	rev, err := strconv.ParseUint(cm.ResourceVersion, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("kube: ConfigMap %s/%s: %w: resourceVersion %q", s.ns, cm.Name, storage.ErrCorrupt, cm.ResourceVersion)
-	}
-	return rev, nil
+	return s.revisionOf(cm)
 }
