@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"unicode"
 
 	"github.com/execfsm/execfsm/recovery"
@@ -58,7 +57,6 @@ type Events[S comparable] struct {
 	queue     chan transition.Change[S]
 	stop      context.CancelFunc
 	done      chan struct{}
-	closeOnce sync.Once
 }
 
 // NewEvents starts posting the Events of the executions in store, whose
@@ -205,8 +203,6 @@ func (e *Events[S]) fail(err error) {
 // not posted. It waits for the posting to end, each Event bounded by the
 // store's timeout.
 func (e *Events[S]) Close() {
-	e.closeOnce.Do(func() {
-		e.stop()
-		<-e.done
-	})
+	e.stop()
+	<-e.done // closed once posting ended: a second Close returns at once
 }

@@ -30,29 +30,35 @@ func (s *Store) Watch(ctx context.Context, fromRevision uint64) (<-chan storage.
 	// The first list and watch are made here, so that a caller without
 	// the permission to make them learns it now: later failures are
 	// retried, and a permission never comes back by retrying.
-	first, err := s.open(ctx, fromRevision)
+	rv := strconv.FormatUint(fromRevision, 10)
+	first, err := s.open(ctx, rv, fromRevision == 0)
 	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		if first != nil && first.w != nil {
+			first.w.Stop()
+		}
 		return nil, wrap("Watch", s.ns, err)
 	}
 	ch := make(chan storage.WatchEvent)
-	go s.follow(ctx, fromRevision, first, ch)
+	go s.follow(ctx, rv, fromRevision == 0, first, err, ch)
 	return ch, nil
 }
 
 // opened is a watch made, and the records of the list made before it
-// (from revision 0).
+// (when it relisted).
 type opened struct {
 	recs []storage.Record
 	bad  []storage.Unreadable
-	rv   string
-	w    watch.Interface
+	rv   string          // the list's resourceVersion, or the one watched from
+	w    watch.Interface // nil when the watch could not be made
 }
 
-// open lists the records (from revision 0) and starts watching after
-// them, or after from.
-func (s *Store) open(ctx context.Context, from uint64) (*opened, error) {
-	o := &opened{rv: strconv.FormatUint(from, 10)}
-	if from == 0 {
+// open lists the records (with relist) and starts watching after them,
+// or after rv. A list that succeeded is returned even when the watch
+// then fails, with the watch's error, so that its records are delivered;
+// a list that failed is nil and its error.
+func (s *Store) open(ctx context.Context, rv string, relist bool) (*opened, error) {
+	o := &opened{rv: rv}
+	if relist {
 		var err error
 		if o.recs, o.bad, o.rv, err = s.list(ctx); err != nil {
 			return nil, err
@@ -64,17 +70,22 @@ func (s *Store) open(ctx context.Context, from uint64) (*opened, error) {
 		AllowWatchBookmarks: true,
 	})
 	if err != nil {
-		return nil, err
+		return o, err
 	}
 	o.w = w
 	return o, nil
 }
 
-func (s *Store) follow(ctx context.Context, from uint64, first *opened, ch chan<- storage.WatchEvent) {
+// follow delivers the watch's events from rv (listing every record
+// first with relist), watching again after each end; first and firstErr
+// are what Watch's own open returned.
+func (s *Store) follow(ctx context.Context, rv string, relist bool, first *opened, firstErr error, ch chan<- storage.WatchEvent) {
 	defer close(ch)
-	if first != nil {
-		defer first.w.Stop() // a no-op once drained and stopped below
-	}
+	defer func() {
+		if first != nil && first.w != nil {
+			first.w.Stop() // ctx ended before the loop took it
+		}
+	}()
 	send := func(ev storage.WatchEvent) bool {
 		select {
 		case ch <- ev:
@@ -83,47 +94,34 @@ func (s *Store) follow(ctx context.Context, from uint64, first *opened, ch chan<
 			return false
 		}
 	}
-	relist := from == 0
-	rv := strconv.FormatUint(from, 10)
 	failures := 0
 	pause := func() bool {
 		failures++
 		return backoff.Rewatch.Sleep(ctx, failures-1)
 	}
 	for ctx.Err() == nil {
-		if first != nil {
-			// Made by Watch: deliver the list, then drain the watch.
-			if !sendListed(first.recs, first.bad, send) {
+		o, err := first, firstErr
+		if o == nil && err == nil {
+			o, err = s.open(ctx, rv, relist)
+		}
+		first, firstErr = nil, nil
+		if o != nil {
+			// Listed (when relisting), whatever became of the watch.
+			if !sendListed(o.recs, o.bad, send) {
+				if o.w != nil {
+					o.w.Stop()
+				}
 				return
 			}
-			var ok bool
-			rv, relist, ok = s.drain(ctx, first.w, first.rv, send)
-			first.w.Stop()
-			first = nil
-			if !ok {
+			rv, relist = o.rv, false
+		}
+		switch {
+		case o == nil: // the list failed
+			if !pause() {
 				return
 			}
 			continue
-		}
-		if relist {
-			recs, bad, listRV, err := s.list(ctx)
-			if err != nil {
-				if !pause() {
-					return
-				}
-				continue
-			}
-			if !sendListed(recs, bad, send) {
-				return
-			}
-			rv, relist = listRV, false
-		}
-		w, err := s.client.CoreV1().ConfigMaps(s.ns).Watch(ctx, metav1.ListOptions{
-			LabelSelector:       ManagedLabel + "=" + s.label(),
-			ResourceVersion:     rv,
-			AllowWatchBookmarks: true,
-		})
-		if err != nil {
+		case err != nil: // the watch failed
 			relist = apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 			if !relist && !pause() {
 				return
@@ -132,8 +130,8 @@ func (s *Store) follow(ctx context.Context, from uint64, first *opened, ch chan<
 		}
 		failures = 0
 		var ok bool
-		rv, relist, ok = s.drain(ctx, w, rv, send)
-		w.Stop()
+		rv, relist, ok = s.drain(ctx, o.w, rv, send)
+		o.w.Stop()
 		if !ok {
 			return
 		}
