@@ -75,7 +75,7 @@ func RecordMigrating[S comparable](ctx context.Context, store storage.Store, nam
 			return Document{}, moved, err
 		}
 		if cur.Name != name {
-			return Document{}, moved, fmt.Errorf("schema: %w: the store keeps table %q, not %q", ErrIncompatible, cur.Name, name)
+			return Document{}, moved, otherName(cur, name)
 		}
 		changes := Compare(cur, next)
 		if changes.Compatible() {
@@ -96,40 +96,32 @@ func RecordMigrating[S comparable](ctx context.Context, store storage.Store, nam
 		if err != nil {
 			return Document{}, moved, err
 		}
-		left, err := inRemoved(ctx, lister, changes.RemovedStates)
+		left, err := inStatuses(ctx, lister, changes.RemovedStates)
 		if err != nil {
 			return Document{}, moved, err
 		}
-		if left > 0 {
+		if len(left) > 0 {
 			continue // written meanwhile: migrate those too
 		}
-		next.Version = cur.Version + 1
-		next.Earlier = append(slices.Clone(cur.Earlier), Version{Version: cur.Version, States: cur.Table.States})
-		data, err := next.Encode()
-		if err != nil {
-			return Document{}, moved, err
-		}
-		if _, err := keeper.SetTable(ctx, rev, data); errors.Is(err, storage.ErrConflict) {
+		recorded := next.after(cur)
+		if lost, err := put(ctx, keeper, rev, recorded); lost {
 			continue
 		} else if err != nil {
 			return Document{}, moved, err
 		}
-		return next, moved, nil
+		return recorded, moved, nil
 	}
 	return Document{}, moved, fmt.Errorf("schema: %s: %w: records or the recorded table kept changing", name, storage.ErrConflict)
 }
 
 // migrate moves every record in a removed status to its mapped status.
 func migrate(ctx context.Context, store storage.Store, lister storage.Lister, removed []string, m Migration) ([]string, error) {
-	recs, _, err := lister.List(ctx)
+	recs, err := inStatuses(ctx, lister, removed)
 	if err != nil {
 		return nil, err
 	}
 	var moved []string
 	for _, rec := range recs {
-		if !slices.Contains(removed, rec.Status) {
-			continue
-		}
 		if err := migrateOne(ctx, store, rec, m); err != nil {
 			return moved, err
 		}
@@ -170,19 +162,4 @@ func migrateOne(ctx context.Context, store storage.Store, rec storage.Record, m 
 		return err
 	}
 	return fmt.Errorf("schema: record %s: %w: it kept changing", rec.ID, storage.ErrConflict)
-}
-
-// inRemoved counts the records still in a removed status.
-func inRemoved(ctx context.Context, lister storage.Lister, removed []string) (int, error) {
-	recs, _, err := lister.List(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, r := range recs {
-		if slices.Contains(removed, r.Status) {
-			n++
-		}
-	}
-	return n, nil
 }

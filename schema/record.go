@@ -120,7 +120,7 @@ func Record[S comparable](ctx context.Context, store storage.Store, name string,
 		case err != nil:
 			return Document{}, err
 		case cur.Name != name:
-			return Document{}, fmt.Errorf("schema: %w: the store keeps table %q, not %q", ErrIncompatible, cur.Name, name)
+			return Document{}, otherName(cur, name)
 		default:
 			changes := Compare(cur, next)
 			if changes.Same() {
@@ -132,14 +132,9 @@ func Record[S comparable](ctx context.Context, store storage.Store, name string,
 			if !changes.Compatible() {
 				return Document{}, incompatible(ctx, store, cur, changes)
 			}
-			next.Version = cur.Version + 1
-			next.Earlier = append(slices.Clone(cur.Earlier), Version{Version: cur.Version, States: cur.Table.States})
+			next = next.after(cur)
 		}
-		data, err := next.Encode()
-		if err != nil {
-			return Document{}, err
-		}
-		if _, err := keeper.SetTable(ctx, rev, data); errors.Is(err, storage.ErrConflict) {
+		if lost, err := put(ctx, keeper, rev, next); lost {
 			continue
 		} else if err != nil {
 			return Document{}, err
@@ -147,6 +142,33 @@ func Record[S comparable](ctx context.Context, store storage.Store, name string,
 		return next, nil
 	}
 	return Document{}, fmt.Errorf("schema: %s: %w: the recorded table kept changing", name, storage.ErrConflict)
+}
+
+// otherName is the error for a store that records another lifecycle.
+func otherName(recorded Document, name string) error {
+	return fmt.Errorf("schema: %w: the store keeps table %q, not %q", ErrIncompatible, recorded.Name, name)
+}
+
+// after returns d as the version that follows cur, cur's states kept
+// among the earlier versions.
+func (d Document) after(cur Document) Document {
+	d.Version = cur.Version + 1
+	d.Earlier = append(slices.Clone(cur.Earlier), Version{Version: cur.Version, States: cur.Table.States})
+	return d
+}
+
+// put writes d over the document at revision rev; lost says another
+// writer got there first (read it again and decide again).
+func put(ctx context.Context, keeper storage.TableKeeper, rev uint64, d Document) (lost bool, err error) {
+	data, err := d.Encode()
+	if err != nil {
+		return false, err
+	}
+	_, err = keeper.SetTable(ctx, rev, data)
+	if errors.Is(err, storage.ErrConflict) {
+		return true, nil
+	}
+	return false, err
 }
 
 // olderThan reports whether next is an earlier version of the recorded
@@ -165,7 +187,7 @@ func olderThan(recorded, next Document) (Document, bool) {
 func incompatible(ctx context.Context, store storage.Store, recorded Document, changes Changes) error {
 	e := &IncompatibleError{Name: recorded.Name, Recorded: recorded.Version, Changes: changes}
 	if lister, ok := store.(storage.Lister); ok && len(changes.RemovedStates) > 0 {
-		recs, _, err := lister.List(ctx)
+		recs, err := inStatuses(ctx, lister, changes.RemovedStates)
 		if err != nil {
 			return errors.Join(e, err)
 		}
@@ -174,12 +196,19 @@ func incompatible(ctx context.Context, store storage.Store, recorded Document, c
 			e.InStatus[s] = 0
 		}
 		for _, r := range recs {
-			if _, removed := e.InStatus[r.Status]; removed {
-				e.InStatus[r.Status]++
-			}
+			e.InStatus[r.Status]++
 		}
 	}
 	return e
+}
+
+// inStatuses lists the records in one of statuses.
+func inStatuses(ctx context.Context, lister storage.Lister, statuses []string) ([]storage.Record, error) {
+	recs, _, err := lister.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(recs, func(r storage.Record) bool { return !slices.Contains(statuses, r.Status) }), nil
 }
 
 // Listing is a store's records as the table it records sees them.
