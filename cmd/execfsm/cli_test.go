@@ -416,6 +416,12 @@ func TestEveryCommandOnEtcd(t *testing.T) {
 
 	exerciseNetworkedStore(t, "etcd", etcd, false)
 
+	// A user's own table, under a prefix of its own.
+	ci, err := etcdstore.New(client, etcdstore.Options{Prefix: "/ci/"})
+	require.NoError(t, err)
+	populateCIJobs(t, ci)
+	customTable(t, []string{"--etcd", endpoint, "--etcd-prefix", "/ci/"}, getter(t, ci))
+
 	// Another prefix holds nothing.
 	r := execfsm(t, "--etcd", endpoint, "get", "ex-running")
 	require.Equal(t, 1, r.code)
@@ -473,11 +479,7 @@ func TestEveryCommandOnKubernetes(t *testing.T) {
 	ci, err := kube.New(cp.Clientset, kube.Options{Namespace: "ci"})
 	require.NoError(t, err)
 	populateCIJobs(t, ci)
-	customTable(t, []string{"--kube-namespace", "ci", "--kubeconfig", kubeconfig}, func(id string) storage.Record {
-		rec, err := ci.Get(bg, id)
-		require.NoError(t, err)
-		return rec
-	})
+	customTable(t, []string{"--kube-namespace", "ci", "--kubeconfig", kubeconfig}, getter(t, ci))
 
 	r := execfsm(t, "--kube-namespace", "teraslice", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "list")
 	require.Equal(t, 3, r.code, r.stderr)

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/execfsm/execfsm/boltstore"
-	"github.com/execfsm/execfsm/etcdstore"
-	"github.com/execfsm/execfsm/etcdstore/embedded"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
@@ -165,20 +163,12 @@ func TestACustomTableIsReadFromABoltFile(t *testing.T) {
 	}
 }
 
-// The same on etcd.
-func TestACustomTableIsReadFromEtcd(t *testing.T) {
-	cluster, err := embedded.Start(t.TempDir(), 1, embedded.Options{})
-	require.NoError(t, err)
-	defer cluster.Close()
-	client, err := cluster.Client()
-	require.NoError(t, err)
-	defer client.Close()
-	store, err := etcdstore.New(client, etcdstore.Options{Prefix: "/ci/"})
-	require.NoError(t, err)
-	populateCIJobs(t, store)
-	customTable(t, []string{"--etcd", cluster.Endpoint(0), "--etcd-prefix", "/ci/"}, func(id string) storage.Record {
+// getter reads records from store for customTable's checks.
+func getter(t *testing.T, store storage.Store) func(id string) storage.Record {
+	return func(id string) storage.Record {
+		t.Helper()
 		rec, err := store.Get(bg, id)
 		require.NoError(t, err)
 		return rec
-	})
+	}
 }
