@@ -1,6 +1,6 @@
 module github.com/execfsm/execfsm
 
-go 1.24.0
+go 1.25.0
 
 require (
 	github.com/stretchr/testify v1.12.1

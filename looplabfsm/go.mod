@@ -1,6 +1,6 @@
 module github.com/execfsm/execfsm/looplabfsm
 
-go 1.24.0
+go 1.25.0
 
 require (
 	github.com/execfsm/execfsm v0.1.0

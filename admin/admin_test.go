@@ -1,0 +1,612 @@
+package admin_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/admin"
+	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/state"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// Servers, watches and clients start goroutines.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// bound is how long a test waits for anything.
+const bound = 20 * time.Second
+
+func timeout(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ticking is a clock a second further at each reading, from a fixed
+// time: the records' times are golden.
+func ticking() func() time.Time {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
+	}
+}
+
+// populate writes one execution per interesting status, one relocated by
+// its owner, and the table.
+func populate(t *testing.T, store storage.Store) {
+	t.Helper()
+	ctx := timeout(t)
+	clock := ticking()
+	opts := transition.PersistedOptions{Actor: "cluster-master", Clock: clock}
+	move := func(id string, path ...state.Status) {
+		exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, opts)
+		require.NoError(t, err)
+		_, err = exec.Create(ctx, transition.To(state.Pending).Because("submitted"))
+		require.NoError(t, err)
+		for _, s := range path {
+			_, err = exec.Fire(ctx, s, "")
+			require.NoError(t, err)
+		}
+	}
+	move("ex-pending")
+	move("ex-done", state.Scheduling, state.Initializing, state.Running, state.Completed)
+	move("ex-moving", state.Scheduling, state.Initializing, state.Running)
+	controller, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-moving", transition.PersistedOptions{Actor: "pod-a", Clock: clock})
+	require.NoError(t, err)
+	_, _, err = controller.Acquire(ctx, storage.Lease{Holder: "pod-a", TTL: time.Minute, Reason: "controller started"}, nil)
+	require.NoError(t, err)
+	_, err = controller.Fire(ctx, state.Relocating, "SIGTERM: node drained")
+	require.NoError(t, err)
+	require.NoError(t, controller.Ownership().Release(ctx))
+	move("ex-running", state.Scheduling, state.Initializing, state.Running)
+	_, err = schema.Record(ctx, store, "teraslice", teraslice.Roles())
+	require.NoError(t, err)
+}
+
+// served is a handler on a real HTTP server on 127.0.0.1.
+type served struct {
+	store   *storage.Memory
+	handler *admin.Handler
+	server  *httptest.Server
+	client  *admin.Client
+}
+
+func serve(t *testing.T, opts admin.HandlerOptions) *served {
+	t.Helper()
+	store := storage.NewMemory()
+	populate(t, store)
+	return serveStore(t, store, opts)
+}
+
+func serveStore(t *testing.T, store *storage.Memory, opts admin.HandlerOptions) *served {
+	t.Helper()
+	h, err := admin.NewHandler(store, opts)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	path := opts.Path
+	if path == "" {
+		path = "/"
+	}
+	mux.Handle(path, h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		h.Close()
+		srv.Close()
+	})
+	c, err := admin.NewClient(srv.URL+path, admin.ClientOptions{HTTPClient: srv.Client()})
+	require.NoError(t, err)
+	return &served{store: store, handler: h, server: srv, client: c}
+}
+
+// allowAll lets everything, writing as the actor the client names.
+func allowAll(_ *http.Request, a admin.Action) (string, error) { return a.Actor, nil }
+
+func TestEveryOperationAnswersTheSameOverHTTPAsOnTheStore(t *testing.T) {
+	ctx := timeout(t)
+	s := serve(t, admin.HandlerOptions{Authorize: allowAll})
+	local, err := admin.NewStoreOperator(s.store)
+	require.NoError(t, err)
+	for name, op := range map[string]admin.Operator{"store": local, "http": s.client} {
+		t.Run(name, func(t *testing.T) {
+			d, err := op.Table(ctx)
+			require.NoError(t, err)
+			want, err := schema.Load(ctx, s.store)
+			require.NoError(t, err)
+			require.Equal(t, want, d)
+
+			rec, err := op.Get(ctx, "ex-moving")
+			require.NoError(t, err)
+			stored, err := s.store.Get(ctx, "ex-moving")
+			require.NoError(t, err)
+			require.Equal(t, stored, rec)
+
+			_, err = op.Get(ctx, "ex-nobody")
+			require.ErrorIs(t, err, storage.ErrNotFound)
+			_, err = op.Get(ctx, "")
+			require.ErrorIs(t, err, storage.ErrInvalidRecord)
+
+			p, err := op.List(ctx, admin.ListOptions{Statuses: []string{"relocating", "pending"}})
+			require.NoError(t, err)
+			require.Equal(t, []string{"ex-moving", "ex-pending"}, ids(p.Items))
+			require.Equal(t, map[string]int{"pending": 1, "completed": 1, "relocating": 1, "running": 1}, p.Counts)
+			require.Empty(t, p.Next)
+			_, err = op.List(ctx, admin.ListOptions{Statuses: []string{"runing"}})
+			require.ErrorIs(t, err, admin.ErrInvalidRequest)
+			require.ErrorContains(t, err, `"runing" is not a status of table teraslice`)
+		})
+	}
+	// A stop through either is the same write, and a second one writes
+	// nothing.
+	for name, op := range map[string]admin.Operator{"store": local, "http": s.client} {
+		id := map[string]string{"store": "ex-running", "http": "ex-pending"}[name]
+		got, err := op.Stop(ctx, admin.StopRequest{ID: id, Reason: "user asked", Actor: "operator:" + name})
+		require.NoError(t, err, name)
+		rec, err := s.store.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, admin.Stopped{ID: id, From: got.From, To: "stopping", Changed: true, Revision: rec.Revision, Actor: "operator:" + name, Reason: "user asked", At: got.At}, got)
+		require.Equal(t, "stopping", rec.Status)
+		again, err := op.Stop(ctx, admin.StopRequest{ID: id, Reason: "again", Actor: "operator:" + name})
+		require.NoError(t, err)
+		require.False(t, again.Changed)
+		_, err = op.Stop(ctx, admin.StopRequest{ID: "ex-done", Reason: "too late", Actor: "operator"})
+		require.ErrorIs(t, err, transition.ErrNotAllowed, name)
+		_, err = op.Stop(ctx, admin.StopRequest{ID: "ex-done", Reason: " ", Actor: "operator"})
+		require.ErrorIs(t, err, admin.ErrInvalidRequest, name)
+	}
+}
+
+func ids(recs []storage.Record) []string {
+	out := []string{}
+	for _, r := range recs {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+func TestAListIsPagedInIDOrder(t *testing.T) {
+	ctx := timeout(t)
+	store := storage.NewMemory()
+	for i := range 25 {
+		exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, fmt.Sprintf("ex-%02d", i), transition.PersistedOptions{Actor: "master"})
+		require.NoError(t, err)
+		_, err = exec.Create(ctx, transition.To(state.Pending))
+		require.NoError(t, err)
+	}
+	s := serveStore(t, store, admin.HandlerOptions{MaxPage: 10})
+	var seen []string
+	after, pages := "", 0
+	for {
+		p, err := s.client.List(ctx, admin.ListOptions{After: after})
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(p.Items), 10)
+		require.Equal(t, 25, p.Counts["pending"], "every page counts the whole store")
+		seen = append(seen, ids(p.Items)...)
+		pages++
+		if p.Next == "" {
+			break
+		}
+		after = p.Next
+	}
+	require.Equal(t, 3, pages)
+	require.Len(t, seen, 25)
+	require.IsIncreasing(t, seen)
+	p, err := s.client.List(ctx, admin.ListOptions{Limit: 4, After: "ex-20"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"ex-21", "ex-22", "ex-23", "ex-24"}, ids(p.Items))
+	require.Empty(t, p.Next, "the last page says so")
+	_, err = s.client.List(ctx, admin.ListOptions{Limit: 11})
+	require.ErrorIs(t, err, admin.ErrInvalidRequest, "no page over MaxPage")
+	var apiErr *admin.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+}
+
+// raw makes a request and returns the status and body.
+func raw(t *testing.T, method, u string, body io.Reader, header http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(timeout(t), method, u, body)
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(data)
+}
+
+func TestWritesAreRefusedWithoutAnAuthorizer(t *testing.T) {
+	ctx := timeout(t)
+	s := serve(t, admin.HandlerOptions{})
+	before, err := s.store.Get(ctx, "ex-running")
+	require.NoError(t, err)
+	_, err = s.client.Stop(ctx, admin.StopRequest{ID: "ex-running", Reason: "user asked", Actor: "operator"})
+	require.ErrorIs(t, err, admin.ErrForbidden)
+	require.ErrorContains(t, err, "it configured no authorizer")
+	var apiErr *admin.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, http.StatusForbidden, apiErr.StatusCode)
+	// The form too, from the page itself.
+	status, _ := raw(t, http.MethodPost, s.server.URL+"/executions/ex-running/stop", strings.NewReader("reason=user+asked"),
+		http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Sec-Fetch-Site": {"same-origin"}})
+	require.Equal(t, http.StatusForbidden, status)
+	after, err := s.store.Get(ctx, "ex-running")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "nothing written")
+	// Reads are open.
+	_, err = s.client.Get(ctx, "ex-running")
+	require.NoError(t, err)
+}
+
+func TestTheAuthorizerDecidesEveryRequestAndNamesTheWriter(t *testing.T) {
+	ctx := timeout(t)
+	var mu sync.Mutex
+	var asked []admin.Action
+	authorize := func(r *http.Request, a admin.Action) (string, error) {
+		mu.Lock()
+		asked = append(asked, a)
+		mu.Unlock()
+		user, pass, ok := r.BasicAuth()
+		switch {
+		case !ok:
+			return "", fmt.Errorf("%w: no credentials", admin.ErrUnauthenticated)
+		case user == "alice" && pass == "s3cret":
+			return "operator:alice", nil
+		case user == "bob" && pass == "hunter2" && !a.Verb.Writes():
+			return "", nil
+		}
+		return "", errors.New("bob may only read")
+	}
+	s := serve(t, admin.HandlerOptions{Authorize: authorize})
+	as := func(user, pass string) *admin.Client {
+		c, err := admin.NewClient(s.server.URL, admin.ClientOptions{Username: user, Password: pass})
+		require.NoError(t, err)
+		return c
+	}
+	_, err := s.client.Get(ctx, "ex-running")
+	require.ErrorIs(t, err, admin.ErrUnauthenticated)
+	var apiErr *admin.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, http.StatusUnauthorized, apiErr.StatusCode)
+
+	_, err = as("bob", "hunter2").Get(ctx, "ex-running")
+	require.NoError(t, err)
+	_, err = as("bob", "hunter2").Stop(ctx, admin.StopRequest{ID: "ex-running", Reason: "bob wants it", Actor: "alice"})
+	require.ErrorIs(t, err, admin.ErrForbidden)
+	require.ErrorContains(t, err, "bob may only read")
+	rec, err := s.store.Get(ctx, "ex-running")
+	require.NoError(t, err)
+	require.Equal(t, "running", rec.Status, "a refused write writes nothing")
+
+	// The trail names who the authorizer says, not who the client says.
+	got, err := as("alice", "s3cret").Stop(ctx, admin.StopRequest{ID: "ex-running", Reason: "user asked", Actor: "someone-else"})
+	require.NoError(t, err)
+	require.Equal(t, "operator:alice", got.Actor)
+	rec, err = s.store.Get(ctx, "ex-running")
+	require.NoError(t, err)
+	last := rec.History.Entries()[rec.History.Len()-1]
+	require.Equal(t, "operator:alice", last.Actor)
+	require.Equal(t, "user asked", last.Reason)
+	require.Empty(t, last.Owner, "an outside authority: no ownership taken")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Contains(t, asked, admin.Action{Verb: admin.VerbStop, ID: "ex-running", Reason: "user asked", Actor: "someone-else"})
+	require.Contains(t, asked, admin.Action{Verb: admin.VerbGet, ID: "ex-running"})
+}
+
+func TestAnAuthorizerNamingNobodyWritesNothing(t *testing.T) {
+	ctx := timeout(t)
+	s := serve(t, admin.HandlerOptions{Authorize: func(*http.Request, admin.Action) (string, error) { return " ", nil }})
+	_, err := s.client.Stop(ctx, admin.StopRequest{ID: "ex-running", Reason: "user asked", Actor: "operator"})
+	require.ErrorIs(t, err, admin.ErrForbidden)
+	rec, err := s.store.Get(ctx, "ex-running")
+	require.NoError(t, err)
+	require.Equal(t, "running", rec.Status)
+}
+
+func TestACrossSiteFormPostIsRefused(t *testing.T) {
+	ctx := timeout(t)
+	s := serve(t, admin.HandlerOptions{Authorize: func(*http.Request, admin.Action) (string, error) { return "web", nil }})
+	form := func() io.Reader { return strings.NewReader(url.Values{"reason": {"clicked"}}.Encode()) }
+	for name, header := range map[string]http.Header{
+		"Sec-Fetch-Site":      {"Sec-Fetch-Site": {"cross-site"}},
+		"Origin of elsewhere": {"Origin": {"https://evil.example"}},
+	} {
+		header.Set("Content-Type", "application/x-www-form-urlencoded")
+		status, body := raw(t, http.MethodPost, s.server.URL+"/executions/ex-running/stop", form(), header)
+		require.Equal(t, http.StatusForbidden, status, name)
+		require.Contains(t, body, "cross-origin request may not write", name)
+		// The API's POST as well.
+		status, _ = raw(t, http.MethodPost, s.server.URL+"/api/v1/executions/ex-running/stop", strings.NewReader(`{"reason":"x"}`), header)
+		require.Equal(t, http.StatusForbidden, status, name)
+	}
+	rec, err := s.store.Get(ctx, "ex-running")
+	require.NoError(t, err)
+	require.Equal(t, "running", rec.Status, "nothing written")
+
+	// From the page itself, the stop lands and the page says so.
+	status, body := raw(t, http.MethodPost, s.server.URL+"/executions/ex-running/stop", form(),
+		http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Sec-Fetch-Site": {"same-origin"}, "Origin": {s.server.URL}})
+	require.Equal(t, http.StatusSeeOther, status, body)
+	rec, err = s.store.Get(ctx, "ex-running")
+	require.NoError(t, err)
+	require.Equal(t, "stopping", rec.Status)
+	status, body = raw(t, http.MethodGet, fmt.Sprintf("%s/executions/ex-running?stopped=%d", s.server.URL, rec.Revision), nil, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "Stop asked: running → stopping at revision")
+	// A link cannot make the page claim a stop the trail lacks.
+	_, body = raw(t, http.MethodGet, s.server.URL+"/executions/ex-pending?stopped=3", nil, nil)
+	require.NotContains(t, body, "Stop asked")
+}
+
+func TestEveryRequestIsBoundByTheHandlersTimeout(t *testing.T) {
+	ctx := timeout(t)
+	s := serve(t, admin.HandlerOptions{Timeout: time.Nanosecond})
+	_, err := s.client.Get(ctx, "ex-running")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	var apiErr *admin.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, http.StatusGatewayTimeout, apiErr.StatusCode)
+	_, err = s.client.List(ctx, admin.ListOptions{})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestAPanicInARequestLeavesTheControllerServing(t *testing.T) {
+	ctx := timeout(t)
+	s := serve(t, admin.HandlerOptions{Authorize: func(_ *http.Request, a admin.Action) (string, error) {
+		if a.ID == "ex-done" {
+			panic("an authorizer's bug")
+		}
+		return "", nil
+	}})
+	_, err := s.client.Get(ctx, "ex-done")
+	var apiErr *admin.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, http.StatusInternalServerError, apiErr.StatusCode)
+	_, err = s.client.Get(ctx, "ex-running")
+	require.NoError(t, err, "the next request is served")
+}
+
+func TestAStoreWithoutATableIsReadAndNeverWritten(t *testing.T) {
+	ctx := timeout(t)
+	store := storage.NewMemory()
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"})
+	require.NoError(t, err)
+	_, err = exec.Create(ctx, transition.To(state.Pending))
+	require.NoError(t, err)
+	s := serveStore(t, store, admin.HandlerOptions{Authorize: allowAll})
+	_, err = s.client.Table(ctx)
+	require.ErrorIs(t, err, schema.ErrNoTable)
+	p, err := s.client.List(ctx, admin.ListOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"ex-1"}, ids(p.Items))
+	_, err = s.client.Stop(ctx, admin.StopRequest{ID: "ex-1", Reason: "user asked", Actor: "operator"})
+	require.ErrorIs(t, err, schema.ErrNoTable)
+	rec, err := store.Get(ctx, "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, "pending", rec.Status)
+	status, body := raw(t, http.MethodGet, s.server.URL+"/", nil, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "no table recorded")
+	status, _ = raw(t, http.MethodGet, s.server.URL+"/diagram", nil, nil)
+	require.Equal(t, http.StatusNotFound, status)
+}
+
+// watchEvents collects a watch's events in the background.
+type watchEvents struct {
+	mu     sync.Mutex
+	events []admin.Event
+	err    error
+	done   chan struct{}
+}
+
+func watchInBackground(ctx context.Context, op admin.Operator, ids ...string) *watchEvents {
+	w := &watchEvents{done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ev, err := range op.Watch(ctx, ids...) {
+			w.mu.Lock()
+			if err != nil {
+				w.err = err
+			} else {
+				w.events = append(w.events, ev)
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// waitFor waits until the watch has seen what ok says.
+func (w *watchEvents) waitFor(t *testing.T, what string, ok func([]admin.Event, error) bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for time.Now().Before(deadline) {
+		w.mu.Lock()
+		done := ok(w.events, w.err)
+		w.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t.Fatalf("watch: no %s within %v; saw %d events, err %v", what, bound, len(w.events), w.err)
+}
+
+func TestAWatchStreamsTheRecordsThenTheirChanges(t *testing.T) {
+	ctx, cancel := context.WithCancel(timeout(t))
+	s := serve(t, admin.HandlerOptions{Authorize: allowAll})
+	local, err := admin.NewStoreOperator(s.store)
+	require.NoError(t, err)
+	remote := watchInBackground(ctx, s.client)
+	mine := watchInBackground(ctx, local, "ex-running")
+	remote.waitFor(t, "current records", func(evs []admin.Event, _ error) bool { return len(evs) == 4 })
+	mine.waitFor(t, "the current record", func(evs []admin.Event, _ error) bool { return len(evs) == 1 })
+	_, err = s.client.Stop(ctx, admin.StopRequest{ID: "ex-running", Reason: "user asked", Actor: "operator"})
+	require.NoError(t, err)
+	changed := func(evs []admin.Event, _ error) bool {
+		last := evs[len(evs)-1]
+		return last.Type == admin.EventChanged && last.ID == "ex-running" && last.Record.Status == "stopping"
+	}
+	remote.waitFor(t, "the stop", changed)
+	mine.waitFor(t, "the stop", changed)
+	for _, ev := range remote.events[:4] {
+		require.Equal(t, admin.EventCurrent, ev.Type)
+		require.Equal(t, ev.ID, ev.Record.ID)
+	}
+	cancel()
+	for _, w := range []*watchEvents{remote, mine} {
+		select {
+		case <-w.done:
+		case <-time.After(bound):
+			t.Fatal("a watch did not end with its context")
+		}
+		require.NoError(t, w.err, "a watch ended by its caller ends without an error")
+	}
+}
+
+func TestWatchesAreBoundedAndEndWhenTheHandlerCloses(t *testing.T) {
+	ctx := timeout(t)
+	s := serve(t, admin.HandlerOptions{MaxWatches: 1})
+	first := watchInBackground(ctx, s.client)
+	first.waitFor(t, "current records", func(evs []admin.Event, _ error) bool { return len(evs) == 4 })
+	second := watchInBackground(ctx, s.client)
+	<-second.done
+	require.ErrorIs(t, second.err, admin.ErrUnavailable)
+	require.ErrorContains(t, second.err, "streams 1 watches already")
+
+	s.handler.Close()
+	select {
+	case <-first.done:
+	case <-time.After(bound):
+		t.Fatal("Close did not end the watch")
+	}
+	require.ErrorIs(t, first.err, admin.ErrUnavailable)
+	require.ErrorContains(t, first.err, "the handler is closed")
+	_, err := s.client.Get(ctx, "ex-running")
+	require.NoError(t, err, "a closed handler still answers what is not a watch")
+}
+
+func TestAWatchWhoseClientDoesNotReadIsDropped(t *testing.T) {
+	ctx := timeout(t)
+	s := serve(t, admin.HandlerOptions{MaxWatches: 1, WriteTimeout: 300 * time.Millisecond})
+	// A client that asks for a watch and never reads: its socket's
+	// buffers fill, the handler's write waits, and WriteTimeout ends it.
+	conn, err := net.Dial("tcp", s.server.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.(*net.TCPConn).SetReadBuffer(4096))
+	_, err = fmt.Fprintf(conn, "GET /api/v1/watch HTTP/1.1\r\nHost: %s\r\n\r\n", s.server.Listener.Addr())
+	require.NoError(t, err)
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, status, "200 OK")
+	// Big records written while it watches: far more than any socket
+	// buffers hold. Each round writes, then asks for a watch: the slot
+	// is free again once the stuck watch is dropped.
+	big := strings.Repeat("x", storage.MaxReasonLen-100)
+	deadline := time.Now().Add(bound)
+	for round := 0; ; round++ {
+		require.True(t, time.Now().Before(deadline), "the stuck watch was never dropped")
+		for i := range 50 {
+			rec, err := s.store.Get(ctx, "ex-pending")
+			require.NoError(t, err)
+			rec.Reason = fmt.Sprint(round, i, big)[:len(big)]
+			_, err = s.store.CompareAndSwap(ctx, rec.ID, rec.Revision, rec)
+			require.NoError(t, err)
+		}
+		w := watchInBackground(ctx, s.client)
+		w.waitFor(t, "an answer", func(evs []admin.Event, err error) bool { return len(evs) > 0 || err != nil })
+		w.mu.Lock()
+		err := w.err
+		w.mu.Unlock()
+		if err == nil {
+			break // served: the stuck one is gone
+		}
+		require.ErrorIs(t, err, admin.ErrUnavailable)
+		<-w.done
+	}
+	s.handler.Close()
+}
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(want), got)
+}
+
+// stamped matches every time in JSON; those the test's clock did not
+// give (2026-12-03T12:00:xx, whole seconds) are the day's.
+var stamped = regexp.MustCompile(`"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"`)
+
+// TestTheJSONShapesAreStable pins what the API sends, as its
+// documentation shows it: a change here is a change for every tool that
+// reads it.
+func TestTheJSONShapesAreStable(t *testing.T) {
+	s := serve(t, admin.HandlerOptions{Authorize: func(*http.Request, admin.Action) (string, error) { return "operator:alice", nil }})
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+	}{
+		{"get.json", http.MethodGet, "/api/v1/executions/ex-moving", "", http.StatusOK},
+		{"list.json", http.MethodGet, "/api/v1/executions?status=relocating,completed&limit=1", "", http.StatusOK},
+		{"not-found.json", http.MethodGet, "/api/v1/executions/ex-nobody", "", http.StatusNotFound},
+		{"stop.json", http.MethodPost, "/api/v1/executions/ex-running/stop", `{"reason":"user asked","actor":"alice"}`, http.StatusOK},
+		{"stop-refused.json", http.MethodPost, "/api/v1/executions/ex-done/stop", `{"reason":"too late"}`, http.StatusConflict},
+		{"stop-bad-body.json", http.MethodPost, "/api/v1/executions/ex-done/stop", `{"why":"x"}`, http.StatusBadRequest},
+	} {
+		var body io.Reader
+		if tc.body != "" {
+			body = strings.NewReader(tc.body)
+		}
+		status, got := raw(t, tc.method, s.server.URL+tc.path, body, nil)
+		require.Equal(t, tc.status, status, tc.name)
+		require.True(t, json.Valid([]byte(got)), tc.name)
+		// The stop's time is the clock's, not the test's.
+		got = stamped.ReplaceAllStringFunc(got, func(m string) string {
+			if strings.HasPrefix(m, `"2026-12-03T12:00:`) && !strings.Contains(m, ".") {
+				return m
+			}
+			return `"<now>"`
+		})
+		golden(t, tc.name, got)
+	}
+}

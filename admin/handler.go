@@ -1,0 +1,442 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/execfsm/execfsm/storage"
+)
+
+// Verb names what a request does, for an [Authorizer].
+type Verb string
+
+// The verbs.
+const (
+	VerbTable Verb = "table" // read the recorded table (and draw it)
+	VerbGet   Verb = "get"   // read one record, its audit trail included
+	VerbList  Verb = "list"  // list records
+	VerbWatch Verb = "watch" // stream records as they change
+	VerbStop  Verb = "stop"  // ask an execution to stop: the one write
+)
+
+// Writes reports whether the verb writes.
+func (v Verb) Writes() bool { return v == VerbStop }
+
+// Action is what a request asks, for an [Authorizer].
+type Action struct {
+	Verb Verb
+	// ID is the execution's id, for VerbGet and VerbStop.
+	ID string
+	// Reason and Actor are VerbStop's: why, and the name the client
+	// gives itself (which the request does not prove).
+	Reason, Actor string
+}
+
+// Authorizer decides whether r may do a: a nil error lets it. For a
+// write it also returns who the audit trail names as the actor: the
+// identity it established (a client certificate's subject, a user a
+// proxy authenticated), or a.Actor where it trusts the client to name
+// itself; an empty actor for a write is refused. An error matching
+// [ErrUnauthenticated] answers 401 (with the WWW-Authenticate header the
+// Authorizer set, if any); any other error 403. Its message is sent to
+// the client: say why, never a secret.
+//
+// It is called for every request, reads too; an Authorizer that allows
+// every read keeps reads as open as they are without one.
+type Authorizer func(r *http.Request, a Action) (actor string, err error)
+
+// HandlerOptions configure a [Handler]; the zero value serves reads and
+// refuses writes.
+type HandlerOptions struct {
+	// Path is where the handler is mounted (the pattern it is registered
+	// with): its links, forms and API are under it. Default "/"; it must
+	// begin and end with a slash ("/admin/").
+	Path string
+	// Authorize, if set, decides every request (see [Authorizer]).
+	// Without it reads are open and every write is refused (403): a
+	// controller exposes writes only by saying who may make them.
+	Authorize Authorizer
+	// Timeout bounds each request's work on the store (a watch's stream
+	// excepted). Default 10 s.
+	Timeout time.Duration
+	// MaxPage is the most records a page holds, and the page size when a
+	// request names none. Default 500.
+	MaxPage int
+	// MaxWatches is how many watches the handler streams at once; one
+	// more is refused with 503 (ErrUnavailable). Default 16.
+	MaxWatches int
+	// WriteTimeout is how long a watch's client has to take each event:
+	// a client that does not read for longer is dropped, so that a slow
+	// or stuck client never holds the controller's memory. Default 10 s.
+	WriteTimeout time.Duration
+	// Logger, if set, is told of dropped watches, failed requests and
+	// anything else a controller's operator should see in its logs.
+	Logger *slog.Logger
+}
+
+func (o HandlerOptions) withDefaults() (HandlerOptions, error) {
+	if o.Path == "" {
+		o.Path = "/"
+	}
+	if !strings.HasPrefix(o.Path, "/") || !strings.HasSuffix(o.Path, "/") {
+		return o, fmt.Errorf("admin: NewHandler: Path %q must begin and end with a slash", o.Path)
+	}
+	for _, v := range []struct {
+		name  string
+		value int64
+	}{{"Timeout", int64(o.Timeout)}, {"MaxPage", int64(o.MaxPage)}, {"MaxWatches", int64(o.MaxWatches)}, {"WriteTimeout", int64(o.WriteTimeout)}} {
+		if v.value < 0 {
+			return o, fmt.Errorf("admin: NewHandler: %s is negative", v.name)
+		}
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.MaxPage == 0 {
+		o.MaxPage = 500
+	}
+	if o.MaxWatches == 0 {
+		o.MaxWatches = 16
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// Handler is the admin endpoint of a controller: an http.Handler that
+// serves the [Operator] of its store as JSON under Path+"api/v1/", and as
+// HTML pages for people under Path. See the package documentation for
+// what it serves and its security model.
+type Handler struct {
+	ops     *StoreOperator
+	opts    HandlerOptions
+	mux     *http.ServeMux
+	csrf    *http.CrossOriginProtection
+	watches chan struct{} // a slot per watch being streamed
+
+	// closed is done when Close is called: it ends the watches.
+	closed context.Context
+	close  context.CancelFunc
+}
+
+// NewHandler returns the admin handler of store, which must list its
+// records (storage.Lister); it reads the table the store records
+// (storage.TableKeeper) and watches it if it can (storage.Watcher).
+// Mount it at opts.Path:
+//
+//	mux.Handle("/admin/", h) // with HandlerOptions{Path: "/admin/"}
+func NewHandler(store storage.Store, opts HandlerOptions) (*Handler, error) {
+	ops, err := NewStoreOperator(store)
+	if err != nil {
+		return nil, fmt.Errorf("admin: NewHandler: %w", err)
+	}
+	opts, err = opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{
+		ops:     ops,
+		opts:    opts,
+		mux:     http.NewServeMux(),
+		csrf:    http.NewCrossOriginProtection(),
+		watches: make(chan struct{}, opts.MaxWatches),
+	}
+	h.closed, h.close = context.WithCancel(context.Background())
+	h.csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, r, fmt.Errorf("admin: %w: a cross-origin request may not write (the form is posted from the controller's own page)", ErrForbidden))
+	}))
+	p := opts.Path
+	h.mux.HandleFunc("GET "+p+"api/v1/table", h.apiTable)
+	h.mux.HandleFunc("GET "+p+"api/v1/executions", h.apiList)
+	h.mux.HandleFunc("GET "+p+"api/v1/executions/{id}", h.apiGet)
+	h.mux.HandleFunc("POST "+p+"api/v1/executions/{id}/stop", h.apiStop)
+	h.mux.HandleFunc("GET "+p+"api/v1/watch", h.apiWatch)
+	h.mux.HandleFunc("GET "+p+"{$}", h.pageList)
+	h.mux.HandleFunc("GET "+p+"executions/{id}", h.pageExecution)
+	h.mux.HandleFunc("POST "+p+"executions/{id}/stop", h.pageStop)
+	h.mux.HandleFunc("GET "+p+"diagram", h.pageDiagram)
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler. A request that does not write is
+// never refused for where it comes from; one that writes from another
+// origin (a cross-site form) is, whatever the Authorizer says.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil && v != http.ErrAbortHandler {
+			// A bug in the handler must not take the controller down:
+			// net/http would recover too, but drop the connection
+			// without a word.
+			h.opts.Logger.Error("admin: handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v)
+			h.fail(w, r, errors.New("admin: internal error"))
+		}
+	}()
+	h.csrf.Handler(h.mux).ServeHTTP(w, r)
+}
+
+// Close ends the watches being streamed (their clients are told the
+// handler is closed) and refuses new ones; everything else goes on being
+// served. Call it before closing the store, or when the server shuts
+// down: http.Server.Shutdown waits for handlers, and a watch does not
+// end on its own.
+func (h *Handler) Close() { h.close() }
+
+// authorize asks the Authorizer, if any, and returns the actor of a
+// write.
+func (h *Handler) authorize(r *http.Request, a Action) (string, error) {
+	if h.opts.Authorize == nil {
+		if a.Verb.Writes() {
+			return "", fmt.Errorf("admin: %s: %w: this controller accepts no writes (it configured no authorizer)", a.Verb, ErrForbidden)
+		}
+		return "", nil
+	}
+	actor, err := h.opts.Authorize(r, a)
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		return "", err
+	case err != nil:
+		return "", fmt.Errorf("admin: %s: %w: %w", a.Verb, ErrForbidden, err)
+	case a.Verb.Writes() && strings.TrimSpace(actor) == "":
+		return "", fmt.Errorf("admin: %s: %w: the authorizer named nobody to write as", a.Verb, ErrForbidden)
+	}
+	return actor, nil
+}
+
+// context bounds a request's work on the store.
+func (h *Handler) context(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), h.opts.Timeout)
+}
+
+// wireError is the body of a failed API request.
+type wireError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func errorBody(err error) (int, wireError) {
+	status, code := statusOf(err)
+	var body wireError
+	body.Error.Code, body.Error.Message = code, err.Error()
+	return status, body
+}
+
+// fail answers a request that failed: JSON under the API, a page
+// elsewhere.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := errorBody(err)
+	if status >= 500 {
+		h.opts.Logger.Warn("admin: request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	}
+	if strings.HasPrefix(r.URL.Path, h.opts.Path+"api/") {
+		writeJSON(w, status, body)
+		return
+	}
+	h.errorPage(w, r, status, err)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client went away: nobody to tell
+}
+
+func (h *Handler) apiTable(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.authorize(r, Action{Verb: VerbTable}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	d, err := h.ops.Table(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (h *Handler) apiGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := h.authorize(r, Action{Verb: VerbGet, ID: id}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	rec, err := h.ops.Get(ctx, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// listOptions reads a listing's query: status (repeated or
+// comma-separated), after, limit.
+func (h *Handler) listOptions(r *http.Request) (ListOptions, error) {
+	q := r.URL.Query()
+	opts := ListOptions{After: q.Get("after"), Limit: h.opts.MaxPage}
+	for _, v := range q["status"] {
+		for s := range strings.SplitSeq(v, ",") {
+			opts.Statuses = append(opts.Statuses, strings.TrimSpace(s))
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > h.opts.MaxPage {
+			return opts, fmt.Errorf("admin: list: %w: limit %q: want 1 to %d", ErrInvalidRequest, v, h.opts.MaxPage)
+		}
+		opts.Limit = n
+	}
+	return opts, nil
+}
+
+func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.authorize(r, Action{Verb: VerbList}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	opts, err := h.listOptions(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	p, err := h.ops.List(ctx, opts)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// maxStopBody bounds a stop's body: a reason and an actor at their
+// largest, in JSON, fit.
+const maxStopBody = 64 << 10
+
+// stopBody is the body of a stop request.
+type stopBody struct {
+	Reason string `json:"reason"`
+	Actor  string `json:"actor,omitempty"`
+}
+
+func (h *Handler) apiStop(w http.ResponseWriter, r *http.Request) {
+	var body stopBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxStopBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		h.fail(w, r, fmt.Errorf("admin: stop: %w: the body is not {\"reason\": …, \"actor\": …}: %v", ErrInvalidRequest, err))
+		return
+	}
+	stopped, err := h.stop(r, StopRequest{ID: r.PathValue("id"), Reason: body.Reason, Actor: body.Actor})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, stopped)
+}
+
+// stop authorizes a stop, and makes it as the actor the Authorizer
+// names.
+func (h *Handler) stop(r *http.Request, req StopRequest) (Stopped, error) {
+	if err := storage.ValidateID(req.ID); err != nil {
+		return Stopped{}, fmt.Errorf("admin: stop: %w", err)
+	}
+	actor, err := h.authorize(r, Action{Verb: VerbStop, ID: req.ID, Reason: req.Reason, Actor: req.Actor})
+	if err != nil {
+		return Stopped{}, err
+	}
+	req.Actor = actor
+	ctx, cancel := h.context(r)
+	defer cancel()
+	return h.ops.Stop(ctx, req)
+}
+
+func (h *Handler) apiWatch(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.authorize(r, Action{Verb: VerbWatch}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ids := r.URL.Query()["id"]
+	for _, id := range ids {
+		if err := storage.ValidateID(id); err != nil {
+			h.fail(w, r, fmt.Errorf("admin: watch: %w", err))
+			return
+		}
+	}
+	if h.ops.watcher == nil {
+		h.fail(w, r, fmt.Errorf("admin: watch: %w: %T", ErrCannotWatch, h.ops.store))
+		return
+	}
+	if h.closed.Err() != nil {
+		h.fail(w, r, fmt.Errorf("admin: watch: %w: the handler is closed", ErrUnavailable))
+		return
+	}
+	select {
+	case h.watches <- struct{}{}:
+		defer func() { <-h.watches }()
+	default:
+		h.fail(w, r, fmt.Errorf("admin: watch: %w: this controller streams %d watches already", ErrUnavailable, h.opts.MaxWatches))
+		return
+	}
+	rc := http.NewResponseController(w)
+	if err := rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout)); err != nil {
+		// Without a deadline, a client that stops reading would hold
+		// this handler for ever.
+		h.fail(w, r, fmt.Errorf("admin: watch: the response cannot be bounded in time (%w): a middleware hides net/http's ResponseWriter; give it an Unwrap method", err))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(h.closed, cancel)
+	defer stop()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil { // the client knows it watches before the first event
+		return
+	}
+	enc := json.NewEncoder(w)
+	send := func(v any) error {
+		if err := rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout)); err != nil {
+			return err
+		}
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	for ev, err := range h.ops.Watch(ctx, ids...) {
+		if err != nil {
+			_, body := errorBody(err)
+			_ = send(body)
+			return
+		}
+		if err := send(eventWire(ev)); err != nil {
+			h.opts.Logger.Warn("admin: a watch's client did not take an event in time: dropped", "remote", r.RemoteAddr, "err", err)
+			return
+		}
+	}
+	if r.Context().Err() == nil { // Close ended it, not the client
+		_, body := errorBody(fmt.Errorf("admin: watch: %w: the handler is closed", ErrUnavailable))
+		_ = send(body)
+	}
+}

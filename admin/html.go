@@ -1,0 +1,428 @@
+package admin
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/storage"
+)
+
+//go:embed page.html
+var pageFS embed.FS
+
+var pages = template.Must(template.New("").ParseFS(pageFS, "page.html"))
+
+// pageBase is what every page shows around its content.
+type pageBase struct {
+	Title  string
+	Path   string
+	Nav    string
+	Table  *schema.Document
+	Writes bool
+	Flash  string
+	Error  string
+}
+
+// render writes a page; a template that fails is a bug, told as a plain
+// 500, never half a page.
+func (h *Handler) render(w http.ResponseWriter, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
+		h.opts.Logger.Error("admin: a page failed to render", "page", name, "err", err)
+		http.Error(w, "admin: internal error", http.StatusInternalServerError)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Referrer-Policy", "same-origin")
+	// No script runs on these pages, nothing loads from elsewhere, no
+	// other site may frame them (clickjacking a stop) and forms post
+	// only here.
+	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("X-Frame-Options", "DENY")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// base reads the table for a page's header; a store without one still
+// has pages (nothing can be stopped from them).
+func (h *Handler) base(r *http.Request, title, nav string) (pageBase, error) {
+	b := pageBase{Title: title, Path: h.opts.Path, Nav: nav, Writes: h.opts.Authorize != nil}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	table, err := h.ops.table(ctx)
+	b.Table = table
+	return b, err
+}
+
+func (h *Handler) errorPage(w http.ResponseWriter, r *http.Request, status int, err error) {
+	b := pageBase{Title: http.StatusText(status), Path: h.opts.Path, Writes: h.opts.Authorize != nil, Error: err.Error()}
+	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		// A browser asks for credentials only when told how.
+		w.Header().Set("WWW-Authenticate", `Basic realm="execfsm", charset="UTF-8"`)
+	}
+	h.render(w, status, "error", struct {
+		pageBase
+		Status string
+	}{b, fmt.Sprintf("%d %s", status, http.StatusText(status))})
+}
+
+type statusCount struct {
+	Name, Class, Link string
+	N                 int
+	Selected          bool
+}
+
+type listRow struct {
+	ID, Link, Status, Class, Since, Owner, Reason string
+	Revision                                      uint64
+	Foreign                                       bool
+}
+
+type unreadableRow struct {
+	ID       string
+	Revision uint64
+	Error    string
+}
+
+func (h *Handler) pageList(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.authorize(r, Action{Verb: VerbList}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	b, err := h.base(r, "Executions", "list")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	opts, err := h.listOptions(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	p, err := h.ops.List(ctx, opts)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	data := struct {
+		pageBase
+		Status          string
+		Total           int
+		Counts          []statusCount
+		Foreign         int
+		UnreadableCount int
+		Rows            []listRow
+		Unreadable      []unreadableRow
+		Next            string
+	}{pageBase: b, Status: strings.Join(opts.Statuses, ","), UnreadableCount: p.UnreadableCount}
+	selected := map[string]bool{}
+	for _, s := range opts.Statuses {
+		selected[s] = true
+	}
+	var order []string
+	if b.Table != nil {
+		order = b.Table.Table.States
+	}
+	for _, s := range slices.Sorted(maps.Keys(p.Counts)) {
+		if !slices.Contains(order, s) && (b.Table == nil || knows(b.Table, s)) {
+			order = append(order, s) // of an earlier version, or no table
+		}
+	}
+	for _, s := range order {
+		data.Counts = append(data.Counts, statusCount{Name: s, N: p.Counts[s], Class: h.class(b.Table, s), Selected: selected[s], Link: h.listLink(s, "")})
+		data.Total += p.Counts[s]
+	}
+	for s, n := range p.Counts {
+		if b.Table != nil && !knows(b.Table, s) {
+			data.Foreign += n
+			data.Total += n
+		}
+	}
+	for _, list := range []struct {
+		recs    []storage.Record
+		foreign bool
+	}{{p.Items, false}, {p.Foreign, true}} {
+		for _, rec := range list.recs {
+			data.Rows = append(data.Rows, listRow{ID: rec.ID, Link: h.executionLink(rec.ID), Status: rec.Status, Class: h.class(b.Table, rec.Status),
+				Since: when(rec.Since), Owner: ownerOf(rec), Revision: rec.Revision, Reason: rec.Reason, Foreign: list.foreign})
+		}
+	}
+	for _, u := range p.Unreadable {
+		data.Unreadable = append(data.Unreadable, unreadableRow{ID: u.ID, Revision: u.Revision, Error: u.Err.Error()})
+	}
+	if p.Next != "" {
+		data.Next = h.listLink(data.Status, p.Next)
+	}
+	h.render(w, http.StatusOK, "list", data)
+}
+
+// class is a status's CSS class: its role in the recorded table.
+func (h *Handler) class(table *schema.Document, status string) string {
+	if table == nil {
+		return "ended"
+	}
+	return roleClass(*table, status)
+}
+
+func (h *Handler) listLink(status, after string) string {
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if len(q) == 0 {
+		return h.opts.Path
+	}
+	return h.opts.Path + "?" + q.Encode()
+}
+
+func (h *Handler) executionLink(id string) string {
+	return h.opts.Path + "executions/" + url.PathEscape(id)
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func ownerOf(rec storage.Record) string {
+	if rec.Owner == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s@%d", rec.Owner, rec.Epoch)
+}
+
+type metaRow struct{ Key, Value string }
+
+type timelineRow struct {
+	At, Move, By, Reason, Class string
+	Revision                    uint64
+}
+
+func (h *Handler) pageExecution(w http.ResponseWriter, r *http.Request) {
+	h.execution(w, r, http.StatusOK, nil)
+}
+
+// execution renders one execution's page, with the error of a stop that
+// failed, or saying that the stop the query names (stopped=revision,
+// where a stop redirects to) is in the audit trail.
+func (h *Handler) execution(w http.ResponseWriter, r *http.Request, status int, stopErr error) {
+	id := r.PathValue("id")
+	if _, err := h.authorize(r, Action{Verb: VerbGet, ID: id}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	b, err := h.base(r, id, "list")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	rec, err := h.ops.Get(ctx, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	b.Flash = stoppedFlash(rec, r.URL.Query())
+	if stopErr != nil {
+		b.Error = stopErr.Error()
+	}
+	data := struct {
+		pageBase
+		ID, Status, Class, Previous, Since, Reason, Owner, Updated string
+		Revision                                                   uint64
+		Foreign                                                    bool
+		Meta                                                       []metaRow
+		Timeline                                                   []timelineRow
+		Cut                                                        bool
+		Kept                                                       int
+		StopAction, StopTo, StopNote                               string
+		CanStop                                                    bool
+	}{pageBase: b, ID: rec.ID, Status: rec.Status, Class: h.class(b.Table, rec.Status), Previous: rec.Previous,
+		Since: when(rec.Since), Reason: orDash(rec.Reason), Owner: ownerOf(rec), Updated: when(rec.UpdatedAt), Revision: rec.Revision,
+		Foreign: b.Table != nil && !knows(b.Table, rec.Status), StopAction: h.executionLink(rec.ID) + "/stop",
+		Cut: rec.History.Len() > 0 && rec.History.Len() >= rec.HistoryKept(), Kept: rec.HistoryKept()}
+	for _, k := range slices.Sorted(maps.Keys(rec.Meta)) {
+		data.Meta = append(data.Meta, metaRow{Key: k, Value: metaValue(rec, k)})
+	}
+	for _, e := range rec.History.Entries() {
+		by := e.Actor
+		if e.Owner != "" {
+			by = fmt.Sprintf("%s (%s@%d)", e.Actor, e.Owner, e.Epoch)
+		}
+		move := e.From + " → " + e.To
+		switch {
+		case e.From == "":
+			move = "created in " + e.To
+		case e.From == e.To:
+			move = e.To + " (same status)"
+		}
+		data.Timeline = append(data.Timeline, timelineRow{At: when(e.At), Move: move, By: orDash(by), Reason: e.Reason, Class: h.class(b.Table, e.To), Revision: e.Revision})
+	}
+	data.CanStop, data.StopTo, data.StopNote = h.canStop(b.Table, rec)
+	h.render(w, status, "execution", data)
+}
+
+// canStop says whether the page offers a stop, and why not.
+func (h *Handler) canStop(table *schema.Document, rec storage.Record) (bool, string, string) {
+	if h.opts.Authorize == nil {
+		return false, "", "This controller accepts no writes: it configured no authorizer."
+	}
+	if table == nil {
+		return false, "", "The store records no table, so nothing here knows which status stops an execution."
+	}
+	t, roles, err := table.Rebuild()
+	if err != nil {
+		return false, "", err.Error()
+	}
+	stopping, _, ok := roles.Stopping()
+	if !ok {
+		return false, "", fmt.Sprintf("Table %s has no stopping status: its executions are not stopped by request.", table.Name)
+	}
+	switch {
+	case rec.Status == stopping:
+		return false, stopping, "A stop was asked for already: the execution is " + stopping + "."
+	case !t.Has(rec.Status):
+		return false, stopping, "Its status is not one of the table's: it is left alone."
+	case !t.Allowed(rec.Status, stopping):
+		return false, stopping, fmt.Sprintf("Table %s does not move %s to %s.", table.Name, rec.Status, stopping)
+	}
+	return true, stopping, ""
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// metaValue shows the library's own machine values readably (the
+// restart times as times).
+func metaValue(rec storage.Record, k string) string {
+	if k == recovery.MetaRestarts {
+		if times, err := recovery.RestartTimes(rec); err == nil {
+			shown := make([]string, len(times))
+			for i, t := range times {
+				shown[i] = when(t)
+			}
+			return fmt.Sprintf("%d unexpected restarts: %s", len(times), strings.Join(shown, ", "))
+		}
+	}
+	return rec.Meta[k]
+}
+
+// maxFormBody bounds a posted form: a reason at its longest, encoded.
+const maxFormBody = 64 << 10
+
+func (h *Handler) pageStop(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, fmt.Errorf("admin: stop: %w: %v", ErrInvalidRequest, err))
+		return
+	}
+	stopped, err := h.stop(r, StopRequest{ID: r.PathValue("id"), Reason: r.PostForm.Get("reason"), Actor: "web"})
+	switch {
+	case errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthenticated), errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrInvalidRecord):
+		h.fail(w, r, err)
+		return
+	case err != nil:
+		// The move was refused or failed: the page says why, beside
+		// the execution as it is now.
+		status, _ := statusOf(err)
+		h.execution(w, r, status, err)
+		return
+	}
+	// Post/redirect/get: a reload does not post again. The page finds
+	// the stop in the trail: a link cannot make it say what did not
+	// happen.
+	q := url.Values{"stopped": {strconv.FormatUint(stopped.Revision, 10)}}
+	if !stopped.Changed {
+		q.Set("already", "1")
+	}
+	http.Redirect(w, r, h.executionLink(stopped.ID)+"?"+q.Encode(), http.StatusSeeOther)
+}
+
+// stoppedFlash says what the stop the query names did, if the record
+// shows it: stopped=N, the revision the stop wrote, while the record is
+// still at it (its last trail entry is the stop); already=N, a stop
+// that found the execution stopping at revision N.
+func stoppedFlash(rec storage.Record, query url.Values) string {
+	rev, err := strconv.ParseUint(query.Get("stopped"), 10, 64)
+	if err != nil || rev != rec.Revision || rec.History.Len() == 0 {
+		return ""
+	}
+	e := rec.History.Entries()[rec.History.Len()-1]
+	if query.Get("already") != "" {
+		return fmt.Sprintf("%s is %s already: nothing written.", rec.ID, rec.Status)
+	}
+	if e.To != rec.Status || e.From == e.To {
+		return ""
+	}
+	return fmt.Sprintf("Stop asked: %s → %s at revision %d, by %s.", e.From, e.To, rec.Revision, e.Actor)
+}
+
+func (h *Handler) pageDiagram(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.authorize(r, Action{Verb: VerbTable}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	b, err := h.base(r, "Diagram", "diagram")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if b.Table == nil {
+		h.fail(w, r, fmt.Errorf("admin: diagram: %w: the controllers record their table when they start (schema.Record)", schema.ErrNoTable))
+		return
+	}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	p, err := h.ops.List(ctx, ListOptions{Limit: 1})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	table, _, err := b.Table.Rebuild()
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var legend []statusCount
+	for _, c := range []string{"notstarted", "running", "relocating", "stopping", "completed", "failed", "ended"} {
+		legend = append(legend, statusCount{Class: c, Name: legendName[c]})
+	}
+	h.render(w, http.StatusOK, "diagram", struct {
+		pageBase
+		SVG     template.HTML
+		Mermaid string
+		Legend  []statusCount
+	}{b, template.HTML(diagramSVG(*b.Table, p.Counts)), table.Mermaid(), legend}) // diagramSVG escapes every name it writes
+}
+
+var legendName = map[string]string{
+	"notstarted": "not started", "running": "running", "relocating": "relocating", "stopping": "stopping",
+	"completed": "completed", "failed": "failed", "ended": "other end",
+}

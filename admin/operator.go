@@ -1,0 +1,424 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+
+	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// Operator is what an operator does with the executions of one store:
+// what the execfsm CLI does and what the [Handler] serves. A
+// [StoreOperator] does it on a store in this process; a [Client] asks a
+// controller's Handler to do it on the controller's store. Both return
+// the same values and errors that match the same sentinels, so a tool
+// written against Operator works both ways.
+type Operator interface {
+	// Table returns the table the store records (package schema); an
+	// error matching schema.ErrNoTable when it records none.
+	Table(ctx context.Context) (schema.Document, error)
+	// Get returns one record; storage.ErrNotFound for an unknown id,
+	// storage.ErrCorrupt for one that cannot be read.
+	Get(ctx context.Context, id string) (storage.Record, error)
+	// List returns one page of the records in id order (see
+	// [ListOptions]).
+	List(ctx context.Context, opts ListOptions) (Page, error)
+	// Stop asks the execution id to stop, as a cluster master does: it
+	// writes the stopping status of the recorded table, through a move
+	// that table allows, as an outside authority (never taking
+	// ownership, so the owning controller is not fenced and shuts down
+	// as asked). Without a recorded table it writes nothing and fails
+	// with schema.ErrNoTable: a status the controllers' table lacks would
+	// strand the record.
+	Stop(ctx context.Context, req StopRequest) (Stopped, error)
+	// Watch yields the records now (of ids, or all of them), then every
+	// change as it lands, until ctx is done or the watch fails; the
+	// failure is yielded last. Delivery is level-triggered: a record
+	// written twice quickly may be seen once, as it is.
+	Watch(ctx context.Context, ids ...string) iter.Seq2[Event, error]
+}
+
+// ListOptions choose a page of records.
+type ListOptions struct {
+	// Statuses, if any, keep the records in those statuses (records that
+	// cannot be read are always listed: their status is not known).
+	Statuses []string
+	// After starts the page after this id (a previous [Page].Next).
+	After string
+	// Limit is the most entries (records and unreadable ones) a page
+	// holds; 0 is every one for a StoreOperator and the handler's
+	// largest page over HTTP.
+	Limit int
+}
+
+// Page is one page of a listing. Each page is read afresh, in id order:
+// a walk through the pages sees every record that existed for the whole
+// walk once, as it was when its page was read.
+type Page struct {
+	// Items are the records in a status the recorded table (or an
+	// earlier version of it) knows; every record when none is recorded.
+	Items []storage.Record `json:"items"`
+	// Foreign are the records in a status no version of the table
+	// knows: written by another table, or by hand. Report them; never
+	// write over them.
+	Foreign []storage.Record `json:"foreign,omitempty"`
+	// Unreadable are the records the store cannot read.
+	Unreadable []Unreadable `json:"unreadable,omitempty"`
+	// Next is the After of the next page, empty on the last one.
+	Next string `json:"next,omitempty"`
+	// Counts are the number of records in each status in the whole
+	// store (every page gives them, whatever its Statuses): what a
+	// dashboard shows. Unreadable records are counted apart.
+	Counts map[string]int `json:"counts,omitempty"`
+	// UnreadableCount is the number of unreadable records in the store.
+	UnreadableCount int `json:"unreadable_count,omitempty"`
+}
+
+// Unreadable is a stored record that cannot be read, with why.
+type Unreadable struct {
+	ID       string `json:"id"`
+	Revision uint64 `json:"revision,omitempty"`
+	// Err matches storage.ErrCorrupt.
+	Err error `json:"-"`
+}
+
+// StopRequest asks one execution to stop.
+type StopRequest struct {
+	ID string
+	// Reason is kept in the record's audit trail; it must not be blank.
+	Reason string
+	// Actor names who asks, in the audit trail. A [Handler] writes the
+	// name its Authorizer returns, which may or may not be this one.
+	Actor string
+}
+
+// check refuses a request that cannot be written.
+func (r StopRequest) check() error {
+	if err := storage.ValidateID(r.ID); err != nil {
+		return fmt.Errorf("admin: stop: %w", err)
+	}
+	switch {
+	case strings.TrimSpace(r.Reason) == "":
+		return fmt.Errorf("admin: stop %s: %w: a reason is needed: it is kept in the audit trail", r.ID, ErrInvalidRequest)
+	case len(r.Reason) > storage.MaxReasonLen:
+		return fmt.Errorf("admin: stop %s: %w: the reason is %d bytes, at most %d", r.ID, ErrInvalidRequest, len(r.Reason), storage.MaxReasonLen)
+	case strings.TrimSpace(r.Actor) == "":
+		return fmt.Errorf("admin: stop %s: %w: an actor is needed: it is kept in the audit trail", r.ID, ErrInvalidRequest)
+	case len(r.Actor) > storage.MaxOwnerLen:
+		return fmt.Errorf("admin: stop %s: %w: the actor is %d bytes, at most %d", r.ID, ErrInvalidRequest, len(r.Actor), storage.MaxOwnerLen)
+	}
+	return nil
+}
+
+// EventType says what a watch [Event] reports.
+type EventType string
+
+// The events of a watch.
+const (
+	// EventCurrent: a record as it was when the watch began.
+	EventCurrent EventType = "current"
+	// EventChanged: a record as it is after a write.
+	EventChanged EventType = "changed"
+	// EventGone: a record no longer there.
+	EventGone EventType = "gone"
+	// EventUnreadable: a record that cannot be read, now or after a
+	// write.
+	EventUnreadable EventType = "unreadable"
+)
+
+// Event is one thing a watch reports.
+type Event struct {
+	Type EventType
+	// ID is the record's id, for every type.
+	ID string
+	// Record is the record, for EventCurrent and EventChanged.
+	Record storage.Record
+	// Err, for EventUnreadable, says why; it matches storage.ErrCorrupt.
+	Err error
+}
+
+// StoreOperator is an [Operator] on a store in this process: the CLI's
+// when it opens a store itself, and the one a [Handler] serves.
+type StoreOperator struct {
+	store   storage.Store
+	lister  storage.Lister
+	watcher storage.Watcher // nil if the store cannot watch
+}
+
+// NewStoreOperator returns the operator of store, which must list its
+// records (storage.Lister); Watch needs a storage.Watcher too, and
+// everything that reads the table a storage.TableKeeper.
+func NewStoreOperator(store storage.Store) (*StoreOperator, error) {
+	if store == nil {
+		return nil, errors.New("admin: NewStoreOperator: nil store")
+	}
+	lister, ok := store.(storage.Lister)
+	if !ok {
+		return nil, fmt.Errorf("admin: NewStoreOperator: %T does not list its records (storage.Lister)", store)
+	}
+	watcher, _ := store.(storage.Watcher)
+	return &StoreOperator{store: store, lister: lister, watcher: watcher}, nil
+}
+
+var _ Operator = (*StoreOperator)(nil)
+
+// Table implements [Operator]. A store that cannot keep a table records
+// none: schema.ErrNoTable.
+func (o *StoreOperator) Table(ctx context.Context) (schema.Document, error) {
+	d, err := schema.Load(ctx, o.store)
+	if errors.Is(err, schema.ErrNotKept) {
+		return schema.Document{}, fmt.Errorf("%w (%w)", schema.ErrNoTable, err)
+	}
+	return d, err
+}
+
+// table is Table with no table an answer, not an error.
+func (o *StoreOperator) table(ctx context.Context) (*schema.Document, error) {
+	d, err := o.Table(ctx)
+	switch {
+	case errors.Is(err, schema.ErrNoTable):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("admin: the table the store records: %w", err)
+	}
+	return &d, nil
+}
+
+// Get implements [Operator].
+func (o *StoreOperator) Get(ctx context.Context, id string) (storage.Record, error) {
+	if err := storage.ValidateID(id); err != nil {
+		return storage.Record{}, fmt.Errorf("admin: get: %w", err)
+	}
+	return o.store.Get(ctx, id)
+}
+
+// List implements [Operator]. The store lists every record for each page
+// (storage.Lister has no ranges): a page bounds what is sent and shown,
+// not what is read.
+func (o *StoreOperator) List(ctx context.Context, opts ListOptions) (Page, error) {
+	if opts.Limit < 0 {
+		return Page{}, fmt.Errorf("admin: list: %w: limit %d", ErrInvalidRequest, opts.Limit)
+	}
+	if opts.After != "" {
+		if err := storage.ValidateID(opts.After); err != nil {
+			return Page{}, fmt.Errorf("admin: list after: %w", err)
+		}
+	}
+	table, err := o.table(ctx)
+	if err != nil {
+		return Page{}, err
+	}
+	wanted, err := statusSet(opts.Statuses, table)
+	if err != nil {
+		return Page{}, err
+	}
+	recs, bad, err := o.lister.List(ctx)
+	if err != nil {
+		return Page{}, err
+	}
+	return page(recs, bad, table, wanted, opts), nil
+}
+
+// statusSet checks the statuses a listing asks for against the table:
+// asking for a status no version of it has is a mistake (a typo), told
+// at once rather than answered with nothing.
+func statusSet(statuses []string, table *schema.Document) (map[string]bool, error) {
+	if len(statuses) == 0 {
+		return nil, nil
+	}
+	wanted := make(map[string]bool, len(statuses))
+	for _, s := range statuses {
+		switch {
+		case s == "" || len(s) > storage.MaxStatusLen:
+			return nil, fmt.Errorf("admin: list: %w: %q is no status", ErrInvalidRequest, s)
+		case table != nil:
+			if _, known := table.Knows(s); !known {
+				return nil, fmt.Errorf("admin: list: %w: %q is not a status of table %s (version %d): %s",
+					ErrInvalidRequest, s, table.Name, table.Version, strings.Join(table.Table.States, ", "))
+			}
+		}
+		wanted[s] = true
+	}
+	return wanted, nil
+}
+
+// page cuts one page out of a whole listing (records and unreadable ones
+// each in id order, as storage.Lister returns them).
+func page(recs []storage.Record, bad []storage.Unreadable, table *schema.Document, wanted map[string]bool, opts ListOptions) Page {
+	p := Page{Counts: map[string]int{}, UnreadableCount: len(bad)}
+	for _, r := range recs {
+		p.Counts[r.Status]++
+	}
+	type entry struct {
+		id  string
+		rec *storage.Record
+		bad *storage.Unreadable
+	}
+	var entries []entry
+	for i := range recs {
+		if (wanted == nil || wanted[recs[i].Status]) && recs[i].ID > opts.After {
+			entries = append(entries, entry{id: recs[i].ID, rec: &recs[i]})
+		}
+	}
+	for i := range bad {
+		if bad[i].ID > opts.After {
+			entries = append(entries, entry{id: bad[i].ID, bad: &bad[i]})
+		}
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.id, b.id) })
+	if opts.Limit > 0 && len(entries) > opts.Limit {
+		entries = entries[:opts.Limit]
+		p.Next = entries[len(entries)-1].id
+	}
+	p.Items = []storage.Record{}
+	for _, e := range entries {
+		switch {
+		case e.bad != nil:
+			p.Unreadable = append(p.Unreadable, Unreadable{ID: e.id, Revision: e.bad.Revision, Err: e.bad.Err})
+		case table != nil && !knows(table, e.rec.Status):
+			p.Foreign = append(p.Foreign, *e.rec)
+		default:
+			p.Items = append(p.Items, *e.rec)
+		}
+	}
+	return p
+}
+
+func knows(table *schema.Document, status string) bool {
+	_, ok := table.Knows(status)
+	return ok
+}
+
+// Stop implements [Operator].
+func (o *StoreOperator) Stop(ctx context.Context, req StopRequest) (Stopped, error) {
+	if err := req.check(); err != nil {
+		return Stopped{}, err
+	}
+	d, err := o.Table(ctx)
+	if errors.Is(err, schema.ErrNoTable) {
+		return Stopped{}, fmt.Errorf("admin: stop %s: %w: which status stops an execution is the controllers' table's to say, and they record it when they start (schema.Record)", req.ID, err)
+	}
+	if err != nil {
+		return Stopped{}, fmt.Errorf("admin: stop %s: the table the store records: %w", req.ID, err)
+	}
+	table, roles, err := d.Rebuild()
+	if err != nil {
+		return Stopped{}, fmt.Errorf("admin: stop %s: %w", req.ID, err)
+	}
+	stopping, _, ok := roles.Stopping()
+	if !ok {
+		return Stopped{}, fmt.Errorf("admin: stop %s: %w: table %s (version %d) has no stopping status: its executions are not stopped by request", req.ID, ErrNoStop, d.Name, d.Version)
+	}
+	exec, err := transition.NewPersisted(table, o.store, req.ID, transition.PersistedOptions{Actor: req.Actor})
+	if err != nil {
+		return Stopped{}, fmt.Errorf("admin: stop %s: %w", req.ID, err)
+	}
+	c, err := exec.Fire(ctx, stopping, req.Reason)
+	if errors.Is(err, transition.ErrUnknownState) {
+		return Stopped{}, fmt.Errorf("%w: it is not a status of table %s (version %d), so it is left alone", err, d.Name, d.Version)
+	}
+	if err != nil {
+		return Stopped{}, err
+	}
+	return stoppedOf(c), nil
+}
+
+// Watch implements [Operator]. The store must be a storage.Watcher; a
+// watch of one that is not fails with ErrCannotWatch. The watch reads
+// the store's log as fast as it is consumed: a consumer that does not
+// read holds no memory, it falls behind.
+func (o *StoreOperator) Watch(ctx context.Context, ids ...string) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		if o.watcher == nil {
+			yield(Event{}, fmt.Errorf("admin: watch: %w: %T", ErrCannotWatch, o.store))
+			return
+		}
+		for _, id := range ids {
+			if err := storage.ValidateID(id); err != nil {
+				yield(Event{}, fmt.Errorf("admin: watch: %w", err))
+				return
+			}
+		}
+		if err := o.watch(ctx, ids, yield); err != nil && ctx.Err() == nil {
+			yield(Event{}, err)
+		}
+	}
+}
+
+// watch yields the records now, then each change; it returns nil when
+// the consumer stops or ctx ends.
+func (o *StoreOperator) watch(ctx context.Context, ids []string, yield func(Event, error) bool) error {
+	only := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		only[id] = true
+	}
+	wanted := func(id string) bool { return len(only) == 0 || only[id] }
+	recs, bad, err := o.lister.List(ctx)
+	if err != nil {
+		return fmt.Errorf("admin: watch: %w", err)
+	}
+	var from uint64
+	var now []Event
+	for _, r := range recs {
+		from = max(from, r.Revision)
+		if wanted(r.ID) {
+			now = append(now, Event{Type: EventCurrent, ID: r.ID, Record: r})
+		}
+	}
+	for _, u := range bad {
+		from = max(from, u.Revision)
+		if wanted(u.ID) {
+			now = append(now, Event{Type: EventUnreadable, ID: u.ID, Err: u.Err})
+		}
+	}
+	// Start watching before yielding the records, so that the watch
+	// begins at the listing's revision whatever the consumer's pace.
+	// StoreEvents watches again after a broken connection, from the last
+	// revision it delivered.
+	ctx, cancel := context.WithCancel(ctx)
+	events, err := reconcile.StoreEvents(ctx, o.watcher, reconcile.StoreEventsOptions{From: from})
+	if err != nil {
+		cancel()
+		return fmt.Errorf("admin: watch: %w", err)
+	}
+	defer func() {
+		cancel()
+		for range events { // StoreEvents ends with ctx: nothing outlives the watch
+		}
+	}()
+	for _, ev := range now {
+		if !yield(ev, nil) {
+			return nil
+		}
+	}
+	for id := range events {
+		if !wanted(id) {
+			continue
+		}
+		rec, err := o.store.Get(ctx, id)
+		var ev Event
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil:
+			ev = Event{Type: EventChanged, ID: id, Record: rec}
+		case errors.Is(err, storage.ErrNotFound):
+			ev = Event{Type: EventGone, ID: id}
+		case errors.Is(err, storage.ErrCorrupt):
+			ev = Event{Type: EventUnreadable, ID: id, Err: err}
+		default:
+			return fmt.Errorf("admin: watch: %w", err)
+		}
+		if !yield(ev, nil) {
+			return nil
+		}
+	}
+	return nil
+}
