@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -46,6 +47,19 @@ type Options struct {
 	// Compaction, if positive, makes etcd compact its history every
 	// interval (auto-compaction, periodic mode).
 	Compaction time.Duration
+	// ClientTLS, if set, makes the members serve their clients over TLS
+	// (https:// endpoints), as a production etcd does. Client then no
+	// longer connects: make a client with the TLS configuration it
+	// needs.
+	ClientTLS *TLSFiles
+}
+
+// TLSFiles are PEM files of a member's client TLS.
+type TLSFiles struct {
+	CertFile, KeyFile string // the member's certificate and private key
+	// TrustedCAFile, if set, makes the member require a client
+	// certificate this CA signed.
+	TrustedCAFile string
 }
 
 // Start starts a cluster of n members (1 for a single server) with their
@@ -62,6 +76,9 @@ func Start(dir string, n int, opts Options) (*Cluster, error) {
 	}
 	for i := range n {
 		peerURL, clientURL := urls[2*i], urls[2*i+1]
+		if opts.ClientTLS != nil {
+			clientURL.Scheme = "https"
+		}
 		cfg := embed.NewConfig()
 		cfg.Name = fmt.Sprintf("m%d", i)
 		cfg.Dir = filepath.Join(dir, cfg.Name)
@@ -69,6 +86,13 @@ func Start(dir string, n int, opts Options) (*Cluster, error) {
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*clientURL}, []url.URL{*clientURL}
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 		cfg.InitialClusterToken = "execfsm-embedded"
+		// Passwords (when a test turns authentication on) are hashed at
+		// bcrypt's lowest cost: every request of a user checks its
+		// password, and a test makes many. Not for production.
+		cfg.BcryptCost = 4
+		if t := opts.ClientTLS; t != nil {
+			cfg.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: t.TrustedCAFile != ""}
+		}
 		if opts.Compaction > 0 {
 			cfg.AutoCompactionMode = "periodic"
 			cfg.AutoCompactionRetention = opts.Compaction.String()
