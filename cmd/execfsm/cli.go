@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os/user"
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/admin"
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
@@ -33,14 +35,23 @@ Store (one of):
   --etcd ENDPOINTS       comma-separated etcd endpoints; --etcd-prefix P (default /execfsm/)
   --kube-namespace NS    a Kubernetes namespace, through --kubeconfig PATH (default $KUBECONFIG,
                          then ~/.kube/config) and --context C; --kube-prefix P names the ConfigMaps
+  --http URL             a live controller's admin handler (package admin), such as
+                         http://127.0.0.1:8080/admin/: the way to a running controller's bbolt file
   --timeout D            how long a call may take (default 10s; a bbolt file's lock is waited 1s)
   -o, --output FORMAT    text (default) or json; before or after the command
+
+Security (--etcd and --http, with etcdctl's names):
+  --cacert FILE          trust the server certificates this CA signed
+  --cert FILE --key FILE present this client certificate
+  --user NAME            authenticate as NAME; the password is read from $EXECFSM_PASSWORD, or
+                         asked on the terminal: never give it on the command line
 
 Commands:
   get ID                      one record
   list [--status S,...]       every record, or those in the given statuses
   history ID                  a record's audit trail as a timeline
-  watch [ID...]               the records now, then every change until interrupted (etcd, Kubernetes)
+  watch [ID...]               the records now, then every change until interrupted (etcd, Kubernetes,
+                              a live controller through --http)
   diagram [--format F]        the execution lifecycle, as mermaid (default) or dot; needs no store
   stop ID --reason R          ask an execution to stop, as the cluster master does (--actor names you)
   repair-log [--drop FP]      with --bolt: say what is wrong with the file's write-ahead log and which
@@ -71,6 +82,10 @@ type globals struct {
 	kubeconfig       string
 	kubeContext      string
 	kubePrefix       string
+	http             string
+	cacert           string
+	cert, key        string
+	user             string
 	timeout          time.Duration
 	output           string
 }
@@ -175,6 +190,11 @@ func parseGlobals(args []string) (globals, []string, error) {
 	fs.StringVar(&g.kubeconfig, "kubeconfig", "", "")
 	fs.StringVar(&g.kubeContext, "context", "", "")
 	fs.StringVar(&g.kubePrefix, "kube-prefix", "", "")
+	fs.StringVar(&g.http, "http", "", "")
+	fs.StringVar(&g.cacert, "cacert", "", "")
+	fs.StringVar(&g.cert, "cert", "", "")
+	fs.StringVar(&g.key, "key", "", "")
+	fs.StringVar(&g.user, "user", "", "")
 	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "")
 	fs.StringVar(&g.output, "output", "text", "")
 	fs.StringVar(&g.output, "o", "text", "")
@@ -189,6 +209,9 @@ func parseGlobals(args []string) (globals, []string, error) {
 	}
 	if g.timeout <= 0 {
 		return g, nil, fail(exitUsage, "--timeout %v: want a positive duration", g.timeout)
+	}
+	if err := checkSecurity(g); err != nil {
+		return g, nil, err
 	}
 	return g, fs.Args(), nil
 }
@@ -226,7 +249,7 @@ func runList(ctx context.Context, in invocation) error {
 
 func runWatch(ctx context.Context, in invocation) error {
 	if in.g.bolt != "" {
-		return fail(exitUsage, "watch needs a store others can write while it watches: a bbolt file is locked by the process writing it, so nothing can change while execfsm has it open; use etcd or Kubernetes")
+		return fail(exitUsage, "watch needs a store others can write while it watches: a bbolt file is locked by the process writing it, so nothing can change while execfsm has it open; watch the controller that has it open (--http), or use etcd or Kubernetes")
 	}
 	for _, id := range in.args {
 		if err := storage.ValidateID(id); err != nil {
@@ -246,7 +269,7 @@ func runDiagram(ctx context.Context, in invocation) error {
 	if format != "mermaid" && format != "dot" {
 		return fail(exitUsage, "--format %q: want mermaid or dot", format)
 	}
-	if in.g.bolt == "" && in.g.etcd == "" && in.g.kubeNamespace == "" {
+	if in.g.bolt == "" && in.g.etcd == "" && in.g.kubeNamespace == "" && in.g.http == "" {
 		return diagram(teraslice.Lifecycle(), format, in.stdout)
 	}
 	return withStore(ctx, in.g, false, func(b *backend) error {
@@ -286,7 +309,9 @@ func runStop(ctx context.Context, in invocation) error {
 	if len(actor) > storage.MaxOwnerLen {
 		return fail(exitUsage, "--actor is %d bytes, at most %d", len(actor), storage.MaxOwnerLen)
 	}
-	return withStore(ctx, in.g, true, func(b *backend) error { return stop(ctx, in.g, b, id, reason, actor, in.out) })
+	return withStore(ctx, in.g, true, func(b *backend) error {
+		return stop(ctx, in.g, b, admin.StopRequest{ID: id, Reason: reason, Actor: actor}, in.out)
+	})
 }
 
 func runRepairLog(_ context.Context, in invocation) error {
@@ -296,7 +321,7 @@ func runRepairLog(_ context.Context, in invocation) error {
 	if err := parseFlagsOnly(sub, in.args); err != nil {
 		return err
 	}
-	if in.g.bolt == "" || in.g.etcd != "" || in.g.kubeNamespace != "" {
+	if in.g.bolt == "" || in.g.etcd != "" || in.g.kubeNamespace != "" || in.g.http != "" {
 		return fail(exitUsage, "repair-log works on a bbolt file: give --bolt PATH alone")
 	}
 	return repairLog(in.g, drop, in.out)
@@ -352,11 +377,11 @@ func oneID(cmd string, args []string) (string, error) {
 // parseStatuses reads --status: statuses of the table the store records
 // (or of an earlier version of it), comma-separated; none is every
 // record. A store that records no table takes any status.
-func parseStatuses(text string, table *schema.Document) (map[string]bool, error) {
+func parseStatuses(text string, table *schema.Document) ([]string, error) {
 	if text == "" {
 		return nil, nil
 	}
-	wanted := map[string]bool{}
+	var wanted []string
 	for _, s := range strings.Split(text, ",") {
 		s = strings.TrimSpace(s)
 		switch {
@@ -367,7 +392,7 @@ func parseStatuses(text string, table *schema.Document) (map[string]bool, error)
 				return nil, fail(exitUsage, "--status: %q is not a status of table %s (version %d): %s", s, table.Name, table.Version, strings.Join(table.Table.States, ", "))
 			}
 		}
-		wanted[s] = true
+		wanted = append(wanted, s)
 	}
 	return wanted, nil
 }
@@ -376,66 +401,57 @@ func parseStatuses(text string, table *schema.Document) (map[string]bool, error)
 func show(ctx context.Context, g globals, b *backend, id string, print func(storage.Record) error) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	rec, err := b.store.Get(ctx, id)
+	rec, err := b.op.Get(ctx, id)
 	if err != nil {
 		return storeError(err)
 	}
 	return print(rec)
 }
 
-func list(ctx context.Context, g globals, b *backend, wanted map[string]bool, out *printer) error {
+// list prints the records in the wanted statuses (all without), page by
+// page read, printed together.
+func list(ctx context.Context, g globals, b *backend, wanted []string, out *printer) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	recs, bad, err := b.lister.List(ctx)
-	if err != nil {
-		return storeError(err)
-	}
-	var shown []storage.Record
-	for _, r := range recs {
-		if wanted == nil || wanted[r.Status] {
-			shown = append(shown, r)
+	var all admin.Page
+	for after := ""; ; {
+		p, err := b.op.List(ctx, admin.ListOptions{Statuses: wanted, After: after})
+		if err != nil {
+			return storeError(err)
 		}
+		all.Items = append(all.Items, p.Items...)
+		all.Foreign = append(all.Foreign, p.Foreign...)
+		all.Unreadable = append(all.Unreadable, p.Unreadable...)
+		if p.Next == "" {
+			break
+		}
+		after = p.Next
 	}
-	if err := out.list(shown, bad); err != nil {
+	if err := out.list(all); err != nil {
 		return err
 	}
-	if len(bad) > 0 {
-		return fail(exitFailed, "%d record(s) could not be read (listed apart); the others are shown", len(bad))
+	if len(all.Unreadable) > 0 {
+		return fail(exitFailed, "%d record(s) could not be read (listed apart); the others are shown", len(all.Unreadable))
 	}
 	return nil
 }
 
 // stop moves the execution to the stopping status of the table the store
-// records, through a move that table allows, as the cluster master does.
-// It never writes where no table is recorded: a status the controllers'
-// table lacks would strand the record.
-func stop(ctx context.Context, g globals, b *backend, id, reason, actor string, out *printer) error {
+// records, through a move that table allows, as the cluster master does
+// (admin.Operator's Stop). It never writes where no table is recorded: a
+// status the controllers' table lacks would strand the record.
+func stop(ctx context.Context, g globals, b *backend, req admin.StopRequest, out *printer) error {
 	if b.table == nil {
 		return fail(exitFailed, "the store records no table, so execfsm cannot know which status stops an execution; it reads this store and never writes to it.\n"+
 			"  The controllers record theirs when they start (schema.Record in package github.com/execfsm/execfsm/schema)")
 	}
-	table, roles, err := b.table.Rebuild()
-	if err != nil {
-		return &failure{code: exitFailed, err: err}
-	}
-	stopping, _, ok := roles.Stopping()
-	if !ok {
-		return fail(exitFailed, "table %s (version %d) has no stopping status: its executions are not stopped by request", b.table.Name, b.table.Version)
-	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	exec, err := transition.NewPersisted(table, b.store, id, transition.PersistedOptions{Actor: actor})
-	if err != nil {
-		return fail(exitUsage, "%v", err)
-	}
-	c, err := exec.Fire(ctx, stopping, reason)
-	if errors.Is(err, transition.ErrUnknownState) {
-		return &failure{code: exitFailed, err: fmt.Errorf("%w: it is not a status of table %s (version %d), so execfsm leaves it alone", err, b.table.Name, b.table.Version)}
-	}
+	stopped, err := b.op.Stop(ctx, req)
 	if err != nil {
 		return storeError(err)
 	}
-	return out.stopped(c)
+	return out.stopped(stopped)
 }
 
 // diagram draws table as mermaid or dot.
@@ -449,15 +465,21 @@ func diagram[S comparable](table *transition.Table[S], format string, w io.Write
 }
 
 // storeError gives a store's error its exit status: what the store said
-// about the record or the move is the operation failing; a store that
-// could not answer in time is unavailable.
+// about the record or the move is the operation failing; a store (or a
+// controller's handler) that could not answer in time, or at all, is
+// unavailable.
 func storeError(err error) error {
 	var netErr *net.OpError
+	var urlErr *url.Error // an HTTP request that got no answer (TLS refused, connection lost)
+	var apiErr *admin.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return &failure{code: exitUnavailable, err: fmt.Errorf("the store did not answer in time: %w", err)}
-	case errors.As(err, &netErr):
+	case errors.As(err, &netErr), errors.As(err, &urlErr):
 		return &failure{code: exitUnavailable, err: fmt.Errorf("the store cannot be reached: %w", err)}
+	case errors.Is(err, admin.ErrUnavailable), errors.Is(err, admin.ErrDropped),
+		errors.As(err, &apiErr) && (apiErr.StatusCode == 502 || apiErr.StatusCode == 503 || apiErr.StatusCode == 504):
+		return &failure{code: exitUnavailable, err: err}
 	}
 	return &failure{code: exitFailed, err: err}
 }

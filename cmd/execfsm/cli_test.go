@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -27,7 +28,9 @@ import (
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -373,7 +376,7 @@ func exerciseNetworkedStore(t *testing.T, name string, store []string, jsonWatch
 	watchArgs, current, changed := append(store, "watch", "ex-moving", "ex-running"), "current    ex-running", "changed    ex-running  stopping"
 	if jsonWatch {
 		watchArgs = append([]string{"-o", "json"}, watchArgs...)
-		current, changed = `{"type":"current","record":{"id":"ex-running","status":"running"`, `{"type":"changed","record":{"id":"ex-running","status":"stopping"`
+		current, changed = `{"type":"current","id":"ex-running","record":{"id":"ex-running","status":"running"`, `{"type":"changed","id":"ex-running","record":{"id":"ex-running","status":"stopping"`
 	}
 	go func() { done <- run(ctx, watchArgs, &out, &errs) }()
 	waitFor(t, &out, current)
@@ -401,18 +404,24 @@ func exerciseNetworkedStore(t *testing.T, name string, store []string, jsonWatch
 	require.Contains(t, r.stderr, "completed is terminal")
 }
 
+// TestEveryCommandOnEtcd runs them against an etcd as production runs
+// one: clients over TLS with a certificate, and a user allowed the
+// prefixes it works on, its password from the environment.
 func TestEveryCommandOnEtcd(t *testing.T) {
-	cluster, err := embedded.Start(t.TempDir(), 1, embedded.Options{})
+	pki := newPKI(t)
+	cluster, err := embedded.Start(t.TempDir(), 1, embedded.Options{
+		ClientTLS: &embedded.TLSFiles{CertFile: pki.serverCert, KeyFile: pki.serverKey, TrustedCAFile: pki.ca},
+	})
 	require.NoError(t, err)
-	defer cluster.Close()
-	client, err := cluster.Client()
-	require.NoError(t, err)
-	defer client.Close()
+	t.Cleanup(cluster.Close) // after the clients close: a client still connected holds etcd's Close for seconds
+	endpoint := cluster.Endpoint(0)
+	client := etcdWithAuth(t, pki, endpoint, "ana", "correct horse", "/teraslice/", "/ci/", "/execfsm/")
 	store, err := etcdstore.New(client, etcdstore.Options{Prefix: "/teraslice/"})
 	require.NoError(t, err)
 	populate(t, store)
-	endpoint := cluster.Endpoint(0)
-	etcd := []string{"--etcd", endpoint, "--etcd-prefix", "/teraslice/"}
+	secure := []string{"--cacert", pki.ca, "--cert", pki.clientCert, "--key", pki.clientKey, "--user", "ana"}
+	t.Setenv(envPassword, "correct horse")
+	etcd := append([]string{"--etcd", endpoint, "--etcd-prefix", "/teraslice/"}, secure...)
 
 	exerciseNetworkedStore(t, "etcd", etcd, false)
 
@@ -420,12 +429,60 @@ func TestEveryCommandOnEtcd(t *testing.T) {
 	ci, err := etcdstore.New(client, etcdstore.Options{Prefix: "/ci/"})
 	require.NoError(t, err)
 	populateCIJobs(t, ci)
-	customTable(t, []string{"--etcd", endpoint, "--etcd-prefix", "/ci/"}, getter(t, ci))
+	customTable(t, append([]string{"--etcd", endpoint, "--etcd-prefix", "/ci/"}, secure...), getter(t, ci))
 
 	// Another prefix holds nothing.
-	r := execfsm(t, "--etcd", endpoint, "get", "ex-running")
+	r := execfsm(t, append(append([]string{"--etcd", endpoint}, secure...), "get", "ex-running")...)
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "not found")
+
+	// A wrong password, no client certificate, no CA: refused.
+	t.Setenv(envPassword, "wrong")
+	r = execfsm(t, append(etcd, "get", "ex-running")...)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "authentication failed")
+	r = execfsm(t, "--etcd", endpoint, "--timeout", "500ms", "--cacert", pki.ca, "get", "ex-running")
+	require.Equal(t, 3, r.code, r.stderr)
+	r = execfsm(t, "--etcd", endpoint, "--timeout", "500ms", "get", "ex-running")
+	require.Equal(t, 3, r.code, r.stderr)
+}
+
+// etcdWithAuth turns etcd's authentication on, with root and a user
+// allowed to read and write under prefixes, and returns root's client.
+func etcdWithAuth(t *testing.T, p pki, endpoint, user, password string, prefixes ...string) *clientv3.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bg, bound)
+	defer cancel()
+	pair, err := tls.LoadX509KeyPair(p.clientCert, p.clientKey)
+	require.NoError(t, err)
+	tlsCfg := &tls.Config{RootCAs: p.pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	connect := func(user, password string) *clientv3.Client {
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, TLS: tlsCfg, Username: user, Password: password,
+			DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		require.NoError(t, err)
+		return c
+	}
+	setup := connect("", "")
+	defer setup.Close()
+	_, err = setup.UserAdd(ctx, "root", "root password")
+	require.NoError(t, err)
+	_, err = setup.UserGrantRole(ctx, "root", "root")
+	require.NoError(t, err)
+	_, err = setup.RoleAdd(ctx, "operator")
+	require.NoError(t, err)
+	for _, prefix := range prefixes {
+		_, err = setup.RoleGrantPermission(ctx, "operator", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite))
+		require.NoError(t, err)
+	}
+	_, err = setup.UserAdd(ctx, user, password)
+	require.NoError(t, err)
+	_, err = setup.UserGrantRole(ctx, user, "operator")
+	require.NoError(t, err)
+	_, err = setup.AuthEnable(ctx)
+	require.NoError(t, err)
+	root := connect("root", "root password")
+	t.Cleanup(func() { _ = root.Close() })
+	return root
 }
 
 func TestAnUnreachableClusterIsUnavailable(t *testing.T) {

@@ -10,11 +10,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/execfsm/execfsm/admin"
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
-	"github.com/execfsm/execfsm/transition"
 )
 
 // printer writes results as text for people or as JSON for programs.
@@ -105,52 +105,25 @@ func oneLine(s string) string {
 	return strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", " ").Replace(s)
 }
 
-// unreadableJSON is how list reports a record it cannot read.
-type unreadableJSON struct {
-	ID       string `json:"id"`
-	Revision uint64 `json:"revision,omitempty"`
-	Error    string `json:"error"`
-}
-
-// list prints the records, one line each, and those that cannot be read.
-// Records in a status no version of the recorded table knows are listed
-// apart, after the others: "foreign" in JSON.
-func (p *printer) list(recs []storage.Record, bad []storage.Unreadable) error {
-	var foreign []storage.Record
-	if p.table != nil {
-		known := recs[:0:0]
-		for _, r := range recs {
-			if _, ok := p.table.Knows(r.Status); ok {
-				known = append(known, r)
-			} else {
-				foreign = append(foreign, r)
-			}
-		}
-		recs = known
-	}
+// list prints a listing: the records, one line each, then those in a
+// status no version of the recorded table knows ("foreign" in JSON),
+// then those that cannot be read. The JSON is the admin API's page.
+func (p *printer) list(page admin.Page) error {
 	if p.json {
-		v := struct {
-			Items      []storage.Record `json:"items"`
-			Foreign    []storage.Record `json:"foreign,omitempty"`
-			Unreadable []unreadableJSON `json:"unreadable,omitempty"`
-		}{Items: recs, Foreign: foreign}
-		if v.Items == nil {
-			v.Items = []storage.Record{}
+		if page.Items == nil {
+			page.Items = []storage.Record{}
 		}
-		for _, u := range bad {
-			v.Unreadable = append(v.Unreadable, unreadableJSON{ID: u.ID, Revision: u.Revision, Error: u.Err.Error()})
-		}
-		return p.encode(v)
+		return p.encode(page)
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tSINCE\tOWNER\tREVISION\tREASON")
-	for _, r := range recs {
+	for _, r := range page.Items {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Status, when(r.Since), owner(r), r.Revision, oneLine(r.Reason))
 	}
-	for _, r := range foreign {
+	for _, r := range page.Foreign {
 		fmt.Fprintf(tw, "%s\t%s (not in table %s)\t%s\t%s\t%d\t%s\n", r.ID, r.Status, p.table.Name, when(r.Since), owner(r), r.Revision, oneLine(r.Reason))
 	}
-	for _, u := range bad {
+	for _, u := range page.Unreadable {
 		fmt.Fprintf(tw, "%s\t(unreadable)\t-\t-\t%d\t%s\n", u.ID, u.Revision, oneLine(u.Err.Error()))
 	}
 	return tw.Flush()
@@ -191,19 +164,8 @@ func (p *printer) history(rec storage.Record) error {
 	return nil
 }
 
-// stoppedJSON is what stop reports.
-type stoppedJSON struct {
-	ID       string `json:"id"`
-	From     string `json:"from"`
-	To       string `json:"to"`
-	Changed  bool   `json:"changed"`
-	Revision uint64 `json:"revision"`
-	Actor    string `json:"actor"`
-	Reason   string `json:"reason"`
-}
-
-func (p *printer) stopped(c transition.Change[string]) error {
-	v := stoppedJSON{ID: c.ID, From: c.From, To: c.To, Changed: c.Changed(), Revision: c.Revision, Actor: c.Actor, Reason: c.Reason}
+// stopped prints what a stop did; its JSON is the admin API's.
+func (p *printer) stopped(v admin.Stopped) error {
 	if p.json {
 		return p.encode(v)
 	}
@@ -215,41 +177,24 @@ func (p *printer) stopped(c transition.Change[string]) error {
 	return err
 }
 
-// eventJSON is one line of watch's JSON output.
-type eventJSON struct {
-	Type   string          `json:"type"` // "current", "changed", "gone" or "unreadable"
-	Record *storage.Record `json:"record,omitempty"`
-	ID     string          `json:"id,omitempty"`
-	Error  string          `json:"error,omitempty"`
-}
-
 // event prints one watch line: a record as it is now, a record gone, or
-// one that cannot be read.
-func (p *printer) event(typ string, rec storage.Record, id string, err error) error {
+// one that cannot be read. Its JSON is a line of the admin API's watch.
+func (p *printer) event(ev admin.Event) error {
 	if p.json {
-		ev := eventJSON{Type: typ}
-		switch {
-		case err != nil:
-			ev.ID, ev.Error = id, err.Error()
-		case typ == "gone":
-			ev.ID = id
-		default:
-			ev.Record = &rec
-		}
-		enc := json.NewEncoder(p.w) // one object per line
-		return enc.Encode(ev)
+		return json.NewEncoder(p.w).Encode(ev) // one object per line
 	}
 	var line string
-	switch {
-	case err != nil:
-		line = fmt.Sprintf("%-10s %s  %v", typ, id, err)
-	case typ == "gone":
-		line = fmt.Sprintf("%-10s %s", typ, id)
+	switch ev.Type {
+	case admin.EventUnreadable:
+		line = fmt.Sprintf("%-10s %s  %v", ev.Type, ev.ID, ev.Err)
+	case admin.EventGone:
+		line = fmt.Sprintf("%-10s %s", ev.Type, ev.ID)
 	default:
-		line = fmt.Sprintf("%-10s %s  %s  since %s  owner %s  revision %d  %s", typ, rec.ID, rec.Status, when(rec.Since), owner(rec), rec.Revision, oneLine(rec.Reason))
+		rec := ev.Record
+		line = fmt.Sprintf("%-10s %s  %s  since %s  owner %s  revision %d  %s", ev.Type, rec.ID, rec.Status, when(rec.Since), owner(rec), rec.Revision, oneLine(rec.Reason))
 	}
-	_, werr := fmt.Fprintln(p.w, line)
-	return werr
+	_, err := fmt.Fprintln(p.w, line)
+	return err
 }
 
 // logDamage prints what is wrong with a bbolt file's log and what a

@@ -8,11 +8,12 @@ import (
 	"slices"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/execfsm/execfsm/admin"
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/kube"
@@ -20,11 +21,10 @@ import (
 	"github.com/execfsm/execfsm/storage"
 )
 
-// backend is the store a command works on, and the table recorded in it.
+// backend is what a command works on: a store it opened, or a live
+// controller's admin handler (--http), and the table recorded there.
 type backend struct {
-	store   storage.Store
-	lister  storage.Lister
-	watcher storage.Watcher // nil for a bbolt file
+	op admin.Operator
 	// table is the table the store records (schema), nil if it records
 	// none: then the CLI reads, and never writes.
 	table *schema.Document
@@ -34,9 +34,9 @@ type backend struct {
 func (b *backend) open(ctx context.Context, g globals) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	d, err := schema.Load(ctx, b.store)
+	d, err := b.op.Table(ctx)
 	switch {
-	case errors.Is(err, schema.ErrNoTable), errors.Is(err, schema.ErrNotKept):
+	case errors.Is(err, schema.ErrNoTable):
 		return nil
 	case err != nil:
 		return storeError(fmt.Errorf("the table the store records: %w", err))
@@ -49,14 +49,14 @@ func (b *backend) open(ctx context.Context, g globals) error {
 // unless write), runs fn on it and closes it.
 func withStore(ctx context.Context, g globals, write bool, fn func(*backend) error) error {
 	given := 0
-	for _, s := range []string{g.bolt, g.etcd, g.kubeNamespace} {
+	for _, s := range []string{g.bolt, g.etcd, g.kubeNamespace, g.http} {
 		if s != "" {
 			given++
 		}
 	}
 	switch {
 	case given > 1:
-		return fail(exitUsage, "--bolt, --etcd and --kube-namespace: give one store")
+		return fail(exitUsage, "--bolt, --etcd, --kube-namespace and --http: give one store")
 	case g.bolt != "":
 		if _, err := os.Stat(g.bolt); err != nil { // stop must not create a file
 			return &failure{code: exitUnavailable, err: err}
@@ -87,7 +87,13 @@ func withStore(ctx context.Context, g globals, write bool, fn func(*backend) err
 		if err != nil {
 			return &failure{code: exitFailed, err: err}
 		}
-		return openThen(ctx, g, &backend{store: s, lister: s}, fn)
+		return openThen(ctx, g, s, fn)
+	case g.http != "":
+		c, err := httpClient(g)
+		if err != nil {
+			return err
+		}
+		return openOperator(ctx, g, c, fn)
 	case g.kubeNamespace != "":
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		rules.ExplicitPath = g.kubeconfig
@@ -105,11 +111,19 @@ func withStore(ctx context.Context, g globals, write bool, fn func(*backend) err
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}
-		return openThen(ctx, g, &backend{store: s, lister: s, watcher: s}, fn)
+		return openThen(ctx, g, s, fn)
 	case g.etcd != "":
-		endpoints := strings.Split(g.etcd, ",")
-		client, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: g.timeout, Logger: zap.NewNop(), Context: ctx})
+		cfg, err := etcdConfig(ctx, g)
 		if err != nil {
+			return err
+		}
+		client, err := clientv3.New(cfg)
+		switch {
+		case errors.Is(err, rpctypes.ErrAuthFailed):
+			// Reached, and refused: the credentials are wrong, not the
+			// cluster.
+			return &failure{code: exitFailed, err: fmt.Errorf("etcd %s: %w", g.etcd, err)}
+		case err != nil:
 			return &failure{code: exitUnavailable, err: fmt.Errorf("etcd %s: %w", g.etcd, err)}
 		}
 		defer client.Close()
@@ -117,13 +131,23 @@ func withStore(ctx context.Context, g globals, write bool, fn func(*backend) err
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}
-		return openThen(ctx, g, &backend{store: s, lister: s, watcher: s}, fn)
+		return openThen(ctx, g, s, fn)
 	}
-	return fail(exitUsage, "no store: give --bolt PATH, --etcd ENDPOINTS or --kube-namespace NS")
+	return fail(exitUsage, "no store: give --bolt PATH, --etcd ENDPOINTS, --kube-namespace NS or --http URL")
 }
 
-// openThen reads the table b's store records, then runs fn.
-func openThen(ctx context.Context, g globals, b *backend, fn func(*backend) error) error {
+// openThen reads the table recorded in store, then runs fn.
+func openThen(ctx context.Context, g globals, store storage.Store, fn func(*backend) error) error {
+	op, err := admin.NewStoreOperator(store)
+	if err != nil {
+		return &failure{code: exitFailed, err: err}
+	}
+	return openOperator(ctx, g, op, fn)
+}
+
+// openOperator reads the table recorded where op works, then runs fn.
+func openOperator(ctx context.Context, g globals, op admin.Operator, fn func(*backend) error) error {
+	b := &backend{op: op}
 	if err := b.open(ctx, g); err != nil {
 		return err
 	}

@@ -140,7 +140,7 @@ func TestACustomTableIsReadFromABoltFile(t *testing.T) {
 	require.Contains(t, r.stdout, "paused-by-hand (not a status of table ci-jobs, version 1)")
 	r = execfsm(t, "--bolt", path, "--namespace", "ci", "stop", "job-4", "--reason", "x")
 	require.Equal(t, exitFailed, r.code)
-	require.Contains(t, r.stderr, "leaves it alone")
+	require.Contains(t, r.stderr, "so it is left alone")
 
 	customTable(t, []string{"--bolt", path, "--namespace", "ci"}, get("ci"))
 
