@@ -69,9 +69,8 @@ func diagramSVG(d schema.Document, counts map[string]int) string {
 			terminal[i] = true
 		}
 	}
-	back := backEdges(len(states), index[d.Table.Initial], out)
 	nodes := make([]diagramNode, len(states))
-	layers := layerOf(len(states), out, back, terminal)
+	layers := layerOf(len(states), index[d.Table.Initial], out, terminal)
 	width := float64(diagramMinW)
 	for i, s := range states {
 		nodes[i] = diagramNode{name: s, role: roleClass(d, s), count: counts[s], layer: layers[i]}
@@ -104,13 +103,19 @@ func diagramSVG(d schema.Document, counts map[string]int) string {
 			class += " return"
 		}
 		var path string
-		if z.layer > a.layer {
+		switch {
+		case z.layer > a.layer:
 			x1, y1 := a.x+width, a.y+diagramNodeH/2
 			x2, y2 := z.x, z.y+diagramNodeH/2
 			dx := (x2 - x1) / 2
 			path = fmt.Sprintf("M%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f", x1, y1, x1+dx, y1, x2-dx, y2, x2, y2)
-		} else {
-			// Back to an earlier column (or within one): an arc above.
+		case z.layer == a.layer:
+			// Within a column: a bulge on its right, between the boxes.
+			x, y1, y2 := a.x+width, a.y+diagramNodeH/2, z.y+diagramNodeH/2
+			bulge := 18 + 0.25*abs(y1-y2)
+			path = fmt.Sprintf("M%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f", x, y1, x+bulge, y1, x+bulge, y2, x, y2)
+		default:
+			// Back to an earlier column: an arc above.
 			x1, y1 := a.x+width/2, a.y
 			x2, y2 := z.x+width/2, z.y
 			lift := 28 + 0.12*abs(x1-x2) + 0.5*abs(y1-y2)
@@ -153,57 +158,26 @@ func cut(name string) string {
 	return string(r[:diagramMaxName-1]) + "…"
 }
 
-// backEdges finds the edges that close a cycle (to a state on the path
-// of a depth-first walk from the initial state, then from any state not
-// reached): leaving them out leaves a graph without cycles, to lay out.
-func backEdges(n, initial int, out [][]int) map[[2]int]bool {
-	back := map[[2]int]bool{}
-	const (
-		unseen = iota
-		onPath
-		done
-	)
-	mark := make([]int, n)
-	var visit func(int)
-	visit = func(v int) {
-		mark[v] = onPath
-		for _, w := range out[v] {
-			switch mark[w] {
-			case unseen:
-				visit(w)
-			case onPath:
-				back[[2]int{v, w}] = true
-			}
-		}
-		mark[v] = done
-	}
-	visit(initial)
-	for v := range n {
-		if mark[v] == unseen {
-			visit(v)
-		}
-	}
-	return back
-}
-
-// layerOf puts each state one column after the furthest state that
-// leads to it (back edges left out), and the terminal states in a last
-// column of their own, where a reader looks for the ends.
-func layerOf(n int, out [][]int, back map[[2]int]bool, terminal map[int]bool) []int {
+// layerOf puts each state in the column of its distance from the
+// initial state (the fewest moves that reach it: a lifecycle reads left
+// to right as it is usually lived), states not reached after the others,
+// and the terminal states in a last column of their own, where a reader
+// looks for the ends.
+func layerOf(n, initial int, out [][]int, terminal map[int]bool) []int {
 	layer := make([]int, n)
-	// The graph without back edges has no cycle: n rounds of relaxing
-	// every edge reach the longest paths.
-	for range n {
-		changed := false
-		for v := range n {
-			for _, w := range out[v] {
-				if !back[[2]int{v, w}] && layer[w] < layer[v]+1 {
-					layer[w], changed = layer[v]+1, true
-				}
+	for v := range layer {
+		layer[v] = -1
+	}
+	layer[initial] = 0
+	queue := []int{initial}
+	for len(queue) > 0 {
+		v := queue[0]
+		queue = queue[1:]
+		for _, w := range out[v] {
+			if layer[w] < 0 {
+				layer[w] = layer[v] + 1
+				queue = append(queue, w)
 			}
-		}
-		if !changed {
-			break
 		}
 	}
 	last := 0
@@ -212,12 +186,15 @@ func layerOf(n int, out [][]int, back map[[2]int]bool, terminal map[int]bool) []
 			last = max(last, layer[v])
 		}
 	}
-	if len(terminal) > 0 {
-		for v := range terminal {
+	for v := range n {
+		switch {
+		case terminal[v]:
+			layer[v] = last + 2
+		case layer[v] < 0:
 			layer[v] = last + 1
 		}
 	}
-	// Close the gaps a terminal state leaves behind.
+	// Close the gaps the last two rules may leave.
 	used := slices.Compact(slices.Sorted(slices.Values(layer)))
 	for v := range layer {
 		layer[v] = slices.Index(used, layer[v])

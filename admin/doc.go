@@ -17,10 +17,11 @@
 //
 // # Mounting
 //
-//	h, err := admin.NewHandler(store, admin.HandlerOptions{Path: "/admin/", Authorize: authorize})
-//	mux.Handle("/admin/", h)
-//	mux.Handle("/metrics", promhttp.Handler())
-//	defer h.Close() // ends the watches before the store closes
+// [NewHandler] over the controller's store, with the path it is mounted
+// at ([HandlerOptions].Path, "/admin/") and an [Authorizer] if writes are
+// to be allowed; register it on that path of the mux that serves
+// /metrics; [Handler.Close] it before the store closes. The package's
+// example does it.
 //
 // # Security
 //

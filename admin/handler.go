@@ -133,9 +133,7 @@ type Handler struct {
 // NewHandler returns the admin handler of store, which must list its
 // records (storage.Lister); it reads the table the store records
 // (storage.TableKeeper) and watches it if it can (storage.Watcher).
-// Mount it at opts.Path:
-//
-//	mux.Handle("/admin/", h) // with HandlerOptions{Path: "/admin/"}
+// Register it on a mux at opts.Path, the path its links point to.
 func NewHandler(store storage.Store, opts HandlerOptions) (*Handler, error) {
 	ops, err := NewStoreOperator(store)
 	if err != nil {

@@ -365,23 +365,36 @@ func (h *Handler) pageStop(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, h.executionLink(stopped.ID)+"?"+q.Encode(), http.StatusSeeOther)
 }
 
-// stoppedFlash says what the stop the query names did, if the record
-// shows it: stopped=N, the revision the stop wrote, while the record is
-// still at it (its last trail entry is the stop); already=N, a stop
-// that found the execution stopping at revision N.
+// stoppedFlash says what the stop the query names did, if the trail
+// shows it: stopped=N, the revision the stop wrote (a trail entry holds
+// the revision it replaced, so the write at N is the entry the next one
+// follows, or the last one while the record is at N); already=1, a stop
+// that found the execution in the stopping status at revision N. The
+// record may have moved on since (the controller ending the execution):
+// the stop is still found.
 func stoppedFlash(rec storage.Record, query url.Values) string {
 	rev, err := strconv.ParseUint(query.Get("stopped"), 10, 64)
-	if err != nil || rev != rec.Revision || rec.History.Len() == 0 {
+	if err != nil {
 		return ""
 	}
-	e := rec.History.Entries()[rec.History.Len()-1]
-	if query.Get("already") != "" {
-		return fmt.Sprintf("%s is %s already: nothing written.", rec.ID, rec.Status)
+	entries := rec.History.Entries()
+	for i, e := range entries {
+		written := rec.Revision
+		if i+1 < len(entries) {
+			written = entries[i+1].Revision
+		}
+		if written != rev {
+			continue
+		}
+		if query.Get("already") != "" {
+			return fmt.Sprintf("%s was %s already: nothing written.", rec.ID, e.To)
+		}
+		if e.From == e.To {
+			return ""
+		}
+		return fmt.Sprintf("Stop asked: %s → %s at revision %d, by %s.", e.From, e.To, rev, e.Actor)
 	}
-	if e.To != rec.Status || e.From == e.To {
-		return ""
-	}
-	return fmt.Sprintf("Stop asked: %s → %s at revision %d, by %s.", e.From, e.To, rec.Revision, e.Actor)
+	return ""
 }
 
 func (h *Handler) pageDiagram(w http.ResponseWriter, r *http.Request) {
