@@ -3,6 +3,8 @@ module github.com/execfsm/execfsm/examples
 go 1.26.0
 
 require (
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/execfsm/execfsm v0.1.0
 	github.com/execfsm/execfsm/etcdstore v0.1.0
 	github.com/execfsm/execfsm/prom v0.1.0
@@ -11,7 +13,10 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require go.yaml.in/yaml/v2 v2.4.2 // indirect
+require (
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	go.yaml.in/yaml/v2 v2.4.2 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -5,7 +5,8 @@
 // module proxy packed from the working tree, under the race detector.
 //
 // Before that it makes sure the Kubernetes test assets exist (built once
-// per machine, with the build's progress shown), and proves installation
+// per machine, with the build's progress shown) and a Chromium for the
+// page tests (Debian's package, installed once per machine), and proves installation
 // as a user does it: in a fresh module it `go get`s the public modules and
 // builds every Go block of README.md and docs/*.md marked
 // `<!-- go: build -->`, running those marked `<!-- go: run -->` and
@@ -106,6 +107,13 @@ func run(ctx context.Context, testFlags []string) error {
 		}
 		env = append(env, "KUBEBUILDER_ASSETS="+strings.TrimSpace(assets))
 	}
+
+	step("Chromium for the admin page's browser tests (Debian's package, installed once per machine)")
+	chromium, err := output(ctx, mods[0].dir, nil, "bash", filepath.Join("hack", "chromium.sh"))
+	if err != nil {
+		return fmt.Errorf("hack/chromium.sh: %w", err)
+	}
+	env = append(env, "CHROMIUM="+strings.TrimSpace(chromium))
 
 	step("every module but the CLI's loads on its own go.mod, without the workspace")
 	if err := loadsAlone(ctx, mods); err != nil {

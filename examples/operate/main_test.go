@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/execfsm/execfsm/admin"
+	"github.com/execfsm/execfsm/examples/internal/proc"
+	"github.com/execfsm/execfsm/teraslice"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// The test binary is also the controller the operator starts.
+func TestMain(m *testing.M) {
+	spec, isChild, err := proc.ChildSpec()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if isChild && spec.Role == "controller" {
+		os.Exit(runController(spec.Config))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// bound is how long a test waits for anything.
+const bound = time.Minute
+
+func TestTheOperatorStopsAnExecutionOfALiveBoltController(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	var out strings.Builder
+	require.NoError(t, operate(ctx, t.TempDir(), false, &out))
+	t.Log(out.String())
+	for _, want := range []string{
+		"ex-4  failed     ctl-1@1  slicer: reader failed: index logs-2026.12 not found",
+		"2. A stop without the password is refused: unauthenticated: writes need the operator's password",
+		"current  ex-3  running  owner ctl-1@1",
+		"stop: running → stopping at revision",
+		"changed  ex-3  stopped  owner ctl-1@1",
+		"4. SIGTERM: the controller exited (exit 143)",
+		"ex-2  relocating  ctl-1@1  SIGTERM in running status",
+		"ex-3  stopped     ctl-1@1  stopped on request",
+		"running       → stopping      operator:operator  user asked",
+		"stopping      → stopped       ctl-1              stopped on request",
+	} {
+		require.Contains(t, out.String(), want)
+	}
+}
+
+// screenshots is where the page tests leave their screenshots: the
+// directory $EXECFSM_SCREENSHOTS names (to look at them), or the test's.
+func screenshots(t *testing.T) string {
+	if dir := os.Getenv("EXECFSM_SCREENSHOTS"); dir != "" {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		return dir
+	}
+	return t.TempDir()
+}
+
+// browser starts a headless Chromium (Debian's package; .ci/run installs
+// it), as the operator's browser.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := os.Getenv("CHROMIUM")
+	if path == "" {
+		var err error
+		path, err = exec.LookPath("chromium")
+		require.NoError(t, err, "the page is tested in a real Chromium: install Debian's chromium package (.ci/run does), or set CHROMIUM")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox, // CI runs as root
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 860),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelBrowser := chromedp.NewContext(alloc)
+	ctx, cancel := context.WithTimeout(ctx, 2*bound)
+	t.Cleanup(func() {
+		cancel()
+		cancelBrowser()
+		cancelAlloc() // waits for Chromium to exit
+	})
+	return ctx
+}
+
+// page drives one tab of the browser, failing the test on any error.
+// Every selector is a CSS selector (chromedp.CSS): chromedp's
+// plain string is a search that also matches text, and "table" then finds the words
+// "table teraslice" in the header, a text node that is never visible.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+	dir string // where screenshots go
+}
+
+// stepLimit bounds each step in the browser: a page that never shows
+// what a step waits for fails that step, by its line.
+const stepLimit = 20 * time.Second
+
+func (p page) do(steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, stepLimit)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		p.shot("failed")
+		require.NoError(p.t, err)
+	}
+}
+
+func (p page) text(sel string) string {
+	p.t.Helper()
+	s, err := chromedp.Run(p.ctx, chromedp.Text(chromedp.CSS(sel)))
+	require.NoError(p.t, err)
+	return s
+}
+
+func (p page) location() string {
+	p.t.Helper()
+	s, err := chromedp.Run(p.ctx, chromedp.Location())
+	require.NoError(p.t, err)
+	return s
+}
+
+// shot saves a screenshot of the whole page as name.png.
+func (p page) shot(name string) {
+	p.t.Helper()
+	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
+	require.NoError(p.t, err)
+	require.NoError(p.t, os.WriteFile(filepath.Join(p.dir, name+".png"), png, 0o644))
+}
+
+// TestThePageInAHeadlessChromium drives the controller's page as an
+// operator does: the executions by status, one execution's timeline, the
+// diagram, a stop through the form with the operator's credentials, and
+// a form posted from another site, refused.
+func TestThePageInAHeadlessChromium(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
+	defer cancel()
+	var g proc.Group
+	defer g.KillAll()
+	live, err := startController(ctx, &g, t.TempDir())
+	require.NoError(t, err)
+	client, err := admin.NewClient(live.url, admin.ClientOptions{})
+	require.NoError(t, err)
+	p := page{t: t, ctx: browser(t), dir: screenshots(t)}
+	// The operator's browser sends its credentials (as after a login).
+	credentials := "Basic " + base64.StdEncoding.EncodeToString([]byte(operatorUser+":"+live.password))
+	_, err = chromedp.Call(p.ctx, network.Enable, network.EnableParams{})
+	require.NoError(t, err)
+	_, err = chromedp.Call(p.ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": credentials}})
+	require.NoError(t, err)
+
+	// The executions, counted by status in the table's order.
+	p.do(chromedp.Navigate(live.url), chromedp.WaitVisible(chromedp.CSS(`table.list`)))
+	p.shot("list")
+	text := p.text(`body`)
+	for _, want := range []string{"table teraslice · version 1", "6\nall", "3\nrunning", "1\ncompleted", "1\nfailed", "ex-5", "slicer: reader failed"} {
+		require.Contains(t, text, want)
+	}
+	// One status: the running ones alone.
+	p.do(chromedp.Click(chromedp.CSS(`a.count.running`)), chromedp.WaitVisible(chromedp.CSS(`a.count.running.selected`)))
+	p.shot("list-running")
+	require.Contains(t, p.location(), "?status=running")
+	text = p.text(`table.list tbody`)
+	require.Equal(t, 3, strings.Count(text, "workers connected"), text)
+	require.NotContains(t, text, "ex-1")
+	// One execution: its fields and its timeline.
+	p.do(chromedp.Click(chromedp.CSS(`a[href$="/executions/ex-3"]`)), chromedp.WaitVisible(chromedp.CSS(`ol.timeline`)))
+	p.shot("execution")
+	text = p.text(`body`)
+	for _, want := range []string{"created in pending", "pending → scheduling", "initializing → running", "by ctl-1 (ctl-1@1)", "workers connected", "Stop ex-3"} {
+		require.Contains(t, text, want)
+	}
+	// A stop through the form, as the operator.
+	p.do(chromedp.SendKeys(chromedp.CSS(`form.stop textarea`), "asked in the browser"), chromedp.Click(chromedp.CSS(`form.stop button`)), chromedp.WaitVisible(chromedp.CSS(`.flash.ok`)))
+	p.shot("stopped")
+	text = p.text(`.flash.ok`)
+	require.Contains(t, text, "Stop asked: running → stopping at revision")
+	require.Contains(t, text, "by operator:operator")
+	// The controller sees the stop and ends the execution.
+	deadline := time.Now().Add(bound)
+	for {
+		rec, err := client.Get(ctx, "ex-3")
+		require.NoError(t, err)
+		if rec.Status == "stopped" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "ex-3 is still %s", rec.Status)
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.do(chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`ol.timeline`)))
+	p.shot("ended")
+	text = p.text(`ol.timeline`)
+	require.Contains(t, text, "stopping → stopped")
+	require.Contains(t, text, "asked in the browser")
+	// The diagram, with the counts.
+	p.do(chromedp.Navigate(live.url+"diagram"), chromedp.WaitVisible(chromedp.CSS(`svg.diagram`)))
+	p.shot("diagram")
+	nodes, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.diagram g.node").length`))
+	require.NoError(t, err)
+	require.Equal(t, teraslice.Lifecycle().Len(), nodes, "every status of Teraslice's table, relocating included")
+	label, err := chromedp.Run(p.ctx, chromedp.TextContent(chromedp.CSS(`svg.diagram`))) // an SVG has no innerText
+	require.NoError(t, err)
+	require.Contains(t, label, "relocating")
+
+	// Another site's page posts the stop form to the controller, with
+	// the operator's credentials in the browser: refused, nothing
+	// written. (localhost and 127.0.0.1 are different origins.)
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>win a prize</title><form method="post" action="%sexecutions/ex-2/stop">
+<input type="hidden" name="reason" value="clicked a prize"><button id="prize">Claim your prize</button></form>`, live.url)
+	}))
+	defer evil.Close()
+	p.do(chromedp.Navigate(strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)), chromedp.Click(chromedp.CSS(`#prize`)), chromedp.WaitVisible(chromedp.CSS(`.flash.err`)))
+	p.shot("cross-site")
+	require.Contains(t, p.text(`body`), "cross-origin request may not write")
+	require.Contains(t, p.location(), "/executions/ex-2/stop")
+	rec, err := client.Get(ctx, "ex-2")
+	require.NoError(t, err)
+	require.Equal(t, "running", rec.Status, "nothing written")
+	t.Logf("screenshots in %s", p.dir)
+}
