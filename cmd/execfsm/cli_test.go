@@ -38,8 +38,18 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// The watch and the embedded etcd start goroutines.
+// The watch and the embedded etcd start goroutines. With
+// envRunAsCLI set, the test binary is the command itself, for a test
+// that runs it as a process (on a terminal).
 func TestMain(m *testing.M) {
+	if args := os.Getenv(envRunAsCLI); args != "" {
+		var argv []string
+		if err := json.Unmarshal([]byte(args), &argv); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(exitUsage)
+		}
+		os.Exit(run(context.Background(), argv, os.Stdout, os.Stderr))
+	}
 	opts := kubetest.LingeringGoroutines()
 	for _, f := range embedded.LingeringGoroutines {
 		opts = append(opts, goleak.IgnoreAnyFunction(f))

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
@@ -17,10 +18,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/execfsm/execfsm/admin"
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/stretchr/testify/require"
@@ -242,4 +246,61 @@ func (p pki) serverTLS(t *testing.T) *tls.Config {
 	pair, err := tls.LoadX509KeyPair(p.serverCert, p.serverKey)
 	require.NoError(t, err)
 	return &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: p.pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+}
+
+// envRunAsCLI makes the test binary run the command with the arguments
+// it holds (JSON).
+const envRunAsCLI = "EXECFSM_TEST_RUN_AS_CLI"
+
+// TestThePasswordIsAskedOnTheTerminal runs the command as a process on a
+// real pseudo-terminal, without $EXECFSM_PASSWORD: it asks, reads the
+// answer without echoing it, and the stop goes through as the user.
+func TestThePasswordIsAskedOnTheTerminal(t *testing.T) {
+	authorize := func(r *http.Request, a admin.Action) (string, error) {
+		user, pass, ok := r.BasicAuth()
+		if !ok || user != "ana" || pass != "correct horse" {
+			return "", admin.ErrUnauthenticated
+		}
+		return "operator:" + user, nil
+	}
+	live := serveLive(t, admin.HandlerOptions{Authorize: authorize}, nil)
+	args, err := json.Marshal([]string{"--http", live.url, "--user", "ana", "stop", "ex-running", "--reason", "asked on a terminal"})
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(without(os.Environ(), envPassword), envRunAsCLI+"="+string(args))
+	terminal, err := pty.Start(cmd)
+	require.NoError(t, err)
+	defer terminal.Close()
+	var screen syncBuffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, _ = io.Copy(&screen, terminal) // ends with an error when the command exits
+	}()
+	waitFor(t, &screen, "Password for ana: ")
+	_, err = terminal.Write([]byte("correct horse\r"))
+	require.NoError(t, err)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		require.NoError(t, err, screen.String())
+	case <-time.After(bound):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the command did not finish after the password:\n%s", screen.String())
+	}
+	<-read
+	require.Contains(t, screen.String(), "ex-running: running → stopping at revision 18, by operator:ana: asked on a terminal")
+	require.NotContains(t, screen.String(), "correct horse", "the password is not echoed")
+}
+
+// without returns env without the variable name.
+func without(env []string, name string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
