@@ -610,3 +610,50 @@ func TestTheJSONShapesAreStable(t *testing.T) {
 		golden(t, tc.name, got)
 	}
 }
+
+// The pages, as a browser gets them (the browser itself drives them in
+// examples/operate): paged like the API, errors as pages.
+func TestThePagesAreServedPagedAndFailAsPages(t *testing.T) {
+	s := serve(t, admin.HandlerOptions{MaxPage: 2})
+	status, body := raw(t, http.MethodGet, s.server.URL+"/", nil, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, `href="/executions/ex-done"`)
+	require.Contains(t, body, `href="/executions/ex-moving"`)
+	require.NotContains(t, body, `href="/executions/ex-pending"`, "the second page")
+	require.Contains(t, body, `<a href="/?after=ex-moving">Next page →</a>`)
+	_, body = raw(t, http.MethodGet, s.server.URL+"/?after=ex-moving", nil, nil)
+	require.Contains(t, body, `href="/executions/ex-pending"`)
+	require.Contains(t, body, `href="/executions/ex-running"`)
+	_, body = raw(t, http.MethodGet, s.server.URL+"/?status=relocating", nil, nil)
+	require.Contains(t, body, `href="/executions/ex-moving"`)
+	require.NotContains(t, body, `href="/executions/ex-done"`)
+	require.Contains(t, body, "Read-only: this controller accepts no writes")
+
+	status, body = raw(t, http.MethodGet, s.server.URL+"/?status=runing", nil, nil)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Contains(t, body, `&#34;runing&#34; is not a status of table teraslice`)
+	status, _ = raw(t, http.MethodGet, s.server.URL+"/executions/ex-nobody", nil, nil)
+	require.Equal(t, http.StatusNotFound, status)
+	status, body = raw(t, http.MethodGet, s.server.URL+"/executions/ex-running", nil, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "This controller accepts no writes: it configured no authorizer.")
+	require.Contains(t, body, "<button type=\"submit\" disabled>")
+	status, body = raw(t, http.MethodGet, s.server.URL+"/diagram", nil, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, `<svg xmlns="http://www.w3.org/2000/svg" class="diagram"`)
+	require.Equal(t, teraslice.Lifecycle().Len(), strings.Count(body, `<g class="node `))
+}
+
+func TestHandlerOptionsAreChecked(t *testing.T) {
+	store := storage.NewMemory()
+	for _, opts := range []admin.HandlerOptions{{Path: "admin/"}, {Path: "/admin"}, {Timeout: -1}, {MaxPage: -1}, {MaxWatches: -1}, {WriteTimeout: -1}} {
+		_, err := admin.NewHandler(store, opts)
+		require.Error(t, err, "%+v", opts)
+	}
+	_, err := admin.NewHandler(nil, admin.HandlerOptions{})
+	require.Error(t, err)
+	for _, u := range []string{"ftp://x/", "http://", "http://u:p@host/", "http://host/?q=1", "::"} {
+		_, err := admin.NewClient(u, admin.ClientOptions{})
+		require.Error(t, err, u)
+	}
+}
