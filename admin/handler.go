@@ -305,24 +305,33 @@ func (h *Handler) listOptions(r *http.Request) (ListOptions, error) {
 	return opts, nil
 }
 
-func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
+// list does a list request, the API's or a page's: authorized, its
+// query read, the page listed. It returns false when it answered the
+// request with a failure.
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) (Page, ListOptions, bool) {
 	if _, err := h.authorize(r, Action{Verb: VerbList}); err != nil {
 		h.fail(w, r, err)
-		return
+		return Page{}, ListOptions{}, false
 	}
 	opts, err := h.listOptions(r)
 	if err != nil {
 		h.fail(w, r, err)
-		return
+		return Page{}, opts, false
 	}
 	ctx, cancel := h.context(r)
 	defer cancel()
 	p, err := h.ops.List(ctx, opts)
 	if err != nil {
 		h.fail(w, r, err)
-		return
+		return Page{}, opts, false
 	}
-	writeJSON(w, http.StatusOK, p)
+	return p, opts, true
+}
+
+func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
+	if p, _, ok := h.list(w, r); ok {
+		writeJSON(w, http.StatusOK, p)
+	}
 }
 
 // maxStopBody bounds a stop's body: a reason and an actor at their

@@ -100,23 +100,11 @@ type unreadableRow struct {
 }
 
 func (h *Handler) pageList(w http.ResponseWriter, r *http.Request) {
-	if _, err := h.authorize(r, Action{Verb: VerbList}); err != nil {
-		h.fail(w, r, err)
+	p, opts, ok := h.list(w, r)
+	if !ok {
 		return
 	}
 	b, err := h.base(r, "Executions", "list")
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	opts, err := h.listOptions(r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	ctx, cancel := h.context(r)
-	defer cancel()
-	p, err := h.ops.List(ctx, opts)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -53,14 +53,7 @@ import (
 const waitLimit = time.Minute
 
 func main() {
-	spec, isChild, err := proc.ChildSpec()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if isChild && spec.Role == "controller" {
-		os.Exit(runController(spec.Config))
-	}
+	asChild()
 	serve := flag.Bool("serve", false, "keep the controller running after the stop, for a browser, until Ctrl-C")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -74,6 +67,19 @@ func main() {
 	if err := operate(ctx, dir, *serve, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "operate:", err)
 		os.Exit(1)
+	}
+}
+
+// asChild runs the controller and exits, when this process was started
+// as one; it returns otherwise.
+func asChild() {
+	spec, isChild, err := proc.ChildSpec()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if isChild && spec.Role == "controller" {
+		os.Exit(runController(spec.Config))
 	}
 }
 

@@ -24,14 +24,7 @@ import (
 
 // The test binary is also the controller the operator starts.
 func TestMain(m *testing.M) {
-	spec, isChild, err := proc.ChildSpec()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if isChild && spec.Role == "controller" {
-		os.Exit(runController(spec.Config))
-	}
+	asChild()
 	goleak.VerifyTestMain(m)
 }
 
