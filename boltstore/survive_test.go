@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,34 +127,45 @@ func TestDamagedFilesNeverKillTheProcess(t *testing.T) {
 	data := goodFile(t)
 	page := os.Getpagesize()
 	dir := t.TempDir()
-	for _, size := range []int{page, 2 * page, 3*page + 100, len(data) / 2, len(data) - page} {
-		path := filepath.Join(dir, fmt.Sprint("truncated-", size))
-		require.NoError(t, os.WriteFile(path, data[:size], 0o600))
-		out := readDamaged(t, path)
-		// A cut into the pages in use is refused at Open; bbolt grows its
-		// file ahead of use, so a cut into the unused tail may lose nothing.
-		if !strings.Contains(out, "open corrupt") {
-			require.NotContains(t, out, "corrupt", "cut at %d of %d bytes: it opened, so it must read", size, len(data))
-		}
-	}
+	// Each file is read by a child process of its own; they run side by
+	// side (a group's Run returns when its parallel subtests are done).
+	var noticed atomic.Int64
 	seeds := 20
 	if testing.Short() {
 		seeds = 5
 	}
-	noticed := 0
-	for seed := range seeds {
-		rng := rand.New(rand.NewPCG(uint64(seed), 7))
-		damaged := append([]byte(nil), data...)
-		for range 8 { // flip bytes in data pages, past the two meta pages
-			at := 2*page + rng.IntN(len(damaged)-2*page)
-			damaged[at] ^= byte(1 + rng.IntN(255))
+	t.Run("files", func(t *testing.T) {
+		for _, size := range []int{page, 2 * page, 3*page + 100, len(data) / 2, len(data) - page} {
+			t.Run(fmt.Sprint("truncated at ", size), func(t *testing.T) {
+				t.Parallel()
+				path := filepath.Join(dir, fmt.Sprint("truncated-", size))
+				require.NoError(t, os.WriteFile(path, data[:size], 0o600))
+				out := readDamaged(t, path)
+				// A cut into the pages in use is refused at Open; bbolt grows
+				// its file ahead of use, so a cut into the unused tail may
+				// lose nothing.
+				if !strings.Contains(out, "open corrupt") {
+					require.NotContains(t, out, "corrupt", "cut at %d of %d bytes: it opened, so it must read", size, len(data))
+				}
+			})
 		}
-		path := filepath.Join(dir, fmt.Sprint("flipped-", seed))
-		require.NoError(t, os.WriteFile(path, damaged, 0o600))
-		if strings.Contains(readDamaged(t, path), "corrupt") {
-			noticed++
+		for seed := range seeds {
+			t.Run(fmt.Sprint("bytes flipped, seed ", seed), func(t *testing.T) {
+				t.Parallel()
+				rng := rand.New(rand.NewPCG(uint64(seed), 7))
+				damaged := append([]byte(nil), data...)
+				for range 8 { // flip bytes in data pages, past the two meta pages
+					at := 2*page + rng.IntN(len(damaged)-2*page)
+					damaged[at] ^= byte(1 + rng.IntN(255))
+				}
+				path := filepath.Join(dir, fmt.Sprint("flipped-", seed))
+				require.NoError(t, os.WriteFile(path, damaged, 0o600))
+				if strings.Contains(readDamaged(t, path), "corrupt") {
+					noticed.Add(1)
+				}
+			})
 		}
-	}
-	t.Logf("%d of %d damaged files were reported corrupt somewhere; the rest read as they were", noticed, seeds)
-	require.Positive(t, noticed, "the damage reached nothing: the test tests nothing")
+	})
+	t.Logf("%d of %d damaged files were reported corrupt somewhere; the rest read as they were", noticed.Load(), seeds)
+	require.Positive(t, noticed.Load(), "the damage reached nothing: the test tests nothing")
 }

@@ -87,6 +87,7 @@ func TestDamagedTreesAreRefusedAtOpenBeforeBboltReadsThem(t *testing.T) {
 	require.NoError(t, err)
 	for _, noFreelistSync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("freelist stored %v", !noFreelistSync), func(t *testing.T) {
+			t.Parallel()
 			damagedTrees(t, written, noFreelistSync)
 		})
 	}
@@ -165,6 +166,7 @@ func damagedTrees(t *testing.T, written []byte, noFreelistSync bool) {
 	}
 	for name, damage := range damages {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each reads its own file in a child process of its own
 			data := bytes.Clone(good)
 			damage(boltFile{data: data, pageSize: f.pageSize})
 			damaged := filepath.Join(t.TempDir(), "damaged")

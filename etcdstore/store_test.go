@@ -258,7 +258,9 @@ func TestRevokedLeaseClosesLost(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
 	_, err := s.Create(bg, storage.Record{ID: "ex-1", Status: "running"})
 	require.NoError(t, err)
-	own, _, err := s.Acquire(bg, "ex-1", storage.Lease{Holder: "pod-a", TTL: 30 * time.Second})
+	// The revocation is learnt at the next keep-alive, a third of the TTL
+	// on: a short TTL keeps the test short (30 s made it wait 10).
+	own, _, err := s.Acquire(bg, "ex-1", storage.Lease{Holder: "pod-a", TTL: 3 * time.Second})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, own.Release(bg)) }()
 	_, err = client(t, shared).Revoke(bg, own.(*etcdstore.Ownership).Lease())
