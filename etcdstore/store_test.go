@@ -134,6 +134,7 @@ func TestCorruptValueIsReportedAndNeverOverwritten(t *testing.T) {
 // A watch from a revision etcd has compacted away re-lists every record
 // and carries on; so does a watch broken by a server restart.
 func TestWatchReListsAfterCompactionAndRestart(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	c, err := embedded.Start(t.TempDir(), 1, embedded.Options{})
 	require.NoError(t, err)
 	defer c.Close()
@@ -199,6 +200,7 @@ func recvID(t *testing.T, ch <-chan storage.WatchEvent, id string) storage.Watch
 }
 
 func TestStartupOwnership(t *testing.T) {
+	t.Parallel() // a prefix of its own, leases of 30 s: the clusters beside it do not hurry it
 	recoverytest.RunOwnership(t, func(t *testing.T) storage.Store { return newStore(t, etcdstore.Options{}) }, recoverytest.Options{})
 }
 
@@ -278,6 +280,7 @@ func TestRevokedLeaseClosesLost(t *testing.T) {
 // A 3-member cluster loses its leader mid-run: transitions go on after
 // the re-election and no acknowledged write is lost.
 func TestClusterKeepsEveryAcknowledgedWriteWhenTheLeaderStops(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	c, err := embedded.Start(t.TempDir(), 3, embedded.Options{})
 	require.NoError(t, err)
 	defer c.Close()
@@ -390,6 +393,7 @@ func TestUnreachableClusterGivesAnErrorWithinTheDeadline(t *testing.T) {
 // etcd says "compacted"; the watch re-lists and the writes made meanwhile
 // are all delivered.
 func TestWatchSurvivesCompactionWhileItsMemberIsDown(t *testing.T) {
+	t.Parallel() // a cluster of its own
 	c, err := embedded.Start(t.TempDir(), 3, embedded.Options{})
 	require.NoError(t, err)
 	defer c.Close()
