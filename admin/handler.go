@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
 )
 
@@ -306,30 +307,33 @@ func (h *Handler) listOptions(r *http.Request) (ListOptions, error) {
 }
 
 // list does a list request, the API's or a page's: authorized, its
-// query read, the page listed. It returns false when it answered the
-// request with a failure.
-func (h *Handler) list(w http.ResponseWriter, r *http.Request) (Page, ListOptions, bool) {
+// query read, the table the store records read (nil for none), the page
+// listed. It returns false when it answered the request with a failure.
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) (Page, ListOptions, *schema.Document, bool) {
 	if _, err := h.authorize(r, Action{Verb: VerbList}); err != nil {
 		h.fail(w, r, err)
-		return Page{}, ListOptions{}, false
+		return Page{}, ListOptions{}, nil, false
 	}
 	opts, err := h.listOptions(r)
 	if err != nil {
 		h.fail(w, r, err)
-		return Page{}, opts, false
+		return Page{}, opts, nil, false
 	}
 	ctx, cancel := h.context(r)
 	defer cancel()
-	p, err := h.ops.List(ctx, opts)
-	if err != nil {
-		h.fail(w, r, err)
-		return Page{}, opts, false
+	table, err := h.ops.table(ctx)
+	if err == nil {
+		var p Page
+		if p, err = h.ops.listIn(ctx, table, opts); err == nil {
+			return p, opts, table, true
+		}
 	}
-	return p, opts, true
+	h.fail(w, r, err)
+	return Page{}, opts, nil, false
 }
 
 func (h *Handler) apiList(w http.ResponseWriter, r *http.Request) {
-	if p, _, ok := h.list(w, r); ok {
+	if p, _, _, ok := h.list(w, r); ok {
 		writeJSON(w, http.StatusOK, p)
 	}
 }

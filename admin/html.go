@@ -61,16 +61,20 @@ func (h *Handler) render(w http.ResponseWriter, status int, name string, data an
 // base reads the table for a page's header; a store without one still
 // has pages (nothing can be stopped from them).
 func (h *Handler) base(r *http.Request, title, nav string) (pageBase, error) {
-	b := pageBase{Title: title, Path: h.opts.Path, Nav: nav, Writes: h.opts.Authorize != nil}
 	ctx, cancel := h.context(r)
 	defer cancel()
 	table, err := h.ops.table(ctx)
-	b.Table = table
-	return b, err
+	return h.baseOf(title, nav, table), err
+}
+
+// baseOf is a page's header with the table already read.
+func (h *Handler) baseOf(title, nav string, table *schema.Document) pageBase {
+	return pageBase{Title: title, Path: h.opts.Path, Nav: nav, Writes: h.opts.Authorize != nil, Table: table}
 }
 
 func (h *Handler) errorPage(w http.ResponseWriter, r *http.Request, status int, err error) {
-	b := pageBase{Title: http.StatusText(status), Path: h.opts.Path, Writes: h.opts.Authorize != nil, Error: err.Error()}
+	b := h.baseOf(http.StatusText(status), "", nil)
+	b.Error = err.Error()
 	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
 		// A browser asks for credentials only when told how.
 		w.Header().Set("WWW-Authenticate", `Basic realm="execfsm", charset="UTF-8"`)
@@ -100,15 +104,11 @@ type unreadableRow struct {
 }
 
 func (h *Handler) pageList(w http.ResponseWriter, r *http.Request) {
-	p, opts, ok := h.list(w, r)
+	p, opts, table, ok := h.list(w, r)
 	if !ok {
 		return
 	}
-	b, err := h.base(r, "Executions", "list")
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
+	b := h.baseOf("Executions", "list", table)
 	data := struct {
 		pageBase
 		Status          string
@@ -401,7 +401,7 @@ func (h *Handler) pageDiagram(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.context(r)
 	defer cancel()
-	p, err := h.ops.List(ctx, ListOptions{Limit: 1})
+	p, err := h.ops.listIn(ctx, b.Table, ListOptions{Limit: 1}) // for its counts
 	if err != nil {
 		h.fail(w, r, err)
 		return

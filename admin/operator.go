@@ -203,6 +203,16 @@ func (o *StoreOperator) Get(ctx context.Context, id string) (storage.Record, err
 // (storage.Lister has no ranges): a page bounds what is sent and shown,
 // not what is read.
 func (o *StoreOperator) List(ctx context.Context, opts ListOptions) (Page, error) {
+	table, err := o.table(ctx)
+	if err != nil {
+		return Page{}, err
+	}
+	return o.listIn(ctx, table, opts)
+}
+
+// listIn is List on the table already read (nil for none): a page of the
+// handler, which shows the table too, reads it once.
+func (o *StoreOperator) listIn(ctx context.Context, table *schema.Document, opts ListOptions) (Page, error) {
 	if opts.Limit < 0 {
 		return Page{}, fmt.Errorf("admin: list: %w: limit %d", ErrInvalidRequest, opts.Limit)
 	}
@@ -210,10 +220,6 @@ func (o *StoreOperator) List(ctx context.Context, opts ListOptions) (Page, error
 		if err := storage.ValidateID(opts.After); err != nil {
 			return Page{}, fmt.Errorf("admin: list after: %w", err)
 		}
-	}
-	table, err := o.table(ctx)
-	if err != nil {
-		return Page{}, err
 	}
 	wanted, err := statusSet(opts.Statuses, table)
 	if err != nil {
