@@ -14,7 +14,6 @@ import (
 
 	"github.com/execfsm/execfsm/admin"
 	"github.com/execfsm/execfsm/boltstore"
-	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
@@ -237,12 +236,14 @@ func runList(ctx context.Context, in invocation) error {
 	if err := parseFlagsOnly(sub, in.args); err != nil {
 		return err
 	}
+	var wanted []string // checked against the recorded table by the operator's List
+	if statuses != "" {
+		for s := range strings.SplitSeq(statuses, ",") {
+			wanted = append(wanted, strings.TrimSpace(s))
+		}
+	}
 	return withStore(ctx, in.g, false, func(b *backend) error {
 		in.out.table = b.table
-		wanted, err := parseStatuses(statuses, b.table)
-		if err != nil {
-			return err
-		}
 		return list(ctx, in.g, b, wanted, in.out)
 	})
 }
@@ -374,29 +375,6 @@ func oneID(cmd string, args []string) (string, error) {
 	return args[0], nil
 }
 
-// parseStatuses reads --status: statuses of the table the store records
-// (or of an earlier version of it), comma-separated; none is every
-// record. A store that records no table takes any status.
-func parseStatuses(text string, table *schema.Document) ([]string, error) {
-	if text == "" {
-		return nil, nil
-	}
-	var wanted []string
-	for _, s := range strings.Split(text, ",") {
-		s = strings.TrimSpace(s)
-		switch {
-		case s == "" || len(s) > storage.MaxStatusLen:
-			return nil, fail(exitUsage, "--status: %q is no status", s)
-		case table != nil:
-			if _, known := table.Knows(s); !known {
-				return nil, fail(exitUsage, "--status: %q is not a status of table %s (version %d): %s", s, table.Name, table.Version, strings.Join(table.Table.States, ", "))
-			}
-		}
-		wanted = append(wanted, s)
-	}
-	return wanted, nil
-}
-
 // show reads one record and prints it with print (get, history).
 func show(ctx context.Context, g globals, b *backend, id string, print func(storage.Record) error) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
@@ -409,13 +387,17 @@ func show(ctx context.Context, g globals, b *backend, id string, print func(stor
 }
 
 // list prints the records in the wanted statuses (all without), page by
-// page read, printed together.
+// page read, printed together. A status that is none of the recorded
+// table's is bad usage: the operator refuses it (admin.ErrInvalidRequest).
 func list(ctx context.Context, g globals, b *backend, wanted []string, out *printer) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	var all admin.Page
 	for after := ""; ; {
 		p, err := b.op.List(ctx, admin.ListOptions{Statuses: wanted, After: after})
+		if errors.Is(err, admin.ErrInvalidRequest) {
+			return fail(exitUsage, "--status: %v", err)
+		}
 		if err != nil {
 			return storeError(err)
 		}
