@@ -186,8 +186,11 @@ func boltFile(t *testing.T) string {
 	return path
 }
 
-func TestReadCommandsOnABoltFile(t *testing.T) {
-	path := boltFile(t)
+// readGolden runs every read command against store (its flags) and
+// compares each output with its golden file: the same files whatever
+// the way to the store.
+func readGolden(t *testing.T, store ...string) {
+	t.Helper()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -201,12 +204,17 @@ func TestReadCommandsOnABoltFile(t *testing.T) {
 		{"history.json", []string{"-o", "json", "history", "ex-pending"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := execfsm(t, append([]string{"--bolt", path}, tc.args...)...)
+			r := execfsm(t, append(store, tc.args...)...)
 			require.Equal(t, 0, r.code, r.stderr)
 			require.Empty(t, r.stderr)
 			golden(t, tc.name, r.stdout)
 		})
 	}
+}
+
+func TestReadCommandsOnABoltFile(t *testing.T) {
+	path := boltFile(t)
+	readGolden(t, "--bolt", path)
 	// JSON is the record as the store keeps it.
 	r := execfsm(t, "--bolt", path, "-o", "json", "get", "ex-moving")
 	var rec storage.Record
