@@ -446,6 +446,16 @@ func watchInBackground(ctx context.Context, op admin.Operator, ids ...string) *w
 	return w
 }
 
+// ended waits until the watch has ended.
+func (w *watchEvents) ended(t *testing.T, why string) {
+	t.Helper()
+	select {
+	case <-w.done:
+	case <-time.After(bound):
+		t.Fatalf("the watch did not end within %v: %s", bound, why)
+	}
+}
+
 // waitFor waits until the watch has seen what ok says.
 func (w *watchEvents) waitFor(t *testing.T, what string, ok func([]admin.Event, error) bool) {
 	t.Helper()
@@ -487,11 +497,7 @@ func TestAWatchStreamsTheRecordsThenTheirChanges(t *testing.T) {
 	}
 	cancel()
 	for _, w := range []*watchEvents{remote, mine} {
-		select {
-		case <-w.done:
-		case <-time.After(bound):
-			t.Fatal("a watch did not end with its context")
-		}
+		w.ended(t, "its context is done")
 		require.NoError(t, w.err, "a watch ended by its caller ends without an error")
 	}
 }
@@ -502,16 +508,12 @@ func TestWatchesAreBoundedAndEndWhenTheHandlerCloses(t *testing.T) {
 	first := watchInBackground(ctx, s.client)
 	first.waitFor(t, "current records", func(evs []admin.Event, _ error) bool { return len(evs) == 4 })
 	second := watchInBackground(ctx, s.client)
-	<-second.done
+	second.ended(t, "one watch over MaxWatches is refused")
 	require.ErrorIs(t, second.err, admin.ErrUnavailable)
 	require.ErrorContains(t, second.err, "streams 1 watches already")
 
 	s.handler.Close()
-	select {
-	case <-first.done:
-	case <-time.After(bound):
-		t.Fatal("Close did not end the watch")
-	}
+	first.ended(t, "Close ends the watches")
 	require.ErrorIs(t, first.err, admin.ErrUnavailable)
 	require.ErrorContains(t, first.err, "the handler is closed")
 	_, err := s.client.Get(ctx, "ex-running")
@@ -555,7 +557,7 @@ func TestAWatchWhoseClientDoesNotReadIsDropped(t *testing.T) {
 			break // served: the stuck one is gone
 		}
 		require.ErrorIs(t, err, admin.ErrUnavailable)
-		<-w.done
+		w.ended(t, "a refused watch ends")
 	}
 	s.handler.Close()
 }

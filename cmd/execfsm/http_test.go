@@ -271,7 +271,11 @@ func TestThePasswordIsAskedOnTheTerminal(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("the command did not finish after the password:\n%s", screen.String())
 	}
-	<-read
+	select {
+	case <-read: // the terminal closes with the command
+	case <-time.After(bound):
+		t.Fatal("the terminal was still open after the command exited")
+	}
 	require.Contains(t, screen.String(), "ex-running: running → stopping at revision 18, by operator:ana: asked on a terminal")
 	require.NotContains(t, screen.String(), "correct horse", "the password is not echoed")
 }
