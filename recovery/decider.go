@@ -135,10 +135,11 @@ var ErrForeignStatus = errors.New("status of another table")
 // ownership ended: Leave.
 //
 // A controller's handle that holds no live ownership (it ended, or the
-// controller never took the execution over) decides Leave at once,
-// without reading the store: whatever the store says, it is not this
-// controller's to drive, and a store out of reach must not keep it from
-// exiting.
+// controller never took the execution over: a handle no start has been
+// made with, which transition.Persisted takes for an outside authority's)
+// decides Leave at once, without reading the store: whatever the store
+// says, it is not this controller's to drive, and a store out of reach
+// must not keep it from exiting.
 //
 // After writing relocating it releases exec's ownership, so the
 // controller that replaces this one takes over at once instead of after

@@ -140,7 +140,16 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 	if err := roles.fits(exec.Table()); err != nil {
 		return Action{}, err
 	}
-	if why, ok := holdsNothing(exec); ok {
+	why, ok := holdsNothing(exec)
+	if exec.Authority() {
+		// A handle that never took the execution over is an outside
+		// authority's to transition.Persisted; but only a controller is
+		// sent SIGTERM, and one can get it before its first start: it
+		// must not write relocating over the controller that holds the
+		// execution, as the cluster master would.
+		why, ok = "this controller never took the execution over", true
+	}
+	if ok {
 		leave := Action{Kind: ActionLeave, Reason: why}
 		p.Observer.terminate(leave, nil)
 		return leave, nil
@@ -191,7 +200,8 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 
 // holdsNothing says why exec, a controller's handle, must leave the
 // execution without looking at the store: it holds no live ownership. An
-// outside authority's handle never has to.
+// outside authority's handle never has to (a cluster master ends a force
+// stop with Finish).
 func holdsNothing[S comparable](exec *transition.Persisted[S]) (string, bool) {
 	switch {
 	case exec.Authority() || !storage.Ended(exec.Ownership()):

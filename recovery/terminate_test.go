@@ -136,10 +136,31 @@ func TestDeciderTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 	require.Equal(t, "relocating", rec.Status)
 }
 
+// A controller sent SIGTERM before its first start (its handle has taken
+// nothing over, so to transition.Persisted it is an outside authority's)
+// leaves, writing nothing over the controller that holds the execution:
+// found by fleettest, where it wrote relocating over a killed
+// predecessor's record.
+func TestDeciderTerminateBeforeAnyStartLeavesAndWritesNothing(t *testing.T) {
+	exec, store := newExecution(t, state.Running, time.Now)
+	owner(t, exec, "pod-0")
+	before, _ := store.Get(context.Background(), "ex-1")
+	successor, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "pod-1"})
+	require.NoError(t, err)
+	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}}).Terminate(context.Background(), successor, nil)
+
+	require.NoError(t, err)
+	require.Equal(t, recovery.ActionLeave, a.Kind)
+	require.Equal(t, 0, a.ExitCode)
+	after, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, before, after)
+}
+
 func TestDeciderTerminateShutdownWritesNothing(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
+	controller := owner(t, exec, "pod-0")
 	before, _ := store.Get(context.Background(), "ex-1")
-	a, err := decider(t, teraslice.Roles(), recovery.Policy{Work: slicer{true}}).Terminate(context.Background(), exec, func(context.Context) error {
+	a, err := decider(t, teraslice.Roles(), recovery.Policy{Work: slicer{true}}).Terminate(context.Background(), controller, func(context.Context) error {
 		t.Fatal("no checkpoint for a shutdown")
 		return nil
 	})
