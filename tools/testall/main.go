@@ -286,8 +286,26 @@ func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string)
 		return err
 	}
 	args := append([]string{"test", "-race", "-timeout", testTimeout, "-modfile=" + modFile}, testFlags...)
-	return stream(ctx, m.dir, env, "go", append(args, "./...")...)
+	if err := stream(ctx, m.dir, env, "go", append(args, "./...")...); err != nil {
+		return err
+	}
+	if m.path != repoPrefix {
+		return nil
+	}
+	// The fleet explorer finds two bugs package recovery once had, each
+	// compiled back in by a build tag of its own.
+	for _, tag := range reintroducedBugs {
+		tagged := append(slices.Clone(args), "-tags", tag, "-run", "^TestReintroduced", "./recovery/fleettest")
+		if err := stream(ctx, m.dir, env, "go", tagged...); err != nil {
+			return fmt.Errorf("the fleet explorer with %s: %w", tag, err)
+		}
+	}
+	return nil
 }
+
+// reintroducedBugs are the build tags that compile a bug back into
+// package recovery (recovery/reintroduced_off.go).
+var reintroducedBugs = []string{"execfsm_bug_start_unowned", "execfsm_bug_restart_live_holder"}
 
 // readmeBlock matches a Go block of README.md, or of a page of docs/,
 // marked for the installation test.

@@ -1,0 +1,26 @@
+//go:build execfsm_bug_restart_live_holder
+
+package fleettest_test
+
+// A bug package recovery once had, compiled back in with a build tag
+// (recovery/reintroduced_off.go), to show the explorer finds it. Run:
+//
+//	go test -tags execfsm_bug_restart_live_holder -run TestReintroduced ./recovery/fleettest
+//
+// The package's other tests fail under the tag, as they should.
+
+import (
+	"testing"
+
+	"github.com/execfsm/execfsm/recovery/fleettest"
+	"github.com/stretchr/testify/require"
+)
+
+// A live holder retrying its start counted an unexpected restart each
+// time, and failed its own healthy execution once the budget was spent.
+func TestReintroducedRestartCountedForALiveHolderIsFound(t *testing.T) {
+	v := violation(t, lifecycle(), fleettest.DefaultBound())
+	require.Equal(t, fleettest.InvariantRestartsAreCrashes, v.Invariant)
+	require.Equal(t, []string{"platform spawn ex-1", "pod-1 start", "pod-1 run", "pod-1 retry"}, v.Path)
+	require.Contains(t, v.Problem, "1 unexpected restarts of ex-1 counted, but 0 of its controllers died")
+}

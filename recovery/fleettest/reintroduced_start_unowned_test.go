@@ -1,0 +1,27 @@
+//go:build execfsm_bug_start_unowned
+
+package fleettest_test
+
+// A bug package recovery once had, compiled back in with a build tag
+// (recovery/reintroduced_off.go), to show the explorer finds it. Run:
+//
+//	go test -tags execfsm_bug_start_unowned -run TestReintroduced ./recovery/fleettest
+//
+// The package's other tests fail under the tag, as they should.
+
+import (
+	"testing"
+
+	"github.com/execfsm/execfsm/recovery/fleettest"
+	"github.com/stretchr/testify/require"
+)
+
+// A start on a record nobody owns wrote its verdict as an outside
+// authority, taking no ownership: the first controller drives an execution
+// it does not hold.
+func TestReintroducedStartOnAnUnownedRecordTakingNoOwnershipIsFound(t *testing.T) {
+	v := violation(t, lifecycle(), fleettest.DefaultBound())
+	require.Equal(t, fleettest.InvariantOneOwnerWrites, v.Invariant)
+	require.Equal(t, []string{"platform spawn ex-1", "pod-1 start"}, v.Path)
+	require.Contains(t, v.Problem, "pod-1 wrote ex-1 (pending → pending) as an outside authority")
+}

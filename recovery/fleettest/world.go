@@ -1,0 +1,902 @@
+package fleettest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// settings are a validated Fleet and Bound, with what the explorer derives
+// from them once.
+type settings[S comparable] struct {
+	fleet       Fleet[S]
+	bound       Bound
+	table       *transition.Table[S]
+	running     S // what a controller that starts an execution walks to
+	hasRunning  bool
+	requeued    map[S]bool
+	deadlines   recovery.Deadlines[S]
+	restartable bool
+	window      time.Duration
+	budget      int
+	abandoned   time.Duration
+}
+
+// phase is where a controller pod is in its life.
+type phase uint8
+
+const (
+	phaseCreated  phase = iota + 1 // alive, not started (or waiting for a live holder)
+	phaseSetup                     // started an execution that had not: moving it to running
+	phaseWorking                   // driving the execution
+	phaseStopping                  // finishing a stop
+	phaseExited                    // exited on its own
+	phaseKilled                    // SIGKILLed
+)
+
+// pod is one controller process of an execution.
+type pod[S comparable] struct {
+	name  string
+	ex    *execution[S]
+	phase phase
+	cut   bool // its node is lost: alive, out of reach
+	lost  bool // its platform gave it up with its node: its exit is nobody's
+	exit  int
+	exec  *transition.Persisted[S]
+	store *actorStore[S]
+}
+
+func (p *pod[S]) alive() bool { return p.phase != phaseExited && p.phase != phaseKilled }
+
+// holds reports whether p's ownership is live.
+func (p *pod[S]) holds() bool {
+	own := p.exec.Ownership()
+	return own != nil && !storage.Ended(own)
+}
+
+// execution is one execution of the fleet, with its platform's Job (its
+// pods) and what the explorer knows that the store does not.
+type execution[S comparable] struct {
+	id        string
+	pods      []*pod[S]
+	jobDone   bool // a pod the Job still counted exited 0: the Job succeeded
+	stopAsked bool // the master's stop was written
+	deaths    int  // controllers that died unasked
+	counted   int  // unexpected restarts counted by a start
+	resumes   []time.Time
+	// seen is the reaper's memory of when it first saw the execution
+	// running with nobody holding it (recovery.Reaper counts Abandoned
+	// from then), under which claim.
+	seen      *storage.Claim
+	seenSince time.Time
+}
+
+// world is one run of the fleet from its start: the store, the actors,
+// the clock. A path replayed on a new world reaches the same state: the
+// memory store and every decision are deterministic given the clock.
+type world[S comparable] struct {
+	s       *settings[S]
+	ctx     context.Context
+	now     time.Time
+	mem     *storage.Memory
+	execs   []*execution[S]
+	nextPod int
+	crashes int
+	drains  int
+	reruns  int
+	reaper  *recovery.Reaper[S]
+	master  *actorStore[S]
+	reaping *actorStore[S]
+
+	quiet bool     // replaying: no timeline, no checks
+	lines []string // the timeline
+	found *found   // the first invariant broken
+
+	// races
+	writes      int    // writes of the current step so far
+	nested      bool   // running the action that races a write
+	raceAt      int    // the write to race, 0 for none
+	raceLabel   string // the action that races it
+	raced       string // the race that happened, as a step suffix
+	recording   bool   // collecting the races the step could have
+	options     []race
+	random      *rand.Rand // a walk's choice of races
+	reaperWrote bool
+}
+
+// race is an action that may land before a step's write.
+type race struct {
+	write int
+	label string
+}
+
+// found is a broken invariant.
+type found struct {
+	invariant, problem string
+}
+
+// action is one thing an actor of the fleet can do now.
+type action struct {
+	label  string
+	writer string // who it writes as; "" for actions that write nothing
+	run    func()
+}
+
+func newWorld[S comparable](ctx context.Context, s *settings[S], quiet bool) (*world[S], error) {
+	w := &world[S]{s: s, ctx: ctx, now: epoch(), mem: storage.NewMemory(), quiet: quiet}
+	w.master = &actorStore[S]{w: w, actor: "master", inner: w.mem}
+	w.reaping = &actorStore[S]{w: w, actor: "reaper", inner: w.mem}
+	if !s.fleet.NoReaper {
+		opts := s.fleet.Reaper
+		opts.Clock, opts.Actor = clock[S]{w}, "reaper"
+		d, err := w.decider(nil)
+		if err != nil {
+			return nil, err
+		}
+		if w.reaper, err = d.NewReaper(w.reaping, opts); err != nil {
+			return nil, fmt.Errorf("fleettest: %w: %v", ErrInvalidFleet, err)
+		}
+	}
+	u := transition.To(s.table.Initial()).Because("created")
+	if work := s.fleet.Policy.Work; work != nil {
+		u = u.Set(recovery.MetaRelocatable, fmt.Sprint(work.IsRestartable()))
+	}
+	ex, err := w.masterHandle("ex-1")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ex.Create(ctx, u); err != nil {
+		return nil, fmt.Errorf("fleettest: creating ex-1: %w", err)
+	}
+	w.execs = append(w.execs, &execution[S]{id: "ex-1"})
+	return w, nil
+}
+
+// clock is the explorer's time as a reconcile.Clock, for the Reaper,
+// which only reads it.
+type clock[S comparable] struct{ w *world[S] }
+
+func (c clock[S]) Now() time.Time { return c.w.now }
+
+func (c clock[S]) NewTimer(time.Duration) reconcile.Timer { return stopped{} }
+
+// stopped is a timer that never fires: nothing in an exploration waits.
+type stopped struct{}
+
+func (stopped) C() <-chan time.Time { return nil }
+func (stopped) Stop() bool          { return true }
+
+// decider is a Decider deciding at the explorer's time; ex, if not nil,
+// counts the restarts its starts write.
+func (w *world[S]) decider(ex *execution[S]) (*recovery.Decider[S], error) {
+	p := w.s.fleet.Policy
+	p.Now = w.now
+	d, err := recovery.NewDecider(w.s.fleet.Roles, p)
+	if err != nil || ex == nil {
+		return d, err
+	}
+	return d.WithObserver(recovery.Observer[S]{Startup: func(v recovery.Verdict[S], err error) {
+		if err == nil && v.Restarts > 0 {
+			ex.counted++
+			if v.Decision == recovery.DecisionResume {
+				ex.resumes = append(ex.resumes, w.now)
+			}
+		}
+	}}), nil
+}
+
+func (w *world[S]) masterHandle(id string) (*transition.Persisted[S], error) {
+	return transition.NewPersisted(w.s.table, w.master, id, transition.PersistedOptions{Actor: "master", Clock: w.clock})
+}
+
+func (w *world[S]) clock() time.Time { return w.now }
+
+// record returns ex's record as the store holds it.
+func (w *world[S]) record(ex *execution[S]) storage.Record {
+	rec, _ := w.mem.Get(w.ctx, ex.id)
+	return rec
+}
+
+// status returns the state and role of rec.
+func (w *world[S]) status(rec storage.Record) (S, recovery.Role) {
+	cur, err := w.s.table.Parse(rec.Status)
+	if err != nil {
+		return cur, 0
+	}
+	role, _ := w.s.fleet.Roles.Role(cur)
+	return cur, role
+}
+
+// ended reports whether cur is an end of an execution: a terminal state,
+// or what a failure, a finished stop or the work's end writes.
+func (w *world[S]) ended(cur S) bool {
+	roles := w.s.fleet.Roles
+	if role, _ := roles.Role(cur); role == recovery.RoleTerminal || cur == roles.Failed() {
+		return true
+	}
+	if _, stopped, ok := roles.Stopping(); ok && cur == stopped {
+		return true
+	}
+	completed, terminated, ok := roles.Ends()
+	return ok && (cur == completed || cur == terminated)
+}
+
+// actions are what the actors can do now, in a fixed order.
+func (w *world[S]) actions() []action {
+	var out []action
+	for _, ex := range w.execs {
+		rec := w.record(ex)
+		cur, role := w.status(rec)
+		out = w.podActions(out, ex, role)
+		out = w.platformActions(out, ex)
+		if role != 0 {
+			out = w.masterActions(out, ex, cur, role)
+		}
+	}
+	if _, ok := w.nextDue(); ok {
+		out = append(out, action{"time tick", "", w.tick})
+	}
+	return out
+}
+
+// podActions are what ex's live controllers can do on their own, its
+// record in a state of role.
+func (w *world[S]) podActions(out []action, ex *execution[S], role recovery.Role) []action {
+	for _, p := range ex.pods {
+		if !p.alive() || p.cut {
+			continue
+		}
+		switch p.phase {
+		case phaseCreated:
+			out = append(out, action{p.name + " start", p.name, func() { w.start(p, false) }})
+		case phaseSetup:
+			out = append(out, action{p.name + " run", p.name, func() { w.run(p) }})
+		case phaseWorking:
+			out = append(out,
+				action{p.name + " finish", p.name, func() { w.finish(p, recovery.Ending{Finished: true}) }},
+				action{p.name + " fail", p.name, func() { w.finish(p, recovery.Ending{Err: errors.New("the work failed")}) }},
+				action{p.name + " retry", p.name, func() { w.start(p, true) }})
+		}
+		if p.phase == phaseStopping || (role == recovery.RoleStopping && (p.phase == phaseSetup || p.phase == phaseWorking)) {
+			out = append(out, action{p.name + " stop", p.name, func() { w.finish(p, recovery.Ending{}) }})
+		}
+	}
+	return out
+}
+
+// platformActions are what ex's platform does: signals, lost nodes
+// coming back, leases expiring, replacement pods.
+func (w *world[S]) platformActions(out []action, ex *execution[S]) []action {
+	b := w.s.bound
+	for _, p := range ex.pods {
+		if !p.alive() || p.cut {
+			continue
+		}
+		if w.drains < b.Drains {
+			out = append(out, action{"platform sigterm " + p.name, p.name, func() { w.sigterm(p) }})
+		}
+		if w.crashes < b.Crashes {
+			out = append(out, action{"platform sigkill " + p.name, "", func() { w.sigkill(p) }})
+			if p.phase != phaseCreated {
+				out = append(out, action{"platform cut " + p.name, "", func() { w.cut(p) }})
+			}
+		}
+	}
+	for _, p := range ex.pods {
+		if p.cut {
+			out = append(out, action{"platform heal " + p.name, "", func() { w.heal(p) }})
+		}
+		if (!p.alive() || p.cut) && p.holds() {
+			out = append(out, action{"time lease " + p.name, "", func() { w.expire(p) }})
+		}
+	}
+	if w.canSpawn(ex) {
+		out = append(out, action{"platform spawn " + ex.id, "", func() { w.spawn(ex) }})
+	}
+	return out
+}
+
+// masterActions are what the cluster master and the Reaper do with ex,
+// in cur.
+func (w *world[S]) masterActions(out []action, ex *execution[S], cur S, role recovery.Role) []action {
+	master := w.s.fleet.Master
+	if w.canStop(ex, cur, role) {
+		out = append(out, action{"master stop " + ex.id, "master", func() { w.stop(ex) }})
+	}
+	for _, m := range master.Moves {
+		if cur == m.From {
+			out = append(out, action{"master " + m.Name + " " + ex.id, "master", func() { w.move(ex, m) }})
+		}
+	}
+	if master.Abandons && !w.ended(cur) && w.gaveUp(ex) {
+		out = append(out, action{"master abandon " + ex.id, "master", func() { w.abandon(ex) }})
+	}
+	if role == recovery.RoleTerminal && w.reruns < master.Reruns {
+		out = append(out, action{"master rerun " + ex.id, "master", func() { w.rerun(ex) }})
+	}
+	if w.reaper != nil && role != recovery.RoleTerminal {
+		out = append(out, action{"reaper reap " + ex.id, "reaper", func() { w.reap(ex) }})
+	}
+	return out
+}
+
+// step runs the step label names: an action, and the race it may carry
+// (" [race@N: action]", the action landing before the step's Nth
+// write).
+func (w *world[S]) step(label string) error {
+	name, raced, hasRace := strings.Cut(label, " [race@")
+	w.writes, w.raceAt, w.raceLabel, w.raced, w.nested = 0, 0, "", "", false
+	w.options = w.options[:0]
+	if hasRace {
+		at, other, ok := strings.Cut(strings.TrimSuffix(raced, "]"), ": ")
+		n := 0
+		if _, err := fmt.Sscan(at, &n); !ok || err != nil || n <= 0 || !strings.HasSuffix(raced, "]") {
+			return fmt.Errorf("fleettest: %w: step %q: malformed race", ErrInvalidPath, label)
+		}
+		w.raceAt, w.raceLabel = n, other
+	}
+	for _, a := range w.actions() {
+		if a.label == name {
+			w.do(a)
+			if w.raceAt > 0 && w.raced == "" {
+				return fmt.Errorf("fleettest: %w: step %q: the action has no write %d another can race", ErrInvalidPath, label, w.raceAt)
+			}
+			if w.raceAt < 0 {
+				return fmt.Errorf("fleettest: %w: step %q: %s cannot race that write", ErrInvalidPath, label, w.raceLabel)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("fleettest: %w: step %q is not possible here", ErrInvalidPath, label)
+}
+
+// do runs a, turning a panic in the library's code into a violation.
+func (w *world[S]) do(a action) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.fail(InvariantExpectedErrors, "%s panicked: %v", a.label, r)
+		}
+	}()
+	a.run()
+}
+
+// beforeWrite is called before every write an actor makes: the point
+// where another actor's action may land first.
+func (w *world[S]) beforeWrite(writer string) {
+	if w.nested {
+		return
+	}
+	w.writes++
+	if w.raceAt == 0 && !w.recording && w.random == nil {
+		return
+	}
+	var others []action
+	for _, a := range w.actions() {
+		if a.writer != "" && a.writer != writer {
+			others = append(others, a)
+		}
+	}
+	if w.recording && w.raced == "" {
+		for _, a := range others {
+			w.options = append(w.options, race{write: w.writes, label: a.label})
+		}
+	}
+	var pick *action
+	switch {
+	case w.raceAt == w.writes:
+		for i := range others {
+			if others[i].label == w.raceLabel {
+				pick = &others[i]
+			}
+		}
+		if pick == nil {
+			w.raceAt = -1 // reported by step
+			return
+		}
+	case w.random != nil && w.raced == "" && len(others) > 0 && w.random.IntN(3) == 0:
+		pick = &others[w.random.IntN(len(others))]
+	default:
+		return
+	}
+	w.raced = fmt.Sprintf(" [race@%d: %s]", w.writes, pick.label)
+	w.say("", "%s lands before %s's write", pick.label, writer)
+	w.nested = true
+	w.do(*pick)
+	w.nested = false
+}
+
+// landed is called after every write that landed, with the claim of the
+// ownership it was made through (nil for a write as an outside
+// authority): the invariants on writes are checked here.
+func (w *world[S]) landed(s *actorStore[S], before, after storage.Record, claim *storage.Claim) {
+	if s.actor == "reaper" {
+		w.reaperWrote = true
+	}
+	who := s.actor
+	if after.Owner != "" && s.pod != nil {
+		who = fmt.Sprintf("%s@%d", s.actor, after.Epoch)
+	}
+	e, hasEntry := after.History.Last()
+	switch {
+	case before.Status == "":
+		w.say(who, "%-12s   %-12s %s", "(created)", after.Status, e.Reason)
+	case before.Status == after.Status && e.Owner != before.Owner:
+		w.say(who, "%-12s   %-12s %s", after.Status, "(owner)", e.Reason)
+	case before.Status == after.Status:
+		w.say(who, "%-12s   %-12s %s", after.Status, "(meta)", e.Reason)
+	default:
+		w.say(who, "%-12s → %-12s %s", before.Status, after.Status, e.Reason)
+	}
+	if w.quiet {
+		return
+	}
+	switch {
+	case !hasEntry || e.Actor != s.actor:
+		w.fail(InvariantAuditTrail, "%s wrote %s, but the last audit entry names %q", s.actor, after.ID, e.Actor)
+	case e.From != before.Status || e.To != after.Status || e.Revision != before.Revision:
+		w.fail(InvariantAuditTrail, "%s wrote %s (%s → %s at revision %d), but the entry says %s → %s at revision %d",
+			s.actor, after.ID, before.Status, after.Status, before.Revision, e.From, e.To, e.Revision)
+	case !e.At.Equal(w.now):
+		w.fail(InvariantAuditTrail, "%s wrote %s at %v, but the entry says %v", s.actor, after.ID, w.now, e.At)
+	case e.From != e.To && e.Reason == "":
+		w.fail(InvariantAuditTrail, "%s moved %s %s → %s with no reason", s.actor, after.ID, e.From, e.To)
+	}
+	if s.pod == nil {
+		return
+	}
+	held, ok, _ := w.mem.Held(w.ctx, after.ID)
+	switch {
+	case claim == nil:
+		w.fail(InvariantOneOwnerWrites, "%s wrote %s (%s → %s) as an outside authority, holding no ownership", s.actor, after.ID, before.Status, after.Status)
+	case !ok:
+		w.fail(InvariantOneOwnerWrites, "%s wrote %s (%s → %s) holding no ownership (nobody holds it)", s.actor, after.ID, before.Status, after.Status)
+	case *claim != held || held != after.Claim():
+		w.fail(InvariantOneOwnerWrites, "%s wrote %s (%s → %s) at epoch %d while %s@%d holds it", s.actor, after.ID, before.Status, after.Status, claim.Epoch, held.Owner, held.Epoch)
+	}
+}
+
+// say adds a line to the timeline: the time from the start, who, what.
+func (w *world[S]) say(who, format string, args ...any) {
+	if w.quiet {
+		return
+	}
+	line := fmt.Sprintf("+%-7s %-10s %s", w.now.Sub(epoch()).String(), who, fmt.Sprintf(format, args...))
+	if w.nested {
+		line = "  " + line
+	}
+	w.lines = append(w.lines, strings.TrimRight(line, " "))
+}
+
+// fail records a broken invariant; the first one stands.
+func (w *world[S]) fail(invariant, format string, args ...any) {
+	if w.quiet || w.found != nil {
+		return
+	}
+	w.found = &found{invariant: invariant, problem: fmt.Sprintf(format, args...)}
+}
+
+// unexpected records an error a controller is not told to expect.
+func (w *world[S]) unexpected(what string, err error) {
+	w.fail(InvariantExpectedErrors, "%s: %v", what, err)
+}
+
+func (w *world[S]) canSpawn(ex *execution[S]) bool {
+	if ex.jobDone || len(ex.pods) >= w.s.bound.Pods {
+		return false
+	}
+	for _, p := range ex.pods {
+		if p.alive() && !p.lost {
+			return false
+		}
+	}
+	return true
+}
+
+// gaveUp reports whether ex's platform will make no more pods and none it
+// made is alive and in reach: its Job failed.
+func (w *world[S]) gaveUp(ex *execution[S]) bool {
+	if ex.jobDone || len(ex.pods) < w.s.bound.Pods {
+		return false
+	}
+	for _, p := range ex.pods {
+		if p.alive() && !p.cut {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *world[S]) spawn(ex *execution[S]) {
+	w.nextPod++
+	p := &pod[S]{name: fmt.Sprintf("pod-%d", w.nextPod), ex: ex, phase: phaseCreated}
+	p.store = &actorStore[S]{w: w, actor: p.name, pod: p, inner: w.mem}
+	exec, err := transition.NewPersisted(w.s.table, p.store, ex.id, transition.PersistedOptions{Actor: p.name, Clock: w.clock})
+	if err != nil {
+		w.unexpected("NewPersisted", err)
+		return
+	}
+	p.exec = exec
+	ex.pods = append(ex.pods, p)
+	w.say("platform", "starts %s for %s", p.name, ex.id)
+}
+
+// exitWith ends p's process with code, as its platform sees it.
+func (w *world[S]) exitWith(p *pod[S], code int, why string) {
+	p.phase, p.exit = phaseExited, code
+	if code == 0 && !p.lost {
+		p.ex.jobDone = true
+	}
+	w.say(p.name, "exits %d: %s", code, why)
+}
+
+// start is a controller's startup, or a live controller retrying it.
+func (w *world[S]) start(p *pod[S], retry bool) {
+	d, err := w.decider(p.ex)
+	if err != nil {
+		w.unexpected(p.name+" start", err)
+		return
+	}
+	v, err := d.Start(w.ctx, p.exec, storage.Lease{Holder: p.name})
+	var held *storage.HeldError
+	switch {
+	case errors.As(err, &held) && retry:
+		w.exitWith(p, 0, fmt.Sprintf("%s holds %s", held.Holder, p.ex.id))
+		return
+	case errors.As(err, &held):
+		w.say(p.name, "waits: %s holds %s", held.Holder, p.ex.id)
+		return
+	case errors.Is(err, recovery.ErrTerminalStatus):
+		w.exitWith(p, 0, "refused: "+v.Reason)
+		return
+	case err != nil:
+		w.unexpected(p.name+" start", err)
+		return
+	}
+	roles := w.s.fleet.Roles
+	switch v.Decision {
+	case recovery.DecisionStart:
+		p.phase = phaseSetup
+	case recovery.DecisionResume:
+		p.phase = phaseWorking
+	case recovery.DecisionStop:
+		if stopping, _, _ := roles.Stopping(); v.To == stopping {
+			p.phase = phaseStopping
+		} else {
+			w.exitWith(p, 0, "the stop had ended")
+		}
+	default:
+		w.exitWith(p, 0, v.Decision.String()+": "+v.Reason)
+	}
+}
+
+// run moves an execution p started to its running state.
+func (w *world[S]) run(p *pod[S]) {
+	_, err := p.exec.Walk(w.ctx, w.s.running, "set up; running")
+	if err == nil {
+		p.phase = phaseWorking
+		return
+	}
+	if errors.Is(err, storage.ErrFenced) {
+		w.exitWith(p, 0, "fenced: "+err.Error())
+		return
+	}
+	_, role := w.status(w.record(p.ex))
+	switch {
+	case role == recovery.RoleStopping && errors.Is(err, transition.ErrNotAllowed):
+		p.phase = phaseStopping
+		w.say(p.name, "sees the stop")
+	case role == recovery.RoleTerminal && errors.Is(err, transition.ErrNotAllowed):
+		w.exitWith(p, 0, "the execution has ended")
+	default:
+		w.unexpected(p.name+" run", err)
+	}
+}
+
+// finish is the end of p's work, or its shutdown (a zero ending).
+func (w *world[S]) finish(p *pod[S], ending recovery.Ending) {
+	d, err := w.decider(p.ex)
+	if err != nil {
+		w.unexpected(p.name+" finish", err)
+		return
+	}
+	end, err := d.Finish(w.ctx, p.exec, ending, nil)
+	switch {
+	case errors.Is(err, transition.ErrNotAllowed):
+		// Work cannot end in a status whose table has no such move
+		// (recovery.Finish's "not allowed"): the controller exits with
+		// the error, and its platform starts another.
+		w.exitWith(p, 1, err.Error())
+	case err != nil:
+		w.unexpected(p.name+" finish", err)
+	default:
+		w.exitWith(p, 0, end.Kind.String())
+	}
+}
+
+func (w *world[S]) sigterm(p *pod[S]) {
+	w.drains++
+	w.say("platform", "sends SIGTERM to %s", p.name)
+	rec := w.record(p.ex)
+	cur, role := w.status(rec)
+	owned := p.holds() && rec.Claim() == p.exec.Claim()
+	d, err := w.decider(p.ex)
+	if err != nil {
+		w.unexpected(p.name+" SIGTERM", err)
+		return
+	}
+	a, err := d.Terminate(w.ctx, p.exec, nil)
+	if err != nil {
+		w.unexpected(p.name+" SIGTERM", err)
+		return
+	}
+	switch a.Kind {
+	case recovery.ActionShutdown:
+		if p.phase == phaseCreated {
+			w.exitWith(p, 0, "shut down before it started")
+		} else {
+			w.finish(p, recovery.Ending{})
+		}
+	default:
+		w.exitWith(p, a.ExitCode, a.Kind.String())
+	}
+	if now, _ := w.status(w.record(p.ex)); owned && role == recovery.RoleRunning && !w.ended(cur) && w.ended(now) && !p.ex.stopAsked &&
+		w.s.fleet.Policy.Restarts && w.s.restartable {
+		w.fail(InvariantDrainRelocates, "a SIGTERM to %s, driving restartable work in %s, ended %s in %s",
+			p.name, rec.Status, p.ex.id, w.record(p.ex).Status)
+	}
+}
+
+func (w *world[S]) sigkill(p *pod[S]) {
+	w.crashes++
+	p.phase = phaseKilled
+	p.ex.deaths++
+	w.say("platform", "kills %s (SIGKILL)", p.name)
+}
+
+func (w *world[S]) cut(p *pod[S]) {
+	w.crashes++
+	p.cut, p.lost = true, true
+	p.ex.deaths++
+	w.say("platform", "loses %s's node; %s lives on, out of reach", p.name, p.name)
+}
+
+func (w *world[S]) heal(p *pod[S]) {
+	p.cut = false
+	w.say("platform", "brings %s's node back", p.name)
+}
+
+func (w *world[S]) expire(p *pod[S]) {
+	if err := p.exec.Ownership().Release(w.ctx); err != nil {
+		w.unexpected(p.name+" lease", err)
+	}
+	w.say("time", "%s's lease expires", p.name)
+}
+
+func (w *world[S]) canStop(ex *execution[S], cur S, role recovery.Role) bool {
+	stopping, _, ok := w.s.fleet.Roles.Stopping()
+	if w.s.fleet.Master.NoStop || !ok || ex.stopAsked || role == recovery.RoleTerminal || role == recovery.RoleStopping || w.ended(cur) {
+		return false
+	}
+	return role == recovery.RoleRunning || role == recovery.RoleRelocating || w.s.table.Allowed(cur, stopping)
+}
+
+func (w *world[S]) stop(ex *execution[S]) {
+	stopping, _, _ := w.s.fleet.Roles.Stopping()
+	m, err := w.masterHandle(ex.id)
+	if err != nil {
+		w.unexpected("master stop", err)
+		return
+	}
+	_, err = m.Fire(w.ctx, stopping, "stop requested")
+	if err == nil {
+		ex.stopAsked = true
+		return
+	}
+	rec := w.record(ex)
+	cur, role := w.status(rec)
+	switch {
+	case errors.Is(err, transition.ErrNotAllowed) && (role == recovery.RoleTerminal || w.ended(cur)):
+		w.say("master", "stop refused: %s has ended", ex.id)
+	case errors.Is(err, transition.ErrNotAllowed) && (role == recovery.RoleRunning || role == recovery.RoleRelocating):
+		w.fail(InvariantStopNeverLost, "the master cannot stop %s in %s: %v", ex.id, rec.Status, err)
+	case errors.Is(err, transition.ErrNotAllowed):
+		w.say("master", "stop refused in %s", rec.Status)
+	default:
+		w.unexpected("master stop", err)
+	}
+}
+
+func (w *world[S]) move(ex *execution[S], mv Move[S]) {
+	m, err := w.masterHandle(ex.id)
+	if err != nil {
+		w.unexpected("master "+mv.Name, err)
+		return
+	}
+	if _, err := m.Fire(w.ctx, mv.To, mv.Name+" requested"); err != nil && !errors.Is(err, transition.ErrNotAllowed) {
+		w.unexpected("master "+mv.Name, err)
+	}
+}
+
+func (w *world[S]) abandon(ex *execution[S]) {
+	m, err := w.masterHandle(ex.id)
+	if err != nil {
+		w.unexpected("master abandon", err)
+		return
+	}
+	d, err := w.decider(nil)
+	if err != nil {
+		w.unexpected("master abandon", err)
+		return
+	}
+	w.say("master", "%s's Job failed", ex.id)
+	if _, err := d.Abandon(w.ctx, m, "the Job failed"); err != nil && !errors.Is(err, storage.ErrHeld) {
+		w.unexpected("master abandon", err)
+	}
+}
+
+func (w *world[S]) rerun(ex *execution[S]) {
+	w.reruns++
+	id := fmt.Sprintf("ex-%d", len(w.execs)+1)
+	from, err := w.masterHandle(ex.id)
+	if err != nil {
+		w.unexpected("master rerun", err)
+		return
+	}
+	to, err := w.masterHandle(id)
+	if err != nil {
+		w.unexpected("master rerun", err)
+		return
+	}
+	var opts recovery.RerunOptions
+	if work := w.s.fleet.Policy.Work; work != nil {
+		opts.Meta = map[string]string{recovery.MetaRelocatable: fmt.Sprint(work.IsRestartable())}
+	}
+	if _, err := recovery.Rerun(w.ctx, w.s.fleet.Roles, from, to, opts); err != nil {
+		w.unexpected("master rerun", err)
+		return
+	}
+	w.execs = append(w.execs, &execution[S]{id: id})
+}
+
+func (w *world[S]) reap(ex *execution[S]) {
+	w.reaperWrote = false
+	if _, err := w.reaper.Reconcile(w.ctx, ex.id); err != nil {
+		w.unexpected("reaper", err)
+	}
+	// What the reaper now remembers (recovery.Reaper counts an abandoned
+	// execution from when it first saw it so): its rule, on the record
+	// its last decision saw, which is the record now unless it wrote.
+	rec := w.record(ex)
+	cur, role := w.status(rec)
+	_, hasDeadline := w.s.deadlines[cur]
+	_, held, _ := w.mem.Held(w.ctx, ex.id)
+	switch {
+	case w.reaperWrote || hasDeadline || role != recovery.RoleRunning || rec.Owner == "" || w.s.abandoned < 0 || held:
+		ex.seen = nil
+	case ex.seen == nil || *ex.seen != rec.Claim():
+		claim := rec.Claim()
+		ex.seen, ex.seenSince = &claim, w.now
+	}
+}
+
+// nextDue returns the next time something falls due: a status's
+// deadline, an abandoned execution's, a restart leaving its window.
+func (w *world[S]) nextDue() (time.Time, bool) {
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(w.now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, ex := range w.execs {
+		rec := w.record(ex)
+		cur, role := w.status(rec)
+		if role == 0 || role == recovery.RoleTerminal {
+			continue
+		}
+		since := rec.Since
+		if since.IsZero() {
+			since = rec.UpdatedAt
+		}
+		if dl, ok := w.s.deadlines[cur]; ok {
+			consider(since.Add(dl.After))
+		}
+		if ex.seen != nil && w.s.abandoned > 0 {
+			consider(ex.seenSince.Add(w.s.abandoned))
+		}
+		times, _ := recovery.RestartTimes(rec)
+		for _, t := range times {
+			consider(t.Add(w.s.window))
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// tick moves the clock just past the next time something falls due.
+func (w *world[S]) tick() {
+	due, ok := w.nextDue()
+	if !ok {
+		return
+	}
+	w.now = due.Add(time.Second)
+	w.say("time", "passes")
+}
+
+// check checks the invariants on the state, after a step.
+func (w *world[S]) check() {
+	if w.quiet || w.found != nil {
+		return
+	}
+	s := w.s
+	for _, ex := range w.execs {
+		rec := w.record(ex)
+		cur, role := w.status(rec)
+		recent := 0
+		for _, t := range ex.resumes {
+			if w.now.Sub(t) < s.window {
+				recent++
+			}
+		}
+		switch {
+		case recent > s.budget:
+			w.fail(InvariantNoCrashLoop, "%s resumed after %d unexpected restarts within %v; the budget is %d", ex.id, recent, s.window, s.budget)
+		case ex.counted > ex.deaths:
+			w.fail(InvariantRestartsAreCrashes, "%d unexpected restarts of %s counted, but %d of its controllers died", ex.counted, ex.id, ex.deaths)
+		case ex.stopAsked && role != recovery.RoleStopping && !w.ended(cur):
+			w.fail(InvariantStopNeverLost, "%s was asked to stop, and is %s", ex.id, rec.Status)
+		case w.stranded(ex, rec, cur, role):
+			w.fail(InvariantNothingStranded, "%s is %s, and nothing will move it on: no controller holds it or will start, its platform makes no more, and %s has no deadline", ex.id, rec.Status, rec.Status)
+		}
+	}
+	if len(s.fleet.Invariants) == 0 || w.found != nil {
+		return
+	}
+	records, _, err := w.mem.List(w.ctx)
+	if err != nil {
+		w.unexpected("List", err)
+		return
+	}
+	for _, inv := range s.fleet.Invariants {
+		if err := inv.Check(records); err != nil {
+			w.fail(inv.Name, "%v", err)
+			return
+		}
+	}
+}
+
+// stranded reports whether nothing will ever move ex on.
+func (w *world[S]) stranded(ex *execution[S], rec storage.Record, cur S, role recovery.Role) bool {
+	s := w.s
+	if role == 0 || role == recovery.RoleTerminal || w.ended(cur) || s.requeued[cur] {
+		return false
+	}
+	for _, p := range ex.pods {
+		if p.alive() && !p.cut {
+			return false // it holds it, will start, or can take it back
+		}
+	}
+	if !ex.jobDone && len(ex.pods) < s.bound.Pods {
+		return false // its platform makes a replacement
+	}
+	if s.fleet.Master.Abandons && !ex.jobDone && role != recovery.RoleNotStarted {
+		return false // the master ends it
+	}
+	if w.reaper == nil {
+		return true
+	}
+	if _, ok := s.deadlines[cur]; ok {
+		return false
+	}
+	return !(role == recovery.RoleRunning && s.abandoned > 0 && rec.Owner != "")
+}
+
+// epoch is the explorer's time zero.
+func epoch() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
