@@ -32,6 +32,8 @@ else
 	# CPU (bbolt's 100k recovery took 11 s after it instead of 3).
 	go test -run '^$' -bench Load -benchtime 1x -count 1 -timeout 60m ./reliability/ | tee -a "$out"
 	go test -run '^$' -bench Recovery -benchtime 1x -count 1 -timeout 60m ./reliability/ | tee -a "$out"
+	# The fleet explorer's searches are deterministic: once each.
+	go test -run '^$' -bench Explore -benchtime 1x -count 1 -timeout 60m ./recovery/fleettest/ | tee -a "$out"
 fi
 
 cat > "$header" <<HEADER
@@ -42,7 +44,8 @@ over ./bench, ./transition, ./reconcile, ./storage, ./boltstore and
 ./etcdstore; then, once each, the load run in ./reliability at
 ${EXECFSM_LOAD:-10000x100} executions × transitions through the reconcile
 Loop with 32 workers, and the recovery of a restarted controller over
-${EXECFSM_RECOVERY:-1000,10000,100000} executions) on
+${EXECFSM_RECOVERY:-1000,10000,100000} executions, and the fleet
+explorer's searches in ./recovery/fleettest) on
 $(date -u +%Y-%m-%d) with $(go version | cut -d' ' -f3-4). Every figure is the median of
 $count runs made in that one invocation, on the machine described below; the
 ratios are what carries over to other machines, not the nanoseconds.
