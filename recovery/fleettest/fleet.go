@@ -222,8 +222,10 @@ func (v *Violation) Error() string {
 	if v.Seed != 0 {
 		fmt.Fprintf(&b, "seed: %d\n", v.Seed)
 	}
-	fmt.Fprintf(&b, "explored: %s", v.Report)
-	return b.String()
+	if v.Report != (Report{}) {
+		fmt.Fprintf(&b, "explored: %s", v.Report)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // validate checks f and b, returning the fleet's settings.
