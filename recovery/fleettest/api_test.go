@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/execfsm/execfsm/recovery/fleettest"
 	"github.com/execfsm/execfsm/state"
@@ -99,4 +101,42 @@ func TestBadFleetsAndPathsAreRefused(t *testing.T) {
 	cancel()
 	_, err := lifecycle().Explore(cancelled, fleettest.DefaultBound())
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// fakeT is a testing.TB whose deadline a test sets, recording how Check
+// fails it.
+type fakeT struct {
+	testing.TB
+	deadline time.Time
+	failed   string
+}
+
+func (f *fakeT) Deadline() (time.Time, bool) { return f.deadline, true }
+func (f *fakeT) Helper()                     {}
+func (f *fakeT) Logf(string, ...any)         {}
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.failed = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+func (f *fakeT) Fatal(args ...any) {
+	f.failed = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+// An exploration that would outlast its test fails before the test's
+// deadline, saying how far it got, instead of hanging until go test
+// kills everything.
+func TestCheckStopsBeforeTheTestsDeadline(t *testing.T) {
+	ft := &fakeT{TB: t, deadline: time.Now().Add(200 * time.Millisecond)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fleettest.Check(ft, lifecycle(), fleettest.Bound{Depth: 40, Pods: 3, Crashes: 2, Drains: 2})
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Check did not stop at its deadline")
+	}
+	require.Contains(t, ft.failed, "did not end before the test's deadline")
 }

@@ -2,6 +2,7 @@ package fleettest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
@@ -9,14 +10,28 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Check explores f within b (see Fleet.Explore) and fails t with the
 // violation's timeline and path if an invariant breaks; it logs what the
-// exploration covered.
+// exploration covered. A test with a deadline (go test -timeout) that an
+// exploration would outlast fails shortly before it, saying how far the
+// exploration got, instead of being killed with the rest.
 func Check[S comparable](t testing.TB, f Fleet[S], b Bound) Report {
 	t.Helper()
-	r, err := f.Explore(context.Background(), b)
+	ctx := context.Background()
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if deadline, ok := d.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline.Add(-time.Until(deadline)/20))
+			defer cancel()
+		}
+	}
+	r, err := f.Explore(ctx, b)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("fleettest: the exploration did not end before the test's deadline: %s so far", r)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
