@@ -170,6 +170,7 @@ type Report struct {
 	Walks int
 }
 
+// String says in a line what the exploration covered.
 func (r Report) String() string {
 	if r.Walks > 0 {
 		return fmt.Sprintf("%d walks, %d steps, %d distinct states", r.Walks, r.Steps, r.States)
@@ -206,6 +207,8 @@ var ErrViolation = errors.New("invariant broken")
 // Is makes errors.Is(err, ErrViolation) hold.
 func (v *Violation) Is(target error) bool { return target == ErrViolation }
 
+// Error prints the violation for a test's log: the invariant and what
+// broke it, the timeline, the path as Go strings to paste into Replay.
 func (v *Violation) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "fleettest: %s broken after %d steps: %s\n", v.Invariant, len(v.Path), v.Problem)

@@ -64,7 +64,7 @@ type child struct {
 // Explore runs the fleet through every interleaving of its actors'
 // actions within b, breadth first, checking the invariants at every state,
 // and returns what it covered. States are told apart by what the fleet's
-// future depends on (see Report), so a state reached twice is explored
+// future depends on (see the package doc), so a state reached twice is explored
 // once. The first broken invariant ends it with a *Violation carrying the
 // shortest path that breaks it. ctx ends it early with its error.
 //
