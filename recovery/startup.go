@@ -275,13 +275,9 @@ func applyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 	carries := func(rec storage.Record) bool { return mine.Owner != "" && rec.Claim() == mine }
 	written, replayable := writtenVerdict(roles, rec, mine)
 	switch {
-	case bugStartUnowned && rec.Owner == "":
-		var verdict Verdict[S]
-		takingBack := func(storage.Record) bool { return false }
-		_, _, err := exec.Apply(ctx, startupDecider(roles, p, takingBack, &verdict))
-		p.Observer.startup(verdict, err)
-		return verdict, err
-	case bugRestartLiveHolder && exec.Owns(rec):
+	case bugStartUnowned && rec.Owner == "", bugRestartLiveHolder && exec.Owns(rec):
+		// A reintroduced bug (reintroduced_off.go): decide as a new
+		// controller, and write without taking the record over.
 		var verdict Verdict[S]
 		takingBack := func(storage.Record) bool { return false }
 		_, _, err := exec.Apply(ctx, startupDecider(roles, p, takingBack, &verdict))
