@@ -153,10 +153,17 @@ func (s *settings[S]) expand(ctx context.Context, path []string, seed maphash.Se
 		labels = append(labels, a.label)
 	}
 	var out []child
+	// The world the actions were listed on takes the first step; each
+	// other step needs the state replayed afresh.
+	unused := w
 	try := func(step string, record bool) ([]race, error) {
-		w, err := s.replay(ctx, path, true)
-		if err != nil {
-			return nil, err
+		w := unused
+		unused = nil
+		if w == nil {
+			var err error
+			if w, err = s.replay(ctx, path, true); err != nil {
+				return nil, err
+			}
 		}
 		w.quiet, w.recording = false, record
 		if err := w.step(step); err != nil {
@@ -278,7 +285,7 @@ func (f Fleet[S]) Walk(ctx context.Context, b Bound, seed uint64, walks, depth i
 				break
 			}
 			a := acts[rng.IntN(len(acts))]
-			w.writes, w.raceAt, w.raced = 0, 0, ""
+			w.begin()
 			w.do(a)
 			w.check()
 			report.Steps++

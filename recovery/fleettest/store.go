@@ -45,7 +45,7 @@ func (s *actorStore[S]) Create(ctx context.Context, rec storage.Record) (storage
 
 func (s *actorStore[S]) CompareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
 	s.w.beforeWrite(s.actor)
-	before, _ := s.inner.Get(ctx, id)
+	before := s.w.beforeLanding(ctx, id)
 	out, err := s.inner.CompareAndSwap(ctx, id, expect, next)
 	if err == nil {
 		s.w.landed(s, before, out, nil)
@@ -55,7 +55,7 @@ func (s *actorStore[S]) CompareAndSwap(ctx context.Context, id string, expect ui
 
 func (s *actorStore[S]) Acquire(ctx context.Context, id string, lease storage.Lease) (storage.Ownership, storage.Record, error) {
 	s.w.beforeWrite(s.actor)
-	before, _ := s.inner.Get(ctx, id)
+	before := s.w.beforeLanding(ctx, id)
 	own, out, err := s.inner.Acquire(ctx, id, lease)
 	if err != nil {
 		return nil, out, err
@@ -75,7 +75,7 @@ type actorOwnership[S comparable] struct {
 
 func (o *actorOwnership[S]) CompareAndSwap(ctx context.Context, expect uint64, next storage.Record) (storage.Record, error) {
 	o.s.w.beforeWrite(o.s.actor)
-	before, _ := o.s.inner.Get(ctx, o.id)
+	before := o.s.w.beforeLanding(ctx, o.id)
 	out, err := o.Ownership.CompareAndSwap(ctx, expect, next)
 	if err == nil {
 		claim := o.Claim()

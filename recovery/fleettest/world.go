@@ -193,6 +193,10 @@ func (w *world[S]) decider(ex *execution[S]) (*recovery.Decider[S], error) {
 	}}), nil
 }
 
+// masterHandle returns a handle of the cluster master's on id, new for
+// each action: a handle kept across actions would write first on the
+// record it last saw, and every action of the master would add a write
+// that conflicts, and a race point, to the exploration.
 func (w *world[S]) masterHandle(id string) (*transition.Persisted[S], error) {
 	return transition.NewPersisted(w.s.table, w.master, id, transition.PersistedOptions{Actor: "master", Clock: w.clock})
 }
@@ -333,8 +337,7 @@ func (w *world[S]) masterActions(out []action, ex *execution[S], cur S, role rec
 // write).
 func (w *world[S]) step(label string) error {
 	name, raced, hasRace := strings.Cut(label, " [race@")
-	w.writes, w.raceAt, w.raceLabel, w.raced, w.nested = 0, 0, "", "", false
-	w.options = w.options[:0]
+	w.begin()
 	if hasRace {
 		at, other, ok := strings.Cut(strings.TrimSuffix(raced, "]"), ": ")
 		n := 0
@@ -356,6 +359,12 @@ func (w *world[S]) step(label string) error {
 		}
 	}
 	return fmt.Errorf("fleettest: %w: step %q is not possible here", ErrInvalidPath, label)
+}
+
+// begin forgets the last step's writes and races, before the next one.
+func (w *world[S]) begin() {
+	w.writes, w.raceAt, w.raceLabel, w.raced, w.nested = 0, 0, "", "", false
+	w.options = w.options[:0]
 }
 
 // do runs a, turning a panic in the library's code into a violation.
@@ -413,12 +422,26 @@ func (w *world[S]) beforeWrite(writer string) {
 	w.nested = false
 }
 
-// landed is called after every write that landed, with the claim of the
-// ownership it was made through (nil for a write as an outside
-// authority): the invariants on writes are checked here.
+// beforeLanding returns the record a write is about to replace, for
+// landed; a replay, which neither tells nor checks, reads nothing.
+func (w *world[S]) beforeLanding(ctx context.Context, id string) storage.Record {
+	if w.quiet {
+		return storage.Record{}
+	}
+	rec, _ := w.mem.Get(ctx, id)
+	return rec
+}
+
+// landed is called after every write that landed, with the record it
+// replaced (beforeLanding's) and the claim of the ownership it was made
+// through (nil for a write as an outside authority): the timeline is
+// told and the invariants on writes are checked here.
 func (w *world[S]) landed(s *actorStore[S], before, after storage.Record, claim *storage.Claim) {
 	if s.actor == "reaper" {
 		w.reaperWrote = true
+	}
+	if w.quiet {
+		return
 	}
 	who := s.actor
 	if after.Owner != "" && s.pod != nil {
@@ -434,9 +457,6 @@ func (w *world[S]) landed(s *actorStore[S], before, after storage.Record, claim 
 		w.say(who, "%-12s   %-12s %s", after.Status, "(meta)", e.Reason)
 	default:
 		w.say(who, "%-12s → %-12s %s", before.Status, after.Status, e.Reason)
-	}
-	if w.quiet {
-		return
 	}
 	switch {
 	case !hasEntry || e.Actor != s.actor:
@@ -647,10 +667,11 @@ func (w *world[S]) sigterm(p *pod[S]) {
 	default:
 		w.exitWith(p, a.ExitCode, a.Kind.String())
 	}
-	if now, _ := w.status(w.record(p.ex)); owned && role == recovery.RoleRunning && !w.ended(cur) && w.ended(now) && !p.ex.stopAsked &&
+	after := w.record(p.ex)
+	if now, _ := w.status(after); owned && role == recovery.RoleRunning && !w.ended(cur) && w.ended(now) && !p.ex.stopAsked &&
 		w.s.fleet.Policy.Restarts && w.s.restartable {
 		w.fail(InvariantDrainRelocates, "a SIGTERM to %s, driving restartable work in %s, ended %s in %s",
-			p.name, rec.Status, p.ex.id, w.record(p.ex).Status)
+			p.name, rec.Status, p.ex.id, after.Status)
 	}
 }
 
