@@ -268,8 +268,8 @@ func (f Fleet[S]) validate(b Bound) (*settings[S], error) {
 		}
 	}
 	s := &settings[S]{fleet: f, bound: b, table: table}
-	s.running, s.hasRunning = firstRunning(f.Roles)
-	if !s.hasRunning {
+	var ok bool
+	if s.running, ok = firstRunning(f.Roles); !ok {
 		return nil, bad("no running state reachable from the initial one")
 	}
 	requeued := f.Master.Requeued

@@ -2,6 +2,7 @@ package fleettest
 
 import (
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,12 +41,7 @@ func (w *world[S]) key(seed maphash.Seed) uint64 {
 		b.WriteString(rec.Owner)
 		b.WriteByte('|')
 		num(rec.Since.Unix())
-		keys := make([]string, 0, len(rec.Meta))
-		for k := range rec.Meta {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(rec.Meta)) {
 			v := rec.Meta[k]
 			switch k {
 			case recovery.MetaStartup:
@@ -68,10 +64,8 @@ func (w *world[S]) key(seed maphash.Seed) uint64 {
 		flag(ex.stopAsked)
 		num(int64(ex.deaths))
 		num(int64(ex.counted))
-		for _, t := range ex.resumes {
-			if w.now.Sub(t) < w.s.window {
-				num(t.Unix())
-			}
+		for _, t := range w.recentResumes(ex) {
+			num(t.Unix())
 		}
 		b.WriteByte('/')
 		if ex.seen != nil {

@@ -21,7 +21,6 @@ type settings[S comparable] struct {
 	bound       Bound
 	table       *transition.Table[S]
 	running     S // what a controller that starts an execution walks to
-	hasRunning  bool
 	requeued    map[S]bool
 	deadlines   recovery.Deadlines[S]
 	restartable bool
@@ -808,6 +807,18 @@ func (w *world[S]) reap(ex *execution[S]) {
 	}
 }
 
+// recentResumes are ex's resumes after unexpected restarts within the
+// restart window.
+func (w *world[S]) recentResumes(ex *execution[S]) []time.Time {
+	var out []time.Time
+	for _, t := range ex.resumes {
+		if w.now.Sub(t) < w.s.window {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // nextDue returns the next time something falls due: a status's
 // deadline, an abandoned execution's, a restart leaving its window.
 func (w *world[S]) nextDue() (time.Time, bool) {
@@ -860,12 +871,7 @@ func (w *world[S]) check() {
 	for _, ex := range w.execs {
 		rec := w.record(ex)
 		cur, role := w.status(rec)
-		recent := 0
-		for _, t := range ex.resumes {
-			if w.now.Sub(t) < s.window {
-				recent++
-			}
-		}
+		recent := len(w.recentResumes(ex))
 		switch {
 		case recent > s.budget:
 			w.fail(InvariantNoCrashLoop, "%s resumed after %d unexpected restarts within %v; the budget is %d", ex.id, recent, s.window, s.budget)
