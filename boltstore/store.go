@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/execfsm/execfsm/boltstore/internal/wal"
+	"github.com/execfsm/execfsm/internal/listdecode"
 	"github.com/execfsm/execfsm/internal/locallease"
 	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/internal/watchlog"
@@ -272,20 +273,14 @@ func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 	}
 	var out []storage.Record
 	var bad []storage.Unreadable
-	take := func(id string, data []byte) {
-		rec, err := s.decode(id, data)
-		if err != nil {
-			bad = append(bad, storage.Unreadable{ID: id, Err: err})
-			return
-		}
-		out = append(out, rec)
-	}
 	err := s.db.consistent("read", s.namespace, func(tx *bolt.Tx, logged map[string]logged, _ uint64) error {
-		out, bad = out[:0], bad[:0]
+		var ids []string
+		var values [][]byte // bbolt's pages: decoded before the transaction ends
+		bad = bad[:0]
 		_, records, _ := s.buckets(tx)
 		err := records.ForEach(func(k, v []byte) error {
 			if l, ok := logged[string(k)]; ok {
-				take(string(k), l.data)
+				ids, values = append(ids, string(k)), append(values, l.data)
 				delete(logged, string(k))
 				return nil
 			}
@@ -294,13 +289,23 @@ func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 				bad = append(bad, storage.Unreadable{ID: string(k), Err: err})
 				return nil
 			}
-			take(string(k), v)
+			ids, values = append(ids, string(k)), append(values, v)
 			return nil
 		})
-		for id, l := range logged { // new since bbolt last had the log applied
-			take(id, l.data)
+		if err != nil {
+			return err
 		}
-		return err
+		for id, l := range logged { // new since bbolt last had the log applied
+			ids, values = append(ids, id), append(values, l.data)
+		}
+		var unreadable []storage.Unreadable
+		out, unreadable = listdecode.All(len(ids), func(i int) (storage.Record, error) {
+			return s.decode(ids[i], values[i])
+		}, func(i int, err error) storage.Unreadable {
+			return storage.Unreadable{ID: ids[i], Err: err}
+		})
+		bad = append(bad, unreadable...)
+		return nil
 	})
 	if err != nil {
 		return nil, nil, err

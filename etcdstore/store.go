@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/listdecode"
 	"github.com/execfsm/execfsm/storage"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -343,18 +345,21 @@ func (s *Store) list(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 			rev = resp.Header.Revision
 			out = make([]storage.Record, 0, resp.Count)
 		}
+		var ids []string
+		var kvs []*mvccpb.KeyValue
 		for _, kv := range resp.Kvs {
 			id, ours := idOf(strings.TrimPrefix(string(kv.Key), s.records))
 			if !ours {
 				continue // a nested store's key: not a record of this one
 			}
-			rec, err := s.decode(id, kv.Value, kv.ModRevision)
-			if err != nil {
-				bad = append(bad, storage.Unreadable{ID: id, Revision: uint64(kv.ModRevision), Err: err})
-				continue
-			}
-			out = append(out, rec)
+			ids, kvs = append(ids, id), append(kvs, kv)
 		}
+		recs, unreadable := listdecode.All(len(kvs), func(i int) (storage.Record, error) {
+			return s.decode(ids[i], kvs[i].Value, kvs[i].ModRevision)
+		}, func(i int, err error) storage.Unreadable {
+			return storage.Unreadable{ID: ids[i], Revision: uint64(kvs[i].ModRevision), Err: err}
+		})
+		out, bad = append(out, recs...), append(bad, unreadable...)
 		if !resp.More || len(resp.Kvs) == 0 {
 			return out, bad, rev, nil
 		}

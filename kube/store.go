@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/listdecode"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/storage"
 
@@ -381,20 +382,15 @@ func (s *Store) list(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 	if err != nil {
 		return nil, nil, "", wrap("List", s.ns, err)
 	}
-	out := make([]storage.Record, 0, len(list.Items))
-	var bad []storage.Unreadable
-	for k := range list.Items {
+	out, bad := listdecode.All(len(list.Items), func(k int) (storage.Record, error) {
 		cm := &list.Items[k]
-		id := cm.Annotations[IDAnnotation]
-		rec, err := s.decode(id, cm)
-		if err != nil {
-			u := storage.Unreadable{ID: id, Err: err}
-			u.Revision, _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
-			bad = append(bad, u)
-			continue
-		}
-		out = append(out, rec)
-	}
+		return s.decode(cm.Annotations[IDAnnotation], cm)
+	}, func(k int, err error) storage.Unreadable {
+		cm := &list.Items[k]
+		u := storage.Unreadable{ID: cm.Annotations[IDAnnotation], Err: err}
+		u.Revision, _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
+		return u
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	sort.Slice(bad, func(i, j int) bool { return bad[i].ID < bad[j].ID })
 	return out, bad, list.ResourceVersion, nil

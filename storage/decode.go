@@ -2,7 +2,9 @@ package storage
 
 import (
 	"strconv"
+	"strings"
 	"time"
+	"unsafe"
 )
 
 // decodeCanonical decodes data if it is a record exactly as
@@ -16,7 +18,10 @@ import (
 // encoding/json took about 55 µs for a record with a full default trail,
 // most of the time a restarted controller spends listing its executions.
 func decodeCanonical(data []byte) (wireRecord, bool) {
-	d := canonical{s: string(data)} // one copy; every field is a substring of it
+	// A view of data, not a copy: every string the record keeps is copied
+	// out of it by keep, so the record holds only what it needs and
+	// nothing of data (which may be a page of bbolt's memory map).
+	d := canonical{s: unsafe.String(unsafe.SliceData(data), len(data))}
 	var w wireRecord
 	ok := d.lit(`{"id":`) && d.str(&w.ID) &&
 		d.lit(`,"status":`) && d.str(&w.Status) &&
@@ -38,6 +43,29 @@ func decodeCanonical(data []byte) (wireRecord, bool) {
 type canonical struct {
 	s string
 	i int
+	// kept are the strings copied so far, to copy each one once: a full
+	// trail repeats the same few statuses, reasons, actors and owners
+	// sixteen times, and copying the whole input instead made every
+	// decoded record hold its encoding beside its entries (about 5 KB
+	// where 2 do). A restarted controller holding 100k records paid for
+	// the difference in page faults (docs/decisions/2026-12-05-scale.md).
+	kept  [16]string
+	nkept int
+}
+
+// keep returns a copy of s, the same copy for the same text.
+func (d *canonical) keep(s string) string {
+	for _, k := range d.kept[:d.nkept] {
+		if k == s {
+			return k
+		}
+	}
+	c := strings.Clone(s)
+	if d.nkept < len(d.kept) {
+		d.kept[d.nkept] = c
+		d.nkept++
+	}
+	return c
 }
 
 func (d *canonical) lit(want string) bool {
@@ -56,20 +84,30 @@ func (d *canonical) peek(want string) bool {
 // character (which JSON does not allow unescaped). The caller checked
 // that the whole input is UTF-8.
 func (d *canonical) str(out *string) bool {
+	text, ok := d.span()
+	if ok {
+		*out = d.keep(text)
+	}
+	return ok
+}
+
+// span reads a string as str does, returning a view of it: the caller
+// copies what it keeps.
+func (d *canonical) span() (string, bool) {
 	if !d.lit(`"`) {
-		return false
+		return "", false
 	}
 	for j := d.i; j < len(d.s); j++ {
 		switch c := d.s[j]; {
 		case c == '"':
-			*out = d.s[d.i:j]
+			text := d.s[d.i:j]
 			d.i = j + 1
-			return true
+			return text, true
 		case c == '\\' || c < 0x20:
-			return false
+			return "", false
 		}
 	}
-	return false
+	return "", false
 }
 
 // optStr reads key and a non-empty string if the input has key next:
@@ -104,8 +142,7 @@ func (d *canonical) uint(out *uint64) bool {
 // text to time.Time's UnmarshalJSON.
 func (d *canonical) time(out *time.Time) bool {
 	start := d.i
-	var text string
-	if !d.str(&text) {
+	if _, ok := d.span(); !ok {
 		return false
 	}
 	return out.UnmarshalJSON([]byte(d.s[start:d.i])) == nil
