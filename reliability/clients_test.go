@@ -33,6 +33,7 @@ type childSpec struct {
 	Seed     uint64   `json:"seed"`
 	Owner    string   `json:"owner,omitempty"`
 	TTL      string   `json:"ttl,omitempty"`
+	ReadEach bool     `json:"read_each,omitempty"` // recover: no record handed over
 }
 
 func artifacts() string {

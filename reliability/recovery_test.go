@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,15 +33,37 @@ type recoveryResult struct {
 	OpenNS     int64 `json:"open_ns"` // from its start until the store is open
 	ListNS     int64 `json:"list_ns"` // until the adoption pass has listed
 	IdleNS     int64 `json:"idle_ns"` // until every execution is reconciled once
+	// HeapBytes is the live heap once every execution is reconciled (after
+	// a collection): the handles, their records and the Loop's keys.
+	HeapBytes uint64 `json:"heap_bytes"`
+	// EncodedBytes is the size of one record as stored.
+	EncodedBytes int `json:"encoded_bytes"`
+	// MeasureNS is how long measuring the heap took, after IdleNS: the
+	// parent takes it off the time it saw.
+	MeasureNS int64 `json:"measure_ns"`
 }
 
 // childRecover is a controller starting over the executions of a store:
 // it opens the store, lists every record as the adoption pass does,
 // adopts each (a handle per execution, as a controller keeps them) and
-// reconciles each once (reading the record and finding nothing to do),
-// with 32 workers, then reports and exits.
+// reconciles each once (finding nothing to do), with 32 workers, then
+// reports and exits. Each handle is handed the record the listing read
+// (Persisted.Observe), as an informer's cache serves a Kubernetes
+// controller, unless spec.ReadEach: then every reconcile reads its
+// record from the store first, as a handle that was told nothing does.
 func childRecover(ctx context.Context, spec childSpec) error {
 	start := time.Now()
+	if path := os.Getenv("EXECFSM_RECOVERY_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	store, closeStore, err := childStore(spec)
 	if err != nil {
 		return err
@@ -47,16 +72,22 @@ func childRecover(ctx context.Context, spec childSpec) error {
 	res := recoveryResult{OpenNS: int64(time.Since(start))}
 	var mu sync.Mutex
 	handles := map[string]*transition.Persisted[state.Status]{}
-	var listed atomic.Int64
+	listed := map[string]storage.Record{} // until adopted
+	var listedAt atomic.Int64
 	var reconciled atomic.Int64
-	adopter := reconcile.AdopterFunc[string](func(_ context.Context, item reconcile.Item[string]) error {
+	adopter := reconcile.AdopterFunc[string](func(ctx context.Context, item reconcile.Item[string]) error {
 		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, item.Key, transition.PersistedOptions{})
 		if err != nil {
 			return err
 		}
 		mu.Lock()
 		handles[item.Key] = p
+		rec, ok := listed[item.Key]
+		delete(listed, item.Key)
 		mu.Unlock()
+		if ok && !spec.ReadEach {
+			return p.Observe(ctx, rec)
+		}
 		return nil
 	})
 	reconciler := reconcile.ReconcilerFunc[string](func(ctx context.Context, key string) (reconcile.Result, error) {
@@ -83,10 +114,13 @@ func childRecover(ctx context.Context, spec childSpec) error {
 			return nil, fmt.Errorf("%d unreadable records", len(unreadable))
 		}
 		items := make([]reconcile.Item[string], len(recs))
+		mu.Lock()
 		for k, rec := range recs {
 			items[k] = reconcile.Item[string]{Key: rec.ID, Identity: reconcile.Identity{Labels: rec.Meta}}
+			listed[rec.ID] = rec
 		}
-		listed.Store(int64(time.Since(start)))
+		mu.Unlock()
+		listedAt.Store(int64(time.Since(start)))
 		return items, nil
 	}
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
@@ -103,9 +137,29 @@ func childRecover(ctx context.Context, spec childSpec) error {
 		return err
 	}
 	res.IdleNS = int64(time.Since(start))
-	res.ListNS = listed.Load()
+	res.ListNS = listedAt.Load()
 	res.Reconciled = reconciled.Load()
 	res.Executions = len(handles)
+	measuring := time.Now()
+	for _, p := range handles {
+		_, rec, err := p.Load(ctx)
+		if err != nil {
+			return err
+		}
+		raw, err := rec.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		res.EncodedBytes = len(raw)
+		break
+	}
+	runtime.GC()
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	res.HeapBytes = mem.HeapAlloc
+	res.MeasureNS = int64(time.Since(measuring))
+	runtime.KeepAlive(handles)
+	runtime.KeepAlive(loop)
 	cancel()
 	if err := <-done; err != nil {
 		return err
@@ -137,13 +191,19 @@ func recoverySizes(b *testing.B) []int {
 // BenchmarkRecovery is a controller restarted over n executions: the
 // time from starting its process until its adoption pass is done (the
 // store opened, every record listed, every execution adopted and
-// reconciled once), on bbolt and on etcd. The executions are made
-// beforehand, each with a full default audit trail and some metadata, as
-// a controller that has run a while leaves them. It reports ms (process
-// start to done, as the parent saw it) and the child's own split:
-// open-ms, list-ms (listing done) and the executions per second.
+// reconciled once), on bbolt and on etcd, two ways over the same
+// executions: "listed" hands each handle the record the listing read
+// (Persisted.Observe), "read-each" reads every record again in its
+// reconcile. The executions are made beforehand, each with a full
+// default audit trail and some metadata, as a controller that has run a
+// while leaves them. It reports ms (process start to done, as the parent
+// saw it) and the child's own split: open-ms, list-ms (listing done) and
+// the executions per second.
 //
 //	EXECFSM_RECOVERY=10000 go test ./reliability -run '^$' -bench Recovery -benchtime 1x
+//
+// EXECFSM_RECOVERY_CPUPROFILE=file makes each recovering child write a
+// CPU profile there (the last one run is what is left).
 func BenchmarkRecovery(b *testing.B) {
 	for _, n := range recoverySizes(b) {
 		for _, backend := range []string{"bolt", "etcd"} {
@@ -162,23 +222,43 @@ func BenchmarkRecovery(b *testing.B) {
 					spec.Prefix, spec.Etcd = prefix, shared.Endpoints()
 					makeExecutions(b, s, n)
 				}
-				b.ResetTimer()
-				var total, list time.Duration
-				for range b.N {
-					res, took := runRecoveryChild(b, spec)
-					require.Equal(b, n, res.Executions, "every execution adopted")
-					require.Equal(b, int64(n), res.Reconciled, "and reconciled once")
-					total += took
-					list += time.Duration(res.ListNS)
+				for _, readEach := range []bool{false, true} {
+					name := "listed"
+					if readEach {
+						name = "read-each"
+					}
+					spec.ReadEach = readEach
+					b.Run(name, func(b *testing.B) { benchmarkRecoveryChild(b, spec, n) })
 				}
-				b.StopTimer()
-				per := total / time.Duration(b.N)
-				b.ReportMetric(float64(per.Milliseconds()), "ms")
-				b.ReportMetric(float64((list / time.Duration(b.N)).Milliseconds()), "list-ms")
-				b.ReportMetric(float64(n)/per.Seconds(), "executions/s")
 			})
 		}
 	}
+}
+
+// benchmarkRecoveryChild times b.N recovering controllers over the n
+// executions of spec's store.
+func benchmarkRecoveryChild(b *testing.B, spec childSpec, n int) {
+	var total, open, list time.Duration
+	var heap uint64
+	var encoded int
+	for range b.N {
+		res, took := runRecoveryChild(b, spec)
+		took -= time.Duration(res.MeasureNS)
+		heap += res.HeapBytes
+		encoded = res.EncodedBytes
+		require.Equal(b, n, res.Executions, "every execution adopted")
+		require.Equal(b, int64(n), res.Reconciled, "and reconciled once")
+		total += took
+		open += time.Duration(res.OpenNS)
+		list += time.Duration(res.ListNS)
+	}
+	per := total / time.Duration(b.N)
+	b.ReportMetric(float64(per.Milliseconds()), "ms")
+	b.ReportMetric(float64((open / time.Duration(b.N)).Milliseconds()), "open-ms")
+	b.ReportMetric(float64((list / time.Duration(b.N)).Milliseconds()), "list-ms")
+	b.ReportMetric(float64(n)/per.Seconds(), "executions/s")
+	b.ReportMetric(float64(heap)/float64(b.N)/float64(n), "heap-B/execution")
+	b.ReportMetric(float64(encoded), "encoded-B/execution")
 }
 
 // makeExecutions creates n executions, 32 at a time, each running with
@@ -241,4 +321,42 @@ func runRecoveryChild(b *testing.B, spec childSpec) (recoveryResult, time.Durati
 	var res recoveryResult
 	require.NoError(b, json.Unmarshal(out, &res), "its report: %s", out)
 	return res, took
+}
+
+// BenchmarkFirstTouch is what this machine charges for memory a process
+// touches for the first time: fresh anonymous pages, written once each,
+// against the same pages written again. A restarted controller holds
+// every execution's record, so on a machine (a virtual one, typically)
+// whose first touch is slow its recovery is bound by the bytes it
+// holds, not by the work it does; the report says how much of the
+// recovery time that is.
+func BenchmarkFirstTouch(b *testing.B) {
+	const size = 256 << 20
+	page := os.Getpagesize()
+	touch := func(mem []byte) {
+		for i := 0; i < len(mem); i += page {
+			mem[i] = 1
+		}
+	}
+	for _, again := range []bool{false, true} {
+		name := "fresh"
+		if again {
+			name = "again"
+		}
+		b.Run(name, func(b *testing.B) {
+			var took time.Duration
+			for range b.N {
+				mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+				require.NoError(b, err)
+				if again {
+					touch(mem)
+				}
+				start := time.Now()
+				touch(mem)
+				took += time.Since(start)
+				require.NoError(b, syscall.Munmap(mem))
+			}
+			b.ReportMetric(float64(took.Nanoseconds())/float64(b.N)/float64(size>>20), "ns/MiB")
+		})
+	}
 }

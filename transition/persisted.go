@@ -120,6 +120,10 @@ type handles[S comparable] struct {
 	notify *notifier[S]
 	sem    chan struct{}  // one write at a time; a channel so waiting honours ctx
 	cache  storage.Record // the record as last read or written; guarded by sem
+	// observed is the revision of a record handed over by Observe that
+	// the next decision may trust as a fresh read (0: none); guarded by
+	// sem.
+	observed uint64
 	// trails appends to the trails these writes made, in place: one
 	// copy every HistoryKept writes instead of one per write.
 	trails storage.TrailAppender
@@ -456,6 +460,50 @@ func (p *Persisted[S]) Load(ctx context.Context) (S, storage.Record, error) {
 	return cur, rec.Clone(), nil
 }
 
+// Observe hands the handle the record as the caller read it from the
+// store, by a List or from a watch event, so that the next Apply, Fire
+// or Walk decides on it as on a record the handle had just read itself:
+// without reading it again, and trusting a decision to write nothing.
+// Later decisions are as usual (a decision that writes nothing on a
+// record only remembered is made again on a fresh read). A write decided
+// on it is a compare-and-swap at its revision, like every write, so a
+// record that moved on since it was read is a conflict, re-read and
+// decided again: nothing is overwritten unseen.
+//
+// It is how a controller restarted over many executions reconciles
+// each once without reading each twice: it lists them, hands each handle
+// its record, and every reconcile that finds nothing to do costs no read
+// (100k executions: one listing instead of a listing and 100k reads,
+// docs/decisions/2026-12-05-scale.md). Hand it only what the store
+// returned, never a record made or changed by the caller.
+//
+// A record no newer than the one the handle knows is ignored (a late
+// watch event); a record of another execution, or without a revision
+// (never stored), is an error matching [storage.ErrInvalidRecord], and
+// the handle is unchanged. It waits for a write of the handle in flight,
+// honouring ctx.
+func (p *Persisted[S]) Observe(ctx context.Context, rec storage.Record) error {
+	if err := p.check(ctx, "Observe"); err != nil {
+		return err
+	}
+	switch {
+	case rec.ID != p.id:
+		return fmt.Errorf("transition: Observe %s: %w: the record is %s's", quote.Limited(p.id), storage.ErrInvalidRecord, quote.Limited(rec.ID))
+	case rec.Revision == 0:
+		return fmt.Errorf("transition: Observe %s: %w: the record has no revision: it was not read from a store", quote.Limited(p.id), storage.ErrInvalidRecord)
+	}
+	if err := lock(ctx, p.shared.sem); err != nil {
+		return err
+	}
+	defer p.unlock()
+	if rec.Revision <= p.shared.cache.Revision {
+		return nil
+	}
+	p.learn(rec.Clone())
+	p.shared.observed = rec.Revision
+	return nil
+}
+
 // read gets the record from the store and remembers it; the write lock is
 // held. A take-over of this handle's whose outcome it never learned is
 // settled here: if the record carries it, the handle knows its claim
@@ -466,11 +514,17 @@ func (p *Persisted[S]) read(ctx context.Context) (storage.Record, error) {
 		p.shared.cache = storage.Record{}
 		return storage.Record{}, err
 	}
+	p.learn(rec)
+	return rec, nil
+}
+
+// learn makes rec, as the store holds it, the record the handle knows;
+// the write lock is held.
+func (p *Persisted[S]) learn(rec storage.Record) {
 	p.shared.cache = rec
 	if o := p.owner.Load(); o != nil && o.tried != nil && tookOver(rec, *o.tried) {
 		p.owner.CompareAndSwap(o, &owning{claim: rec.Claim()})
 	}
-	return rec, nil
 }
 
 // tookOver reports whether the take-over t wrote rec's claim: rec is
@@ -672,9 +726,11 @@ func (p *Persisted[S]) begin(ctx context.Context) (rec storage.Record, cached bo
 		return storage.Record{}, false, err
 	}
 	rec = p.shared.cache
+	trusted := rec.ID != "" && rec.Revision == p.shared.observed
+	p.shared.observed = 0 // trusted once: what the store holds may move on
 	p.unlock()
 	if rec.ID != "" {
-		return rec, true, nil // decide's fence check fails a lost handle, with the move it refused
+		return rec, !trusted, nil // decide's fence check fails a lost handle, with the move it refused
 	}
 	if err := p.lost(p.owner.Load()); err != nil {
 		return storage.Record{}, false, err

@@ -989,3 +989,151 @@ func TestWalkPlansFromWhereTheRecordIs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Halt, cur, "the stop stands")
 }
+
+// A controller that lists its executions hands each handle its record:
+// the first decision on it is trusted as a fresh read, so reconciling
+// an execution that needs nothing reads nothing; the decisions after it
+// are as before.
+func TestPersistedObservedRecordSavesTheReadOfOneDecision(t *testing.T) {
+	_, mem := created(t, transition.PersistedOptions{})
+	counting := &countingStore{Store: mem}
+	p := newJob(t, counting, transition.PersistedOptions{})
+	listed, _, err := mem.List(bg)
+	require.NoError(t, err)
+	require.NoError(t, p.Observe(bg, listed[0]))
+
+	nothing := func(cur Job, _ storage.Record) (transition.Update[Job], error) { return transition.To(cur), nil }
+	c, rec, err := p.Apply(bg, nothing)
+	require.NoError(t, err)
+	require.False(t, c.Changed())
+	require.Equal(t, listed[0].Revision, rec.Revision)
+	require.Equal(t, 0, counting.gets, "decided on the listed record: no read")
+	require.Equal(t, 0, counting.cas)
+
+	_, _, err = p.Apply(bg, nothing)
+	require.NoError(t, err)
+	require.Equal(t, 1, counting.gets, "trusted once: a remembered record is read again before nothing is written")
+}
+
+// A write decided on an observed record that moved on since is a
+// conflict: the handle reads the record and decides again, and never
+// overwrites what it did not see.
+func TestPersistedObservedStaleRecordConflictsAndDecidesAgain(t *testing.T) {
+	master, mem := created(t, transition.PersistedOptions{Actor: "master"})
+	listed, err := mem.Get(bg, "ex-1")
+	require.NoError(t, err)
+	_, err = master.Fire(bg, Work, "resumed by the master")
+	require.NoError(t, err)
+
+	counting := &countingStore{Store: mem}
+	p := newJob(t, counting, transition.PersistedOptions{})
+	require.NoError(t, p.Observe(bg, listed))
+	var seen []Job
+	c, err := p.Walk(bg, Hold, "operator hold")
+	require.NoError(t, err)
+	for _, ch := range c {
+		seen = append(seen, ch.From)
+	}
+	require.Equal(t, []Job{Work}, seen, "decided again on the fresh record: working → held, not queued → …")
+	require.Equal(t, 1, counting.gets)
+	require.Equal(t, 2, counting.cas, "the write on the stale revision conflicted, then the one on the fresh one landed")
+	require.Equal(t, "held", mustGet(t, mem).Status)
+}
+
+// A late watch event does not take the handle back to an older record;
+// a record of another execution or one never stored is refused and
+// changes nothing.
+func TestPersistedObserveKeepsTheNewestAndRefusesWhatIsNotStored(t *testing.T) {
+	p, mem := created(t, transition.PersistedOptions{})
+	old, err := mem.Get(bg, "ex-1")
+	require.NoError(t, err)
+	_, err = p.Fire(bg, Work, "")
+	require.NoError(t, err)
+	counting := &countingStore{Store: mem}
+	q := newJob(t, counting, transition.PersistedOptions{})
+	_, _, err = q.Load(bg)
+	require.NoError(t, err)
+	counting.gets = 0
+	require.NoError(t, q.Observe(bg, old), "older than what the handle knows: ignored")
+	c, err := q.Fire(bg, Work, "")
+	require.NoError(t, err)
+	require.False(t, c.Changed(), "decided on working, not on the older queued")
+	require.Equal(t, 1, counting.gets, "the remembered record was not trusted: read again")
+
+	other := old
+	other.ID = "ex-2"
+	err = q.Observe(bg, other)
+	require.ErrorIs(t, err, storage.ErrInvalidRecord)
+	require.ErrorContains(t, err, `ex-2`)
+	unstored := old
+	unstored.Revision = 0
+	require.ErrorIs(t, q.Observe(bg, unstored), storage.ErrInvalidRecord)
+	require.Error(t, q.Observe(nil, old)) //nolint:staticcheck // a nil context is refused, not a panic
+	var zero transition.Persisted[Job]
+	require.Error(t, zero.Observe(bg, old))
+}
+
+// The handle keeps its own copy: the caller's record may change after.
+func TestPersistedObserveCopiesTheRecord(t *testing.T) {
+	_, mem := created(t, transition.PersistedOptions{})
+	p := newJob(t, mem, transition.PersistedOptions{})
+	rec, err := mem.Get(bg, "ex-1")
+	require.NoError(t, err)
+	require.NoError(t, p.Observe(bg, rec))
+	rec.Meta["owner"] = "mallory"
+	_, got, err := p.Apply(bg, func(cur Job, rec storage.Record) (transition.Update[Job], error) {
+		return transition.To(cur), nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, "alice", got.Meta["owner"])
+}
+
+// A controller starting over many executions lists them once and hands
+// each handle the record the listing read: reconciling one that needs
+// nothing then reads nothing more, and one that needs a move writes it
+// at the listed revision (a conflict, re-read and decided again, if the
+// record moved on since).
+func ExamplePersisted_Observe() {
+	table, err := transition.New("queued").Allow("queued", "working").Terminal("working").Build()
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	store := storage.NewMemory()
+	for _, id := range []string{"ex-1", "ex-2"} {
+		p, _ := transition.NewPersisted(table, store, id, transition.PersistedOptions{Actor: "master"})
+		_, _ = p.Create(ctx, transition.To("queued").Set("node", "n1"))
+	}
+	lost, _ := store.Get(ctx, "ex-2")
+	lost.Meta = nil // its node is gone
+	if _, err := store.CompareAndSwap(ctx, "ex-2", lost.Revision, lost); err != nil {
+		panic(err)
+	}
+
+	listed, _, err := store.List(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, rec := range listed {
+		p, err := transition.NewPersisted(table, store, rec.ID, transition.PersistedOptions{Actor: "controller"})
+		if err != nil {
+			panic(err)
+		}
+		if err := p.Observe(ctx, rec); err != nil {
+			panic(err)
+		}
+		c, _, err := p.Apply(ctx, func(cur string, rec storage.Record) (transition.Update[string], error) {
+			if rec.Meta["node"] == "" {
+				return transition.To("working").Because("placed again").Set("node", "n2"), nil
+			}
+			return transition.To(cur), nil // still placed: nothing to do, nothing read
+		})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(rec.ID, c.From, "→", c.To)
+	}
+	// Output:
+	// ex-1 queued → queued
+	// ex-2 queued → working
+}
