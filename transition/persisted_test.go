@@ -1068,7 +1068,8 @@ func TestPersistedObserveKeepsTheNewestAndRefusesWhatIsNotStored(t *testing.T) {
 	unstored := old
 	unstored.Revision = 0
 	require.ErrorIs(t, q.Observe(bg, unstored), storage.ErrInvalidRecord)
-	require.Error(t, q.Observe(nil, old)) //nolint:staticcheck // a nil context is refused, not a panic
+	//lint:ignore SA1012 the point is that a nil context is an error, not a panic
+	require.Error(t, q.Observe(nil, old))
 	var zero transition.Persisted[Job]
 	require.Error(t, zero.Observe(bg, old))
 }
