@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,7 @@ const StartTimeout = 60 * time.Second
 type Cluster struct {
 	mu      sync.Mutex
 	members []*member
+	release func() // lets the members' ports go; once, by Close
 }
 
 type member struct {
@@ -70,10 +72,11 @@ func Start(dir string, n int, opts Options) (*Cluster, error) {
 	}
 	c := &Cluster{}
 	var peers []string
-	urls, err := freeURLs(2 * n)
+	urls, release, err := freeURLs(2 * n)
 	if err != nil {
 		return nil, err
 	}
+	c.release = sync.OnceFunc(release)
 	for i := range n {
 		peerURL, clientURL := urls[2*i], urls[2*i+1]
 		if opts.ClientTLS != nil {
@@ -90,6 +93,8 @@ func Start(dir string, n int, opts Options) (*Cluster, error) {
 		// bcrypt's lowest cost: every request of a user checks its
 		// password, and a test makes many. Not for production.
 		cfg.BcryptCost = 4
+		// Beside the reservations of the member's ports, held until Close.
+		cfg.SocketOpts.ReusePort = reusePorts
 		if t := opts.ClientTLS; t != nil {
 			cfg.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: t.TrustedCAFile != ""}
 		}
@@ -142,33 +147,34 @@ func (c *Cluster) start(m *member) error {
 	return nil
 }
 
-// freeURLs returns n http URLs on loopback ports that were free a moment
-// ago, all different. A member needs its peers' URLs before any of them
-// listens, so the ports are chosen first and bound by etcd after. Every
-// port stays bound until all are chosen: a port let go at once can be
-// handed out again by the next choice, and two members given one port
-// fail to start (a CI run saw it).
-func freeURLs(n int) ([]*url.URL, error) {
-	var urls []*url.URL
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
+// freeURLs returns n http URLs on loopback ports, all different, and
+// the function that lets them go. A member needs its peers' URLs before
+// any of them listens, so the ports are chosen first and bound by etcd
+// after: where reusePorts, they stay reserved until release (see
+// reservePort); elsewhere they are let go once all are chosen (a port let
+// go at once can be handed out again by the next choice, and two members
+// given one port fail to start).
+func freeURLs(n int) (urls []*url.URL, release func(), err error) {
+	var releases []func()
+	release = func() {
+		for _, r := range releases {
+			r()
 		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("embedded: no free port: %w", err)
-		}
-		listeners = append(listeners, l)
-		u, err := url.Parse("http://" + l.Addr().String())
-		if err != nil {
-			return nil, err
-		}
-		urls = append(urls, u)
 	}
-	return urls, nil
+	for range n {
+		port, r, err := reservePort()
+		if err != nil {
+			release()
+			return nil, nil, fmt.Errorf("embedded: no free port: %w", err)
+		}
+		releases = append(releases, r)
+		urls = append(urls, &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
+	}
+	if !reusePorts {
+		release()
+		release = func() {}
+	}
+	return urls, release, nil
 }
 
 // Endpoints returns the client URLs of every member, running or not.
@@ -259,6 +265,9 @@ func (c *Cluster) Restart(i int) error {
 func (c *Cluster) Close() {
 	for i := range c.members {
 		c.Stop(i)
+	}
+	if c.release != nil {
+		c.release()
 	}
 }
 

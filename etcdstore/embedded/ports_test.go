@@ -13,8 +13,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // let go at once, 200 of them repeated one in 37 runs of 40, and a
 // CI run had two members given one peer port.
 func TestEveryPortChosenForAClusterIsDifferent(t *testing.T) {
-	urls, err := freeURLs(200)
+	urls, release, err := freeURLs(200)
 	require.NoError(t, err)
+	defer release()
 	seen := map[string]bool{}
 	for _, u := range urls {
 		require.False(t, seen[u.Host], "port %s chosen twice", u.Host)
