@@ -564,7 +564,8 @@ func TestZeroStoreFailsWithAnError(t *testing.T) {
 func TestListPagesThroughManyRecords(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
 	cl := client(t, shared)
-	const n = 2345
+	n := 2*etcdstore.ListPage + 345 // three pages, the last one short
+	broken := etcdstore.ListPage + 100 // in the middle page
 	ids := make(chan int)
 	errs := make(chan error, 16)
 	for range 16 {
@@ -585,17 +586,17 @@ func TestListPagesThroughManyRecords(t *testing.T) {
 	for range 16 {
 		require.NoError(t, <-errs)
 	}
-	_, err := cl.Put(bg, s.Prefix()+"records/ex-01500", "\x01{not a record")
+	_, err := cl.Put(bg, s.Prefix()+fmt.Sprintf("records/ex-%05d", broken), "\x01{not a record")
 	require.NoError(t, err)
 
 	recs, bad, err := s.List(bg)
 	require.NoError(t, err)
 	require.Len(t, recs, n-1)
 	require.Len(t, bad, 1)
-	require.Equal(t, "ex-01500", bad[0].ID)
+	require.Equal(t, fmt.Sprintf("ex-%05d", broken), bad[0].ID)
 	for k, rec := range recs {
 		want := k
-		if k >= 1500 {
+		if k >= broken {
 			want++
 		}
 		require.Equal(t, fmt.Sprintf("ex-%05d", want), rec.ID)

@@ -72,8 +72,9 @@ func childRecover(ctx context.Context, spec childSpec) error {
 	res := recoveryResult{OpenNS: int64(time.Since(start))}
 	var mu sync.Mutex
 	handles := map[string]*transition.Persisted[state.Status]{}
-	listed := map[string]storage.Record{} // until adopted
-	var listedAt atomic.Int64
+	var listed []storage.Record
+	listedAt := map[string]int{} // index in listed, until adopted
+	var listedBy atomic.Int64
 	var reconciled atomic.Int64
 	adopter := reconcile.AdopterFunc[string](func(ctx context.Context, item reconcile.Item[string]) error {
 		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, item.Key, transition.PersistedOptions{})
@@ -82,8 +83,13 @@ func childRecover(ctx context.Context, spec childSpec) error {
 		}
 		mu.Lock()
 		handles[item.Key] = p
-		rec, ok := listed[item.Key]
-		delete(listed, item.Key)
+		at, ok := listedAt[item.Key]
+		var rec storage.Record
+		if ok {
+			rec = listed[at]
+			listed[at] = storage.Record{}
+			delete(listedAt, item.Key)
+		}
 		mu.Unlock()
 		if ok && !spec.ReadEach {
 			return p.Observe(ctx, rec)
@@ -115,12 +121,13 @@ func childRecover(ctx context.Context, spec childSpec) error {
 		}
 		items := make([]reconcile.Item[string], len(recs))
 		mu.Lock()
+		listed, listedAt = recs, make(map[string]int, len(recs))
 		for k, rec := range recs {
 			items[k] = reconcile.Item[string]{Key: rec.ID, Identity: reconcile.Identity{Labels: rec.Meta}}
-			listed[rec.ID] = rec
+			listedAt[rec.ID] = k
 		}
 		mu.Unlock()
-		listedAt.Store(int64(time.Since(start)))
+		listedBy.Store(int64(time.Since(start)))
 		return items, nil
 	}
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
@@ -137,7 +144,7 @@ func childRecover(ctx context.Context, spec childSpec) error {
 		return err
 	}
 	res.IdleNS = int64(time.Since(start))
-	res.ListNS = listedAt.Load()
+	res.ListNS = listedBy.Load()
 	res.Reconciled = reconciled.Load()
 	res.Executions = len(handles)
 	measuring := time.Now()
