@@ -564,7 +564,7 @@ func TestZeroStoreFailsWithAnError(t *testing.T) {
 func TestListPagesThroughManyRecords(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
 	cl := client(t, shared)
-	n := 2*etcdstore.ListPage + 345 // three pages, the last one short
+	n := 2*etcdstore.ListPage + 345    // three pages, the last one short
 	broken := etcdstore.ListPage + 100 // in the middle page
 	ids := make(chan int)
 	errs := make(chan error, 16)
