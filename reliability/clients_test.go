@@ -67,6 +67,8 @@ func runChild(raw string) int {
 		err = childCrashWriter(ctx, spec)
 	case "recover":
 		err = childRecover(ctx, spec)
+	case "fill-log":
+		err = childFillLog(ctx, spec)
 	default:
 		err = fmt.Errorf("unknown role %q", spec.Role)
 	}

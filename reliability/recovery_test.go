@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -201,7 +202,9 @@ func recoverySizes(b *testing.B) []int {
 // reconciled once), on bbolt and on etcd, two ways over the same
 // executions: "listed" hands each handle the record the listing read
 // (Persisted.Observe), "read-each" reads every record again in its
-// reconcile. The executions are made beforehand, each with a full
+// reconcile; on bbolt, "listed-after-sigkill" is "listed" after a
+// process that wrote fullLog transitions was killed, leaving them in the
+// write-ahead log for Open to replay. The executions are made beforehand, each with a full
 // default audit trail and some metadata, as a controller that has run a
 // while leaves them. It reports ms (process start to done, as the parent
 // saw it) and the child's own split: open-ms, list-ms (listing done) and
@@ -235,20 +238,40 @@ func BenchmarkRecovery(b *testing.B) {
 						name = "read-each"
 					}
 					spec.ReadEach = readEach
-					b.Run(name, func(b *testing.B) { benchmarkRecoveryChild(b, spec, n) })
+					b.Run(name, func(b *testing.B) { benchmarkRecoveryChild(b, spec, n, nil) })
+				}
+				if backend == "bolt" && n >= fillLogFrom+fullLog {
+					// Last: it changes the executions.
+					spec.ReadEach = false
+					b.Run("listed-after-sigkill", func(b *testing.B) {
+						benchmarkRecoveryChild(b, spec, n, func() int64 { return fillLogAndKill(b, spec, fullLog) })
+					})
 				}
 			})
 		}
 	}
 }
 
+// fullLog is how many writes a SIGKILL leaves in bbolt's write-ahead log
+// at most while its checkpoints keep up: one short of the 4,096 writes
+// of a segment that start a checkpoint (boltstore's overlay.go).
+const fullLog = 4095
+
+// fillLogFrom is the first execution childFillLog writes.
+const fillLogFrom = 1000
+
 // benchmarkRecoveryChild times b.N recovering controllers over the n
-// executions of spec's store.
-func benchmarkRecoveryChild(b *testing.B, spec childSpec, n int) {
+// executions of spec's store, each after prepare (if any), which
+// returns the bytes of write-ahead log it left to replay.
+func benchmarkRecoveryChild(b *testing.B, spec childSpec, n int, prepare func() int64) {
 	var total, open, list time.Duration
 	var heap uint64
 	var encoded int
+	var logged int64
 	for range b.N {
+		if prepare != nil {
+			logged += prepare()
+		}
 		res, took := runRecoveryChild(b, spec)
 		took -= time.Duration(res.MeasureNS)
 		heap += res.HeapBytes
@@ -266,6 +289,9 @@ func benchmarkRecoveryChild(b *testing.B, spec childSpec, n int) {
 	b.ReportMetric(float64(n)/per.Seconds(), "executions/s")
 	b.ReportMetric(float64(heap)/float64(b.N)/float64(n), "heap-B/execution")
 	b.ReportMetric(float64(encoded), "encoded-B/execution")
+	if prepare != nil {
+		b.ReportMetric(float64(logged)/float64(b.N)/(1<<20), "log-MiB")
+	}
 }
 
 // makeExecutions creates n executions, 32 at a time, each running with
@@ -366,4 +392,77 @@ func BenchmarkFirstTouch(b *testing.B) {
 			b.ReportMetric(float64(took.Nanoseconds())/float64(b.N)/float64(size>>20), "ns/MiB")
 		})
 	}
+}
+
+// childFillLog pauses spec.Ops executions of a bbolt store (ex-001000
+// on: makeExecutions's trails end at revision 15, which the first
+// records made are not yet past), 32 at a time, says "ready" on its stdout and waits to be killed:
+// the writes are acknowledged, in the write-ahead log, and not yet in
+// bbolt, so the next Open replays them.
+func childFillLog(ctx context.Context, spec childSpec) error {
+	store, _, err := childStore(spec) // never closed: the process is killed
+	if err != nil {
+		return err
+	}
+	ids := make(chan int)
+	errs := make(chan error, 32)
+	for range 32 {
+		go func() {
+			var err error
+			for k := range ids {
+				if err != nil {
+					continue
+				}
+				var p *transition.Persisted[state.Status]
+				if p, err = transition.NewPersisted(teraslice.Lifecycle(), store, fmt.Sprintf("ex-%06d", fillLogFrom+k), transition.PersistedOptions{Actor: "operator"}); err == nil {
+					_, err = p.Fire(ctx, state.Paused, "maintenance")
+				}
+			}
+			errs <- err
+		}()
+	}
+	for k := range spec.Ops {
+		ids <- k
+	}
+	close(ids)
+	for range 32 {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	fmt.Println("ready")
+	select {} // until SIGKILL
+}
+
+// fillLogAndKill runs childFillLog over the store at spec.BoltPath and
+// SIGKILLs it once its writes are acknowledged. It returns the bytes of
+// write-ahead log left beside the file.
+func fillLogAndKill(b *testing.B, spec childSpec, writes int) int64 {
+	b.Helper()
+	spec.Role, spec.Ops = "fill-log", writes
+	raw, err := json.Marshal(spec)
+	require.NoError(b, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(b, err)
+	require.NoError(b, cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(b, err, "the writer's ready line")
+	require.Equal(b, "ready\n", line)
+	require.NoError(b, cmd.Process.Signal(syscall.SIGKILL))
+	require.Error(b, cmd.Wait(), "killed")
+	segments, err := filepath.Glob(spec.BoltPath + ".wal-*")
+	require.NoError(b, err)
+	var size int64
+	for _, seg := range segments {
+		info, err := os.Stat(seg)
+		require.NoError(b, err)
+		size += info.Size()
+	}
+	require.NotZero(b, size, "a log left to replay")
+	return size
 }
