@@ -1,6 +1,9 @@
 package filecheck
 
 import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,6 +17,12 @@ import (
 // boltFile makes a small bbolt file, as boltstore lays one out (records
 // in a bucket per namespace), and returns its bytes.
 func boltFile(tb testing.TB, noFreelistSync bool) []byte {
+	return boltFileOf(tb, noFreelistSync, []string{"ex-1", "ex-2", "ex-3"}, 0)
+}
+
+// boltFileOf is boltFile with the records ids, each value padded to at
+// least size bytes.
+func boltFileOf(tb testing.TB, noFreelistSync bool, ids []string, size int) []byte {
 	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "db")
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, PageSize: 512, NoFreelistSync: noFreelistSync})
@@ -27,8 +36,10 @@ func boltFile(tb testing.TB, noFreelistSync bool) []byte {
 		if err != nil {
 			return err
 		}
-		for _, id := range []string{"ex-1", "ex-2", "ex-3"} {
-			if err := records.Put([]byte(id), []byte("a record of "+id)); err != nil {
+		for _, id := range ids {
+			value := []byte("a record of " + id)
+			value = append(value, bytes.Repeat([]byte{'.'}, max(0, size-len(value)))...)
+			if err := records.Put([]byte(id), value); err != nil {
 				return err
 			}
 		}
@@ -56,6 +67,10 @@ func FuzzValidate(f *testing.F) {
 		clear(zeroedMeta[16:80])
 		f.Add(zeroedMeta)
 	}
+	// Branch pages, whose children are read ahead, and leaves with
+	// overflow pages.
+	f.Add(boltFileOf(f, false, manyIDs(40), 300))
+	f.Add(boltFileOf(f, false, manyIDs(12), 900))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "db")
 		require.NoError(t, os.WriteFile(path, data, 0o600))
@@ -93,4 +108,54 @@ func readAll(b *bolt.Bucket) error {
 		}
 		return nil
 	})
+}
+
+// manyIDs returns n record ids in key order.
+func manyIDs(n int) []string {
+	ids := make([]string, n)
+	for k := range ids {
+		ids[k] = fmt.Sprintf("ex-%04d", k)
+	}
+	return ids
+}
+
+// A tree of several levels, its leaves read ahead by their branch in
+// runs (with the overflow pages of records bigger than a page): it
+// passes, and a leaf in the middle of a run that names another page, or
+// an overflow page past the end, is found as it is read one by one.
+func TestLeavesReadAheadAreCheckedAsTheyAreReadOneByOne(t *testing.T) {
+	for _, size := range []int{100, 700} { // one page, and an overflow page (512-byte pages)
+		data := boltFileOf(t, false, manyIDs(600), size)
+		path := filepath.Join(t.TempDir(), "db")
+		require.NoError(t, os.WriteFile(path, data, 0o600))
+		require.NoError(t, Validate(path, time.Second))
+
+		// The leaves, as the walk reaches them: every page that is a leaf
+		// holding a record.
+		const pageSize = 512
+		var leaves []int
+		for p := 2; p < len(data)/pageSize; p++ {
+			page := data[p*pageSize:]
+			if binary.LittleEndian.Uint64(page) == uint64(p) && binary.LittleEndian.Uint16(page[8:]) == leafPageFlag &&
+				bytes.Contains(page[:pageSize], []byte("a record of ex-0300")) {
+				leaves = append(leaves, p)
+			}
+		}
+		require.Len(t, leaves, 1, "the leaf of ex-0300")
+		leaf := leaves[0]
+
+		misnamed := append([]byte(nil), data...)
+		binary.LittleEndian.PutUint64(misnamed[leaf*pageSize:], uint64(leaf+1))
+		require.NoError(t, os.WriteFile(path, misnamed, 0o600))
+		err := Validate(path, time.Second)
+		require.ErrorIs(t, err, storage.ErrCorrupt)
+		require.ErrorContains(t, err, fmt.Sprintf("page %d says it is page %d", leaf, leaf+1))
+
+		overflowing := append([]byte(nil), data...)
+		binary.LittleEndian.PutUint32(overflowing[leaf*pageSize+12:], uint32(len(data)/pageSize))
+		require.NoError(t, os.WriteFile(path, overflowing, 0o600))
+		err = Validate(path, time.Second)
+		require.ErrorIs(t, err, storage.ErrCorrupt)
+		require.ErrorContains(t, err, fmt.Sprintf("page %d runs past the last page", leaf))
+	}
 }
