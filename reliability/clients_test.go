@@ -34,6 +34,8 @@ type childSpec struct {
 	Owner    string   `json:"owner,omitempty"`
 	TTL      string   `json:"ttl,omitempty"`
 	ReadEach bool     `json:"read_each,omitempty"` // recover: no record handed over
+	// MemoryWarm: recover twice, report the second.
+	MemoryWarm bool `json:"memory_warm,omitempty"`
 }
 
 func artifacts() string {

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"encoding/xml"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -88,7 +90,8 @@ BenchmarkQueue/distinct/workers=4-2 	10	60000000 ns/op	400.0 client-go-ns/add	20
 BenchmarkQueue/distinct/workers=4-2 	10	60000000 ns/op	400.0 client-go-ns/add	250.0 execfsm-ns/add	1.600 x-client-go
 BenchmarkQueue/distinct/workers=4-2 	10	60000000 ns/op	400.0 client-go-ns/add	180.0 execfsm-ns/add	2.222 x-client-go
 pkg: github.com/execfsm/execfsm/reliability
-BenchmarkRecovery/bolt/10000-2 	1	900000000 ns/op	900.0 ms
+BenchmarkRecovery/bolt/10000/listed-2 	1	900000000 ns/op	900.0 ms
+BenchmarkRecovery/bolt/100000/listed-2 	1	2100000000 ns/op	2100 ms	3300 heap-B/execution	2900 encoded-B/execution
 BenchmarkLoad/bolt/2000x50-2 	1	1 ns/op	12000 transitions/s	6000 p99-µs
 BenchmarkLoad/etcd/2000x50-2 	1	1 ns/op	5000 transitions/s	16000 p99-µs
 `
@@ -105,9 +108,53 @@ BenchmarkLoad/etcd/2000x50-2 	1	1 ns/op	5000 transitions/s	16000 p99-µs
 		"| 3 | Machine.Fire over one bare compare-and-swap (the floor) | — | 5.00× | — |",
 		"| 4 | Loop against client-go's workqueue, 100k distinct keys, 4 workers | ≥ 2× | 2.00× | met |",
 		"| 5 | recovery over 10k executions on bbolt | ≤ 1 s | 900 ms | met |",
+		"| 35.1 | recovery over 100k executions on bbolt | ≤ 1 s | 2100 ms | not met |",
+		"| 35.3 | live heap per execution at 100k (records, handles, Loop keys) over the encoded record | ≤ 2× | 1.14× | met |",
 	} {
 		require.Contains(t, got, row)
 	}
 	require.NotContains(t, got, "recovery over 10k executions on etcd", "a target the run did not measure is left out")
 	require.Contains(t, got, "| bare-cas | 3 | 0 | 0 |", "bare-cas is a peer row")
+}
+
+// The recovery plot is an SVG document with a line per store and way
+// that has results, its points left to right by size, and a run
+// without recovery results is an error, not an empty chart.
+func TestRecoveryPlotDrawsALinePerStoreAndWay(t *testing.T) {
+	in := `pkg: github.com/execfsm/execfsm/reliability
+BenchmarkRecovery/bolt/10000/listed-2 	1	260000000 ns/op	260.0 ms
+BenchmarkRecovery/bolt/1000/listed-2 	1	40000000 ns/op	40.00 ms
+BenchmarkRecovery/etcd/1000/listed-2 	1	150000000 ns/op	150.0 ms
+BenchmarkRecovery/etcd/1000/read-each-2 	1	180000000 ns/op	180.0 ms
+BenchmarkRecovery/bolt/1000/listed-memory-warm-2 	1	30000000 ns/op	30.00 ms
+`
+	run, err := Parse(strings.NewReader(in))
+	require.NoError(t, err)
+	var out strings.Builder
+	require.NoError(t, WriteRecoveryPlot(&out, run))
+	var doc struct {
+		Lines []struct {
+			Points string `xml:"points,attr"`
+			Color  string `xml:"stroke,attr"`
+			Dashed string `xml:"stroke-dasharray,attr"`
+		} `xml:"polyline"`
+	}
+	require.NoError(t, xml.Unmarshal([]byte(out.String()), &doc))
+	require.Len(t, doc.Lines, 3, "bbolt listed, etcd listed, etcd read-each; the warm run is not a line")
+	points := strings.Fields(doc.Lines[0].Points)
+	require.Len(t, points, 2)
+	var x0, y0, x1, y1 float64
+	_, err = fmt.Sscanf(points[0]+" "+points[1], "%f,%f %f,%f", &x0, &y0, &x1, &y1)
+	require.NoError(t, err)
+	require.Less(t, x0, x1, "1k left of 10k")
+	require.Greater(t, y0, y1, "260 ms above 40 ms (SVG's y grows downwards)")
+	require.Empty(t, doc.Lines[1].Dashed)
+	require.NotEmpty(t, doc.Lines[2].Dashed)
+	require.Contains(t, out.String(), ">1k<")
+	require.Contains(t, out.String(), ">10k<")
+	require.Contains(t, out.String(), ">1 s<")
+
+	none, err := Parse(strings.NewReader("pkg: github.com/execfsm/execfsm/bench\nBenchmarkFire/lifecycle/execfsm-2 \t100\t15.00 ns/op\n"))
+	require.NoError(t, err)
+	require.ErrorIs(t, WriteRecoveryPlot(&strings.Builder{}, none), ErrNoRecovery)
 }

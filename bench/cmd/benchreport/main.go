@@ -2,6 +2,9 @@
 // writes BENCHMARKS.md to standard output; bench/run.sh runs it.
 //
 //	go test -run '^$' -bench . -benchmem -count 5 ./bench | go run ./bench/cmd/benchreport -header header.md
+//
+// With -plot file it also draws the recovery benchmark's results as an
+// SVG chart there (report.WriteRecoveryPlot).
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 
 func main() {
 	header := flag.String("header", "", "file whose text opens the report")
+	plot := flag.String("plot", "", "file to draw the recovery results in (SVG)")
 	flag.Parse()
 	text := "# Benchmarks\n"
 	if *header != "" {
@@ -33,4 +37,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
+	if *plot != "" {
+		if err := writePlot(*plot, run); err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+func writePlot(path string, run *report.Run) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := report.WriteRecoveryPlot(f, run); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
