@@ -93,7 +93,7 @@ func childFireEtcd(ctx context.Context, spec childSpec) error {
 
 // startChild runs the test binary as a child with spec, returning the
 // command and a scanner of its stdout.
-func startChild(t *testing.T, spec childSpec) (*exec.Cmd, *bufio.Scanner) {
+func startChild(t testing.TB, spec childSpec) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	raw, err := json.Marshal(spec)
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package reliability_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -493,19 +492,9 @@ func childFillLog(ctx context.Context, spec childSpec) error {
 func fillLogAndKill(b *testing.B, spec childSpec, writes int) int64 {
 	b.Helper()
 	spec.Role, spec.Ops = "fill-log", writes
-	raw, err := json.Marshal(spec)
-	require.NoError(b, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(b, err)
-	require.NoError(b, cmd.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(b, err, "the writer's ready line")
-	require.Equal(b, "ready\n", line)
+	cmd, out := startChild(b, spec)
+	require.True(b, out.Scan(), "the writer's ready line: %v", out.Err())
+	require.Equal(b, "ready", out.Text())
 	require.NoError(b, cmd.Process.Signal(syscall.SIGKILL))
 	require.Error(b, cmd.Wait(), "killed")
 	segments, err := filepath.Glob(spec.BoltPath + ".wal-*")
