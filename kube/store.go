@@ -91,6 +91,10 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 
+	// claims are the records' claims at the revisions last seen, so a
+	// write need not read the record it replaces first.
+	claims claims
+
 	// beforeTakeOverWrite, when set (by tests only), runs in Acquire
 	// after the Lease is taken and the record read, just before the
 	// take-over is written: a write there makes that write conflict.
@@ -277,6 +281,9 @@ func (s *Store) getConfigMap(ctx context.Context, id string) (*corev1.ConfigMap,
 		return nil, storage.Record{}, wrap("Get", id, err)
 	}
 	rec, err := s.decode(id, cm)
+	if err == nil {
+		s.claims.remember(rec)
+	}
 	return cm, rec, err
 }
 
@@ -301,16 +308,23 @@ func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record,
 	case err != nil:
 		return storage.Record{}, wrap("Create", rec.ID, err)
 	}
-	return s.decode(rec.ID, created)
+	stored, err := s.decode(rec.ID, created)
+	if err == nil {
+		s.claims.remember(stored)
+	}
+	return stored, err
 }
 
 // CompareAndSwap implements [storage.Store] with an update carrying
 // the expected resourceVersion: the API server answers 409 Conflict when
 // it has moved on, and the store then reads the current record for the
 // ConflictError. The API server compares nothing but the resourceVersion,
-// so the store reads the record first to refuse a write that would change
-// its claim: two round trips per write (a stale read costs only the
-// first).
+// so the store must know the claim the record carries at expect to refuse
+// a write that would change it. When expect is the resourceVersion this
+// store last read or wrote the record at, it knows (a ConfigMap never
+// changes under one resourceVersion) and the write is one round trip;
+// otherwise it reads the record first, and a stale expect costs only that
+// read.
 func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
 	if next.ID != id {
 		return storage.Record{}, fmt.Errorf("kube: CompareAndSwap %q: %w: record id is %q", id, storage.ErrInvalidRecord, next.ID)
@@ -323,6 +337,14 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 		return storage.Record{}, err
 	}
 	defer cancel()
+	if claim, ok := s.claims.at(id, expect); ok {
+		// The ConfigMap at expect carried claim; the update lands only
+		// if it is still that one.
+		if claim != next.Claim() {
+			return storage.Record{}, storage.ClaimChanged(id, claim, next.Claim())
+		}
+		return s.update(ctx, id, expect, next)
+	}
 	cur, err := s.Get(ctx, id)
 	if err != nil {
 		return storage.Record{}, err
@@ -352,7 +374,11 @@ func (s *Store) update(ctx context.Context, id string, expect uint64, next stora
 	updated, err := s.client.CoreV1().ConfigMaps(s.ns).Update(ctx, cm, metav1.UpdateOptions{})
 	switch {
 	case err == nil:
-		return s.decode(id, updated)
+		rec, err := s.decode(id, updated)
+		if err == nil {
+			s.claims.remember(rec)
+		}
+		return rec, err
 	case apierrors.IsNotFound(err):
 		return storage.Record{}, fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
 	case apierrors.IsConflict(err), apierrors.IsInvalid(err) && expect == 0:
