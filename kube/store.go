@@ -19,9 +19,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 )
 
 // Labels and keys the store puts on its ConfigMaps.
@@ -391,12 +394,19 @@ func (s *Store) update(ctx context.Context, id string, expect uint64, next stora
 	return storage.Record{}, wrap("CompareAndSwap", id, err)
 }
 
-// List implements [storage.Lister]. A ConfigMap whose record does not
-// decode is listed apart, and the others are listed as usual.
+// List implements [storage.Lister], in pages of 500 ConfigMaps (one
+// request each, all at the revision of the first). A ConfigMap whose
+// record does not decode is listed apart, and the others are listed as
+// usual.
 func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadable, error) {
 	recs, bad, _, err := s.list(ctx)
 	return recs, bad, err
 }
+
+// listPageSize is how many ConfigMaps one list request asks for: the
+// API server's guidance for large collections (kubectl's and
+// client-go's pager's default), a few megabytes of records a page.
+const listPageSize = 500
 
 func (s *Store) list(ctx context.Context) ([]storage.Record, []storage.Unreadable, string, error) {
 	ctx, cancel, err := s.call(ctx, "List")
@@ -404,20 +414,58 @@ func (s *Store) list(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 		return nil, nil, "", err
 	}
 	defer cancel()
-	list, err := s.client.CoreV1().ConfigMaps(s.ns).List(ctx, metav1.ListOptions{LabelSelector: ManagedLabel + "=" + s.label()})
+	// Pages, so no single response holds every record at once and the
+	// API server serves it in pieces; a continuation that expired on the
+	// way (410 Gone, its revision compacted) falls back to one full list.
+	pages := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return s.client.CoreV1().ConfigMaps(s.ns).List(ctx, opts)
+	})
+	pages.PageSize = listPageSize
+	obj, _, err := pages.List(ctx, metav1.ListOptions{LabelSelector: ManagedLabel + "=" + s.label()})
 	if err != nil {
 		return nil, nil, "", wrap("List", s.ns, err)
 	}
-	out, bad := listdecode.All(len(list.Items), func(k int) (storage.Record, error) {
-		cm := &list.Items[k]
+	items, rv, err := configMapsOf(obj)
+	if err != nil {
+		return nil, nil, "", wrap("List", s.ns, err)
+	}
+	out, bad := listdecode.All(len(items), func(k int) (storage.Record, error) {
+		cm := items[k]
 		return s.decode(cm.Annotations[IDAnnotation], cm)
 	}, func(k int, err error) storage.Unreadable {
-		cm := &list.Items[k]
+		cm := items[k]
 		u := storage.Unreadable{ID: cm.Annotations[IDAnnotation], Err: err}
 		u.Revision, _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
 		return u
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	sort.Slice(bad, func(i, j int) bool { return bad[i].ID < bad[j].ID })
-	return out, bad, list.ResourceVersion, nil
+	return out, bad, rv, nil
+}
+
+// configMapsOf returns the ConfigMaps of what the pager listed (one
+// page's ConfigMapList, or the pages' items together) and the
+// resourceVersion the listing was made at.
+func configMapsOf(obj runtime.Object) ([]*corev1.ConfigMap, string, error) {
+	if list, ok := obj.(*corev1.ConfigMapList); ok {
+		items := make([]*corev1.ConfigMap, len(list.Items))
+		for k := range list.Items {
+			items[k] = &list.Items[k]
+		}
+		return items, list.ResourceVersion, nil
+	}
+	acc, err := meta.ListAccessor(obj)
+	if err != nil {
+		return nil, "", err
+	}
+	var items []*corev1.ConfigMap
+	err = meta.EachListItem(obj, func(o runtime.Object) error {
+		cm, ok := o.(*corev1.ConfigMap)
+		if !ok {
+			return fmt.Errorf("listed a %T, not a ConfigMap", o)
+		}
+		items = append(items, cm)
+		return nil
+	})
+	return items, acc.GetResourceVersion(), err
 }

@@ -334,3 +334,59 @@ func TestZeroStoreFailsWithAnError(t *testing.T) {
 func TestTableCompatibility(t *testing.T) {
 	schematest.Run(t, func(t *testing.T) storage.Store { return newStore(t) })
 }
+
+// List reads a store of more records than one page holds in pages
+// (three requests for three pages), every record once, in id order,
+// and reports a record that does not decode apart wherever it falls.
+func TestListPagesThroughManyRecords(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	s := newStoreIn(t, ns)
+	n := 2*kube.ListPageSize + 45   // three pages, the last one short
+	broken := kube.ListPageSize + 7 // in the middle page
+	ids := make(chan int)
+	errs := make(chan error, 16)
+	for range 16 {
+		go func() {
+			var err error
+			for k := range ids {
+				if err == nil {
+					_, err = s.Create(bg, storagetest.Sample(fmt.Sprintf("ex-%05d", k)))
+				}
+			}
+			errs <- err
+		}()
+	}
+	for k := range n {
+		ids <- k
+	}
+	close(ids)
+	for range 16 {
+		require.NoError(t, <-errs)
+	}
+	cms := clientset.CoreV1().ConfigMaps(ns)
+	cm, err := cms.Get(bg, s.Name(fmt.Sprintf("ex-%05d", broken)), metav1.GetOptions{})
+	require.NoError(t, err)
+	cm.Data[kube.RecordKey] = `{"not":"a record"}`
+	_, err = cms.Update(bg, cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	client, requests := countingClient(t)
+	lister, err := kube.New(client, kube.Options{Namespace: ns})
+	require.NoError(t, err)
+	recs, bad, err := lister.List(bg)
+	require.NoError(t, err)
+	// Three pages, or (when the API server compacted the listing's
+	// revision between two pages) those it served and one full list.
+	require.GreaterOrEqual(t, requests.Load(), int64(3), "one request a page")
+	require.Len(t, recs, n-1)
+	require.Len(t, bad, 1)
+	require.Equal(t, fmt.Sprintf("ex-%05d", broken), bad[0].ID)
+	for k, rec := range recs {
+		want := k
+		if k >= broken {
+			want++
+		}
+		require.Equal(t, fmt.Sprintf("ex-%05d", want), rec.ID)
+	}
+}
