@@ -24,7 +24,15 @@ if [[ -n "${REPORT_FROM:-}" ]]; then
 else
 	go test -run '^$' -bench . -benchmem -count "$count" ./bench/ | tee -a "$out"
 	go test -run '^$' -bench . -benchmem -count "$count" ./transition/ ./reconcile/ ./storage/ ./boltstore/ ./etcdstore/ | tee -a "$out"
-	# The load run (EXECFSM_LOAD executions x transitions, default 10000x100)
+	# The Kubernetes store against a real kube-apiserver (kube/kubetest;
+	# the binaries come from kube/hack/test-assets.sh unless
+	# KUBEBUILDER_ASSETS names them). A write is an API round trip of a
+	# few milliseconds, so a fixed count of them rather than a second's worth.
+	KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$(bash kube/hack/test-assets.sh)}
+	export KUBEBUILDER_ASSETS
+	go test -run '^$' -bench PersistedFire -benchmem -benchtime 2000x -count "$count" ./kube/ | tee -a "$out"
+	# The load run (EXECFSM_LOAD executions x transitions, default 10000x100;
+	# EXECFSM_LOAD_KUBE on the Kubernetes store and etcd, default 1000x20)
 	# and the recovery of a restarted controller (EXECFSM_RECOVERY executions
 	# on both stores, default 1000,10000,100000, and EXECFSM_RECOVERY_BOLT on
 	# bbolt alone, default 1000000) take minutes, so once, beside what this
@@ -44,11 +52,14 @@ cat > "$header" <<HEADER
 
 Made by \`bench/run.sh\` (\`go test -run '^\$' -bench . -benchmem -count $count\`
 over ./bench, ./transition, ./reconcile, ./storage, ./boltstore and
-./etcdstore; then, once each, the load run in ./reliability at
+./etcdstore, and \`-benchtime 2000x\` over ./kube against a real
+kube-apiserver; then, once each, the load run in ./reliability at
 ${EXECFSM_LOAD:-10000x100} executions × transitions through the reconcile
-Loop with 32 workers, and the recovery of a restarted controller over
+Loop with 32 workers (and ${EXECFSM_LOAD_KUBE:-1000x20} on the Kubernetes
+store and on etcd beside it), and the recovery of a restarted controller over
 ${EXECFSM_RECOVERY:-1000,10000,100000} executions (and
-${EXECFSM_RECOVERY_BOLT-1000000} on bbolt alone), and the fleet
+${EXECFSM_RECOVERY_BOLT-1000000} on bbolt alone,
+${EXECFSM_RECOVERY_KUBE:-1000,10000} on the Kubernetes store), and the fleet
 explorer's searches in ./recovery/fleettest) on
 $(date -u +%Y-%m-%d) with $(go version | cut -d' ' -f3-4). Every figure is the median of
 $count runs made in that one invocation, on the machine described below; the

@@ -36,6 +36,8 @@ type childSpec struct {
 	ReadEach bool     `json:"read_each,omitempty"` // recover: no record handed over
 	// MemoryWarm: recover twice, report the second.
 	MemoryWarm bool `json:"memory_warm,omitempty"`
+	// Kube, when set, is the kube store the child uses.
+	Kube *kubeSpec `json:"kube,omitempty"`
 }
 
 func artifacts() string {

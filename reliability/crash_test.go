@@ -81,6 +81,10 @@ func childStore(spec childSpec) (interface {
 		}
 		return s, func() { _ = db.Close() }, nil
 	}
+	if spec.Kube != nil {
+		s, err := spec.Kube.store()
+		return s, func() {}, err
+	}
 	cl, err := embedded.NewClient(spec.Etcd)
 	if err != nil {
 		return nil, nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
+	"github.com/execfsm/execfsm/kube/kubetest"
 	"github.com/execfsm/execfsm/reliability/history"
 	"github.com/execfsm/execfsm/reliability/workload"
 	"github.com/execfsm/execfsm/storage"
@@ -36,10 +37,14 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	code := m.Run()
+	if err := stopKubePlane(); err != nil {
+		fmt.Fprintln(os.Stderr, "kube control plane:", err)
+		code = 1
+	}
 	shared.Close()
 	_ = os.RemoveAll(dir)
 	if code == 0 {
-		if err := goleak.Find(ignoreEtcd()...); err != nil {
+		if err := goleak.Find(append(ignoreEtcd(), kubetest.LingeringGoroutines()...)...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

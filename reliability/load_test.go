@@ -129,7 +129,8 @@ func runLoad(t testing.TB, store storage.Store, prefix string, executions, steps
 // size CI affords; BenchmarkLoad is the full one.
 func TestLoadThroughTheLoopTakesEveryStepExactlyOnce(t *testing.T) {
 	etcd, _ := etcdStore(t)
-	for name, store := range map[string]storage.Store{"bolt": boltStore(t), "etcd": etcd} {
+	kube, _ := kubeStore(t)
+	for name, store := range map[string]storage.Store{"bolt": boltStore(t), "etcd": etcd, "kube": kube} {
 		t.Run(name, func(t *testing.T) {
 			r := runLoad(t, store, "load-"+name, 100, 20, 16)
 			t.Logf("%d transitions in %v: %.0f/s, p99 %v", r.transitions, r.elapsed, float64(r.transitions)/r.elapsed.Seconds(), r.p(0.99))
@@ -155,6 +156,39 @@ func BenchmarkLoad(b *testing.B) {
 				var store storage.Store
 				if backend == "bolt" {
 					store = boltStore(b)
+				} else {
+					store, _ = etcdStore(b)
+				}
+				r := runLoad(b, store, fmt.Sprintf("bench-%d", i), executions, steps, 32)
+				b.ReportMetric(float64(r.transitions)/r.elapsed.Seconds(), "transitions/s")
+				b.ReportMetric(float64(r.p(0.5).Microseconds()), "p50-µs")
+				b.ReportMetric(float64(r.p(0.99).Microseconds()), "p99-µs")
+			}
+		})
+	}
+}
+
+// BenchmarkLoadKube drives executions × transitions through the Loop on
+// the kube store and, for comparison, the same load on etcd, and reports
+// what BenchmarkLoad does. The size is EXECFSM_LOAD_KUBE (default
+// 1000x20: every transition is a write through the API server to its
+// etcd, so the design's 10000x100 would take the better part of an
+// hour):
+//
+//	EXECFSM_LOAD_KUBE=1000x20 go test ./reliability -run '^$' -bench LoadKube -benchtime 1x
+func BenchmarkLoadKube(b *testing.B) {
+	executions, steps := 1000, 20
+	if v := os.Getenv("EXECFSM_LOAD_KUBE"); v != "" {
+		if _, err := fmt.Sscanf(v, "%dx%d", &executions, &steps); err != nil {
+			b.Fatalf("EXECFSM_LOAD_KUBE=%q: want EXECUTIONSxSTEPS: %v", v, err)
+		}
+	}
+	for _, backend := range []string{"etcd", "kube"} {
+		b.Run(fmt.Sprintf("%s/%dx%d", backend, executions, steps), func(b *testing.B) {
+			for i := range b.N {
+				var store storage.Store
+				if backend == "kube" {
+					store, _ = kubeStore(b)
 				} else {
 					store, _ = etcdStore(b)
 				}

@@ -199,9 +199,11 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 
 // recoverySizes are the numbers of executions BenchmarkRecovery restarts
 // over on each store: EXECFSM_RECOVERY, comma-separated (default
-// 1000,10000,100000), on both, and EXECFSM_RECOVERY_BOLT (default none)
+// 1000,10000,100000), on both, EXECFSM_RECOVERY_BOLT (default none)
 // on bbolt alone: etcd's default 2 GB quota does not hold 1M records of
-// 3 KB.
+// 3 KB, and EXECFSM_RECOVERY_KUBE (default 1000,10000) on the kube
+// store: its ConfigMaps go through the API server into an etcd that
+// holds every key of the cluster.
 func recoverySizes(b *testing.B) []recoverySize {
 	var sizes []recoverySize
 	for _, env := range []struct {
@@ -210,6 +212,7 @@ func recoverySizes(b *testing.B) []recoverySize {
 	}{
 		{"EXECFSM_RECOVERY", "1000,10000,100000", []string{"bolt", "etcd"}},
 		{"EXECFSM_RECOVERY_BOLT", "", []string{"bolt"}},
+		{"EXECFSM_RECOVERY_KUBE", "1000,10000", []string{"kube"}},
 	} {
 		raw := os.Getenv(env.name)
 		if raw == "" {
@@ -243,7 +246,8 @@ type recoverySize struct {
 // reconciled once), on bbolt and on etcd, two ways over the same
 // executions: "listed" hands each handle the record the listing read
 // (Persisted.Observe), "read-each" reads every record again in its
-// reconcile; on bbolt, "listed-memory-warm" is "listed" timed by the
+// reconcile (and on the kube store, whose executions are ConfigMaps
+// listed in pages through the API server); on bbolt, "listed-memory-warm" is "listed" timed by the
 // child in a process that has recovered once already (what memory's
 // first touch costs, BenchmarkFirstTouch, taken out), and
 // "listed-after-sigkill" is "listed" after a
@@ -272,6 +276,10 @@ func BenchmarkRecovery(b *testing.B) {
 				require.NoError(b, err)
 				makeExecutions(b, s, n)
 				require.NoError(b, db.Close()) // the child takes the file's lock
+			} else if backend == "kube" {
+				s, kspec := kubeStore(b)
+				spec.Kube = &kspec
+				makeExecutions(b, s, n)
 			} else {
 				s, prefix := etcdStore(b)
 				spec.Prefix, spec.Etcd = prefix, shared.Endpoints()

@@ -29,6 +29,8 @@ var recoveryWays = []struct {
 	{"etcd", "listed", "etcd", "#d62728", false},
 	{"bolt", "read-each", "bbolt, each read again", "#1f77b4", true},
 	{"etcd", "read-each", "etcd, each read again", "#d62728", true},
+	{"kube", "listed", "Kubernetes (ConfigMaps)", "#2ca02c", false},
+	{"kube", "read-each", "Kubernetes, each read again", "#2ca02c", true},
 }
 
 // ErrNoRecovery is what WriteRecoveryPlot returns for a run without
