@@ -14,6 +14,7 @@ import (
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
@@ -252,4 +253,37 @@ func createRetrying(ctx context.Context, p *transition.Persisted[state.Status]) 
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// Past the client's own rate limit a write waits for its turn, and one
+// whose turn would come after its deadline fails at once, writing
+// nothing; it succeeds when tried again once the client allows.
+func TestPastTheClientsRateLimitAWriteWaitsOrFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	cfg := rest.CopyConfig(storeCfg)
+	cfg.QPS, cfg.Burst = 1, 1 // a request a second
+	client, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	const timeout = 300 * time.Millisecond
+	store, err := kube.New(client, kube.Options{Namespace: ns, Timeout: timeout})
+	require.NoError(t, err)
+
+	rec, err := store.Create(bg, storagetest.Sample("ex-1")) // the burst's one token
+	require.NoError(t, err)
+	next := rec
+	next.Reason = "past the limit"
+	began := time.Now()
+	_, err = store.CompareAndSwap(bg, "ex-1", rec.Revision, next)
+	require.Error(t, err, "the client's next turn is a second away, past the call's deadline")
+	require.Less(t, time.Since(began), timeout, "failed at once, not at the deadline")
+	got, err := newStoreIn(t, ns).Get(bg, "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, rec.Revision, got.Revision, "nothing written")
+
+	// With a deadline the turn fits in, the same write waits for it.
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	_, err = store.CompareAndSwap(ctx, "ex-1", rec.Revision, next)
+	require.NoError(t, err)
 }
