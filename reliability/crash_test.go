@@ -68,6 +68,7 @@ func (o announcingOwnership) CompareAndSwap(ctx context.Context, expect uint64, 
 func childStore(spec childSpec) (interface {
 	storage.Store
 	storage.Lister
+	storage.Watcher
 }, func(), error) {
 	if spec.BoltPath != "" {
 		db, err := boltstore.Open(spec.BoltPath, boltstore.Options{Timeout: 10 * time.Second})

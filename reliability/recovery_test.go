@@ -131,6 +131,13 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 		}
 		return reconcile.Result{}, err
 	})
+	// One watch, opened after the listing from the newest revision it
+	// read, feeds the Loop what changes from then on, as a controller's
+	// does; it is open while the heap is measured.
+	events := make(chan string)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	defer func() { stopWatch(); watching.Wait() }()
 	list := func(ctx context.Context) ([]reconcile.Item[string], error) {
 		recs, unreadable, err := store.List(ctx)
 		if err != nil {
@@ -139,6 +146,25 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 		if len(unreadable) > 0 {
 			return nil, fmt.Errorf("%d unreadable records", len(unreadable))
 		}
+		var newest uint64
+		for _, rec := range recs {
+			newest = max(newest, rec.Revision)
+		}
+		changed, err := reconcile.StoreEvents(watchCtx, store, reconcile.StoreEventsOptions{From: newest})
+		if err != nil {
+			return nil, err
+		}
+		watching.Add(1)
+		go func() {
+			defer watching.Done()
+			for id := range changed {
+				select {
+				case events <- id:
+				case <-watchCtx.Done():
+					return
+				}
+			}
+		}()
 		items := make([]reconcile.Item[string], len(recs))
 		mu.Lock()
 		listed, listedAt = recs, make(map[string]int, len(recs))
@@ -151,7 +177,7 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 		return items, nil
 	}
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
-		Reconciler: reconciler, Adopter: adopter, World: list, Resync: -1, Workers: 32,
+		Reconciler: reconciler, Adopter: adopter, World: list, Events: events, Resync: -1, Workers: 32,
 	})
 	if err != nil {
 		return recoveryResult{}, err
@@ -187,6 +213,7 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 	res.MeasureNS = int64(time.Since(measuring))
 	runtime.KeepAlive(handles)
 	runtime.KeepAlive(loop)
+	stopWatch()
 	cancel()
 	if err := <-done; err != nil {
 		return recoveryResult{}, err
@@ -195,6 +222,48 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 		return recoveryResult{}, fmt.Errorf("%d reconciles failed", errs)
 	}
 	return res, nil
+}
+
+// The recovering controller BenchmarkRecovery times, at a size CI
+// affords, on every store: every execution adopted and reconciled once,
+// with its watch open.
+func TestARestartedControllerAdoptsAndReconcilesEveryExecution(t *testing.T) {
+	const n = 300
+	for _, backend := range []string{"bolt", "etcd", "kube"} {
+		t.Run(backend, func(t *testing.T) {
+			res, _ := runRecoveryChild(t, recoveryOver(t, backend, n))
+			require.Equal(t, n, res.Executions, "every execution adopted")
+			require.Equal(t, int64(n), res.Reconciled, "and reconciled once")
+			require.Positive(t, res.HeapBytes)
+		})
+	}
+}
+
+// recoveryOver makes n executions in a new store of backend's and
+// returns the spec of a child that recovers over them.
+func recoveryOver(tb testing.TB, backend string, n int) childSpec {
+	spec := childSpec{Role: "recover"}
+	switch backend {
+	case "bolt":
+		spec.BoltPath = filepath.Join(tb.TempDir(), "db")
+		db, err := boltstore.Open(spec.BoltPath, boltstore.Options{})
+		require.NoError(tb, err)
+		s, err := db.Store("executions")
+		require.NoError(tb, err)
+		makeExecutions(tb, s, n)
+		require.NoError(tb, db.Close()) // the child takes the file's lock
+	case "etcd":
+		s, prefix := etcdStore(tb)
+		spec.Prefix, spec.Etcd = prefix, shared.Endpoints()
+		makeExecutions(tb, s, n)
+	case "kube":
+		s, kspec := kubeStore(tb)
+		spec.Kube = &kspec
+		makeExecutions(tb, s, n)
+	default:
+		tb.Fatalf("no store %q", backend)
+	}
+	return spec
 }
 
 // recoverySizes are the numbers of executions BenchmarkRecovery restarts
@@ -267,24 +336,7 @@ func BenchmarkRecovery(b *testing.B) {
 	for _, size := range recoverySizes(b) {
 		backend, n := size.store, size.n
 		b.Run(fmt.Sprintf("%s/%d", backend, n), func(b *testing.B) {
-			spec := childSpec{Role: "recover"}
-			if backend == "bolt" {
-				spec.BoltPath = filepath.Join(b.TempDir(), "db")
-				db, err := boltstore.Open(spec.BoltPath, boltstore.Options{})
-				require.NoError(b, err)
-				s, err := db.Store("executions")
-				require.NoError(b, err)
-				makeExecutions(b, s, n)
-				require.NoError(b, db.Close()) // the child takes the file's lock
-			} else if backend == "kube" {
-				s, kspec := kubeStore(b)
-				spec.Kube = &kspec
-				makeExecutions(b, s, n)
-			} else {
-				s, prefix := etcdStore(b)
-				spec.Prefix, spec.Etcd = prefix, shared.Endpoints()
-				makeExecutions(b, s, n)
-			}
+			spec := recoveryOver(b, backend, n)
 			for _, readEach := range []bool{false, true} {
 				name := "listed"
 				if readEach {
@@ -356,7 +408,7 @@ func benchmarkRecoveryChild(b *testing.B, spec childSpec, n int, prepare func() 
 
 // makeExecutions creates n executions, 32 at a time, each running with
 // a full default audit trail and the metadata recovery keeps.
-func makeExecutions(b *testing.B, store storage.Store, n int) {
+func makeExecutions(b testing.TB, store storage.Store, n int) {
 	b.Helper()
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	entries := make([]storage.Entry, storage.DefaultHistoryLimit)
@@ -398,7 +450,7 @@ func makeExecutions(b *testing.B, store storage.Store, n int) {
 
 // runRecoveryChild starts a recovering controller and returns what it
 // reported and the time from starting its process until it exited.
-func runRecoveryChild(b *testing.B, spec childSpec) (recoveryResult, time.Duration) {
+func runRecoveryChild(b testing.TB, spec childSpec) (recoveryResult, time.Duration) {
 	b.Helper()
 	raw, err := json.Marshal(spec)
 	require.NoError(b, err)
