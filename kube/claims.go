@@ -7,7 +7,7 @@ import (
 )
 
 // claims remembers, per record, the claim it carried at the last
-// revision this store read or wrote it at. A ConfigMap at a given
+// revision this store read, listed or wrote it at. A ConfigMap at a given
 // resourceVersion never changes, so when a CompareAndSwap expects the
 // revision remembered, the claim it must keep is known without reading
 // the record: the update's resourceVersion precondition makes sure the

@@ -79,3 +79,24 @@ func TestWriteOnARevisionSeenIsOneRequest(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "written by b", got.Reason, "nothing overwritten unseen")
 }
+
+// A record the store listed is one it has seen: a handle given it
+// (Persisted.Observe) writes in one request too.
+func TestWriteOnAListedRevisionIsOneRequest(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	_, err := newStoreIn(t, ns).Create(bg, storagetest.Sample("ex-1"))
+	require.NoError(t, err)
+	client, requests := countingClient(t)
+	a, err := kube.New(client, kube.Options{Namespace: ns})
+	require.NoError(t, err)
+	recs, _, err := a.List(bg)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	next := recs[0]
+	next.Reason = "decided on the listing"
+	requests.Store(0)
+	_, err = a.CompareAndSwap(bg, "ex-1", recs[0].Revision, next)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), requests.Load(), "the update alone")
+}

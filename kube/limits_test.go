@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -132,9 +133,10 @@ func throttle(t *testing.T, ns string, probe kubernetes.Interface, seen *attempt
 // and finishes: every request the server refuses (429, from priority
 // and fairness) is retried only after the Retry-After it said, each
 // call makes a bounded number of attempts (client-go's ten retries,
-// within the store's Timeout), and the Loop drives every execution
-// through every step, exactly once each, while the server keeps
-// refusing the excess.
+// within the store's Timeout), a call that runs out of them is reported
+// to the Loop's observer as the server's refusal or the call's deadline
+// and retried later, and the Loop drives every execution through every
+// step, exactly once each, while the server keeps refusing the excess.
 func TestAtTheAPIServersLimitsTheLoadSlowsDownAndFinishes(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
@@ -158,7 +160,16 @@ func TestAtTheAPIServersLimitsTheLoadSlowsDownAndFinishes(t *testing.T) {
 	var calls atomic.Int64
 	var handles sync.Map
 	finished := make(chan string, executions)
+	var failuresMu sync.Mutex
+	var failures []reconcile.ReconcileEvent[string]
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{Workers: workers, Resync: -1,
+		ReconcileObserver: reconcile.ReconcileObserverFunc[string](func(ev reconcile.ReconcileEvent[string]) {
+			if ev.Err != nil {
+				failuresMu.Lock()
+				failures = append(failures, ev)
+				failuresMu.Unlock()
+			}
+		}),
 		Reconciler: reconcile.ReconcilerFunc[string](func(ctx context.Context, key string) (reconcile.Result, error) {
 			h, ok := handles.Load(key)
 			if !ok {
@@ -229,6 +240,12 @@ func TestAtTheAPIServersLimitsTheLoadSlowsDownAndFinishes(t *testing.T) {
 		// A call is a read, a write and, when the write conflicts, a read:
 		// at most eleven attempts each (client-go's ten retries).
 		require.LessOrEqual(t, n, 3*11, "call %d", call)
+	}
+	// What failed is reported, says why, and comes back.
+	for _, ev := range failures {
+		require.True(t, apierrors.IsTooManyRequests(ev.Err) || errors.Is(ev.Err, context.DeadlineExceeded),
+			"%s failed for a reason other than the server's limit: %v", ev.Key, ev.Err)
+		require.Positive(t, ev.RetryIn, "%s is retried", ev.Key)
 	}
 	for _, key := range keys {
 		rec, err := store.Get(bg, key)

@@ -324,7 +324,7 @@ func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record,
 // ConflictError. The API server compares nothing but the resourceVersion,
 // so the store must know the claim the record carries at expect to refuse
 // a write that would change it. When expect is the resourceVersion this
-// store last read or wrote the record at, it knows (a ConfigMap never
+// store last read, listed or wrote the record at, it knows (a ConfigMap never
 // changes under one resourceVersion) and the write is one round trip;
 // otherwise it reads the record first, and a stale expect costs only that
 // read.
@@ -438,6 +438,9 @@ func (s *Store) list(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 		u.Revision, _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
 		return u
 	})
+	for _, rec := range out {
+		s.claims.remember(rec) // a handle given it (Persisted.Observe) then writes in one request
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	sort.Slice(bad, func(i, j int) bool { return bad[i].ID < bad[j].ID })
 	return out, bad, rv, nil
