@@ -70,7 +70,7 @@ from this run's medians; the notes at the end say why those not met are
 not. The chart is the recovery rows below, drawn from the same run by
 \`bench/cmd/benchreport -plot\`:
 
-![A restarted controller back in line: time against executions, bbolt and etcd](bench/recovery.svg)
+![A restarted controller back in line: time against executions, bbolt, etcd and Kubernetes](bench/recovery.svg)
 
 The design's older targets (\`Allowed\` within 2× of a bare array lookup,
 the Loop's resync ≤ 2× a bare loop, one event costing the same among 1k
