@@ -566,26 +566,11 @@ func TestListPagesThroughManyRecords(t *testing.T) {
 	cl := client(t, shared)
 	n := 2*etcdstore.ListPage + 345    // three pages, the last one short
 	broken := etcdstore.ListPage + 100 // in the middle page
-	ids := make(chan int)
-	errs := make(chan error, 16)
-	for range 16 {
-		go func() {
-			var err error
-			for k := range ids {
-				if err == nil {
-					_, err = s.Create(bg, storagetest.Sample(fmt.Sprintf("ex-%05d", k)))
-				}
-			}
-			errs <- err
-		}()
+	ids := make([]string, n)
+	for k := range ids {
+		ids[k] = fmt.Sprintf("ex-%05d", k)
 	}
-	for k := range n {
-		ids <- k
-	}
-	close(ids)
-	for range 16 {
-		require.NoError(t, <-errs)
-	}
+	storagetest.CreateSamples(t, s, ids...)
 	_, err := cl.Put(bg, s.Prefix()+fmt.Sprintf("records/ex-%05d", broken), "\x01{not a record")
 	require.NoError(t, err)
 

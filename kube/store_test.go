@@ -344,26 +344,11 @@ func TestListPagesThroughManyRecords(t *testing.T) {
 	s := newStoreIn(t, ns)
 	n := 2*kube.ListPageSize + 45   // three pages, the last one short
 	broken := kube.ListPageSize + 7 // in the middle page
-	ids := make(chan int)
-	errs := make(chan error, 16)
-	for range 16 {
-		go func() {
-			var err error
-			for k := range ids {
-				if err == nil {
-					_, err = s.Create(bg, storagetest.Sample(fmt.Sprintf("ex-%05d", k)))
-				}
-			}
-			errs <- err
-		}()
+	ids := make([]string, n)
+	for k := range ids {
+		ids[k] = fmt.Sprintf("ex-%05d", k)
 	}
-	for k := range n {
-		ids <- k
-	}
-	close(ids)
-	for range 16 {
-		require.NoError(t, <-errs)
-	}
+	storagetest.CreateSamples(t, s, ids...)
 	cms := clientset.CoreV1().ConfigMaps(ns)
 	cm, err := cms.Get(bg, s.Name(fmt.Sprintf("ex-%05d", broken)), metav1.GetOptions{})
 	require.NoError(t, err)

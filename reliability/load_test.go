@@ -144,28 +144,7 @@ func TestLoadThroughTheLoopTakesEveryStepExactlyOnce(t *testing.T) {
 //
 //	EXECFSM_LOAD=10000x100 go test ./reliability -run '^$' -bench Load -benchtime 1x
 func BenchmarkLoad(b *testing.B) {
-	executions, steps := 10000, 100
-	if v := os.Getenv("EXECFSM_LOAD"); v != "" {
-		if _, err := fmt.Sscanf(v, "%dx%d", &executions, &steps); err != nil {
-			b.Fatalf("EXECFSM_LOAD=%q: want EXECUTIONSxSTEPS: %v", v, err)
-		}
-	}
-	for _, backend := range []string{"bolt", "etcd"} {
-		b.Run(fmt.Sprintf("%s/%dx%d", backend, executions, steps), func(b *testing.B) {
-			for i := range b.N {
-				var store storage.Store
-				if backend == "bolt" {
-					store = boltStore(b)
-				} else {
-					store, _ = etcdStore(b)
-				}
-				r := runLoad(b, store, fmt.Sprintf("bench-%d", i), executions, steps, 32)
-				b.ReportMetric(float64(r.transitions)/r.elapsed.Seconds(), "transitions/s")
-				b.ReportMetric(float64(r.p(0.5).Microseconds()), "p50-µs")
-				b.ReportMetric(float64(r.p(0.99).Microseconds()), "p99-µs")
-			}
-		})
-	}
+	benchmarkLoad(b, "EXECFSM_LOAD", 10000, 100, "bolt", "etcd")
 }
 
 // BenchmarkLoadKube drives executions × transitions through the Loop on
@@ -177,20 +156,28 @@ func BenchmarkLoad(b *testing.B) {
 //
 //	EXECFSM_LOAD_KUBE=1000x20 go test ./reliability -run '^$' -bench LoadKube -benchtime 1x
 func BenchmarkLoadKube(b *testing.B) {
-	executions, steps := 1000, 20
-	if v := os.Getenv("EXECFSM_LOAD_KUBE"); v != "" {
+	benchmarkLoad(b, "EXECFSM_LOAD_KUBE", 1000, 20, "etcd", "kube")
+}
+
+// benchmarkLoad runs the load on each backend in turn, at the size the
+// environment variable env gives (EXECUTIONSxSTEPS) or the default.
+func benchmarkLoad(b *testing.B, env string, executions, steps int, backends ...string) {
+	if v := os.Getenv(env); v != "" {
 		if _, err := fmt.Sscanf(v, "%dx%d", &executions, &steps); err != nil {
-			b.Fatalf("EXECFSM_LOAD_KUBE=%q: want EXECUTIONSxSTEPS: %v", v, err)
+			b.Fatalf("%s=%q: want EXECUTIONSxSTEPS: %v", env, v, err)
 		}
 	}
-	for _, backend := range []string{"etcd", "kube"} {
+	for _, backend := range backends {
 		b.Run(fmt.Sprintf("%s/%dx%d", backend, executions, steps), func(b *testing.B) {
 			for i := range b.N {
 				var store storage.Store
-				if backend == "kube" {
-					store, _ = kubeStore(b)
-				} else {
+				switch backend {
+				case "bolt":
+					store = boltStore(b)
+				case "etcd":
 					store, _ = etcdStore(b)
+				case "kube":
+					store, _ = kubeStore(b)
 				}
 				r := runLoad(b, store, fmt.Sprintf("bench-%d", i), executions, steps, 32)
 				b.ReportMetric(float64(r.transitions)/r.elapsed.Seconds(), "transitions/s")

@@ -88,6 +88,41 @@ func Sample(id string) storage.Record {
 	}
 }
 
+// CreateSamples creates a [Sample] record for each id, sixteen at a
+// time (a store over a network is slow one by one), and fails t if any
+// creation fails: a store of many records, for tests of listing and
+// paging.
+func CreateSamples(t testing.TB, store storage.Store, ids ...string) {
+	t.Helper()
+	const writers = 16
+	todo := make(chan string)
+	errs := make(chan error, writers)
+	for range writers {
+		go func() {
+			var err error
+			for id := range todo {
+				if err == nil {
+					_, err = store.Create(context.Background(), Sample(id))
+				}
+			}
+			errs <- err
+		}()
+	}
+	for _, id := range ids {
+		todo <- id
+	}
+	close(todo)
+	var failed []error
+	for range writers {
+		if err := <-errs; err != nil {
+			failed = append(failed, err)
+		}
+	}
+	if len(failed) > 0 {
+		t.Fatalf("storagetest: CreateSamples: %v", errors.Join(failed...))
+	}
+}
+
 // mustTrail is for trails made here of entries known to be valid.
 func mustTrail(trail storage.Trail, err error) storage.Trail {
 	if err != nil {
