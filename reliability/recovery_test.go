@@ -41,6 +41,11 @@ type recoveryResult struct {
 	// MeasureNS is how long measuring the heap took, after IdleNS: the
 	// parent takes it off the time it saw.
 	MeasureNS int64 `json:"measure_ns"`
+	// CPU is the CPU time (user and system) the child process used, as
+	// its parent saw it: beside the wall time, it tells a recovery that
+	// worked from one that waited (on its store's server, or on a
+	// machine whose memory or CPU was not there when asked).
+	CPU time.Duration `json:"-"`
 }
 
 // childRecover is a controller starting over the executions of a store:
@@ -373,7 +378,7 @@ const fillLogFrom = 1000
 // executions of spec's store, each after prepare (if any), which
 // returns the bytes of write-ahead log it left to replay.
 func benchmarkRecoveryChild(b *testing.B, spec childSpec, n int, prepare func() int64) {
-	var total, open, list time.Duration
+	var total, open, list, cpu time.Duration
 	var heap uint64
 	var encoded int
 	var logged int64
@@ -391,6 +396,7 @@ func benchmarkRecoveryChild(b *testing.B, spec childSpec, n int, prepare func() 
 		require.Equal(b, n, res.Executions, "every execution adopted")
 		require.Equal(b, int64(n), res.Reconciled, "and reconciled once")
 		total += took
+		cpu += res.CPU
 		open += time.Duration(res.OpenNS)
 		list += time.Duration(res.ListNS)
 	}
@@ -399,6 +405,7 @@ func benchmarkRecoveryChild(b *testing.B, spec childSpec, n int, prepare func() 
 	b.ReportMetric(float64((open / time.Duration(b.N)).Milliseconds()), "open-ms")
 	b.ReportMetric(float64((list / time.Duration(b.N)).Milliseconds()), "list-ms")
 	b.ReportMetric(float64(n)/per.Seconds(), "executions/s")
+	b.ReportMetric(float64((cpu / time.Duration(b.N)).Milliseconds()), "child-cpu-ms")
 	b.ReportMetric(float64(heap)/float64(b.N)/float64(n), "heap-B/execution")
 	b.ReportMetric(float64(encoded), "encoded-B/execution")
 	if prepare != nil {
@@ -465,6 +472,7 @@ func runRecoveryChild(b testing.TB, spec childSpec) (recoveryResult, time.Durati
 	require.NoError(b, err, "the recovering controller")
 	var res recoveryResult
 	require.NoError(b, json.Unmarshal(out, &res), "its report: %s", out)
+	res.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return res, took
 }
 
