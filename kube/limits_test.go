@@ -26,58 +26,6 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// attempt is one HTTP request the store's client sent, as its transport
-// saw it.
-type attempt struct {
-	call       int64 // the store call it belongs to (a Persisted.Apply)
-	sent, came time.Time
-	status     int
-	retryAfter time.Duration // what a 429 said to wait
-	flowSchema string        // the FlowSchema the API server put it in
-}
-
-// callKey carries a call's number in its context to the transport.
-type callKey struct{}
-
-// attempts records every request a client sends.
-type attempts struct {
-	mu  sync.Mutex
-	all []attempt
-}
-
-func (a *attempts) client(t *testing.T, base *rest.Config) kubernetes.Interface {
-	t.Helper()
-	cfg := rest.CopyConfig(base)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			call, _ := r.Context().Value(callKey{}).(int64)
-			at := attempt{call: call, sent: time.Now()}
-			resp, err := rt.RoundTrip(r)
-			at.came = time.Now()
-			if err == nil {
-				at.status = resp.StatusCode
-				at.flowSchema = resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
-				if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil {
-					at.retryAfter = time.Duration(s) * time.Second
-				}
-			}
-			a.mu.Lock()
-			a.all = append(a.all, at)
-			a.mu.Unlock()
-			return resp, err
-		})
-	})
-	client, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	return client
-}
-
-func (a *attempts) snapshot() []attempt {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]attempt(nil), a.all...)
-}
-
 // throttle puts the store user's requests in namespace ns into a
 // priority level of their own that runs ~3 at a time and rejects the
 // rest at once (429), borrowing nothing: an API server at its limit for

@@ -224,6 +224,9 @@ const StatusLabel = "execfsm.io/status"
 // kubectl get jobs -l execfsm.io/relocatable=false.
 const RelocatableLabel = "execfsm.io/relocatable"
 
+// decode reads the record cm holds, a ConfigMap the API server sent, and
+// remembers its claim at its revision: a write this store then makes on
+// that revision need not read it first (claims).
 func (s *Store) decode(id string, cm *corev1.ConfigMap) (storage.Record, error) {
 	var rec storage.Record
 	if got := cm.Annotations[IDAnnotation]; got != id {
@@ -244,6 +247,7 @@ func (s *Store) decode(id string, cm *corev1.ConfigMap) (storage.Record, error) 
 	if rec.Revision, err = s.revisionOf(cm); err != nil {
 		return storage.Record{}, err
 	}
+	s.claims.remember(rec)
 	return rec, nil
 }
 
@@ -284,9 +288,6 @@ func (s *Store) getConfigMap(ctx context.Context, id string) (*corev1.ConfigMap,
 		return nil, storage.Record{}, wrap("Get", id, err)
 	}
 	rec, err := s.decode(id, cm)
-	if err == nil {
-		s.claims.remember(rec)
-	}
 	return cm, rec, err
 }
 
@@ -311,11 +312,7 @@ func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record,
 	case err != nil:
 		return storage.Record{}, wrap("Create", rec.ID, err)
 	}
-	stored, err := s.decode(rec.ID, created)
-	if err == nil {
-		s.claims.remember(stored)
-	}
-	return stored, err
+	return s.decode(rec.ID, created)
 }
 
 // CompareAndSwap implements [storage.Store] with an update carrying
@@ -377,11 +374,7 @@ func (s *Store) update(ctx context.Context, id string, expect uint64, next stora
 	updated, err := s.client.CoreV1().ConfigMaps(s.ns).Update(ctx, cm, metav1.UpdateOptions{})
 	switch {
 	case err == nil:
-		rec, err := s.decode(id, updated)
-		if err == nil {
-			s.claims.remember(rec)
-		}
-		return rec, err
+		return s.decode(id, updated)
 	case apierrors.IsNotFound(err):
 		return storage.Record{}, fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
 	case apierrors.IsConflict(err), apierrors.IsInvalid(err) && expect == 0:
@@ -438,9 +431,6 @@ func (s *Store) list(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 		u.Revision, _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
 		return u
 	})
-	for _, rec := range out {
-		s.claims.remember(rec) // a handle given it (Persisted.Observe) then writes in one request
-	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	sort.Slice(bad, func(i, j int) bool { return bad[i].ID < bad[j].ID })
 	return out, bad, rv, nil
@@ -450,13 +440,6 @@ func (s *Store) list(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 // page's ConfigMapList, or the pages' items together) and the
 // resourceVersion the listing was made at.
 func configMapsOf(obj runtime.Object) ([]*corev1.ConfigMap, string, error) {
-	if list, ok := obj.(*corev1.ConfigMapList); ok {
-		items := make([]*corev1.ConfigMap, len(list.Items))
-		for k := range list.Items {
-			items[k] = &list.Items[k]
-		}
-		return items, list.ResourceVersion, nil
-	}
 	acc, err := meta.ListAccessor(obj)
 	if err != nil {
 		return nil, "", err
