@@ -32,7 +32,7 @@ func decodeCanonical(data []byte) (wireRecord, bool) {
 		d.lit(`,"updated_at":`) && d.time(&w.UpdatedAt) &&
 		d.lit(`,"since":`) && d.time(&w.Since) &&
 		d.optStr(`,"reason":`, &w.Reason) &&
-		d.history(&w.History) &&
+		d.history(&w.trail) &&
 		d.historyLimit(&w.HistoryLimit) &&
 		d.meta(&w.Meta) &&
 		d.lit(`}`) && d.i == len(d.s)
@@ -148,14 +148,17 @@ func (d *canonical) time(out *time.Time) bool {
 	return out.UnmarshalJSON([]byte(d.s[start:d.i])) == nil
 }
 
-// history reads the audit trail, if there is one: omitempty leaves an
-// empty one out.
-func (d *canonical) history(out *[]Entry) bool {
+// history reads the audit trail, if there is one (omitempty leaves an
+// empty one out), and reports false for one that is not a valid trail:
+// encoding/json then decodes it and the record says what is wrong.
+func (d *canonical) history(out *Trail) bool {
 	if !d.peek(`,"history":[`) {
 		return true
 	}
 	d.i += len(`,"history":[`)
-	entries := make([]Entry, 0, DefaultHistoryLimit)
+	// Read into the stack: the trail keeps its entries packed.
+	var room [DefaultHistoryLimit]Entry
+	entries := room[:0]
 	for {
 		var e Entry
 		ok := d.lit(`{"from":`) && d.str(&e.From) &&
@@ -172,8 +175,9 @@ func (d *canonical) history(out *[]Entry) bool {
 		}
 		entries = append(entries, e)
 		if d.lit(`]`) {
-			*out = entries
-			return true
+			trail, err := trailOf(entries)
+			*out = trail
+			return err == nil
 		}
 		if !d.lit(`,`) {
 			return false

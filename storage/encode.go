@@ -7,7 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// appendCanonical appends w as encoding/json's Marshal writes it, byte for
+// appendCanonical appends w, with w.trail for its history, as
+// encoding/json's Marshal writes it (with w.History for it), byte for
 // byte, when every string in it needs no escaping; it reports false
 // otherwise (and for a time Marshal would refuse), and the caller uses
 // encoding/json. TestCanonicalEncodeIsEncodingJSON holds it to Marshal's
@@ -55,7 +56,8 @@ func appendCanonical(b []byte, w *wireRecord) ([]byte, bool) {
 	tm(`,"updated_at":`, w.UpdatedAt)
 	tm(`,"since":`, w.Since)
 	str(`,"reason":`, w.Reason, true)
-	for k, e := range w.History {
+	for k := range w.trail.entries {
+		e := w.trail.entry(k)
 		if k == 0 {
 			b = append(b, `,"history":[`...)
 		} else {
@@ -71,7 +73,7 @@ func appendCanonical(b []byte, w *wireRecord) ([]byte, bool) {
 		b = strconv.AppendUint(append(b, `,"revision":`...), e.Revision, 10)
 		b = append(b, '}')
 	}
-	if len(w.History) > 0 {
+	if w.trail.Len() > 0 {
 		b = append(b, ']')
 	}
 	if w.HistoryLimit != 0 {

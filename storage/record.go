@@ -252,6 +252,27 @@ type wireRecord struct {
 	History      []Entry           `json:"history,omitempty"`
 	HistoryLimit int               `json:"history_limit,omitempty"`
 	Meta         map[string]string `json:"meta,omitempty"`
+	// trail is the history as the fast paths read and write it: the
+	// canonical encoder writes it and the canonical decoder makes it
+	// (History is then nil); encoding/json uses History.
+	trail Trail
+}
+
+// record is the record w holds, and what is wrong with it as a stored
+// record: its trail (the one the canonical decoder made, or its entries
+// as encoding/json decoded them) and its limits.
+func (w *wireRecord) record() (Record, error) {
+	v := Record{ID: w.ID, Status: w.Status, Previous: w.Previous, Revision: w.Revision, Owner: w.Owner,
+		Epoch: w.Epoch, UpdatedAt: w.UpdatedAt, Since: w.Since, Reason: w.Reason, History: w.trail,
+		HistoryLimit: w.HistoryLimit, Meta: w.Meta}
+	var err error
+	if w.History != nil {
+		v.History, err = trailOf(w.History)
+	}
+	if err == nil {
+		err = v.validate()
+	}
+	return v, err
 }
 
 // MarshalBinary encodes r for a store: one format byte, then JSON. It
@@ -274,9 +295,10 @@ func (r Record) appendJSON(dst []byte) ([]byte, error) {
 		return nil, err
 	}
 	w := r.wire()
-	if data, ok := appendCanonical(append(make([]byte, 0, len(dst)+256+320*len(w.History)), dst...), &w); ok {
+	if data, ok := appendCanonical(append(make([]byte, 0, len(dst)+256+320*w.trail.Len()), dst...), &w); ok {
 		return data, nil
 	}
+	w.History = w.trail.Entries()
 	body, err := json.Marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("storage: record %s: %w", quote.Limited(r.ID), err)
@@ -288,7 +310,7 @@ func (r Record) appendJSON(dst []byte) ([]byte, error) {
 func (r *Record) wire() wireRecord {
 	return wireRecord{ID: r.ID, Status: r.Status, Previous: r.Previous, Revision: r.Revision,
 		Owner: r.Owner, Epoch: r.Epoch, UpdatedAt: r.UpdatedAt, Since: r.Since, Reason: r.Reason,
-		History: r.History.entries, HistoryLimit: r.HistoryLimit, Meta: r.Meta}
+		trail: r.History, HistoryLimit: r.HistoryLimit, Meta: r.Meta}
 }
 
 // UnmarshalBinary decodes what MarshalBinary wrote. Anything else (empty
@@ -320,15 +342,10 @@ func (r *Record) DecodeJSON(data []byte) error {
 			return err
 		}
 	}
-	v := Record{ID: w.ID, Status: w.Status, Previous: w.Previous, Revision: w.Revision, Owner: w.Owner,
-		Epoch: w.Epoch, UpdatedAt: w.UpdatedAt, Since: w.Since, Reason: w.Reason, HistoryLimit: w.HistoryLimit, Meta: w.Meta}
-	// validate's own words, not Validate's: "storage: corrupt record:
-	// storage: record …: invalid record: …" says it twice.
-	var err error
-	if v.History, err = trailOf(w.History); err == nil {
-		err = v.validate()
-	}
+	v, err := w.record()
 	if err != nil {
+		// validate's own words, not Validate's: "storage: corrupt record:
+		// storage: record …: invalid record: …" says it twice.
 		return fmt.Errorf("storage: record %s: %w: %v", quote.Limited(v.ID), ErrCorrupt, err)
 	}
 	*r = v

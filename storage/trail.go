@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 )
 
 // Trail is a record's audit trail: its most recent changes, oldest first,
@@ -21,9 +23,42 @@ import (
 // two of every entry (docs/decisions/2026-12-03-trail.md). Trails compare
 // equal with reflect.DeepEqual (and testify's Equal) when their entries
 // do.
+//
+// A trail keeps each entry's times as a store does, without a monotonic
+// clock reading (see [time.Time.Round]): an entry read back from a trail
+// is its entry with At.Round(0).
 type Trail struct {
-	entries []Entry // never modified after the Trail is made; nil when empty
+	// texts are the distinct texts of the entries (statuses, reasons,
+	// actors, owners), sorted: equal entries make equal trails. A full
+	// trail repeats the same few texts sixteen times; trails made one
+	// from the other share them. Never modified once made.
+	texts []string
+	// entries are the entries without their texts and zones: 40 bytes
+	// each and no pointer, where an Entry is 120 bytes with six. A
+	// controller holding 100k records holds 1.6M of them, and paid for
+	// the difference in first touches of memory and in the collector's
+	// marking (docs/decisions/2026-12-06-packed-trail.md). Never
+	// modified after the Trail is made; nil when empty.
+	entries []packedEntry
+	// zones are each entry's At location, nil for UTC; nil when every
+	// entry's is UTC, as every entry a Persisted writes or a store
+	// decodes from a time ending in Z is.
+	zones []*time.Location
 }
+
+// packedEntry is an [Entry] in a [Trail]: its texts are indexes into the
+// trail's texts, its time the seconds and nanoseconds of At (its zone,
+// if not UTC, in the trail's zones).
+type packedEntry struct {
+	epoch, revision                uint64
+	sec                            int64 // At.Unix()
+	nsec                           int32 // At.Nanosecond()
+	from, to, reason, actor, owner uint16
+}
+
+// moves reports whether p records a move (or the creation), not a write
+// in place: distinct texts have distinct indexes.
+func (p *packedEntry) moves() bool { return p.from != p.to }
 
 // NewTrail returns the trail of entries, oldest first. Each entry must
 // obey the record limits (valid UTF-8, bounded lengths) and be at a
@@ -31,24 +66,20 @@ type Trail struct {
 // creation); the error matches [ErrInvalidRecord]. At most [MaxHistory]
 // entries. The trail keeps its own copy of entries.
 func NewTrail(entries ...Entry) (Trail, error) {
-	t, err := trailOf(append([]Entry(nil), entries...))
+	t, err := trailOf(entries)
 	if err != nil {
 		return Trail{}, fmt.Errorf("storage: trail: %w: %v", ErrInvalidRecord, err)
 	}
 	return t, nil
 }
 
-// trailOf is NewTrail taking entries over instead of copying them; the
-// error names no sentinel (decoding adds ErrCorrupt, NewTrail
-// ErrInvalidRecord).
+// trailOf is NewTrail with an error that names no sentinel (decoding adds
+// ErrCorrupt, NewTrail ErrInvalidRecord). entries are not kept.
 func trailOf(entries []Entry) (Trail, error) {
 	if err := checkEntries(entries); err != nil {
 		return Trail{}, err
 	}
-	if len(entries) == 0 {
-		return Trail{}, nil
-	}
-	return Trail{entries: entries}, nil
+	return pack(entries, nil), nil
 }
 
 // checkEntries returns what is wrong with a trail's entries.
@@ -68,6 +99,103 @@ func checkEntries(entries []Entry) error {
 	return nil
 }
 
+// pack returns the trail of entries, which are checked (at most
+// MaxHistory of them). It shares like's texts when they are the texts
+// entries have, as a trail appended to usually has its predecessor's.
+func pack(entries []Entry, like []string) Trail {
+	if len(entries) == 0 {
+		return Trail{}
+	}
+	// The texts in order of first use, each entry's fields as indexes into
+	// them; then sorted, and the indexes mapped. A full trail has a few
+	// distinct texts, found by a linear search that compares the pointers
+	// of equal strings first (decoding makes one copy of each text).
+	var found [5 * DefaultHistoryLimit]string
+	texts := found[:0]
+	var at map[string]uint16 // beyond a few texts, where the search would be slow
+	index := func(s string) uint16 {
+		if at != nil {
+			k, ok := at[s]
+			if !ok {
+				k = uint16(len(texts))
+				texts = append(texts, s)
+				at[s] = k
+			}
+			return k
+		}
+		for k, t := range texts {
+			if t == s {
+				return uint16(k)
+			}
+		}
+		texts = append(texts, s)
+		if len(texts) == 32 {
+			at = make(map[string]uint16, 64)
+			for k, t := range texts {
+				at[t] = uint16(k)
+			}
+		}
+		return uint16(len(texts) - 1)
+	}
+	packed := make([]packedEntry, len(entries))
+	var zones []*time.Location
+	for k := range entries {
+		e := &entries[k]
+		packed[k] = packedEntry{epoch: e.Epoch, revision: e.Revision, sec: e.At.Unix(), nsec: int32(e.At.Nanosecond()),
+			from: index(e.From), to: index(e.To), reason: index(e.Reason), actor: index(e.Actor), owner: index(e.Owner)}
+		if loc := e.At.Location(); loc != time.UTC {
+			if zones == nil {
+				zones = make([]*time.Location, len(entries))
+			}
+			zones[k] = loc
+		}
+	}
+	order := make([]uint16, len(texts)) // first-use index -> sorted index
+	sorted := make([]uint16, len(texts))
+	for k := range sorted {
+		sorted[k] = uint16(k)
+	}
+	slices.SortFunc(sorted, func(a, b uint16) int { return strings.Compare(texts[a], texts[b]) })
+	for k, first := range sorted {
+		order[first] = uint16(k)
+	}
+	if !sameTexts(like, texts, sorted) {
+		like = make([]string, len(texts))
+		for k, first := range sorted {
+			like[k] = texts[first]
+		}
+	}
+	for k := range packed {
+		p := &packed[k]
+		p.from, p.to, p.reason, p.actor, p.owner = order[p.from], order[p.to], order[p.reason], order[p.actor], order[p.owner]
+	}
+	return Trail{texts: like, entries: packed, zones: zones}
+}
+
+// sameTexts reports whether like is texts in the order sorted gives.
+func sameTexts(like, texts []string, sorted []uint16) bool {
+	if len(like) != len(texts) {
+		return false
+	}
+	for k, first := range sorted {
+		if like[k] != texts[first] {
+			return false
+		}
+	}
+	return true
+}
+
+// entry returns the k-th entry.
+func (t Trail) entry(k int) Entry {
+	p := &t.entries[k]
+	at := time.Unix(p.sec, int64(p.nsec)).UTC()
+	if t.zones != nil && t.zones[k] != nil {
+		at = at.In(t.zones[k])
+	}
+	return Entry{From: t.texts[p.from], To: t.texts[p.to], Reason: t.texts[p.reason], Actor: t.texts[p.actor],
+		Owner: t.texts[p.owner], Epoch: p.epoch, At: at, Revision: p.revision}
+}
+
 // Append returns the trail with e added as its newest entry, keeping at
 // most keep entries (1 to [MaxHistory]). When there are more, the entries
 // that record no move go first, oldest first (a metadata-only write, a
@@ -83,39 +211,102 @@ func (t Trail) Append(e Entry, keep int) (Trail, error) {
 	if err := t.checkAppend(e, keep); err != nil {
 		return t, err
 	}
-	next := append(make([]Entry, 0, len(t.entries)+1), t.entries...)
-	return Trail{entries: keepEntries(append(next, e), keep)}, nil
+	return t.appended(e, keep), nil
+}
+
+// appended is Append after its checks.
+func (t Trail) appended(e Entry, keep int) Trail {
+	if p, ok := t.packEntry(e); ok {
+		if entries, ok := t.extend(p, keep, len(t.entries)+1); ok {
+			return Trail{texts: t.texts, entries: entries[:len(entries):len(entries)]}
+		}
+	}
+	all := make([]Entry, 0, len(t.entries)+1)
+	for k := range t.entries {
+		all = append(all, t.entry(k))
+	}
+	return pack(keepEntries(append(all, e), keep), t.texts)
+}
+
+// packEntry returns e as an entry of t, if t has e's texts and e, as
+// every entry of t, is in UTC: the usual case, an entry that records
+// another move between the statuses the trail already has.
+func (t Trail) packEntry(e Entry) (packedEntry, bool) {
+	if len(t.entries) == 0 || t.zones != nil || e.At.Location() != time.UTC {
+		return packedEntry{}, false
+	}
+	p := packedEntry{epoch: e.Epoch, revision: e.Revision, sec: e.At.Unix(), nsec: int32(e.At.Nanosecond())}
+	for _, f := range [...]struct {
+		text string
+		to   *uint16
+	}{{e.From, &p.from}, {e.To, &p.to}, {e.Reason, &p.reason}, {e.Actor, &p.actor}, {e.Owner, &p.owner}} {
+		k, ok := slices.BinarySearch(t.texts, f.text)
+		if !ok {
+			return packedEntry{}, false
+		}
+		*f.to = uint16(k)
+	}
+	return p, true
+}
+
+// extend returns t's entries with p appended, keeping keep, in a new
+// slice with room for room entries, and whether they use every one of
+// t's texts (if not, they are not a trail with t's texts).
+func (t Trail) extend(p packedEntry, keep, room int) ([]packedEntry, bool) {
+	entries := make([]packedEntry, 0, max(room, len(t.entries)+1))
+	entries = keepEntries(append(append(entries, t.entries...), p), keep)
+	unused := len(t.texts)
+	var few [5 * DefaultHistoryLimit]bool
+	var seen []bool
+	if len(t.texts) <= len(few) {
+		seen = few[:len(t.texts)]
+	} else {
+		seen = make([]bool, len(t.texts))
+	}
+	for k := range entries {
+		e := &entries[k]
+		for _, i := range [...]uint16{e.from, e.to, e.reason, e.actor, e.owner} {
+			if !seen[i] {
+				seen[i] = true
+				unused--
+			}
+		}
+	}
+	return entries, unused == 0
 }
 
 // moves reports whether e records a move (or the creation), not a write
 // in place.
-func (e Entry) moves() bool { return e.From != e.To }
+func (e *Entry) moves() bool { return e.From != e.To }
 
 // keepEntries returns the entries a trail keeping keep keeps, in place:
 // all of them when they fit; otherwise it drops the entries that record
 // no move, oldest first, then the oldest moves. The newest entry is
 // always kept.
-func keepEntries(entries []Entry, keep int) []Entry {
+func keepEntries[E any, P interface {
+	*E
+	moves() bool
+}](entries []E, keep int) []E {
 	drop := len(entries) - keep
 	if drop <= 0 {
 		return entries
 	}
 	others := 0 // the entries in place to drop, oldest first
-	for _, e := range entries[:len(entries)-1] {
-		if others < drop && !e.moves() {
+	for k := range entries[:len(entries)-1] {
+		if others < drop && !P(&entries[k]).moves() {
 			others++
 		}
 	}
 	moves := drop - others // the oldest moves to drop as well
 	kept := entries[:0]
-	for k, e := range entries {
-		switch {
+	for k := range entries {
+		switch e := P(&entries[k]); {
 		case k < len(entries)-1 && others > 0 && !e.moves():
 			others--
 		case k < len(entries)-1 && moves > 0 && e.moves():
 			moves--
 		default:
-			kept = append(kept, e)
+			kept = append(kept, entries[k])
 		}
 	}
 	return kept
@@ -129,9 +320,9 @@ func (t Trail) checkAppend(e Entry, keep int) error {
 	if err := e.check(); err != nil {
 		return fmt.Errorf("storage: trail: %w: new entry: %v", ErrInvalidRecord, err)
 	}
-	if last, ok := t.Last(); ok && e.Revision <= last.Revision {
+	if n := len(t.entries); n > 0 && e.Revision <= t.entries[n-1].revision {
 		return fmt.Errorf("storage: trail: %w: new entry at revision %d, not after the newest at %d",
-			ErrInvalidRecord, e.Revision, last.Revision)
+			ErrInvalidRecord, e.Revision, t.entries[n-1].revision)
 	}
 	return nil
 }
@@ -150,8 +341,11 @@ func (t Trail) checkAppend(e Entry, keep int) error {
 // only past the end of everything it has handed out.
 type TrailAppender struct {
 	mu      sync.Mutex
-	backing []Entry // len == cap; entries [0, end) are written
+	backing []packedEntry // len == cap; entries [start, end) are the newest trail's
+	start   int
 	end     int
+	texts   []string // the newest trail's
+	uses    []int32  // how many fields of the newest trail's entries are each of texts
 }
 
 // Append is [Trail.Append], without copying when t is the trail this
@@ -162,21 +356,76 @@ func (a *TrailAppender) Append(t Trail, e Entry, keep int) (Trail, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	n := len(t.entries)
-	// Without a copy: t is the appender's newest trail, and the entry to
-	// drop, if any, is its oldest (the window slides).
-	slides := n < keep || n == keep && (!t.entries[0].moves() || !slices.ContainsFunc(t.entries, func(e Entry) bool { return !e.moves() }))
-	if slides && n > 0 && a.end > 0 && a.end < len(a.backing) && &t.entries[n-1] == &a.backing[a.end-1] {
-		a.backing[a.end] = e
-		a.end++
-		start := a.end - min(n+1, keep)
-		return Trail{entries: a.backing[start:a.end:a.end]}, nil
+	if next, ok := a.slide(t, e, keep); ok {
+		return next, nil
 	}
 	// Room for keep more appends before the next copy.
-	backing := append(make([]Entry, 0, max(n+1, 2*keep)), t.entries...)
-	a.end = len(keepEntries(append(backing, e), keep))
-	a.backing = backing[:cap(backing)]
-	return Trail{entries: a.backing[:a.end:a.end]}, nil
+	room := 2 * keep
+	var texts []string
+	var entries []packedEntry
+	if p, ok := t.packEntry(e); ok {
+		if entries, ok = t.extend(p, keep, room); ok {
+			texts = t.texts
+		}
+	}
+	if texts == nil {
+		next := t.appended(e, keep)
+		if next.zones != nil {
+			return next, nil // slide takes only trails all in UTC
+		}
+		texts, entries = next.texts, append(make([]packedEntry, 0, room), next.entries...)
+	}
+	n := len(entries)
+	a.backing, a.start, a.end, a.texts = entries[:cap(entries)], 0, n, texts
+	a.uses = make([]int32, len(texts))
+	for k := range entries {
+		a.use(&entries[k], 1)
+	}
+	return Trail{texts: texts, entries: entries[:n:n]}, nil
+}
+
+// slide appends e to t without a copy, if t is the appender's newest
+// trail, the entry to drop (if any) is its oldest (the window slides),
+// and the texts the trail has after it are the ones it had: e's are
+// among them, and those of the entry dropped are still used.
+func (a *TrailAppender) slide(t Trail, e Entry, keep int) (Trail, bool) {
+	n := len(t.entries)
+	if n == 0 || n != a.end-a.start || a.end >= len(a.backing) || &t.entries[n-1] != &a.backing[a.end-1] {
+		return Trail{}, false
+	}
+	drops := n == keep
+	if n > keep || drops && t.entries[0].moves() && slices.ContainsFunc(t.entries, func(p packedEntry) bool { return !p.moves() }) {
+		return Trail{}, false // an entry in place goes before the oldest move
+	}
+	p, ok := t.packEntry(e)
+	if !ok {
+		return Trail{}, false
+	}
+	a.use(&p, 1)
+	if drops {
+		oldest := &a.backing[a.start]
+		a.use(oldest, -1)
+		for _, k := range [...]uint16{oldest.from, oldest.to, oldest.reason, oldest.actor, oldest.owner} {
+			if a.uses[k] == 0 {
+				a.use(oldest, 1)
+				a.use(&p, -1)
+				return Trail{}, false
+			}
+		}
+		a.start++
+	}
+	a.backing[a.end] = p
+	a.end++
+	return Trail{texts: a.texts, entries: a.backing[a.start:a.end:a.end]}, true
+}
+
+// use counts p's fields as used delta times more.
+func (a *TrailAppender) use(p *packedEntry, delta int32) {
+	a.uses[p.from] += delta
+	a.uses[p.to] += delta
+	a.uses[p.reason] += delta
+	a.uses[p.actor] += delta
+	a.uses[p.owner] += delta
 }
 
 // Len returns the number of entries.
@@ -187,7 +436,7 @@ func (t Trail) Last() (Entry, bool) {
 	if len(t.entries) == 0 {
 		return Entry{}, false
 	}
-	return t.entries[len(t.entries)-1], true
+	return t.entry(len(t.entries) - 1), true
 }
 
 // Entries returns a copy of the entries, oldest first; nil for the empty
@@ -196,15 +445,19 @@ func (t Trail) Entries() []Entry {
 	if len(t.entries) == 0 {
 		return nil
 	}
-	return append([]Entry(nil), t.entries...)
+	entries := make([]Entry, len(t.entries))
+	for k := range entries {
+		entries[k] = t.entry(k)
+	}
+	return entries
 }
 
 // All yields the entries with their positions, oldest first, without
-// copying them.
+// copying them all.
 func (t Trail) All() iter.Seq2[int, Entry] {
 	return func(yield func(int, Entry) bool) {
-		for k, e := range t.entries {
-			if !yield(k, e) {
+		for k := range t.entries {
+			if !yield(k, t.entry(k)) {
 				return
 			}
 		}
@@ -217,7 +470,7 @@ func (t Trail) MarshalJSON() ([]byte, error) {
 	if len(t.entries) == 0 {
 		return []byte("[]"), nil
 	}
-	return json.Marshal(t.entries)
+	return json.Marshal(t.Entries())
 }
 
 // UnmarshalJSON decodes what MarshalJSON wrote (null is the empty trail)

@@ -116,13 +116,47 @@ func model(held []storage.Entry, e storage.Entry, keep int) []storage.Entry {
 }
 
 // entryGen draws an entry at revision rev: a move, or a write in place
-// (metadata only, a take-over) one time in three.
+// (metadata only, a take-over) one time in three, with texts from a few
+// (so a trail's texts change as entries come and go), now and then an
+// actor of a length of its own, and at a time in UTC or, rarely, in
+// another zone, with or without a monotonic clock reading.
 func entryGen(rt *rapid.T, rev uint64) storage.Entry {
-	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	if rapid.IntRange(0, 2).Draw(rt, "kind") == 0 {
-		return storage.Entry{From: "b", To: "b", Reason: "meta", Revision: rev, At: at}
+	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC).Add(time.Duration(rev) * time.Millisecond)
+	switch rapid.IntRange(0, 9).Draw(rt, "zone") {
+	case 0:
+		at = at.In(time.FixedZone("", 3600)) // unnamed, as JSON brings it back
+	case 1:
+		at = time.Now() // a monotonic reading, which a trail does not keep
 	}
-	return storage.Entry{From: "a", To: "b", Reason: "move", Revision: rev, At: at}
+	e := storage.Entry{From: "a", To: "b", Reason: "move", Revision: rev, At: at,
+		Actor: rapid.SampledFrom([]string{"", "pod-a", "pod-b", strings.Repeat("p", 40)}).Draw(rt, "actor")}
+	if rapid.IntRange(0, 2).Draw(rt, "kind") == 0 {
+		e.From, e.To, e.Reason = "b", "b", rapid.SampledFrom([]string{"meta", "progress"}).Draw(rt, "reason")
+	}
+	return e
+}
+
+// inUTC is entries with their times in UTC.
+func inUTC(entries []storage.Entry) []storage.Entry {
+	out := asStored(entries...)
+	for k := range out {
+		out[k].At = out[k].At.UTC()
+	}
+	return out
+}
+
+// asStored is e as a trail keeps it: its time without a monotonic clock
+// reading.
+func asStored(entries ...storage.Entry) []storage.Entry {
+	if entries == nil {
+		return nil
+	}
+	out := make([]storage.Entry, len(entries))
+	for k, e := range entries {
+		e.At = e.At.Round(0)
+		out[k] = e
+	}
+	return out
 }
 
 // Whatever a sequence of appends does, the trail holds what the model
@@ -145,9 +179,10 @@ func TestTrailAppendProperties(t *testing.T) {
 		if len(want) == 0 {
 			want = nil
 		}
+		want = asStored(want...)
 		require.Equal(rt, want, trail.Entries())
 		if last, ok := trail.Last(); ok {
-			require.Equal(rt, all[len(all)-1], last)
+			require.Equal(rt, asStored(all[len(all)-1])[0], last)
 		}
 		var seen int
 		for k, e := range trail.All() {
@@ -155,6 +190,14 @@ func TestTrailAppendProperties(t *testing.T) {
 			seen++
 		}
 		require.Equal(rt, len(want), seen)
+		made, err := storage.NewTrail(want...)
+		require.NoError(rt, err)
+		require.Equal(rt, made, trail, "equal entries make equal trails, however they were made")
+		raw, err := json.Marshal(trail)
+		require.NoError(rt, err)
+		var back storage.Trail
+		require.NoError(rt, json.Unmarshal(raw, &back))
+		require.Equal(rt, inUTC(want), inUTC(back.Entries()), "a trail survives its JSON (which keeps offsets, not zones)")
 	})
 }
 
@@ -189,6 +232,7 @@ func TestTrailAppenderMatchesAppendAndChangesNoTrail(t *testing.T) {
 			got, gerr := a.Append(base, e, keep)
 			require.Equal(rt, werr == nil, gerr == nil)
 			require.Equal(rt, want.Entries(), got.Entries())
+			require.Equal(rt, want, got, "equal entries make equal trails")
 			made, snapshots = append(made, got), append(snapshots, got.Entries())
 			for i, tr := range made {
 				require.Equal(rt, snapshots[i], tr.Entries(), "trail %d changed after it was made", i)
