@@ -248,3 +248,21 @@ func TestCanonicalEncodeIsEncodingJSON(t *testing.T) {
 		}
 	})
 }
+
+// The encoder's buffer is sized once for a record as a controller
+// writes it: the hint covers the encoding, and not by twice over.
+func TestEncodedSizeHintFitsTheRecord(t *testing.T) {
+	var rec Record
+	require.NoError(t, rec.UnmarshalBinary(append([]byte{recordFormatJSON}, sampleEncoded(t)...)))
+	at := time.Date(2026, 12, 3, 16, 41, 37, 123456789, time.UTC)
+	var err error
+	for k := range DefaultHistoryLimit {
+		rec.History, err = rec.History.Append(Entry{From: "running", To: "paused", Reason: "operator request",
+			Actor: "controller-7f9c", Owner: "controller-7f9c", Epoch: 1 << 40, At: at, Revision: 1<<40 + uint64(k)}, DefaultHistoryLimit)
+		require.NoError(t, err)
+	}
+	data, err := rec.MarshalBinary()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, rec.encodedSizeHint(), len(data)-1)
+	require.Less(t, rec.encodedSizeHint(), 2*len(data))
+}
