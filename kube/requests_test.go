@@ -25,7 +25,7 @@ type attempt struct {
 // callKey carries a call's number in its context to the transport.
 type callKey struct{}
 
-// attempts records every request a client made with it sends.
+// attempts records every request sent by a client its client method made.
 type attempts struct {
 	mu  sync.Mutex
 	all []attempt

@@ -316,8 +316,10 @@ func (r *Record) encodedSizeHint() int {
 	n := recordKeys + len(r.ID) + len(r.Status) + len(r.Previous) + len(r.Owner) + len(r.Reason)
 	t := &r.History
 	for k := range t.entries {
-		e := &t.entries[k]
-		n += entryKeys + len(t.texts[e.from]) + len(t.texts[e.to]) + len(t.texts[e.reason]) + len(t.texts[e.actor]) + len(t.texts[e.owner])
+		n += entryKeys
+		for _, i := range t.entries[k].fields() {
+			n += len(t.texts[i])
+		}
 	}
 	for k, v := range r.Meta {
 		n += metaKeys + len(k) + len(v)

@@ -60,6 +60,9 @@ type packedEntry struct {
 // in place: distinct texts have distinct indexes.
 func (p *packedEntry) moves() bool { return p.from != p.to }
 
+// fields returns the indexes of p's texts.
+func (p *packedEntry) fields() [5]uint16 { return [5]uint16{p.from, p.to, p.reason, p.actor, p.owner} }
+
 // NewTrail returns the trail of entries, oldest first. Each entry must
 // obey the record limits (valid UTF-8, bounded lengths) and be at a
 // higher revision than the one before it (the first may be at 0, the
@@ -221,6 +224,12 @@ func (t Trail) appended(e Entry, keep int) Trail {
 			return Trail{texts: t.texts, entries: entries[:len(entries):len(entries)]}
 		}
 	}
+	return t.repacked(e, keep)
+}
+
+// repacked is appended when the trail's texts change (or a zone is not
+// UTC): the entries rebuilt, e appended, packed again.
+func (t Trail) repacked(e Entry, keep int) Trail {
 	all := make([]Entry, 0, len(t.entries)+1)
 	for k := range t.entries {
 		all = append(all, t.entry(k))
@@ -264,8 +273,7 @@ func (t Trail) extend(p packedEntry, keep, room int) ([]packedEntry, bool) {
 		seen = make([]bool, len(t.texts))
 	}
 	for k := range entries {
-		e := &entries[k]
-		for _, i := range [...]uint16{e.from, e.to, e.reason, e.actor, e.owner} {
+		for _, i := range entries[k].fields() {
 			if !seen[i] {
 				seen[i] = true
 				unused--
@@ -356,20 +364,23 @@ func (a *TrailAppender) Append(t Trail, e Entry, keep int) (Trail, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if next, ok := a.slide(t, e, keep); ok {
-		return next, nil
+	p, packs := t.packEntry(e)
+	if packs {
+		if next, ok := a.slide(t, p, keep); ok {
+			return next, nil
+		}
 	}
 	// Room for keep more appends before the next copy.
 	room := 2 * keep
 	var texts []string
 	var entries []packedEntry
-	if p, ok := t.packEntry(e); ok {
-		if entries, ok = t.extend(p, keep, room); ok {
-			texts = t.texts
+	if packs {
+		if extended, ok := t.extend(p, keep, room); ok {
+			texts, entries = t.texts, extended
 		}
 	}
 	if texts == nil {
-		next := t.appended(e, keep)
+		next := t.repacked(e, keep)
 		if next.zones != nil {
 			return next, nil // slide takes only trails all in UTC
 		}
@@ -384,11 +395,11 @@ func (a *TrailAppender) Append(t Trail, e Entry, keep int) (Trail, error) {
 	return Trail{texts: texts, entries: entries[:n:n]}, nil
 }
 
-// slide appends e to t without a copy, if t is the appender's newest
-// trail, the entry to drop (if any) is its oldest (the window slides),
-// and the texts the trail has after it are the ones it had: e's are
-// among them, and those of the entry dropped are still used.
-func (a *TrailAppender) slide(t Trail, e Entry, keep int) (Trail, bool) {
+// slide appends p (an entry packed with t's texts) to t without a copy,
+// if t is the appender's newest trail, the entry to drop (if any) is its
+// oldest (the window slides), and the texts the trail has after it are
+// the ones it had: those of the entry dropped are still used.
+func (a *TrailAppender) slide(t Trail, p packedEntry, keep int) (Trail, bool) {
 	n := len(t.entries)
 	if n == 0 || n != a.end-a.start || a.end >= len(a.backing) || &t.entries[n-1] != &a.backing[a.end-1] {
 		return Trail{}, false
@@ -397,15 +408,11 @@ func (a *TrailAppender) slide(t Trail, e Entry, keep int) (Trail, bool) {
 	if n > keep || drops && t.entries[0].moves() && slices.ContainsFunc(t.entries, func(p packedEntry) bool { return !p.moves() }) {
 		return Trail{}, false // an entry in place goes before the oldest move
 	}
-	p, ok := t.packEntry(e)
-	if !ok {
-		return Trail{}, false
-	}
 	a.use(&p, 1)
 	if drops {
 		oldest := &a.backing[a.start]
 		a.use(oldest, -1)
-		for _, k := range [...]uint16{oldest.from, oldest.to, oldest.reason, oldest.actor, oldest.owner} {
+		for _, k := range oldest.fields() {
 			if a.uses[k] == 0 {
 				a.use(oldest, 1)
 				a.use(&p, -1)
@@ -421,11 +428,9 @@ func (a *TrailAppender) slide(t Trail, e Entry, keep int) (Trail, bool) {
 
 // use counts p's fields as used delta times more.
 func (a *TrailAppender) use(p *packedEntry, delta int32) {
-	a.uses[p.from] += delta
-	a.uses[p.to] += delta
-	a.uses[p.reason] += delta
-	a.uses[p.actor] += delta
-	a.uses[p.owner] += delta
+	for _, k := range p.fields() {
+		a.uses[k] += delta
+	}
 }
 
 // Len returns the number of entries.
