@@ -187,7 +187,7 @@ func (s *Store) takeOver(ctx context.Context, id string, lease storage.Lease, gr
 		if err != nil {
 			return nil, storage.Record{}, 0, err
 		}
-		value, err := encode(next)
+		value, buf, err := s.encode(next)
 		if err != nil {
 			return nil, storage.Record{}, 0, err
 		}
@@ -198,6 +198,7 @@ func (s *Store) takeOver(ctx context.Context, id string, lease storage.Lease, gr
 				clientv3.OpPut(key, value), clientv3.OpPut(claimKey, encodeClaim(next.Owner, next.Epoch))).
 			Else(clientv3.OpGet(ownerKey)).
 			Commit()
+		s.release(buf)
 		if err != nil {
 			return nil, storage.Record{}, 0, wrap("Acquire", id, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -50,6 +51,9 @@ type Store struct {
 	claims  string // prefix + "claims/": epoch/owner of each record
 	timeout time.Duration
 	backlog int
+	// buffers are encode's (*[]byte); a pointer, so that Store stays
+	// comparable, nil in a zero Store.
+	buffers *sync.Pool
 }
 
 var (
@@ -82,7 +86,8 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 		opts.WatchBacklog = DefaultWatchBacklog
 	}
 	return &Store{client: client, prefix: opts.Prefix, records: opts.Prefix + "records/",
-		owners: opts.Prefix + "owners/", claims: opts.Prefix + "claims/", timeout: opts.Timeout, backlog: opts.WatchBacklog}, nil
+		owners: opts.Prefix + "owners/", claims: opts.Prefix + "claims/", timeout: opts.Timeout, backlog: opts.WatchBacklog,
+		buffers: new(sync.Pool)}, nil
 }
 
 func (s *Store) call(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
@@ -143,12 +148,40 @@ func (s *Store) decode(id string, value []byte, modRevision int64) (storage.Reco
 	return rec, nil
 }
 
-func encode(rec storage.Record) (string, error) {
+// encode encodes rec for a write into a buffer of the store's and returns
+// it as the string the client takes, a view of the buffer (no copy), with
+// the buffer, which release hands back once the write is done. The client
+// copies a value into its request as it builds it (clientv3.OpPut), and
+// nothing holds the request after the call returns: a write allocates no
+// buffer of its record's size (3.4 KB with a full trail) for the
+// collector to find, and encodes into memory the last write touched.
+func (s *Store) encode(rec storage.Record) (string, *[]byte, error) {
+	var buf *[]byte
+	if s.buffers != nil {
+		buf, _ = s.buffers.Get().(*[]byte)
+	}
+	if buf == nil {
+		buf = new([]byte)
+	}
 	rec.Revision = 0 // etcd's ModRevision is the revision; do not store a stale copy
-	data, err := rec.MarshalBinary()
-	// The client takes the value as a string: a view of data, which
-	// nothing writes to once encoded, instead of a second copy of it.
-	return unsafe.String(unsafe.SliceData(data), len(data)), err
+	data, err := rec.AppendBinary((*buf)[:0])
+	if err != nil {
+		s.release(buf)
+		return "", nil, err
+	}
+	*buf = data
+	return unsafe.String(unsafe.SliceData(data), len(data)), buf, nil
+}
+
+// release hands back a buffer of encode once the write is done, unless
+// it grew past what most records need: a record with a long reason in
+// every entry of a long trail is rare, and its buffer is left to the
+// collector rather than held.
+func (s *Store) release(buf *[]byte) {
+	const maxPooledBytes = 64 << 10
+	if s.buffers != nil && cap(*buf) <= maxPooledBytes {
+		s.buffers.Put(buf)
+	}
 }
 
 // Get implements [storage.Store]. An id no record can have (empty,
@@ -183,10 +216,11 @@ func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record,
 		return storage.Record{}, err
 	}
 	defer cancel()
-	value, err := encode(rec)
+	value, buf, err := s.encode(rec)
 	if err != nil {
 		return storage.Record{}, err
 	}
+	defer s.release(buf)
 	key := s.recordKey(rec.ID)
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -214,16 +248,18 @@ func (s *Store) compareAndSwap(ctx context.Context, id string, expect uint64, ne
 	if next.ID != id {
 		return storage.Record{}, fmt.Errorf("etcdstore: CompareAndSwap %q: %w: record id is %q", id, storage.ErrInvalidRecord, next.ID)
 	}
-	value, err := encode(next) // validates it
+	value, buf, err := s.encode(next) // validates it
 	if err != nil {
 		return storage.Record{}, err
 	}
+	defer s.release(buf)
 	ctx, cancel, err := s.call(ctx, "CompareAndSwap")
 	if err != nil {
 		return storage.Record{}, err
 	}
 	defer cancel()
-	key, claimKey, ownerKey := s.recordKey(id), s.claimKey(id), s.ownerKey(id)
+	part := keyPart(id)
+	key, claimKey := s.records+part, s.claims+part
 	claim := encodeClaim(next.Owner, next.Epoch)
 	// CreateRevision > 0: a compare-and-swap never creates, even at
 	// expected revision 0 (ModRevision of a missing key). The claim key
@@ -231,16 +267,23 @@ func (s *Store) compareAndSwap(ctx context.Context, id string, expect uint64, ne
 	// changing them, without reading the record first. An owner's write
 	// also compares the ownership key's lease: a missing key compares
 	// as lease 0, so a write whose lease is gone is never applied.
+	// On a failure the record and the claim key are read back to say why,
+	// and the ownership key too for an owner's write: a write without one
+	// sends no more than it needs (every write is one round trip, and its
+	// request is built and parsed on every call).
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), ">", 0),
 		clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect)),
 		clientv3.Compare(clientv3.Value(claimKey), "=", claim)}
+	reads := []clientv3.Op{clientv3.OpGet(key), clientv3.OpGet(claimKey)}
 	if lease != clientv3.NoLease {
+		ownerKey := s.owners + part
 		cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(ownerKey), "=", lease))
+		reads = append(reads, clientv3.OpGet(ownerKey))
 	}
 	resp, err := s.client.Txn(ctx).
 		If(cmps...).
 		Then(clientv3.OpPut(key, value)).
-		Else(clientv3.OpGet(key), clientv3.OpGet(claimKey), clientv3.OpGet(ownerKey)).
+		Else(reads...).
 		Commit()
 	if err != nil {
 		return storage.Record{}, wrap("CompareAndSwap", id, err)

@@ -56,21 +56,34 @@ func appendCanonical(b []byte, w *wireRecord) ([]byte, bool) {
 	tm(`,"updated_at":`, w.UpdatedAt)
 	tm(`,"since":`, w.Since)
 	str(`,"reason":`, w.Reason, true)
+	// A trail's texts are each checked once, not once an entry: a full
+	// trail repeats the same few sixteen times.
+	texts := w.trail.texts
+	for _, v := range texts {
+		if !plain(v) {
+			return b, false
+		}
+	}
+	text := func(key string, i uint16, omitEmpty bool) {
+		if v := texts[i]; !omitEmpty || v != "" {
+			b = append(append(append(append(b, key...), '"'), v...), '"')
+		}
+	}
 	for k := range w.trail.entries {
-		e := w.trail.entry(k)
+		e := &w.trail.entries[k]
 		if k == 0 {
 			b = append(b, `,"history":[`...)
 		} else {
 			b = append(b, ',')
 		}
-		str(`{"from":`, e.From, false)
-		str(`,"to":`, e.To, false)
-		str(`,"reason":`, e.Reason, true)
-		str(`,"actor":`, e.Actor, true)
-		str(`,"owner":`, e.Owner, true)
-		b = strconv.AppendUint(append(b, `,"epoch":`...), e.Epoch, 10)
-		tm(`,"at":`, e.At)
-		b = strconv.AppendUint(append(b, `,"revision":`...), e.Revision, 10)
+		text(`{"from":`, e.from, false)
+		text(`,"to":`, e.to, false)
+		text(`,"reason":`, e.reason, true)
+		text(`,"actor":`, e.actor, true)
+		text(`,"owner":`, e.owner, true)
+		b = strconv.AppendUint(append(b, `,"epoch":`...), e.epoch, 10)
+		tm(`,"at":`, w.trail.at(k))
+		b = strconv.AppendUint(append(b, `,"revision":`...), e.revision, 10)
 		b = append(b, '}')
 	}
 	if w.trail.Len() > 0 {

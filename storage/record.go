@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -278,7 +279,20 @@ func (w *wireRecord) record() (Record, error) {
 // MarshalBinary encodes r for a store: one format byte, then JSON. It
 // validates r first, so nothing a store writes is unreadable.
 func (r Record) MarshalBinary() ([]byte, error) {
-	return r.appendJSON([]byte{recordFormatJSON})
+	data, err := r.appendJSON(nil, true)
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// AppendBinary appends r's encoding, as [Record.MarshalBinary] returns
+// it, to b and returns the extended slice; it implements
+// [encoding.BinaryAppender]. A store that encodes every write into a
+// buffer it reuses saves allocating, touching and collecting a buffer
+// of the record's size a write. On an error b is returned as it was.
+func (r Record) AppendBinary(b []byte) ([]byte, error) {
+	return r.appendJSON(b, true)
 }
 
 // EncodeJSON encodes r as a JSON document, for a store that keeps records
@@ -286,24 +300,34 @@ func (r Record) MarshalBinary() ([]byte, error) {
 // writes after its format byte. It validates r first, as MarshalBinary
 // does. DecodeJSON reads it back.
 func (r Record) EncodeJSON() ([]byte, error) {
-	return r.appendJSON(nil)
-}
-
-// appendJSON validates r and appends its JSON document to dst.
-func (r Record) appendJSON(dst []byte) ([]byte, error) {
-	if err := r.Validate(); err != nil {
+	data, err := r.appendJSON(nil, false)
+	if err != nil {
 		return nil, err
 	}
+	return data, nil
+}
+
+// appendJSON validates r and appends its JSON document to b, after the
+// format byte if format is set; on an error it returns b as it was.
+func (r Record) appendJSON(b []byte, format bool) ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return b, err
+	}
+	n := len(b)
+	b = slices.Grow(b, 1+r.encodedSizeHint())
+	if format {
+		b = append(b, recordFormatJSON)
+	}
 	w := r.wire()
-	if data, ok := appendCanonical(append(make([]byte, 0, len(dst)+r.encodedSizeHint()), dst...), &w); ok {
+	if data, ok := appendCanonical(b, &w); ok {
 		return data, nil
 	}
 	w.History = w.trail.Entries()
 	body, err := json.Marshal(w)
 	if err != nil {
-		return nil, fmt.Errorf("storage: record %s: %w", quote.Limited(r.ID), err)
+		return b[:n], fmt.Errorf("storage: record %s: %w", quote.Limited(r.ID), err)
 	}
-	return append(dst, body...), nil
+	return append(b, body...), nil
 }
 
 // encodedSizeHint is at least the size of r's canonical JSON when its

@@ -55,6 +55,34 @@ func TestRecordEncodingRefusesInvalidRecords(t *testing.T) {
 	require.ErrorIs(t, err, storage.ErrInvalidRecord)
 }
 
+// AppendBinary is MarshalBinary after whatever the buffer holds, through
+// the fast encoder and through encoding/json alike, and leaves the buffer
+// as it was when it refuses the record.
+func TestRecordAppendBinaryIsMarshalBinaryAfterTheBuffer(t *testing.T) {
+	plain := storagetest.Sample("ex-1")
+	// encoding/json escapes <, > and quotes: in the record's own texts,
+	// and in its trail's alone.
+	escaped := storagetest.Sample("ex-<2>")
+	escaped.Reason = "a \"quoted\" reason"
+	inTrail := storagetest.Sample("ex-3")
+	var err error
+	inTrail.History, err = inTrail.History.Append(storage.Entry{From: "running", To: "paused", Reason: "x < y",
+		At: inTrail.UpdatedAt, Revision: 1}, storage.DefaultHistoryLimit)
+	require.NoError(t, err)
+	for _, rec := range []storage.Record{plain, escaped, inTrail} {
+		want, err := rec.MarshalBinary()
+		require.NoError(t, err)
+		for _, prefix := range [][]byte{nil, []byte("key="), append(make([]byte, 0, 8192), "roomy"...)} {
+			got, err := rec.AppendBinary(bytes.Clone(prefix))
+			require.NoError(t, err)
+			require.Equal(t, string(prefix)+string(want), string(got))
+		}
+	}
+	got, err := storagetest.Sample("").AppendBinary([]byte("kept"))
+	require.ErrorIs(t, err, storage.ErrInvalidRecord)
+	require.Equal(t, "kept", string(got))
+}
+
 func TestRecordDecodingRefusesCorruptOrForeignBytes(t *testing.T) {
 	good, err := storagetest.Sample("ex-1").MarshalBinary()
 	require.NoError(t, err)

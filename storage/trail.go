@@ -191,12 +191,18 @@ func sameTexts(like, texts []string, sorted []uint16) bool {
 // entry returns the k-th entry.
 func (t Trail) entry(k int) Entry {
 	p := &t.entries[k]
+	return Entry{From: t.texts[p.from], To: t.texts[p.to], Reason: t.texts[p.reason], Actor: t.texts[p.actor],
+		Owner: t.texts[p.owner], Epoch: p.epoch, At: t.at(k), Revision: p.revision}
+}
+
+// at returns the k-th entry's At.
+func (t Trail) at(k int) time.Time {
+	p := &t.entries[k]
 	at := time.Unix(p.sec, int64(p.nsec)).UTC()
 	if t.zones != nil && t.zones[k] != nil {
 		at = at.In(t.zones[k])
 	}
-	return Entry{From: t.texts[p.from], To: t.texts[p.to], Reason: t.texts[p.reason], Actor: t.texts[p.actor],
-		Owner: t.texts[p.owner], Epoch: p.epoch, At: at, Revision: p.revision}
+	return at
 }
 
 // Append returns the trail with e added as its newest entry, keeping at
