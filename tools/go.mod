@@ -6,6 +6,8 @@ require golang.org/x/mod v0.43.0
 
 require golang.org/x/sys v0.50.0
 
+require go.uber.org/goleak v1.3.0
+
 require (
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.5 // indirect

@@ -18,6 +18,9 @@
 //	go run ./tools/testall              # from the repository root
 //	go run ./tools/testall -run Lease   # flags go to every go test
 //
+// It tests two modules at a time (EXECFSM_TESTALL_PARALLEL=1 for one
+// after another) and prints each module's output whole when it ends.
+//
 // Interrupting it stops every process it started, and any a test left
 // behind (on Linux testall adopts orphans and kills them).
 package main
@@ -28,13 +31,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -125,15 +131,18 @@ func run(ctx context.Context, testFlags []string) error {
 		return fmt.Errorf("installation: %w", err)
 	}
 
-	var failed []string
-	for _, m := range mods {
-		step(fmt.Sprintf("%s, on its own go.mod", m.path))
-		if err := testModule(ctx, tmp, m, env, testFlags); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			failed = append(failed, m.path)
-		}
+	lanes, err := parallelModules()
+	if err != nil {
+		return err
+	}
+	failed := testModules(ctx, os.Stderr, mods, lanes, func(m mod, w io.Writer) error {
+		return testModule(ctx, tmp, m, env, testFlags, w)
+	})
+	if left := killOrphans(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "testall: the module tests left processes behind, killed: %s\n", strings.Join(left, ", "))
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("tests failed in %s", strings.Join(failed, ", "))
@@ -141,8 +150,92 @@ func run(ctx context.Context, testFlags []string) error {
 	return nil
 }
 
-func step(what string) {
-	fmt.Fprintf(os.Stderr, "\n== %s  [%s]\n", what, time.Now().Format("15:04:05"))
+// parallelEnv names the number of modules tested at once (default 2).
+const parallelEnv = "EXECFSM_TESTALL_PARALLEL"
+
+// parallelModules is the number of modules tested at once: most of a
+// module's test time is waiting (fsyncs, an API server, child
+// processes), and one package dominates most modules, so two modules
+// side by side use the two cores CI has where one left one idle (CI
+// took 14 minutes warm one module after another).
+func parallelModules() (int, error) {
+	raw := os.Getenv(parallelEnv)
+	if raw == "" {
+		return 2, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q: want a number of modules, at least 1", parallelEnv, raw)
+	}
+	return n, nil
+}
+
+// testModules runs test over every module, lanes at a time, in the
+// order given, and returns the paths of those that failed. Each
+// module's output is kept and written to w whole when it ends, under a
+// header saying how it went, so that two modules' lines never mix.
+func testModules(ctx context.Context, w io.Writer, mods []mod, lanes int, test func(mod, io.Writer) error) []string {
+	type outcome struct {
+		m      mod
+		output []byte
+		err    error
+		took   time.Duration
+	}
+	w = &lockedWriter{w: w} // the lanes write their headers as they start
+	todo := make(chan mod)
+	done := make(chan outcome)
+	var workers sync.WaitGroup
+	for range lanes {
+		workers.Go(func() {
+			for m := range todo {
+				stepTo(w, fmt.Sprintf("%s, on its own go.mod: started", m.path))
+				start := time.Now()
+				var out bytes.Buffer
+				err := test(m, &out)
+				done <- outcome{m, out.Bytes(), err, time.Since(start)}
+			}
+		})
+	}
+	go func() {
+		defer close(todo)
+		for _, m := range mods {
+			select {
+			case todo <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { workers.Wait(); close(done) }()
+	var failed []string
+	for o := range done {
+		stepTo(w, fmt.Sprintf("%s, on its own go.mod: %s after %s", o.m.path, verdict(o.err), o.took.Round(time.Second)))
+		_, _ = w.Write(o.output)
+		if o.err != nil {
+			fmt.Fprintln(w, "testall:", o.err)
+			failed = append(failed, o.m.path)
+		}
+	}
+	return failed
+}
+
+// lockedWriter is a writer for several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func step(what string) { stepTo(os.Stderr, what) }
+
+// stepTo writes the header of a step to w, in one Write.
+func stepTo(w io.Writer, what string) {
+	fmt.Fprintf(w, "\n== %s  [%s]\n", what, time.Now().Format("15:04:05"))
 }
 
 // workspaceModules lists the modules of go.work, the root first.
@@ -272,7 +365,7 @@ func removeReadOnly(dir string) error {
 // go.mod's replaces of this repository's modules, which point at the
 // sibling directories: the tests get the siblings from the proxy, packed
 // as users will get them.
-func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string) error {
+func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string, w io.Writer) error {
 	name := strings.ReplaceAll(strings.TrimPrefix(m.path, repoPrefix), "/", "_")
 	modFile := filepath.Join(tmp, "root"+name+".mod")
 	if err := copyWithoutOwnReplaces(filepath.Join(m.dir, "go.mod"), modFile); err != nil {
@@ -286,7 +379,7 @@ func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string)
 		return err
 	}
 	args := append([]string{"test", "-race", "-timeout", testTimeout, "-modfile=" + modFile}, testFlags...)
-	if err := stream(ctx, m.dir, env, "go", append(args, "./...")...); err != nil {
+	if err := runTo(ctx, w, m.dir, env, "go", append(args, "./...")...); err != nil {
 		return err
 	}
 	if m.path != repoPrefix {
@@ -296,7 +389,7 @@ func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string)
 	// compiled back in by a build tag of its own.
 	for _, tag := range reintroducedBugs {
 		tagged := append(slices.Clone(args), "-tags", tag, "-run", "^TestReintroduced", "./recovery/fleettest")
-		if err := stream(ctx, m.dir, env, "go", tagged...); err != nil {
+		if err := runTo(ctx, w, m.dir, env, "go", tagged...); err != nil {
 			return fmt.Errorf("the fleet explorer with %s: %w", tag, err)
 		}
 	}
@@ -507,10 +600,22 @@ func stream(ctx context.Context, dir string, env []string, name string, args ...
 	cmd := command(ctx, dir, env, name, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	err := cmd.Run()
+	// Nothing else testall started is running: every child left is an
+	// orphan.
 	if left := killOrphans(); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "testall: %s %s left processes behind, killed: %s\n", name, strings.Join(args, " "), strings.Join(left, ", "))
 	}
 	return err
+}
+
+// runTo runs a command with its output, and the command line, going to
+// w. It leaves the orphans to its caller: other commands may be running
+// beside it, whose detached children must not be taken for a leak.
+func runTo(ctx context.Context, w io.Writer, dir string, env []string, name string, args ...string) error {
+	fmt.Fprintf(w, "$ %s %s\n", name, strings.Join(args, " "))
+	cmd := command(ctx, dir, env, name, args...)
+	cmd.Stdout, cmd.Stderr = w, w
+	return cmd.Run()
 }
 
 // output runs a command and returns its standard output; its standard

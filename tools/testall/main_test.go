@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 func TestWithoutOwnSumsDropsOnlyThisRepositorysModules(t *testing.T) {
@@ -112,3 +119,62 @@ func TestTheReadmesPackageTablesAreTheTree(t *testing.T) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, tree, listed)
 }
+
+// Modules are tested side by side, and each one's output comes out whole
+// under a header saying how it went.
+func TestModulesRunSideBySideAndTheirOutputsDoNotMix(t *testing.T) {
+	mods := []mod{{path: "a"}, {path: "b"}, {path: "c"}}
+	bothStarted := make(chan struct{}, 2)
+	var out bytes.Buffer
+	failed := testModules(context.Background(), &out, mods, 2, func(m mod, w io.Writer) error {
+		if m.path != "c" {
+			// a and b wait for each other: with one lane at a time
+			// this would time out.
+			bothStarted <- struct{}{}
+			deadline := time.After(10 * time.Second)
+			for len(bothStarted) < 2 {
+				select {
+				case <-deadline:
+					return errors.New("the other module never started beside this one")
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+		for k := range 3 {
+			fmt.Fprintf(w, "%s line %d\n", m.path, k)
+			time.Sleep(time.Millisecond)
+		}
+		if m.path == "b" {
+			return errors.New("b failed")
+		}
+		return nil
+	})
+	require.Equal(t, []string{"b"}, failed)
+	text := out.String()
+	for _, m := range mods {
+		require.Contains(t, text, m.path+" line 0\n"+m.path+" line 1\n"+m.path+" line 2\n", "module %s's output in one piece", m.path)
+		require.Contains(t, text, "== "+m.path+", on its own go.mod: started")
+	}
+	require.Regexp(t, `== b, on its own go\.mod: FAIL after \d+s`, text)
+	require.Regexp(t, `== a, on its own go\.mod: ok after \d+s`, text)
+	require.Contains(t, text, "testall: b failed")
+}
+
+func TestParallelModulesIsANumber(t *testing.T) {
+	t.Setenv(parallelEnv, "")
+	n, err := parallelModules()
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	t.Setenv(parallelEnv, "1")
+	n, err = parallelModules()
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	for _, bad := range []string{"0", "-1", "two"} {
+		t.Setenv(parallelEnv, bad)
+		_, err = parallelModules()
+		require.ErrorContains(t, err, parallelEnv)
+	}
+}
+
+// testModules starts a goroutine a lane and two more: none outlives it.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
