@@ -175,24 +175,26 @@ func parallelModules() (int, error) {
 // module's output is kept and written to w whole when it ends, under a
 // header saying how it went, so that two modules' lines never mix.
 func testModules(ctx context.Context, w io.Writer, mods []mod, lanes int, test func(mod, io.Writer) error) []string {
+	// Only this goroutine writes to w: the lanes say what they start
+	// and how it ended on done.
 	type outcome struct {
-		m      mod
-		output []byte
-		err    error
-		took   time.Duration
+		m       mod
+		started bool
+		output  []byte
+		err     error
+		took    time.Duration
 	}
-	w = &lockedWriter{w: w} // the lanes write their headers as they start
 	todo := make(chan mod)
 	done := make(chan outcome)
 	var workers sync.WaitGroup
 	for range lanes {
 		workers.Go(func() {
 			for m := range todo {
-				stepTo(w, fmt.Sprintf("%s, on its own go.mod: started", m.path))
+				done <- outcome{m: m, started: true}
 				start := time.Now()
 				var out bytes.Buffer
 				err := test(m, &out)
-				done <- outcome{m, out.Bytes(), err, time.Since(start)}
+				done <- outcome{m: m, output: out.Bytes(), err: err, took: time.Since(start)}
 			}
 		})
 	}
@@ -209,6 +211,10 @@ func testModules(ctx context.Context, w io.Writer, mods []mod, lanes int, test f
 	go func() { workers.Wait(); close(done) }()
 	var failed []string
 	for o := range done {
+		if o.started {
+			stepTo(w, fmt.Sprintf("%s, on its own go.mod: started", o.m.path))
+			continue
+		}
 		stepTo(w, fmt.Sprintf("%s, on its own go.mod: %s after %s", o.m.path, verdict(o.err), o.took.Round(time.Second)))
 		_, _ = w.Write(o.output)
 		if o.err != nil {
@@ -217,18 +223,6 @@ func testModules(ctx context.Context, w io.Writer, mods []mod, lanes int, test f
 		}
 	}
 	return failed
-}
-
-// lockedWriter is a writer for several goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func step(what string) { stepTo(os.Stderr, what) }
