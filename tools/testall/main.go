@@ -18,8 +18,8 @@
 //	go run ./tools/testall              # from the repository root
 //	go run ./tools/testall -run Lease   # flags go to every go test
 //
-// It tests two modules at a time (EXECFSM_TESTALL_PARALLEL=1 for one
-// after another) and prints each module's output whole when it ends.
+// It tests one module after another; EXECFSM_TESTALL_PARALLEL=2 tests
+// two at a time, printing each module's output whole when it ends.
 //
 // Interrupting it stops every process it started, and any a test left
 // behind (on Linux testall adopts orphans and kills them).
@@ -150,18 +150,22 @@ func run(ctx context.Context, testFlags []string) error {
 	return nil
 }
 
-// parallelEnv names the number of modules tested at once (default 2).
+// parallelEnv names the number of modules tested at once (default 1).
 const parallelEnv = "EXECFSM_TESTALL_PARALLEL"
 
-// parallelModules is the number of modules tested at once: most of a
+// parallelModules is the number of modules tested at once. Most of a
 // module's test time is waiting (fsyncs, an API server, child
-// processes), and one package dominates most modules, so two modules
-// side by side use the two cores CI has where one left one idle (CI
-// took 14 minutes warm one module after another).
+// processes) on one dominant package, so two modules side by side cut
+// the module tests on two cores from 8.5 to 5.5 minutes. It is not the
+// default yet: in the first CI run so, beside the Kubernetes tests,
+// examples/reconcile's TestInterruptLeavesNoProcessSocketOrFileBehind
+// saw its supervisor exit before the first manager was ready, a failure
+// not reproduced since (70 runs beside the etcd, bbolt, Kubernetes and
+// fleet tests); a flaky test is found, not run around.
 func parallelModules() (int, error) {
 	raw := os.Getenv(parallelEnv)
 	if raw == "" {
-		return 2, nil
+		return 1, nil
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < 1 {

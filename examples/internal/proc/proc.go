@@ -115,9 +115,12 @@ type Child struct {
 
 	mu     sync.Mutex
 	events []Event
-	more   chan struct{} // closed and replaced when an event arrives
-	done   chan struct{} // closed when the process has exited and its output is read
-	state  *os.ProcessState
+	// tail is the last lines the child printed, for an error saying it
+	// exited too soon: its own words on why are in them.
+	tail  []string
+	more  chan struct{} // closed and replaced when an event arrives
+	done  chan struct{} // closed when the process has exited and its output is read
+	state *os.ProcessState
 }
 
 // Group is every child a parent started, so none outlives it.
@@ -235,11 +238,21 @@ func (c *Child) read(r io.Reader, echo io.Writer, show func(string) bool) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if line := sc.Text(); echo != nil && (show == nil || show(line)) {
+		line := sc.Text()
+		c.mu.Lock()
+		if len(c.tail) == tailLines {
+			c.tail = append(c.tail[:0], c.tail[1:]...)
+		}
+		c.tail = append(c.tail, line)
+		c.mu.Unlock()
+		if echo != nil && (show == nil || show(line)) {
 			fmt.Fprintf(echo, "    %-8s| %s\n", c.Name, line)
 		}
 	}
 }
+
+// tailLines is how many of its last lines a Child keeps.
+const tailLines = 40
 
 // readEvents keeps the events the child reports; a line that is not one
 // is the child's bug, kept as an event of kind "bad-event" so that a wait
@@ -297,7 +310,10 @@ func (c *Child) Await(ctx context.Context, kind string, want map[string]string, 
 			n := len(c.events)
 			c.mu.Unlock()
 			if seen == n {
-				return Event{}, fmt.Errorf("%s: %w before reporting %s %v (reported: %v)", c.Name, ErrExited, kind, want, c.Events())
+				c.mu.Lock()
+				tail := strings.Join(c.tail, "\n    ")
+				c.mu.Unlock()
+				return Event{}, fmt.Errorf("%s: %w before reporting %s %v (reported: %v); its last lines:\n    %s", c.Name, ErrExited, kind, want, c.Events(), tail)
 			}
 		case <-deadline.C:
 			return Event{}, fmt.Errorf("%s: no %s %v within %v (reported: %v)", c.Name, kind, want, timeout, c.Events())

@@ -64,6 +64,7 @@ func TestEventsArriveAndEndWithTheChild(t *testing.T) {
 	_, err = c.Await(ctx, "never", nil, 10*time.Second)
 	require.ErrorIs(t, err, ErrExited, "the grandchild's events go nowhere")
 	require.ErrorContains(t, err, "reported: ", "the error shows what the child did report")
+	require.ErrorContains(t, err, "prose for people, which nobody waits on", "and the last lines it printed, with no Echo set")
 }
 
 func TestHasMatchesKindAndEveryWantedAttribute(t *testing.T) {
