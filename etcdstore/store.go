@@ -258,8 +258,7 @@ func (s *Store) compareAndSwap(ctx context.Context, id string, expect uint64, ne
 		return storage.Record{}, err
 	}
 	defer cancel()
-	part := keyPart(id)
-	key, claimKey := s.records+part, s.claims+part
+	key, claimKey := s.recordKey(id), s.claimKey(id)
 	claim := encodeClaim(next.Owner, next.Epoch)
 	// CreateRevision > 0: a compare-and-swap never creates, even at
 	// expected revision 0 (ModRevision of a missing key). The claim key
@@ -276,7 +275,7 @@ func (s *Store) compareAndSwap(ctx context.Context, id string, expect uint64, ne
 		clientv3.Compare(clientv3.Value(claimKey), "=", claim)}
 	reads := []clientv3.Op{clientv3.OpGet(key), clientv3.OpGet(claimKey)}
 	if lease != clientv3.NoLease {
-		ownerKey := s.owners + part
+		ownerKey := s.ownerKey(id)
 		cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(ownerKey), "=", lease))
 		reads = append(reads, clientv3.OpGet(ownerKey))
 	}

@@ -136,7 +136,7 @@ func run(ctx context.Context, testFlags []string) error {
 		return err
 	}
 	failed := testModules(ctx, os.Stderr, mods, lanes, func(m mod, w io.Writer) error {
-		return testModule(ctx, tmp, m, env, testFlags, w)
+		return testModule(ctx, tmp, m, env, testFlags, w, lanes == 1)
 	})
 	if left := killOrphans(); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "testall: the module tests left processes behind, killed: %s\n", strings.Join(left, ", "))
@@ -363,7 +363,10 @@ func removeReadOnly(dir string) error {
 // go.mod's replaces of this repository's modules, which point at the
 // sibling directories: the tests get the siblings from the proxy, packed
 // as users will get them.
-func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string, w io.Writer) error {
+//
+// Its commands write to w; alone says nothing else testall started runs
+// beside it, so that what its commands leave behind is reaped after each.
+func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string, w io.Writer, alone bool) error {
 	name := strings.ReplaceAll(strings.TrimPrefix(m.path, repoPrefix), "/", "_")
 	modFile := filepath.Join(tmp, "root"+name+".mod")
 	if err := copyWithoutOwnReplaces(filepath.Join(m.dir, "go.mod"), modFile); err != nil {
@@ -377,7 +380,7 @@ func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string,
 		return err
 	}
 	args := append([]string{"test", "-race", "-timeout", testTimeout, "-modfile=" + modFile}, testFlags...)
-	if err := runTo(ctx, w, m.dir, env, "go", append(args, "./...")...); err != nil {
+	if err := runTo(ctx, w, w, alone, m.dir, env, "go", append(args, "./...")...); err != nil {
 		return err
 	}
 	if m.path != repoPrefix {
@@ -387,7 +390,7 @@ func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string,
 	// compiled back in by a build tag of its own.
 	for _, tag := range reintroducedBugs {
 		tagged := append(slices.Clone(args), "-tags", tag, "-run", "^TestReintroduced", "./recovery/fleettest")
-		if err := runTo(ctx, w, m.dir, env, "go", tagged...); err != nil {
+		if err := runTo(ctx, w, w, alone, m.dir, env, "go", tagged...); err != nil {
 			return fmt.Errorf("the fleet explorer with %s: %w", tag, err)
 		}
 	}
@@ -594,26 +597,27 @@ func command(ctx context.Context, dir string, env []string, name string, args ..
 // stream runs a command with its output going straight to ours, so a long
 // first build shows its progress as it happens.
 func stream(ctx context.Context, dir string, env []string, name string, args ...string) error {
-	fmt.Fprintf(os.Stderr, "$ %s %s\n", name, strings.Join(args, " "))
-	cmd := command(ctx, dir, env, name, args...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	err := cmd.Run()
-	// Nothing else testall started is running: every child left is an
-	// orphan.
-	if left := killOrphans(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "testall: %s %s left processes behind, killed: %s\n", name, strings.Join(args, " "), strings.Join(left, ", "))
-	}
-	return err
+	return runTo(ctx, os.Stdout, os.Stderr, true, dir, env, name, args...)
 }
 
-// runTo runs a command with its output, and the command line, going to
-// w. It leaves the orphans to its caller: other commands may be running
-// beside it, whose detached children must not be taken for a leak.
-func runTo(ctx context.Context, w io.Writer, dir string, env []string, name string, args ...string) error {
-	fmt.Fprintf(w, "$ %s %s\n", name, strings.Join(args, " "))
+// runTo runs a command with its output going to stdout and stderr, the
+// command line first on stderr. When it runs alone (nothing else testall
+// started is running, so every child left is an orphan) it kills and
+// reaps what the command left behind, and says so; otherwise that is left
+// to the caller: a command running beside it may have detached children
+// of its own, which are not a leak.
+func runTo(ctx context.Context, stdout, stderr io.Writer, alone bool, dir string, env []string, name string, args ...string) error {
+	fmt.Fprintf(stderr, "$ %s %s\n", name, strings.Join(args, " "))
 	cmd := command(ctx, dir, env, name, args...)
-	cmd.Stdout, cmd.Stderr = w, w
-	return cmd.Run()
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	if !alone {
+		return err
+	}
+	if left := killOrphans(); len(left) > 0 {
+		fmt.Fprintf(stderr, "testall: %s %s left processes behind, killed: %s\n", name, strings.Join(args, " "), strings.Join(left, ", "))
+	}
+	return err
 }
 
 // output runs a command and returns its standard output; its standard

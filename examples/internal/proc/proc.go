@@ -308,11 +308,9 @@ func (c *Child) Await(ctx context.Context, kind string, want map[string]string, 
 			// The last events may have arrived with the exit.
 			c.mu.Lock()
 			n := len(c.events)
+			tail := strings.Join(c.tail, "\n    ")
 			c.mu.Unlock()
 			if seen == n {
-				c.mu.Lock()
-				tail := strings.Join(c.tail, "\n    ")
-				c.mu.Unlock()
 				return Event{}, fmt.Errorf("%s: %w before reporting %s %v (reported: %v); its last lines:\n    %s", c.Name, ErrExited, kind, want, c.Events(), tail)
 			}
 		case <-deadline.C:
