@@ -31,7 +31,7 @@ type Memory struct {
 	LogSize int
 
 	mu       sync.Mutex
-	records  map[string]Record
+	records  map[string]*Record // each record in a place of its own, written over by the next write
 	revision uint64
 	log      []watchlog.Entry
 	dropped  uint64 // highest revision no longer in log
@@ -75,9 +75,11 @@ func (s *Memory) Create(ctx context.Context, rec Record) (Record, error) {
 		return Record{}, fmt.Errorf("storage: %s: %w", quote.Limited(rec.ID), ErrExists)
 	}
 	if s.records == nil {
-		s.records = map[string]Record{}
+		s.records = map[string]*Record{}
 	}
-	return s.put(rec), nil
+	slot := new(Record)
+	s.records[rec.ID] = slot
+	return s.put(slot, rec), nil
 }
 
 // CompareAndSwap implements [Store].
@@ -100,10 +102,10 @@ func (s *Memory) CompareAndSwap(ctx context.Context, id string, expect uint64, n
 	if cur.Revision != expect {
 		return Record{}, &ConflictError{ID: id, Expected: expect, Current: cur.Clone()}
 	}
-	if err := KeepsClaim(id, cur, next); err != nil {
+	if err := KeepsClaim(id, *cur, next); err != nil {
 		return Record{}, err
 	}
-	return s.put(next), nil
+	return s.put(cur, next), nil
 }
 
 // Acquire implements [Store]. The ownership lives in this process, as the
@@ -123,14 +125,14 @@ func (s *Memory) Acquire(ctx context.Context, id string, lease Lease) (Ownership
 		if !ok {
 			return "", 0, fmt.Errorf("storage: %s: %w", quote.Limited(id), ErrNotFound)
 		}
-		next, err := lease.TakeOver(cur, cur.Epoch+1, time.Now())
+		next, err := lease.TakeOver(*cur, cur.Epoch+1, time.Now())
 		if err == nil {
 			err = next.Validate()
 		}
 		if err != nil {
 			return "", 0, err
 		}
-		written = s.put(next)
+		written = s.put(cur, next)
 		return written.Owner, written.Epoch, nil
 	})
 	if err != nil {
@@ -152,7 +154,10 @@ func (s *Memory) Held(ctx context.Context, id string) (Claim, bool, error) {
 func (s *Memory) statusOf(id string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.records[id].Status
+	if rec, ok := s.records[id]; ok {
+		return rec.Status
+	}
+	return ""
 }
 
 // localOwnership is an [Ownership] held in this process.
@@ -191,22 +196,25 @@ func localHeld(id string, statusOf func(id string) string, err error) error {
 	return err
 }
 
-// put stores a copy of rec at the next revision and returns rec at it;
-// s.mu must be held. The copy shares only the immutable trail with rec,
-// and rec with the caller that passed it in, so nothing the store keeps
-// can be changed from outside.
-func (s *Memory) put(rec Record) Record {
+// put stores a copy of rec in slot, at the next revision, and returns rec
+// at it; s.mu must be held. The copy shares only the immutable trail with
+// rec, and rec with the caller that passed it in, so nothing the store
+// keeps can be changed from outside.
+func (s *Memory) put(slot *Record, rec Record) Record {
 	s.revision++
 	rec.Revision = s.revision
-	s.records[rec.ID] = rec.Clone()
+	*slot = rec.Clone()
 	size := s.LogSize
 	if size <= 0 {
 		size = DefaultLogSize
 	}
 	s.log = append(s.log, watchlog.Entry{ID: rec.ID, Revision: rec.Revision})
 	if len(s.log) >= 2*size {
+		// Kept in place: Since hands out copies, so nothing outside the
+		// lock holds the array, and the writes that follow it need no
+		// larger one.
 		s.dropped = s.log[len(s.log)-size-1].Revision
-		s.log = append(s.log[:0:0], s.log[len(s.log)-size:]...)
+		s.log = s.log[:copy(s.log, s.log[len(s.log)-size:])]
 	}
 	s.hub.Notify()
 	return rec

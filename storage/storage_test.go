@@ -232,6 +232,34 @@ func TestMemoryWatchFromACompactedRevisionDeliversEveryRecord(t *testing.T) {
 	require.Equal(t, "ex-19", testwait.Recv(t, ch2, "the replay of ex-19").ID)
 }
 
+// However often the log has been trimmed, a watch from any revision
+// misses no write after it: the log replays every one, or the watch
+// starts from every record.
+func TestMemoryWatchFromAnyRevisionMissesNothingAfterTrims(t *testing.T) {
+	s := &storage.Memory{LogSize: 4}
+	const writes = 30 // the log is trimmed at every 2×LogSize writes
+	for k := range writes {
+		_, err := s.Create(bg, storagetest.Sample(fmt.Sprintf("ex-%02d", k)))
+		require.NoError(t, err)
+	}
+	for from := uint64(0); from < writes; from++ {
+		ctx, cancel := context.WithCancel(bg)
+		ch, err := s.Watch(ctx, from)
+		require.NoError(t, err)
+		seen := map[string]uint64{}
+		for len(seen) == 0 || seen[fmt.Sprintf("ex-%02d", writes-1)] == 0 {
+			ev := testwait.Recv(t, ch, fmt.Sprintf("an event of the watch from %d", from))
+			seen[ev.ID] = ev.Revision
+		}
+		cancel()
+		for k := range writes {
+			if rev := uint64(k + 1); rev > from {
+				require.Equal(t, rev, seen[fmt.Sprintf("ex-%02d", k)], "the watch from %d missed the write at %d", from, rev)
+			}
+		}
+	}
+}
+
 func TestCheckContextRefusesNilAndDoneContexts(t *testing.T) {
 	//lint:ignore SA1012 the point is that a nil context is an error, not a panic
 	err := storage.CheckContext(nil, "mystore", "Get") //nolint:staticcheck

@@ -240,7 +240,7 @@ func (p *Persisted[S]) Acquire(ctx context.Context, lease storage.Lease, decide 
 		if err != nil {
 			return Change[S]{}, storage.Record{}, err
 		}
-		cur, err := p.stateOf(rec)
+		cur, err := p.stateOf(&rec)
 		if err != nil {
 			return Change[S]{}, storage.Record{}, err
 		}
@@ -281,7 +281,7 @@ func (p *Persisted[S]) Acquire(ctx context.Context, lease storage.Lease, decide 
 		_ = p.settle(context.WithoutCancel(ctx), func() (Change[S], bool) {
 			claim := own.Claim()
 			p.owner.Store(&owning{claim: claim, own: own})
-			p.remember(stored)
+			p.remember(&stored)
 			c.Revision, c.Owner, c.Epoch = stored.Revision, claim.Owner, claim.Epoch
 			return c, true
 		})
@@ -330,7 +330,7 @@ func (p *Persisted[S]) planTakeOver(ctx context.Context, cur S, rec storage.Reco
 	}
 	c := Change[S]{ID: p.id, From: cur, To: u.To, Reason: reason, Actor: p.actor, At: p.now(), Revision: rec.Revision}
 	if i != j {
-		if err := p.checkMove(ctx, i, j, rec, c); err != nil {
+		if err := p.checkMove(ctx, i, j, &rec, c); err != nil {
 			return Change[S]{}, nil, err
 		}
 	}
@@ -386,9 +386,9 @@ func (p *Persisted[S]) settle(ctx context.Context, fn func() (Change[S], bool)) 
 
 // remember makes stored the record a write starts from, unless the
 // handle already knows a later one; the write lock is held.
-func (p *Persisted[S]) remember(stored storage.Record) {
+func (p *Persisted[S]) remember(stored *storage.Record) {
 	if stored.Revision > p.shared.cache.Revision {
-		p.shared.cache = stored
+		p.shared.cache = *stored
 	}
 }
 
@@ -424,7 +424,7 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record,
 	// written whatever happens next, so a caller that gives up waiting
 	// for the lock still learns of it.
 	_ = p.settle(context.WithoutCancel(ctx), func() (Change[S], bool) {
-		p.remember(stored)
+		p.remember(&stored)
 		var zero S
 		return Change[S]{ID: p.id, From: zero, To: u.To, Reason: u.Reason, Actor: p.actor, At: at, Revision: stored.Revision}, true
 	})
@@ -453,7 +453,7 @@ func (p *Persisted[S]) Load(ctx context.Context) (S, storage.Record, error) {
 	if err != nil {
 		return zero, storage.Record{}, err
 	}
-	cur, err := p.stateOf(rec)
+	cur, err := p.stateOf(&rec)
 	if err != nil {
 		return zero, storage.Record{}, err
 	}
@@ -542,7 +542,7 @@ func tookOver(rec storage.Record, t takeOver) bool {
 	return false
 }
 
-func (p *Persisted[S]) stateOf(rec storage.Record) (S, error) {
+func (p *Persisted[S]) stateOf(rec *storage.Record) (S, error) {
 	cur, err := p.table.Parse(rec.Status)
 	if err != nil {
 		return cur, fmt.Errorf("transition: record %s has a status its table does not know: %w", quote.Limited(p.id), err)
@@ -557,8 +557,7 @@ func (p *Persisted[S]) Fire(ctx context.Context, to S, reason string) (Change[S]
 	if err := p.check(ctx, "Fire"); err != nil {
 		return Change[S]{}, p.failures.fail(p.undecided(), err)
 	}
-	c, _, err := p.apply(ctx, decider[S]{update: Update[S]{To: to, Reason: reason}})
-	return c, err
+	return p.apply(ctx, decider[S]{update: Update[S]{To: to, Reason: reason}}, nil)
 }
 
 // Walk moves the record to the state to along the table's shortest path
@@ -582,7 +581,7 @@ func (p *Persisted[S]) Walk(ctx context.Context, to S, reason string) ([]Change[
 	// A path is at most every state long; writes by others may lengthen
 	// the walk, but never past this without the record going round.
 	for range 4 * p.table.Len() {
-		c, _, err := p.apply(ctx, decider[S]{decide: func(cur S, rec storage.Record) (Update[S], error) {
+		c, err := p.apply(ctx, decider[S]{decide: func(cur S, rec storage.Record) (Update[S], error) {
 			if cur == to {
 				return To(cur), nil
 			}
@@ -593,7 +592,7 @@ func (p *Persisted[S]) Walk(ctx context.Context, to S, reason string) ([]Change[
 				return Update[S]{}, &Error{ID: p.id, From: from, To: target, Reason: "no path leads there in the table"}
 			}
 			return To(path[0]).Because(reason), nil
-		}})
+		}}, nil)
 		if err != nil {
 			return changes, err
 		}
@@ -637,22 +636,28 @@ func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec storage
 	if decide == nil {
 		return Change[S]{}, storage.Record{}, p.failures.fail(p.undecided(), errors.New("transition: Apply: nil decide function"))
 	}
-	c, stored, err := p.apply(ctx, decider[S]{decide: decide})
+	var stored storage.Record
+	c, err := p.apply(ctx, decider[S]{decide: decide}, &stored)
 	// The handle keeps the record it returns as the start of its next
 	// write: the caller gets its own copy.
 	return c, stored.Clone(), err
 }
 
-// apply is Apply with the decision made by d. Its failures go to the
-// OnFailure observers, with the last move it decided on, if any.
-func (p *Persisted[S]) apply(ctx context.Context, d decider[S]) (Change[S], storage.Record, error) {
+// apply is Apply with the decision made by d, returning the record as
+// stored (or as read, when nothing is written) in *stored unless it is
+// nil. Its failures go to the OnFailure observers, with the last move it
+// decided on, if any. The records go by pointer from here down: a record
+// is 232 bytes, and copying it from call to call was a tenth of a Fire on
+// storage.Memory.
+func (p *Persisted[S]) apply(ctx context.Context, d decider[S], stored *storage.Record) (Change[S], error) {
 	f := p.undecided()
-	rec, cached, err := p.begin(ctx)
+	var rec, next storage.Record
+	cached, err := p.begin(ctx, &rec)
 	if err != nil {
-		return Change[S]{}, storage.Record{}, p.failures.fail(f, err)
+		return Change[S]{}, p.failures.fail(f, err)
 	}
 	for attempt := 1; ; {
-		next, c, write, err := p.decide(ctx, rec, d)
+		c, write, err := p.decide(ctx, &rec, d, &next)
 		if c.ID != "" {
 			f.Move, f.Decided = c, true
 		}
@@ -661,33 +666,35 @@ func (p *Persisted[S]) apply(ctx context.Context, d decider[S]) (Change[S], stor
 			// is never trusted: decide again on what the store holds.
 			cached = false
 			if rec, err = p.fresh(ctx); err != nil {
-				return Change[S]{}, storage.Record{}, p.failures.fail(f, err)
+				return Change[S]{}, p.failures.fail(f, err)
 			}
 			continue
 		}
-		if err != nil {
-			return Change[S]{}, rec, p.failures.fail(f, err)
+		if err != nil || !write {
+			if stored != nil {
+				*stored = rec
+			}
+			if err != nil {
+				return Change[S]{}, p.failures.fail(f, err)
+			}
+			return c, nil
 		}
-		if !write {
-			return c, rec, nil
-		}
-		stored, err := p.write(ctx, rec.Revision, next, c)
+		err = p.write(ctx, rec.Revision, &next, &c, stored)
 		if err == nil {
-			c.Revision = stored.Revision
-			return c, stored, nil
+			return c, nil
 		}
 		var conflict *storage.ConflictError
 		if !errors.As(err, &conflict) {
-			return Change[S]{}, storage.Record{}, p.failures.fail(f, err)
+			return Change[S]{}, p.failures.fail(f, err)
 		}
 		if attempt > p.retries {
-			return Change[S]{}, storage.Record{}, p.failures.fail(f, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quote.Limited(p.id), attempt, err))
+			return Change[S]{}, p.failures.fail(f, fmt.Errorf("transition: %s: gave up after %d conflicting writes: %w", quote.Limited(p.id), attempt, err))
 		}
 		attempt++
 		cached = false
 		if rec = conflict.Current; rec.ID != p.id { // a store that did not include the record
 			if rec, err = p.fresh(ctx); err != nil {
-				return Change[S]{}, storage.Record{}, p.failures.fail(f, err)
+				return Change[S]{}, p.failures.fail(f, err)
 			}
 		}
 	}
@@ -721,22 +728,22 @@ func lostOwnership(err error) bool {
 // the compare-and-swap catches the cases where it is not, so the common
 // write is one round trip instead of two. A handle whose ownership has
 // ended fails at once: no read can change that.
-func (p *Persisted[S]) begin(ctx context.Context) (rec storage.Record, cached bool, err error) {
+func (p *Persisted[S]) begin(ctx context.Context, rec *storage.Record) (cached bool, err error) {
 	if err := lock(ctx, p.shared.sem); err != nil {
-		return storage.Record{}, false, err
+		return false, err
 	}
-	rec = p.shared.cache
+	*rec = p.shared.cache
 	trusted := rec.ID != "" && rec.Revision == p.shared.observed
 	p.shared.observed = 0 // trusted once: what the store holds may move on
 	p.unlock()
 	if rec.ID != "" {
-		return rec, !trusted, nil // decide's fence check fails a lost handle, with the move it refused
+		return !trusted, nil // decide's fence check fails a lost handle, with the move it refused
 	}
 	if err := p.lost(p.owner.Load()); err != nil {
-		return storage.Record{}, false, err
+		return false, err
 	}
-	rec, err = p.fresh(ctx)
-	return rec, false, err
+	*rec, err = p.fresh(ctx)
+	return false, err
 }
 
 // fresh reads the record from the store and remembers it.
@@ -749,39 +756,41 @@ func (p *Persisted[S]) fresh(ctx context.Context) (storage.Record, error) {
 }
 
 // write stores next if the record is still at revision expect, remembers
-// it and hands the change to the observers. The write lock is held from
-// the compare-and-swap to the enqueueing, so observers see changes in the
-// order they were written; it is released before they are called.
-func (p *Persisted[S]) write(ctx context.Context, expect uint64, next storage.Record, c Change[S]) (storage.Record, error) {
-	var stored storage.Record
+// it, sets c's revision to the one written and hands c to the observers;
+// the record as stored goes to *stored unless it is nil. The write lock
+// is held from the compare-and-swap to the enqueueing, so observers see
+// changes in the order they were written; it is released before they are
+// called.
+func (p *Persisted[S]) write(ctx context.Context, expect uint64, next *storage.Record, c *Change[S], stored *storage.Record) error {
 	var err error
 	if lerr := p.settle(ctx, func() (Change[S], bool) {
-		if stored, err = p.swap(ctx, expect, next); err != nil {
+		var written storage.Record
+		if written, err = p.swap(ctx, expect, next); err != nil {
 			var conflict *storage.ConflictError
 			if !errors.As(err, &conflict) {
 				p.shared.cache = storage.Record{} // the write may or may not have landed
 			}
 			return Change[S]{}, false
 		}
-		p.remember(stored)
-		c.Revision = stored.Revision
-		return c, true
+		p.remember(&written)
+		if stored != nil {
+			*stored = written
+		}
+		c.Revision = written.Revision
+		return *c, true
 	}); lerr != nil {
-		return storage.Record{}, lerr
+		return lerr
 	}
-	if err != nil {
-		return storage.Record{}, err
-	}
-	return stored, nil
+	return err
 }
 
 // swap is write's compare-and-swap: through the handle's ownership when
 // it has one, refused when the claim the write was planned under is no
 // longer the handle's.
-func (p *Persisted[S]) swap(ctx context.Context, expect uint64, next storage.Record) (storage.Record, error) {
+func (p *Persisted[S]) swap(ctx context.Context, expect uint64, next *storage.Record) (storage.Record, error) {
 	switch o := p.owner.Load(); {
 	case o == nil:
-		return p.store.CompareAndSwap(ctx, p.id, expect, next)
+		return p.store.CompareAndSwap(ctx, p.id, expect, *next)
 	case o.own == nil || o.claim != next.Claim():
 		// A take-over since the write was planned: it was planned under
 		// another claim.
@@ -790,40 +799,41 @@ func (p *Persisted[S]) swap(ctx context.Context, expect uint64, next storage.Rec
 		}
 		return storage.Record{}, &storage.FencedError{ID: p.id, Owner: next.Owner, Epoch: next.Epoch, Lost: true}
 	default:
-		return o.own.CompareAndSwap(ctx, expect, next)
+		return o.own.CompareAndSwap(ctx, expect, *next)
 	}
 }
 
-// decide checks the fence, asks decide for an update of rec and plans it.
-// Once the update is known, the change comes back with the error too
-// (the move that was refused), with its ID set; before, it is zero.
-func (p *Persisted[S]) decide(ctx context.Context, rec storage.Record, d decider[S]) (storage.Record, Change[S], bool, error) {
+// decide checks the fence, asks decide for an update of rec and plans it
+// into next. Once the update is known, the change comes back with the
+// error too (the move that was refused), with its ID set; before, it is
+// zero.
+func (p *Persisted[S]) decide(ctx context.Context, rec *storage.Record, d decider[S], next *storage.Record) (Change[S], bool, error) {
 	cur, err := p.stateOf(rec)
 	if err != nil {
-		return storage.Record{}, Change[S]{}, false, err
+		return Change[S]{}, false, err
 	}
 	u := d.update
 	if err := p.fenced(rec); err != nil {
 		if d.decide != nil {
-			return storage.Record{}, Change[S]{}, false, err
+			return Change[S]{}, false, err
 		}
-		return storage.Record{}, p.asked(cur, rec, u), false, err
+		return p.asked(cur, rec, u), false, err
 	}
 	if d.decide != nil {
 		if u, err = d.decide(cur, rec.Clone()); err != nil {
-			return storage.Record{}, Change[S]{}, false, err
+			return Change[S]{}, false, err
 		}
 	}
-	next, c, write, err := p.plan(ctx, cur, rec, u)
+	c, write, err := p.plan(ctx, cur, rec, u, next)
 	if err != nil {
 		c = p.asked(cur, rec, u)
 	}
-	return next, c, write, err
+	return c, write, err
 }
 
 // asked is the change u asks of rec, in state cur, stamped as plan
 // stamps it (the time only when someone will see it).
-func (p *Persisted[S]) asked(cur S, rec storage.Record, u Update[S]) Change[S] {
+func (p *Persisted[S]) asked(cur S, rec *storage.Record, u Update[S]) Change[S] {
 	claim := p.writing()
 	c := Change[S]{ID: p.id, From: cur, To: u.To, Reason: u.Reason, Actor: p.actor,
 		Revision: rec.Revision, Owner: claim.Owner, Epoch: claim.Epoch}
@@ -846,7 +856,7 @@ func (p *Persisted[S]) lost(o *owning) error {
 
 // fenced returns a [*storage.FencedError] if this handle is a
 // controller's that does not own rec.
-func (p *Persisted[S]) fenced(rec storage.Record) error {
+func (p *Persisted[S]) fenced(rec *storage.Record) error {
 	o := p.owner.Load()
 	if err := p.lost(o); err != nil || o == nil {
 		return err
@@ -858,15 +868,16 @@ func (p *Persisted[S]) fenced(rec storage.Record) error {
 	return nil
 }
 
-// plan turns an update of rec (in state cur) into the record to write and
-// the change it makes; write is false when it would change nothing. The
+// plan turns an update of rec (in state cur) into the record to write,
+// in next, and the change it makes; write is false when it would change
+// nothing (next is then as it was). The
 // record keeps its owner and epoch: only Acquire changes them.
-func (p *Persisted[S]) plan(ctx context.Context, cur S, rec storage.Record, u Update[S]) (next storage.Record, c Change[S], write bool, err error) {
+func (p *Persisted[S]) plan(ctx context.Context, cur S, rec *storage.Record, u Update[S], next *storage.Record) (c Change[S], write bool, err error) {
 	t := p.table
 	i, _ := t.lookup(cur)
 	j, ok := t.lookup(u.To)
 	if !ok {
-		return storage.Record{}, Change[S]{}, false, &Error{ID: p.id, From: t.names[i], To: quote.Limited(nameOf(u.To)),
+		return Change[S]{}, false, &Error{ID: p.id, From: t.names[i], To: quote.Limited(nameOf(u.To)),
 			Reason: "not a state of the table"}
 	}
 	claim := rec.Claim() // fenced checked that a controller's is its own
@@ -878,19 +889,19 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec storage.Record, u Up
 	moves := i != j
 	if moves {
 		if err := p.checkMove(ctx, i, j, rec, c); err != nil {
-			return storage.Record{}, Change[S]{}, false, err
+			return Change[S]{}, false, err
 		}
 	}
 	meta, metaChanged := mergeMeta(rec.Meta, u.Meta, u.Unset)
 	if !moves && !metaChanged {
-		return storage.Record{}, c, false, nil
+		return c, false, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return storage.Record{}, Change[S]{}, false, err
+		return Change[S]{}, false, err
 	}
 	// rec is this handle's own (the cache, never modified): next shares
 	// its unchanged Meta and its immutable trail.
-	next = rec
+	*next = *rec
 	next.Status = t.names[j]
 	if moves {
 		next.Previous = t.names[i]
@@ -902,7 +913,7 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec storage.Record, u Up
 	next.UpdatedAt = c.At
 	next.Meta = meta
 	if err := next.Validate(); err != nil { // the reason and the metadata: the rest came from the store
-		return storage.Record{}, Change[S]{}, false, err
+		return Change[S]{}, false, err
 	}
 	// The trail keeps the record's own length, whoever writes.
 	next.History, err = p.shared.trails.Append(rec.History, storage.Entry{
@@ -910,14 +921,14 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec storage.Record, u Up
 		Owner: c.Owner, Epoch: c.Epoch, At: c.At, Revision: rec.Revision,
 	}, rec.HistoryKept())
 	if err != nil {
-		return storage.Record{}, Change[S]{}, false, fmt.Errorf("transition: record %s: %w", quote.Limited(p.id), err)
+		return Change[S]{}, false, fmt.Errorf("transition: record %s: %w", quote.Limited(p.id), err)
 	}
-	return next, c, true, nil
+	return c, true, nil
 }
 
 // checkMove checks the move from state i to state j of rec against the
 // table's edges and runs its guards, for the change c.
-func (p *Persisted[S]) checkMove(ctx context.Context, i, j int, rec storage.Record, c Change[S]) error {
+func (p *Persisted[S]) checkMove(ctx context.Context, i, j int, rec *storage.Record, c Change[S]) error {
 	t := p.table
 	prevPlus1 := noPrev
 	if k, known := t.byName[rec.Previous]; known && rec.Previous != "" {
