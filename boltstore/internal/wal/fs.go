@@ -35,9 +35,15 @@ type File interface {
 // OS is the operating system's file system.
 type OS struct{}
 
-type osFile struct{ *os.File }
+// osFile is a segment's file and what it is (its device and inode), read
+// when it is made: an open file stays the file it is, so a check of its
+// name after every flush makes one stat, not two.
+type osFile struct {
+	*os.File
+	is os.FileInfo
+}
 
-func (f osFile) Datasync() error                     { return Fdatasync(f.File) }
+func (f *osFile) Datasync() error                    { return Fdatasync(f.File) }
 func (OS) ReadFile(name string) ([]byte, error)      { return os.ReadFile(name) }
 func (OS) ReadDir(dir string) ([]os.DirEntry, error) { return os.ReadDir(dir) }
 func (OS) Remove(name string) error                  { return os.Remove(name) }
@@ -47,7 +53,13 @@ func (OS) Create(name string, perm os.FileMode) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	is, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(name) // made here and empty: nothing is lost
+		return nil, err
+	}
+	return &osFile{File: f, is: is}, nil
 }
 
 func (OS) SyncDir(dir string) error {
@@ -63,10 +75,6 @@ func (OS) SyncDir(dir string) error {
 }
 
 func (OS) Named(f File, name string) (bool, error) {
-	open, err := f.(osFile).Stat()
-	if err != nil {
-		return false, err
-	}
 	at, err := os.Stat(name)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -74,5 +82,5 @@ func (OS) Named(f File, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return os.SameFile(at, open), nil
+	return os.SameFile(at, f.(*osFile).is), nil
 }
