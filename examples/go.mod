@@ -10,6 +10,7 @@ require (
 	github.com/execfsm/execfsm/prom v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sync v0.24.0
 	pgregory.net/rapid v1.3.0
 )
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/singleflight"
 	"maps"
 	"os"
 	"os/signal"
@@ -117,6 +118,12 @@ type manager struct {
 	mu    sync.Mutex
 	view  map[string]simulator                       // by uuid
 	owned map[string]*transition.Persisted[SimState] // simulators this manager owns, by uuid
+	// taking makes one take-over of a simulator at a time: creating a
+	// simulator takes it over while the loop, which has just listed its
+	// record, may be reconciling it. Two take-overs through two handles
+	// are two owners to the store, and the second waited for the first's
+	// lease to end until it gave up.
+	taking singleflight.Group
 }
 
 // worldView is what a manager reads of the world: the simulators' labels
@@ -311,6 +318,15 @@ var errOver = errors.New("the simulator's record is over")
 // relocating: back to where it was; gone: refuse). A dead predecessor's
 // lease is waited for; a live one is never taken over.
 func (m *manager) own(ctx context.Context, uuid string) (*transition.Persisted[SimState], error) {
+	h, err, _ := m.taking.Do(uuid, func() (any, error) { return m.takeOver(ctx, uuid) })
+	if err != nil {
+		return nil, err
+	}
+	return h.(*transition.Persisted[SimState]), nil
+}
+
+// takeOver is own for one caller at a time.
+func (m *manager) takeOver(ctx context.Context, uuid string) (*transition.Persisted[SimState], error) {
 	m.mu.Lock()
 	h := m.owned[uuid]
 	m.mu.Unlock()

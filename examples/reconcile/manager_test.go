@@ -80,3 +80,43 @@ func TestReconcileReportsARecordThatCannotFollowTheWorld(t *testing.T) {
 	require.ErrorContains(t, err, "the record says gone, the world running")
 	require.Empty(t, m.view, "the view does not claim what the store cannot hold")
 }
+
+// Creating a simulator takes it over while the loop, having listed its
+// record, may be reconciling it: the manager takes it over once, and
+// every caller gets that one handle. (Two take-overs are two owners to
+// the store: the second waited for the first's lease until it gave up,
+// and the manager exited before it was ready.)
+func TestConcurrentTakeOversOfOneSimulatorShareOneHandle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l := label{UUID: "sim-1", Manager: "mgr-1", Name: "dpsim-grid"}
+	m, _ := newTestManager(t, ctx, &comingUp{l: l}, l, Idle)
+	const callers = 8
+	type outcome struct {
+		h   *transition.Persisted[SimState]
+		err error
+	}
+	outcomes := make(chan outcome, callers)
+	start := make(chan struct{})
+	for range callers {
+		go func() {
+			<-start
+			h, err := m.own(ctx, l.UUID)
+			outcomes <- outcome{h, err}
+		}()
+	}
+	close(start)
+	var first *transition.Persisted[SimState]
+	for k := range callers {
+		select {
+		case o := <-outcomes:
+			require.NoError(t, o.err)
+			if first == nil {
+				first = o.h
+			}
+			require.Same(t, first, o.h, "one handle for the simulator")
+		case <-time.After(10 * time.Second):
+			t.Fatalf("take-over %d of %d: no outcome within 10s", k+1, callers)
+		}
+	}
+}
