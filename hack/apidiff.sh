@@ -12,8 +12,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apidiff="go run golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4"
 mode=${1:-check}
+case "$mode" in
+check | update) ;;
+*)
+	echo "usage: hack/apidiff.sh [check|update]" >&2
+	exit 2
+	;;
+esac
 
 # The public packages: those of the published modules (the core, boltstore, etcdstore,
 # kube, looplabfsm and prom), internal ones left out.
@@ -25,40 +31,63 @@ packages() {
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failed=0
-for pkg in $(packages); do
+# Built once: a `go run` a package spent a second or more on the go
+# command alone.
+GOBIN="$tmp/bin" go install golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
+apidiff="$tmp/bin/apidiff"
+
+# one checks (or writes the baseline of) package $1 into $tmp/$2.*; its
+# report, if any, goes to $tmp/$2.report. Each loads and type-checks its
+# package from source, so they run a core at a time side by side.
+one() {
+	local pkg=$1 out=$tmp/$2 name file
 	name=${pkg#github.com/execfsm/}
 	file="api/${name//\//_}.export.gz"
 	case "$mode" in
 	update)
-		mkdir -p api
-		$apidiff -w "$tmp/export" "$pkg"
-		gzip -9 -n -c "$tmp/export" > "$file"
+		"$apidiff" -w "$out.export" "$pkg"
+		gzip -9 -n -c "$out.export" > "$file"
 		;;
 	check)
 		if [ ! -f "$file" ]; then
-			echo "apidiff: $pkg has no baseline ($file): hack/apidiff.sh update"
-			failed=1
-			continue
+			echo "apidiff: $pkg has no baseline ($file): hack/apidiff.sh update" > "$out.report"
+			return
 		fi
-		gzip -d -c "$file" > "$tmp/export"
-		report=$($apidiff -incompatible "$tmp/export" "$pkg")
+		gzip -d -c "$file" > "$out.export"
+		report=$("$apidiff" -incompatible "$out.export" "$pkg")
 		if [ -n "$report" ]; then
-			echo "apidiff: incompatible changes in $pkg:"
-			echo "$report" | sed 's/^/  /'
-			failed=1
+			{ echo "apidiff: incompatible changes in $pkg:"; echo "$report" | sed 's/^/  /'; } > "$out.report"
 		fi
-		;;
-	*)
-		echo "usage: hack/apidiff.sh [check|update]" >&2
-		exit 2
 		;;
 	esac
+}
+
+public=$(packages) # listed once: each listing runs go list in six modules
+jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+n=0
+pids=()
+for pkg in $public; do
+	n=$((n + 1))
+	one "$pkg" "$n" &
+	pids+=($!)
+	if [ "${#pids[@]}" -ge "$jobs" ]; then
+		wait "${pids[0]}" || { echo "apidiff: apidiff itself failed (its error is above)" >&2; exit 1; }
+		pids=("${pids[@]:1}")
+	fi
+done
+for pid in "${pids[@]}"; do
+	wait "$pid" || { echo "apidiff: apidiff itself failed (its error is above)" >&2; exit 1; }
+done
+failed=0
+for report in "$tmp"/*.report; do
+	[ -e "$report" ] || continue
+	cat "$report"
+	failed=1
 done
 for file in api/*.export.gz; do
 	[ -e "$file" ] || continue
 	found=0
-	for pkg in $(packages); do
+	for pkg in $public; do
 		name=${pkg#github.com/execfsm/}
 		[ "$file" = "api/${name//\//_}.export.gz" ] && found=1
 	done
