@@ -18,8 +18,9 @@
 //	go run ./tools/testall              # from the repository root
 //	go run ./tools/testall -run Lease   # flags go to every go test
 //
-// It tests one module after another; EXECFSM_TESTALL_PARALLEL=2 tests
-// two at a time, printing each module's output whole when it ends.
+// It tests two modules at a time (EXECFSM_TESTALL_PARALLEL=N for N), the
+// slowest of the last run first, printing each module's output whole
+// when it ends.
 //
 // Interrupting it stops every process it started, and any a test left
 // behind (on Linux testall adopts orphans and kills them).
@@ -27,7 +28,9 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -135,9 +138,18 @@ func run(ctx context.Context, testFlags []string) error {
 	if err != nil {
 		return err
 	}
-	failed := testModules(ctx, os.Stderr, mods, lanes, func(m mod, w io.Writer) error {
-		return testModule(ctx, tmp, m, env, testFlags, w, lanes == 1)
+	times := loadDurations(durationsFile())
+	failed := testModules(ctx, os.Stderr, slowestFirst(mods, times), lanes, func(m mod, w io.Writer) error {
+		start := time.Now()
+		err := testModule(ctx, tmp, m, env, testFlags, w, lanes == 1)
+		if err == nil && len(testFlags) == 0 { // a -run or -short run is no measure of the next
+			times.set(m.path, time.Since(start))
+		}
+		return err
 	})
+	if err := times.save(); err != nil {
+		fmt.Fprintln(os.Stderr, "testall: the modules' test times were not kept for the next run's order:", err)
+	}
 	if left := killOrphans(); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "testall: the module tests left processes behind, killed: %s\n", strings.Join(left, ", "))
 	}
@@ -150,28 +162,132 @@ func run(ctx context.Context, testFlags []string) error {
 	return nil
 }
 
-// parallelEnv names the number of modules tested at once (default 1).
+// parallelEnv names the number of modules tested at once (default 2).
 const parallelEnv = "EXECFSM_TESTALL_PARALLEL"
 
 // parallelModules is the number of modules tested at once. Most of a
 // module's test time is waiting (fsyncs, an API server, child
 // processes) on one dominant package, so two modules side by side cut
-// the module tests on two cores from 8.5 to 5.5 minutes. It is not the
-// default yet: in the first CI run so, beside the Kubernetes tests,
-// examples/reconcile's TestInterruptLeavesNoProcessSocketOrFileBehind
-// saw its supervisor exit before the first manager was ready, a failure
-// not reproduced since (70 runs beside the etcd, bbolt, Kubernetes and
-// fleet tests); a flaky test is found, not run around.
+// the module tests on two cores from 8.5 to about 5 minutes. (The first
+// CI run so failed examples/reconcile: side by side with the Kubernetes
+// tests, a race in the example between creating a simulator and the
+// loop taking it over, fixed since; a test that fails under load is a
+// bug found.)
 func parallelModules() (int, error) {
 	raw := os.Getenv(parallelEnv)
 	if raw == "" {
-		return 1, nil
+		return 2, nil
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < 1 {
 		return 0, fmt.Errorf("%s=%q: want a number of modules, at least 1", parallelEnv, raw)
 	}
 	return n, nil
+}
+
+// durations are the modules' test times in the last run that passed
+// them, by module path, kept in a file between runs: the lanes start
+// with the slowest, so that no long module starts last and runs alone.
+type durations struct {
+	file string
+	mu   sync.Mutex
+	took map[string]time.Duration
+}
+
+// durationsFile is where the test times are kept: beside the
+// Kubernetes test assets, in the user's cache. "" if there is none.
+func durationsFile() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "execfsm", "testall-durations.json")
+}
+
+// loadDurations reads the times kept in file; none if it is missing or
+// unreadable (the order is then the workspace's: only speed depends on
+// it).
+func loadDurations(file string) *durations {
+	d := &durations{file: file, took: map[string]time.Duration{}}
+	if file == "" {
+		return d
+	}
+	if data, err := os.ReadFile(file); err == nil {
+		var took map[string]time.Duration
+		if json.Unmarshal(data, &took) == nil {
+			for path, t := range took {
+				if t > 0 {
+					d.took[path] = t
+				}
+			}
+		}
+	}
+	return d
+}
+
+func (d *durations) set(path string, took time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.took[path] = took
+}
+
+func (d *durations) get(path string) (time.Duration, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.took[path]
+	return t, ok
+}
+
+// save writes the times back, through a temporary file renamed over the
+// old one, so that two runs at once leave one whole file.
+func (d *durations) save() error {
+	if d.file == "" {
+		return nil
+	}
+	d.mu.Lock()
+	data, err := json.Marshal(d.took)
+	d.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(d.file), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(d.file), ".testall-durations-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), d.file)
+}
+
+// slowestFirst orders mods by the time their tests took in the last
+// run that passed them whole, slowest first; a module with no time yet
+// goes before every timed one, as if slow, and the order among equals is
+// the workspace's.
+func slowestFirst(mods []mod, times *durations) []mod {
+	out := slices.Clone(mods)
+	slices.SortStableFunc(out, func(a, b mod) int {
+		ta, oka := times.get(a.path)
+		tb, okb := times.get(b.path)
+		switch {
+		case !oka && !okb:
+			return 0
+		case !oka:
+			return -1
+		case !okb:
+			return 1
+		}
+		return cmp.Compare(tb, ta)
+	})
+	return out
 }
 
 // testModules runs test over every module, lanes at a time, in the

@@ -164,16 +164,42 @@ func TestParallelModulesIsANumber(t *testing.T) {
 	t.Setenv(parallelEnv, "")
 	n, err := parallelModules()
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	t.Setenv(parallelEnv, "2")
+	require.Equal(t, 2, n)
+	t.Setenv(parallelEnv, "1")
 	n, err = parallelModules()
 	require.NoError(t, err)
-	require.Equal(t, 2, n)
+	require.Equal(t, 1, n)
 	for _, bad := range []string{"0", "-1", "two"} {
 		t.Setenv(parallelEnv, bad)
 		_, err = parallelModules()
 		require.ErrorContains(t, err, parallelEnv)
 	}
+}
+
+// The slowest modules of the last run start first; a module not timed
+// yet goes before every timed one; the times survive to the next run.
+func TestModulesStartSlowestFirstByTheLastRunsTimes(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cache", "times.json")
+	mods := []mod{{path: "root"}, {path: "fast"}, {path: "slow"}, {path: "new"}, {path: "middle"}}
+	first := loadDurations(file)
+	require.Equal(t, mods, slowestFirst(mods, first), "nothing timed: the workspace's order")
+	first.set("root", 3*time.Second)
+	first.set("fast", time.Second)
+	first.set("slow", 9*time.Second)
+	first.set("middle", 5*time.Second)
+	require.NoError(t, first.save())
+
+	next := loadDurations(file)
+	var order []string
+	for _, m := range slowestFirst(mods, next) {
+		order = append(order, m.path)
+	}
+	require.Equal(t, []string{"new", "slow", "middle", "root", "fast"}, order)
+
+	require.NoError(t, os.WriteFile(file, []byte("not json"), 0o644))
+	require.Equal(t, mods, slowestFirst(mods, loadDurations(file)), "an unreadable file: the workspace's order")
+	require.Equal(t, mods, slowestFirst(mods, loadDurations("")), "no cache directory: the workspace's order")
+	require.NoError(t, loadDurations("").save(), "no cache directory: nothing to keep")
 }
 
 // testModules starts a goroutine a lane and two more: none outlives it.
