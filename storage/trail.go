@@ -254,25 +254,27 @@ func (t Trail) packEntry(e *Entry) (packedEntry, bool) {
 	// owner and starts where it ended: try those indexes before a search.
 	newest := &t.entries[len(t.entries)-1]
 	p := packedEntry{epoch: e.Epoch, revision: e.Revision, sec: e.At.Unix(), nsec: int32(e.At.Nanosecond())}
-	ok := true
-	p.from, ok = t.index(e.From, newest.to, newest.from, ok)
-	p.to, ok = t.index(e.To, newest.from, newest.to, ok)
-	p.reason, ok = t.index(e.Reason, newest.reason, newest.reason, ok)
-	p.actor, ok = t.index(e.Actor, newest.actor, newest.actor, ok)
-	p.owner, ok = t.index(e.Owner, newest.owner, newest.owner, ok)
-	if !ok {
-		return packedEntry{}, false
+	for _, f := range [...]struct {
+		text          string
+		likely, other uint16
+		to            *uint16
+	}{
+		{e.From, newest.to, newest.from, &p.from}, {e.To, newest.from, newest.to, &p.to},
+		{e.Reason, newest.reason, newest.reason, &p.reason}, {e.Actor, newest.actor, newest.actor, &p.actor},
+		{e.Owner, newest.owner, newest.owner, &p.owner},
+	} {
+		k, ok := t.index(f.text, f.likely, f.other)
+		if !ok {
+			return packedEntry{}, false
+		}
+		*f.to = k
 	}
 	return p, true
 }
 
 // index returns the index of text in t's texts, trying likely and then
-// other before a binary search, and whether it is there and found was
-// true (so a caller packing several texts checks once).
-func (t Trail) index(text string, likely, other uint16, found bool) (uint16, bool) {
-	if !found {
-		return 0, false
-	}
+// other before a binary search, and whether it is there.
+func (t Trail) index(text string, likely, other uint16) (uint16, bool) {
 	// Equal strings are often the same string (a table's names, decoded
 	// texts), which the comparison sees without reading their bytes.
 	if t.texts[likely] == text {
