@@ -35,6 +35,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -139,16 +140,14 @@ func run(ctx context.Context, testFlags []string) error {
 		return err
 	}
 	times := loadDurations(durationsFile())
-	failed := testModules(ctx, os.Stderr, slowestFirst(mods, times), lanes, func(m mod, w io.Writer) error {
-		start := time.Now()
-		err := testModule(ctx, tmp, m, env, testFlags, w, lanes == 1)
-		if err == nil && len(testFlags) == 0 { // a -run or -short run is no measure of the next
-			times.set(m.path, time.Since(start))
-		}
-		return err
+	failed, passed := testModules(ctx, os.Stderr, slowestFirst(mods, times), lanes, func(m mod, w io.Writer) error {
+		return testModule(ctx, tmp, m, env, testFlags, w, lanes == 1)
 	})
-	if err := times.save(); err != nil {
-		fmt.Fprintln(os.Stderr, "testall: the modules' test times were not kept for the next run's order:", err)
+	if len(testFlags) == 0 { // a -run or -short run is no measure of the next
+		maps.Copy(times.took, passed)
+		if err := times.save(); err != nil {
+			fmt.Fprintln(os.Stderr, "testall: the modules' test times were not kept for the next run's order:", err)
+		}
 	}
 	if left := killOrphans(); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "testall: the module tests left processes behind, killed: %s\n", strings.Join(left, ", "))
@@ -190,7 +189,6 @@ func parallelModules() (int, error) {
 // with the slowest, so that no long module starts last and runs alone.
 type durations struct {
 	file string
-	mu   sync.Mutex
 	took map[string]time.Duration
 }
 
@@ -225,28 +223,13 @@ func loadDurations(file string) *durations {
 	return d
 }
 
-func (d *durations) set(path string, took time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.took[path] = took
-}
-
-func (d *durations) get(path string) (time.Duration, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	t, ok := d.took[path]
-	return t, ok
-}
-
 // save writes the times back, through a temporary file renamed over the
 // old one, so that two runs at once leave one whole file.
 func (d *durations) save() error {
 	if d.file == "" {
 		return nil
 	}
-	d.mu.Lock()
 	data, err := json.Marshal(d.took)
-	d.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -275,8 +258,8 @@ func (d *durations) save() error {
 func slowestFirst(mods []mod, times *durations) []mod {
 	out := slices.Clone(mods)
 	slices.SortStableFunc(out, func(a, b mod) int {
-		ta, oka := times.get(a.path)
-		tb, okb := times.get(b.path)
+		ta, oka := times.took[a.path]
+		tb, okb := times.took[b.path]
 		switch {
 		case !oka && !okb:
 			return 0
@@ -291,10 +274,11 @@ func slowestFirst(mods []mod, times *durations) []mod {
 }
 
 // testModules runs test over every module, lanes at a time, in the
-// order given, and returns the paths of those that failed. Each
+// order given, and returns the paths of those that failed and how long
+// each of the others took, by path. Each
 // module's output is kept and written to w whole when it ends, under a
 // header saying how it went, so that two modules' lines never mix.
-func testModules(ctx context.Context, w io.Writer, mods []mod, lanes int, test func(mod, io.Writer) error) []string {
+func testModules(ctx context.Context, w io.Writer, mods []mod, lanes int, test func(mod, io.Writer) error) (failed []string, passed map[string]time.Duration) {
 	// Only this goroutine writes to w: the lanes say what they start
 	// and how it ended on done.
 	type outcome struct {
@@ -329,7 +313,7 @@ func testModules(ctx context.Context, w io.Writer, mods []mod, lanes int, test f
 		}
 	}()
 	go func() { workers.Wait(); close(done) }()
-	var failed []string
+	passed = map[string]time.Duration{}
 	for o := range done {
 		if o.started {
 			stepTo(w, fmt.Sprintf("%s, on its own go.mod: started", o.m.path))
@@ -340,9 +324,11 @@ func testModules(ctx context.Context, w io.Writer, mods []mod, lanes int, test f
 		if o.err != nil {
 			fmt.Fprintln(w, "testall:", o.err)
 			failed = append(failed, o.m.path)
+		} else {
+			passed[o.m.path] = o.took
 		}
 	}
-	return failed
+	return failed, passed
 }
 
 func step(what string) { stepTo(os.Stderr, what) }

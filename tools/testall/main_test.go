@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,7 +127,7 @@ func TestModulesRunSideBySideAndTheirOutputsDoNotMix(t *testing.T) {
 	mods := []mod{{path: "a"}, {path: "b"}, {path: "c"}}
 	bothStarted := make(chan struct{}, 2)
 	var out bytes.Buffer
-	failed := testModules(context.Background(), &out, mods, 2, func(m mod, w io.Writer) error {
+	failed, passed := testModules(context.Background(), &out, mods, 2, func(m mod, w io.Writer) error {
 		if m.path != "c" {
 			// a and b wait for each other: with one lane at a time
 			// this would time out.
@@ -150,6 +151,10 @@ func TestModulesRunSideBySideAndTheirOutputsDoNotMix(t *testing.T) {
 		return nil
 	})
 	require.Equal(t, []string{"b"}, failed)
+	require.ElementsMatch(t, []string{"a", "c"}, slices.Collect(maps.Keys(passed)), "the times of the modules that passed")
+	for path, took := range passed {
+		require.Positive(t, took, "module %s's time", path)
+	}
 	text := out.String()
 	for _, m := range mods {
 		require.Contains(t, text, m.path+" line 0\n"+m.path+" line 1\n"+m.path+" line 2\n", "module %s's output in one piece", m.path)
@@ -183,10 +188,10 @@ func TestModulesStartSlowestFirstByTheLastRunsTimes(t *testing.T) {
 	mods := []mod{{path: "root"}, {path: "fast"}, {path: "slow"}, {path: "new"}, {path: "middle"}}
 	first := loadDurations(file)
 	require.Equal(t, mods, slowestFirst(mods, first), "nothing timed: the workspace's order")
-	first.set("root", 3*time.Second)
-	first.set("fast", time.Second)
-	first.set("slow", 9*time.Second)
-	first.set("middle", 5*time.Second)
+	first.took["root"] = 3 * time.Second
+	first.took["fast"] = time.Second
+	first.took["slow"] = 9 * time.Second
+	first.took["middle"] = 5 * time.Second
 	require.NoError(t, first.save())
 
 	next := loadDurations(file)
