@@ -108,65 +108,74 @@ func (m *Machine[S]) Previous() (S, bool) {
 // Table returns the machine's table.
 func (m *Machine[S]) Table() *Table[S] { return m.table }
 
-// Fire moves the machine to the state to and returns the change. Moving to
-// the current state succeeds and changes nothing (Change.Changed reports
-// false; guards and observers are not consulted). A move the table does
-// not allow returns an [*Error] matching [ErrNotAllowed]; a guard's veto
-// one matching [ErrGuard]. A done ctx returns its error before anything
-// changes, and again after the guards ran.
-func (m *Machine[S]) Fire(ctx context.Context, to S, reason string) (Change[S], error) {
+// Fire moves the machine to the state to and returns the [Step] it took.
+// Moving to the current state succeeds and changes nothing (Step.Changed
+// reports false; guards and observers are not consulted). A move the
+// table does not allow returns an [*Error] matching [ErrNotAllowed]; a
+// guard's veto one matching [ErrGuard]. A done ctx returns its error
+// before anything changes, and again after the guards ran. Guards,
+// observers and OnFailure functions get the whole [Change].
+func (m *Machine[S]) Fire(ctx context.Context, to S, reason string) (Step[S], error) {
 	t := m.table
 	if ctx == nil || t == nil || m.notify != nil || m.fails != nil || t.guarded {
 		return m.fireChecked(ctx, to, reason)
 	}
 	// The hot path: no clock, no lock, one compare-and-swap.
 	if err := ctx.Err(); err != nil {
-		return Change[S]{}, err
+		return Step[S]{}, err
 	}
-	j, ok := t.lookup(to)
+	// t.lookup, by hand: the generic method is over the inlining budget,
+	// and its call is a tenth of this path.
+	var j int
+	var ok bool
+	if t.dense.ok {
+		j, ok = denseLookup(&t.dense, to)
+	} else {
+		j, ok = t.lookup(to)
+	}
 	if !ok {
-		return Change[S]{}, m.notInTable(to)
+		return Step[S]{}, m.notInTable(to)
 	}
 	for {
 		w := m.word.Load()
 		i, prev, seq := unpack(w)
 		if i == j {
-			return Change[S]{ID: m.id, From: to, To: to, Reason: reason, Actor: m.actor, Revision: seq}, nil
+			return Step[S]{From: to, To: to, Revision: seq}, nil
 		}
 		if flags := t.edges[i*t.n+j]; flags != edgeAllowed {
 			if err := checkEdge(t, m.id, i, j, prev, flags); err != nil {
-				return Change[S]{}, err
+				return Step[S]{}, err
 			}
 		}
 		if m.word.CompareAndSwap(w, pack(j, i+1, seq+1)) {
-			return Change[S]{ID: m.id, From: t.states[i], To: to, Reason: reason, Actor: m.actor, Revision: seq + 1}, nil
+			return Step[S]{From: t.states[i], To: to, Revision: seq + 1}, nil
 		}
 	}
 }
 
 // fireChecked is Fire on every path but the hot one: a nil ctx, a zero
 // Machine, guards or observers.
-func (m *Machine[S]) fireChecked(ctx context.Context, to S, reason string) (Change[S], error) {
+func (m *Machine[S]) fireChecked(ctx context.Context, to S, reason string) (Step[S], error) {
 	t := m.table
 	if t == nil {
-		return Change[S]{}, errZeroMachine
+		return Step[S]{}, errZeroMachine
 	}
 	asked := func() Failure[S] {
 		cur, _, seq := unpack(m.word.Load())
 		return Failure[S]{Move: Change[S]{ID: m.id, From: t.states[cur], To: to, Reason: reason, Actor: m.actor, Revision: seq}, Decided: true}
 	}
 	if err := storage.CheckContext(ctx, "transition", "Fire"); err != nil {
-		return Change[S]{}, m.fails.fail(asked(), err)
+		return Step[S]{}, m.fails.fail(asked(), err)
 	}
 	j, ok := t.lookup(to)
 	if !ok {
-		return Change[S]{}, m.fails.fail(asked(), m.notInTable(to))
+		return Step[S]{}, m.fails.fail(asked(), m.notInTable(to))
 	}
 	c, err := m.fireSlow(ctx, j, to, reason)
 	if err != nil {
-		return Change[S]{}, m.fails.fail(Failure[S]{Move: c, Decided: true}, err)
+		return Step[S]{}, m.fails.fail(Failure[S]{Move: c, Decided: true}, err)
 	}
-	return c, nil
+	return Step[S]{From: c.From, To: c.To, Revision: c.Revision}, nil
 }
 
 // notInTable is the error for a move to a state the table does not have.

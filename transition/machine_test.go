@@ -32,10 +32,10 @@ func TestMachineFiresAllowedMovesAndRefusesOthers(t *testing.T) {
 	_, had := m.Previous()
 	require.False(t, had)
 
-	c, err := m.Fire(bg, Starting, "user asked")
+	step, err := m.Fire(bg, Starting, "user asked")
 	require.NoError(t, err)
-	require.Equal(t, transition.Change[SimState]{ID: "sim-1", From: Idle, To: Starting, Reason: "user asked", Actor: "manager", Revision: 1}, c)
-	require.True(t, c.Changed())
+	require.Equal(t, transition.Step[SimState]{From: Idle, To: Starting, Revision: 1}, step)
+	require.True(t, step.Changed())
 
 	_, err = m.Fire(bg, Paused, "too early")
 	require.ErrorIs(t, err, transition.ErrNotAllowed)
@@ -94,15 +94,34 @@ func TestMachineGuardVetoUnwrapsToTheGuardsError(t *testing.T) {
 	require.NotErrorIs(t, err, transition.ErrNotAllowed)
 	require.Equal(t, Idle, m.State())
 
-	c, err := m.Fire(bg, Starting, "licensed")
+	step, err := m.Fire(bg, Starting, "licensed")
 	require.NoError(t, err)
-	require.Equal(t, time.Unix(100, 0), c.At, "a guarded move is stamped")
+	require.Equal(t, transition.Step[SimState]{From: Idle, To: Starting, Revision: 1}, step)
 	require.Len(t, seen, 2)
+	require.Equal(t, time.Unix(100, 0), seen[1].At, "a guarded move is stamped")
 	require.Equal(t, uint64(0), seen[1].Revision, "a guard sees the revision it would replace")
 
 	_, err = m.Fire(bg, Running, "no guard on this edge")
 	require.NoError(t, err)
 	require.Len(t, seen, 2)
+}
+
+// The Step Fire returns is the Change observers get, less what the
+// caller already holds.
+func TestMachineObserversGetTheWholeChangeFireReturnsItsStep(t *testing.T) {
+	var seen []transition.Change[SimState]
+	m := newMachine(t, simTable(t), transition.MachineOptions{ID: "sim-1", Actor: "manager", Clock: func() time.Time { return time.Unix(7, 0) }},
+		transition.Observers[SimState]{OnChange: []func(transition.Change[SimState]){func(c transition.Change[SimState]) { seen = append(seen, c) }}})
+	step, err := m.Fire(bg, Starting, "user asked")
+	require.NoError(t, err)
+	require.Equal(t, transition.Step[SimState]{From: Idle, To: Starting, Revision: 1}, step)
+	require.Equal(t, []transition.Change[SimState]{{ID: "sim-1", From: Idle, To: Starting, Reason: "user asked", Actor: "manager", At: time.Unix(7, 0), Revision: 1}}, seen)
+
+	again, err := m.Fire(bg, Starting, "asked twice")
+	require.NoError(t, err)
+	require.Equal(t, transition.Step[SimState]{From: Starting, To: Starting, Revision: 1}, again)
+	require.False(t, again.Changed())
+	require.Len(t, seen, 1, "a move to the current state is not a change")
 }
 
 func TestMachineTableWideGuardsRunFirst(t *testing.T) {
