@@ -30,9 +30,10 @@ import (
 type recoveryResult struct {
 	Executions int   `json:"executions"`
 	Reconciled int64 `json:"reconciled"`
-	OpenNS     int64 `json:"open_ns"` // from its start until the store is open
-	ListNS     int64 `json:"list_ns"` // until the adoption pass has listed
-	IdleNS     int64 `json:"idle_ns"` // until every execution is reconciled once
+	OpenNS     int64 `json:"open_ns"`  // from its start until the store is open
+	ListNS     int64 `json:"list_ns"`  // until the adoption pass has listed
+	AdoptNS    int64 `json:"adopt_ns"` // until it has adopted every execution
+	IdleNS     int64 `json:"idle_ns"`  // until every execution is reconciled once
 	// HeapBytes is the live heap once every execution is reconciled (after
 	// a collection): the handles, their records and the Loop's keys.
 	HeapBytes uint64 `json:"heap_bytes"`
@@ -46,6 +47,10 @@ type recoveryResult struct {
 	// worked from one that waited (on its store's server, or on a
 	// machine whose memory or CPU was not there when asked).
 	CPU time.Duration `json:"-"`
+	// PeakRSS is the most memory the child process had resident at
+	// once, as its parent saw it: what it touched, which a machine
+	// charges for at its first touch (BenchmarkFirstTouch).
+	PeakRSS int64 `json:"-"`
 }
 
 // childRecover is a controller starting over the executions of a store:
@@ -73,6 +78,15 @@ func childRecover(ctx context.Context, spec childSpec) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if path := os.Getenv("EXECFSM_RECOVERY_MEMPROFILE"); path != "" {
+		runtime.MemProfileRate = 64 << 10
+		defer func() {
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
 	if spec.MemoryWarm {
 		if _, err := recoverOnce(ctx, spec); err != nil {
 			return err
@@ -99,7 +113,7 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 	handles := map[string]*transition.Persisted[state.Status]{}
 	var listed []storage.Record
 	listedAt := map[string]int{} // index in listed, until adopted
-	var listedBy atomic.Int64
+	var listedBy, adoptedBy atomic.Int64
 	var reconciled atomic.Int64
 	adopter := reconcile.AdopterFunc[string](func(ctx context.Context, item reconcile.Item[string]) error {
 		p, err := transition.NewPersisted(teraslice.Lifecycle(), store, item.Key, transition.PersistedOptions{})
@@ -183,6 +197,9 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 	}
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
 		Reconciler: reconciler, Adopter: adopter, World: list, Events: events, Resync: -1, Workers: 32,
+		AdoptionObserver: reconcile.AdoptionObserverFunc[string](func(reconcile.AdoptionReport[string]) {
+			adoptedBy.Store(int64(time.Since(start)))
+		}),
 	})
 	if err != nil {
 		return recoveryResult{}, err
@@ -196,6 +213,7 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 	}
 	res.IdleNS = int64(time.Since(start))
 	res.ListNS = listedBy.Load()
+	res.AdoptNS = adoptedBy.Load()
 	res.Reconciled = reconciled.Load()
 	res.Executions = len(handles)
 	measuring := time.Now()
@@ -329,14 +347,17 @@ type recoverySize struct {
 // write-ahead log for Open to replay. The executions are made beforehand, each with a full
 // default audit trail and some metadata, as a controller that has run a
 // while leaves them. It reports ms (process start to done, as the parent
-// saw it) and the child's own split: open-ms, list-ms (listing done) and
-// the executions per second.
+// saw it) and the child's own split: open-ms, list-ms (listing done),
+// adopt-ms (every execution adopted; the reconciles start) and the
+// executions per second, with the child's CPU time and peak resident
+// memory.
 //
 //	EXECFSM_RECOVERY=10000 go test ./reliability -run '^$' -bench Recovery -benchtime 1x
 //	EXECFSM_RECOVERY=100000 EXECFSM_RECOVERY_BOLT=1000000 go test ./reliability -run '^$' -bench Recovery -benchtime 1x -timeout 60m
 //
 // EXECFSM_RECOVERY_CPUPROFILE=file makes each recovering child write a
-// CPU profile there (the last one run is what is left).
+// CPU profile there (the last one run is what is left), and
+// EXECFSM_RECOVERY_MEMPROFILE=file a profile of what it allocated.
 func BenchmarkRecovery(b *testing.B) {
 	for _, size := range recoverySizes(b) {
 		backend, n := size.store, size.n
@@ -378,9 +399,10 @@ const fillLogFrom = 1000
 // executions of spec's store, each after prepare (if any), which
 // returns the bytes of write-ahead log it left to replay.
 func benchmarkRecoveryChild(b *testing.B, spec childSpec, n int, prepare func() int64) {
-	var total, open, list, cpu time.Duration
+	var total, open, list, adopt, cpu time.Duration
 	var heap uint64
 	var encoded int
+	var rss int64
 	var logged int64
 	for range b.N {
 		if prepare != nil {
@@ -397,15 +419,19 @@ func benchmarkRecoveryChild(b *testing.B, spec childSpec, n int, prepare func() 
 		require.Equal(b, int64(n), res.Reconciled, "and reconciled once")
 		total += took
 		cpu += res.CPU
+		rss += res.PeakRSS
 		open += time.Duration(res.OpenNS)
 		list += time.Duration(res.ListNS)
+		adopt += time.Duration(res.AdoptNS)
 	}
 	per := total / time.Duration(b.N)
 	b.ReportMetric(float64(per.Milliseconds()), "ms")
 	b.ReportMetric(float64((open / time.Duration(b.N)).Milliseconds()), "open-ms")
 	b.ReportMetric(float64((list / time.Duration(b.N)).Milliseconds()), "list-ms")
+	b.ReportMetric(float64((adopt / time.Duration(b.N)).Milliseconds()), "adopt-ms")
 	b.ReportMetric(float64(n)/per.Seconds(), "executions/s")
 	b.ReportMetric(float64((cpu / time.Duration(b.N)).Milliseconds()), "child-cpu-ms")
+	b.ReportMetric(float64(rss)/float64(b.N)/(1<<20), "child-peak-rss-MiB")
 	b.ReportMetric(float64(heap)/float64(b.N)/float64(n), "heap-B/execution")
 	b.ReportMetric(float64(encoded), "encoded-B/execution")
 	if prepare != nil {
@@ -473,6 +499,9 @@ func runRecoveryChild(b testing.TB, spec childSpec) (recoveryResult, time.Durati
 	var res recoveryResult
 	require.NoError(b, json.Unmarshal(out, &res), "its report: %s", out)
 	res.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if usage, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		res.PeakRSS = usage.Maxrss << 10 // Linux reports KiB
+	}
 	return res, took
 }
 
