@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Trail is a record's audit trail: its most recent changes, oldest first,
@@ -79,10 +80,40 @@ func NewTrail(entries ...Entry) (Trail, error) {
 // trailOf is NewTrail with an error that names no sentinel (decoding adds
 // ErrCorrupt, NewTrail ErrInvalidRecord). entries are not kept.
 func trailOf(entries []Entry) (Trail, error) {
-	if err := checkEntries(entries); err != nil {
+	if err := checkBounds(entries); err != nil {
 		return Trail{}, err
 	}
-	return pack(entries, nil), nil
+	t := pack(entries, nil)
+	// Each distinct text checked once: a full trail has a few texts in
+	// its eighty fields, and checking every field was most of the check
+	// of a decoded record.
+	for _, text := range t.texts {
+		if !utf8.ValidString(text) {
+			return Trail{}, checkEntries(entries) // says which entry
+		}
+	}
+	return t, nil
+}
+
+// checkBounds is checkEntries without checking that the texts are
+// UTF-8: the number of entries, the lengths of their texts and the order
+// of their revisions.
+func checkBounds(entries []Entry) error {
+	if len(entries) > MaxHistory {
+		return fmt.Errorf("history has %d entries, at most %d", len(entries), MaxHistory)
+	}
+	for k := range entries {
+		e := &entries[k]
+		if len(e.From) > MaxStatusLen || len(e.To) > MaxStatusLen || len(e.Reason) > MaxReasonLen ||
+			len(e.Actor) > MaxOwnerLen || len(e.Owner) > MaxOwnerLen {
+			return fmt.Errorf("history[%d]: %v", k, e.check())
+		}
+		if k > 0 && e.Revision <= entries[k-1].Revision {
+			return fmt.Errorf("history[%d] is at revision %d, not after history[%d] at %d",
+				k, e.Revision, k-1, entries[k-1].Revision)
+		}
+	}
+	return nil
 }
 
 // checkEntries returns what is wrong with a trail's entries.

@@ -28,6 +28,12 @@ func TestNewTrailRefusesWhatNoRecordMayCarry(t *testing.T) {
 		_, err := storage.NewTrail(mutate(storagetest.TrailEntries(3))...)
 		require.ErrorIs(t, err, storage.ErrInvalidRecord, name)
 	}
+	// Texts are checked once each, not field by field; the error still
+	// names the entry and the field.
+	entries := storagetest.TrailEntries(3)
+	entries[2].Owner = "pod-\xff"
+	_, err := storage.NewTrail(entries...)
+	require.ErrorContains(t, err, "history[2]: owner")
 }
 
 func TestTrailIsImmutable(t *testing.T) {
