@@ -333,10 +333,18 @@ func (l *Loop[K]) adopt(ctx context.Context) bool {
 		}
 	}
 	report := AdoptionReport[K]{Listed: len(items)}
-	world := make(map[K]struct{}, len(items))
-	keys := make([]K, 0, len(items))
+	var world map[K]struct{} // only to find the gone among known keys
+	if len(known) > 0 {
+		world = make(map[K]struct{}, len(items))
+	}
+	keys := make([]K, 0, len(items)+len(known))
+	if l.opt.Adopter != nil && len(items) > 0 {
+		report.Adopted = make([]K, 0, len(items))
+	}
 	for _, it := range items {
-		world[it.Key] = struct{}{}
+		if world != nil {
+			world[it.Key] = struct{}{}
+		}
 		keys = append(keys, it.Key)
 		if l.opt.Adopter == nil {
 			continue
