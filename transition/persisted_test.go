@@ -1089,6 +1089,43 @@ func TestPersistedObserveCopiesTheRecord(t *testing.T) {
 	require.Equal(t, "alice", got.Meta["owner"])
 }
 
+// What Apply returns is the caller's own: changing it changes nothing of
+// the handle's, whether decide changed the copy it was lent or not, and
+// it is the record as stored, whether a write happened or not.
+func TestPersistedApplyHandsBackARecordOfItsOwn(t *testing.T) {
+	p, mem := created(t, transition.PersistedOptions{})
+	var lent storage.Record
+	_, got, err := p.Apply(bg, func(cur Job, rec storage.Record) (transition.Update[Job], error) {
+		lent = rec
+		return transition.To(cur), nil
+	})
+	require.NoError(t, err)
+	got.Meta["owner"] = "mallory" // the caller's own, as is lent
+	require.Equal(t, "mallory", lent.Meta["owner"], "decide's copy is the one handed back")
+
+	_, got, err = p.Apply(bg, func(cur Job, rec storage.Record) (transition.Update[Job], error) {
+		require.Equal(t, "alice", rec.Meta["owner"], "the handle's record did not change")
+		rec.Meta["owner"] = "eve" // decide changes its copy: not what is stored
+		return transition.To(cur), nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"owner": "alice"}, got.Meta, "the record as stored, not decide's copy")
+
+	_, got, err = p.Apply(bg, func(cur Job, rec storage.Record) (transition.Update[Job], error) {
+		return transition.To(Work).Set("node", "n1"), nil
+	})
+	require.NoError(t, err)
+	stored, err := mem.Get(bg, "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, stored.Meta, got.Meta)
+	got.Meta["node"] = "changed by the caller"
+	_, again, err := p.Apply(bg, func(cur Job, rec storage.Record) (transition.Update[Job], error) {
+		return transition.To(cur), nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, stored.Meta, again.Meta)
+}
+
 // A controller starting over many executions lists them once and hands
 // each handle the record the listing read: reconciling one that needs
 // nothing then reads nothing more, and one that needs a move writes it
