@@ -282,6 +282,115 @@ func (a *recordingAdopter) Gone(_ context.Context, k string) error {
 	return nil
 }
 
+// With AdoptWorkers the Adopter runs for several items at once, every
+// item once; the report keeps World's order, and no Reconcile call comes
+// before the pass is over.
+func TestLoopAdoptsWithSeveralWorkersBeforeItReconciles(t *testing.T) {
+	const n, workers = 1000, 4
+	var world []reconcile.Item[string]
+	for i := range n {
+		world = append(world, reconcile.Item[string]{Key: fmt.Sprintf("ex-%04d", i)})
+	}
+	var adopted sync.Map
+	var inFlight, most, done atomic.Int64
+	// The first two calls wait for each other: one worker alone would
+	// never get past the first.
+	both := make(chan struct{})
+	var first atomic.Int64
+	var report reconcile.AdoptionReport[string]
+	var early atomic.Int64
+	l := newLoop(t, reconcile.Options[string]{
+		World:        func(context.Context) ([]reconcile.Item[string], error) { return world, nil },
+		AdoptWorkers: workers,
+		Adopter: reconcile.AdopterFunc[string](func(ctx context.Context, it reconcile.Item[string]) error {
+			now := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+			}
+			switch first.Add(1) {
+			case 1:
+				select {
+				case <-both:
+				case <-time.After(10 * time.Second):
+					return errors.New("no second Adopt call ran beside the first")
+				}
+			case 2:
+				close(both)
+			}
+			if _, again := adopted.LoadOrStore(it.Key, true); again {
+				return fmt.Errorf("%s adopted twice", it.Key)
+			}
+			done.Add(1)
+			return nil
+		}),
+		AdoptionObserver: reconcile.AdoptionObserverFunc[string](func(r reconcile.AdoptionReport[string]) { report = r }),
+		Reconciler: reconcile.ReconcilerFunc[string](func(_ context.Context, k string) (reconcile.Result, error) {
+			if done.Load() != n {
+				early.Add(1)
+			}
+			return reconcile.Result{}, nil
+		}),
+	})
+	reconciletest.Start(t, l)
+	reconciletest.Idle(t, l)
+	require.Zero(t, report.Errors)
+	keys := make([]string, n)
+	for i, it := range world {
+		keys[i] = it.Key
+	}
+	require.Equal(t, keys, report.Adopted, "every item adopted, in World's order")
+	require.Greater(t, most.Load(), int64(1), "several Adopt calls at once")
+	require.LessOrEqual(t, most.Load(), int64(workers))
+	require.Zero(t, early.Load(), "no Reconcile before the adoption pass is over")
+	require.EqualValues(t, n, l.Stats().Reconciles)
+}
+
+// An Adopt that panics fails that item's adoption, with one worker or
+// several; the others are adopted and every key is still reconciled.
+func TestLoopAdoptThatPanicsFailsItsItemAlone(t *testing.T) {
+	for _, workers := range []int{0, 3} {
+		t.Run(fmt.Sprint(workers), func(t *testing.T) {
+			var world []reconcile.Item[string]
+			for i := range 300 {
+				world = append(world, reconcile.Item[string]{Key: fmt.Sprintf("ex-%03d", i)})
+			}
+			var report reconcile.AdoptionReport[string]
+			var reconciled atomic.Int64
+			l := newLoop(t, reconcile.Options[string]{
+				World:        func(context.Context) ([]reconcile.Item[string], error) { return world, nil },
+				AdoptWorkers: workers,
+				Adopter: reconcile.AdopterFunc[string](func(_ context.Context, it reconcile.Item[string]) error {
+					if it.Key == "ex-123" {
+						panic("cannot rebuild " + it.Key)
+					}
+					return nil
+				}),
+				AdoptionObserver: reconcile.AdoptionObserverFunc[string](func(r reconcile.AdoptionReport[string]) { report = r }),
+				Reconciler: reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) {
+					reconciled.Add(1)
+					return reconcile.Result{}, nil
+				}),
+			})
+			reconciletest.Start(t, l)
+			reconciletest.Idle(t, l)
+			require.Equal(t, 1, report.Errors)
+			require.Len(t, report.Adopted, 299)
+			require.NotContains(t, report.Adopted, "ex-123")
+			require.EqualValues(t, 300, reconciled.Load())
+		})
+	}
+}
+
+func TestNewLoopRefusesAdoptWorkersOutOfRange(t *testing.T) {
+	for _, workers := range []int{-1, 10001} {
+		_, err := reconcile.NewLoop(reconcile.Options[string]{
+			Reconciler:   reconcile.ReconcilerFunc[string](func(context.Context, string) (reconcile.Result, error) { return reconcile.Result{}, nil }),
+			AdoptWorkers: workers,
+		})
+		require.ErrorContains(t, err, "AdoptWorkers")
+	}
+}
+
 func TestLoopAdoptionPassRetriesListingTheWorld(t *testing.T) {
 	clock := reconciletest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	var lists atomic.Int32

@@ -55,7 +55,8 @@ type recoveryResult struct {
 
 // childRecover is a controller starting over the executions of a store:
 // it opens the store, lists every record as the adoption pass does,
-// adopts each (a handle per execution, as a controller keeps them) and
+// adopts each (a handle per execution, as a controller keeps them, a
+// core at a time) and
 // reconciles each once (finding nothing to do), with 32 workers, then
 // reports and exits. Each handle is handed the record the listing read
 // (Persisted.Observe), as an informer's cache serves a Kubernetes
@@ -197,6 +198,7 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 	}
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
 		Reconciler: reconciler, Adopter: adopter, World: list, Events: events, Resync: -1, Workers: 32,
+		AdoptWorkers: runtime.GOMAXPROCS(0), // the adopter takes its lock only for the maps
 		AdoptionObserver: reconcile.AdoptionObserverFunc[string](func(reconcile.AdoptionReport[string]) {
 			adoptedBy.Store(int64(time.Since(start)))
 		}),
