@@ -1,9 +1,11 @@
 package storage
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -139,50 +141,235 @@ func (d *canonical) uint(out *uint64) bool {
 }
 
 // time reads a time the way encoding/json does: by handing the quoted
-// text to time.Time's UnmarshalJSON.
+// text to time.Time's UnmarshalJSON, unless it is in the form almost every
+// stored time has (utcTime).
 func (d *canonical) time(out *time.Time) bool {
 	start := d.i
-	if _, ok := d.span(); !ok {
+	text, ok := d.span()
+	if !ok {
 		return false
 	}
+	if t, ok := utcTime(text); ok {
+		*out = t
+		return true
+	}
 	return out.UnmarshalJSON([]byte(d.s[start:d.i])) == nil
+}
+
+// utcTime parses s if it is a time in UTC as time.Time's MarshalJSON
+// writes one, "2006-01-02T15:04:05Z" with a fraction of 1 to 9 digits or
+// none, and returns what UnmarshalJSON would. For anything else it
+// reports false and the caller parses it the general way. A record with a
+// full trail holds eighteen times; the general parser, building each
+// through time.Date, was a sixth of decoding one.
+func utcTime(s string) (time.Time, bool) {
+	sec, nsec, ok := utcUnix(s)
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.Unix(sec, nsec).UTC(), true
+}
+
+// utcUnix is utcTime as Unix seconds and nanoseconds.
+func utcUnix(s string) (sec, nsec int64, ok bool) {
+	if len(s) < len("2006-01-02T15:04:05Z") || s[len(s)-1] != 'Z' ||
+		s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return 0, 0, false
+	}
+	year, ok1 := decimal(s[0:4])
+	month, ok2 := decimal(s[5:7])
+	day, ok3 := decimal(s[8:10])
+	hour, ok4 := decimal(s[11:13])
+	minute, ok5 := decimal(s[14:16])
+	second, ok6 := decimal(s[17:19])
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 ||
+		month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || second > 59 {
+		return 0, 0, false
+	}
+	if frac := s[19 : len(s)-1]; frac != "" {
+		digits := frac[1:]
+		n, ok := decimal(digits)
+		if frac[0] != '.' || len(digits) > 9 || !ok {
+			return 0, 0, false
+		}
+		for range 9 - len(digits) {
+			n *= 10
+		}
+		nsec = n
+	}
+	return daysSinceEpoch(year, month, day)*86400 + hour*3600 + minute*60 + second, nsec, true
+}
+
+// decimal reads s, one or more ASCII digits, as a number.
+func decimal(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// daysIn is the number of days of month in year, in the proleptic
+// Gregorian calendar time uses.
+func daysIn(month, year int64) int64 {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// daysSinceEpoch is the number of days from 1970-01-01 to the date (a
+// negative number before it), by Howard Hinnant's days_from_civil.
+func daysSinceEpoch(year, month, day int64) int64 {
+	if month <= 2 {
+		year--
+	}
+	era := year / 400
+	if year < 0 && year%400 != 0 {
+		era--
+	}
+	yoe := year - era*400
+	mp := (month + 9) % 12
+	doy := (153*mp+2)/5 + day - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return era*146097 + doe - 719468
 }
 
 // history reads the audit trail, if there is one (omitempty leaves an
 // empty one out), and reports false for one that is not a valid trail:
 // encoding/json then decodes it and the record says what is wrong.
+//
+// The entries go straight into the packed form a Trail keeps (texts as
+// indexes, times as Unix seconds), with the checks NewTrail makes: no
+// Entry is built, no time.Time for a time in UTC, and a text like the
+// one before's (a move starts where the one before ended; reasons,
+// actors and owners repeat) costs one comparison.
 func (d *canonical) history(out *Trail) bool {
 	if !d.peek(`,"history":[`) {
 		return true
 	}
 	d.i += len(`,"history":[`)
-	// Read into the stack: the trail keeps its entries packed.
-	var room [DefaultHistoryLimit]Entry
-	entries := room[:0]
+	var textRoom [5 * DefaultHistoryLimit]string
+	texts := textRoom[:0]
+	var at map[string]uint16
+	// text reads a string of at most limit bytes into *idx, guessing it is
+	// texts[like] when guess is set; an optional one (after key, left out
+	// when empty) is the empty text when key is not next.
+	text := func(key string, optional bool, idx *uint16, like uint16, guess bool, limit int) bool {
+		if optional && !d.peek(key) {
+			view := ""
+			k, ok := findText(texts, at, view)
+			if !ok {
+				texts, at, k = addText(texts, at, view)
+			}
+			*idx = k
+			return true
+		}
+		if !d.lit(key) {
+			return false
+		}
+		view, ok := d.span()
+		if !ok || len(view) > limit || optional && view == "" {
+			return false
+		}
+		if guess && texts[like] == view {
+			*idx = like
+			return true
+		}
+		k, ok := findText(texts, at, view)
+		if !ok {
+			texts, at, k = addText(texts, at, d.keep(view))
+		}
+		*idx = k
+		return true
+	}
+	var room [DefaultHistoryLimit]packedEntry
+	packed := room[:0]
+	var zones []*time.Location
 	for {
-		var e Entry
-		ok := d.lit(`{"from":`) && d.str(&e.From) &&
-			d.lit(`,"to":`) && d.str(&e.To) &&
-			d.optStr(`,"reason":`, &e.Reason) &&
-			d.optStr(`,"actor":`, &e.Actor) &&
-			d.optStr(`,"owner":`, &e.Owner) &&
-			d.lit(`,"epoch":`) && d.uint(&e.Epoch) &&
-			d.lit(`,"at":`) && d.time(&e.At) &&
-			d.lit(`,"revision":`) && d.uint(&e.Revision) &&
-			d.lit(`}`)
+		var e packedEntry
+		var zone *time.Location
+		guess := len(packed) > 0
+		var prev packedEntry
+		if guess {
+			prev = packed[len(packed)-1]
+		}
+		ok := len(packed) < MaxHistory &&
+			text(`{"from":`, false, &e.from, prev.to, guess, MaxStatusLen) &&
+			text(`,"to":`, false, &e.to, prev.from, guess, MaxStatusLen) &&
+			text(`,"reason":`, true, &e.reason, prev.reason, guess, MaxReasonLen) &&
+			text(`,"actor":`, true, &e.actor, prev.actor, guess, MaxOwnerLen) &&
+			text(`,"owner":`, true, &e.owner, prev.owner, guess, MaxOwnerLen) &&
+			d.lit(`,"epoch":`) && d.uint(&e.epoch) &&
+			d.lit(`,"at":`) && d.instant(&e.sec, &e.nsec, &zone) &&
+			d.lit(`,"revision":`) && d.uint(&e.revision) &&
+			d.lit(`}`) &&
+			(!guess || e.revision > prev.revision)
 		if !ok {
 			return false
 		}
-		entries = append(entries, e)
+		if zone != nil {
+			if zones == nil {
+				zones = make([]*time.Location, len(packed), cap(packed))
+			}
+		}
+		if zones != nil {
+			zones = append(zones, zone)
+		}
+		packed = append(packed, e)
 		if d.lit(`]`) {
-			trail, err := trailOf(entries)
-			*out = trail
-			return err == nil
+			break
 		}
 		if !d.lit(`,`) {
 			return false
 		}
 	}
+	// The input was checked to be UTF-8 as a whole (DecodeJSON); each
+	// distinct text once more costs a few nanoseconds and keeps this
+	// decoder's answer NewTrail's whoever calls it.
+	for _, t := range texts {
+		if !utf8.ValidString(t) {
+			return false
+		}
+	}
+	*out = packedTrail(texts, slices.Clone(packed), zones, nil)
+	return true
+}
+
+// instant reads a time as time reads one, into the Unix seconds and
+// nanoseconds a packed entry keeps, and its zone if it is not UTC.
+func (d *canonical) instant(sec *int64, nsec *int32, zone **time.Location) bool {
+	start := d.i
+	text, ok := d.span()
+	if !ok {
+		return false
+	}
+	if s, ns, ok := utcUnix(text); ok {
+		*sec, *nsec = s, int32(ns)
+		return true
+	}
+	var t time.Time
+	if t.UnmarshalJSON([]byte(d.s[start:d.i])) != nil {
+		return false
+	}
+	*sec, *nsec = t.Unix(), int32(t.Nanosecond())
+	if loc := t.Location(); loc != time.UTC {
+		*zone = loc
+	}
+	return true
 }
 
 // historyLimit reads a positive history_limit, if there is one.

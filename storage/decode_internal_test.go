@@ -266,3 +266,119 @@ func TestEncodedSizeHintFitsTheRecord(t *testing.T) {
 	require.GreaterOrEqual(t, rec.encodedSizeHint(), len(data)-1)
 	require.Less(t, rec.encodedSizeHint(), 2*len(data))
 }
+
+// utcTime is the general parser's answer, faster: for every time it can
+// be given, from year 0 to 9999 with any fraction, it reads back the
+// time MarshalJSON wrote, equal to what UnmarshalJSON reads.
+func TestUTCTimeReadsWhatMarshalJSONWrites(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sec := rapid.Int64Range(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()).Draw(t, "sec")
+		nsec := rapid.SampledFrom([]int64{0, 1, 500_000_000, 123_456_789, 999_999_999, 100}).Draw(t, "nsec")
+		at := time.Unix(sec, nsec).UTC()
+		raw, err := at.MarshalJSON()
+		require.NoError(t, err)
+		got, ok := utcTime(string(raw[1 : len(raw)-1]))
+		require.True(t, ok, "%s", raw)
+		var want time.Time
+		require.NoError(t, want.UnmarshalJSON(raw))
+		require.True(t, got == want, "%s: %#v, UnmarshalJSON %#v", raw, got, want)
+	})
+}
+
+// Whatever utcTime accepts, UnmarshalJSON accepts too, as the same time;
+// what it refuses goes to UnmarshalJSON, which decides.
+func FuzzUTCTimeAgreesWithUnmarshalJSON(f *testing.F) {
+	for _, s := range []string{
+		"2026-12-03T12:00:00Z", "2026-12-03T16:41:37.123456789Z", "0000-01-01T00:00:00Z", "9999-12-31T23:59:59.9Z",
+		"2024-02-29T00:00:00Z", "2023-02-29T00:00:00Z", "2026-04-31T00:00:00Z", "2026-12-03T24:00:00Z",
+		"2026-12-03T12:00:60Z", "2026-12-03T12:00:00.Z", "2026-12-03T12:00:00.1234567890Z", "2026-12-03T12:00:00+01:00",
+		"2026-12-03 12:00:00Z", "+026-12-03T12:00:00Z", "2026-1a-03T12:00:00Z", "1900-02-29T00:00:00Z", "2000-02-29T00:00:00Z",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := utcTime(s)
+		if !ok {
+			return
+		}
+		var want time.Time
+		if err := want.UnmarshalJSON([]byte(`"` + s + `"`)); err != nil {
+			t.Fatalf("utcTime(%q) = %v; UnmarshalJSON refuses it: %v", s, got, err)
+		}
+		if got != want {
+			t.Fatalf("utcTime(%q) = %#v; UnmarshalJSON reads %#v", s, got, want)
+		}
+	})
+}
+
+// Trails of every length up to past a full default one, with texts that
+// repeat as real ones do, optional fields left out, times in and out of
+// UTC: the canonical decoder packs them as NewTrail does.
+func TestCanonicalDecodePacksTrailsAsNewTrailDoes(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		pool := rapid.SliceOfN(textGen(), 1, 6).Draw(t, "texts")
+		text := func(label string) string { return rapid.SampledFrom(pool).Draw(t, label) }
+		n := rapid.IntRange(1, 40).Draw(t, "entries")
+		entries := make([]Entry, n)
+		revision := rapid.Uint64Range(0, 3).Draw(t, "first revision")
+		for k := range entries {
+			at := timeGen().Draw(t, "at")
+			if rapid.IntRange(0, 3).Draw(t, "plain") > 0 {
+				at = time.Unix(rapid.Int64Range(0, 4_000_000_000).Draw(t, "sec"), rapid.Int64Range(0, 999_999_999).Draw(t, "nsec")).UTC()
+			}
+			if _, err := at.MarshalJSON(); err != nil {
+				at = time.Unix(0, 0).UTC() // beyond what JSON holds: not this test's
+			}
+			entries[k] = Entry{From: text("from"), To: text("to"), Reason: text("reason"), Actor: text("actor"), Owner: text("owner"),
+				Epoch: rapid.Uint64Range(0, 5).Draw(t, "epoch"), At: at, Revision: revision}
+			revision += rapid.Uint64Range(1, 1000).Draw(t, "step")
+		}
+		trail, err := NewTrail(entries...)
+		if err != nil {
+			t.Skip("not a trail:", err)
+		}
+		rec := Record{ID: "ex-1", Status: "running", History: trail, HistoryLimit: MaxHistory}
+		data, err := rec.MarshalBinary()
+		require.NoError(t, err)
+		fast, ok := decodeCanonical(data[1:])
+		if !ok {
+			return // escapes or a zone encoding/json writes otherwise: its path
+		}
+		slow, err := decodeJSON(data[1:])
+		require.NoError(t, err)
+		requireSameDecoding(t, slow, fast) // encoding/json's path makes its trail with NewTrail
+	})
+}
+
+// The fast path is the common one: a trail as a Persisted writes it
+// (plain texts, times in UTC) is decoded by it, full and past full.
+func TestCanonicalDecodeTakesTheTrailsAPersistedWrites(t *testing.T) {
+	for _, n := range []int{1, DefaultHistoryLimit, DefaultHistoryLimit + 1, MaxHistory} {
+		entries := make([]Entry, n)
+		at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+		for k := range entries {
+			entries[k] = Entry{From: "running", To: "paused", Reason: "operator request", Actor: "ctl", Owner: "ctl", Epoch: 3,
+				At: at.Add(time.Duration(k) * 1500 * time.Millisecond), Revision: uint64(k + 1)}
+			if k%2 == 1 {
+				entries[k].From, entries[k].To, entries[k].Reason = "paused", "running", ""
+			}
+		}
+		trail, err := NewTrail(entries...)
+		require.NoError(t, err)
+		data, err := Record{ID: "ex-1", Status: "running", History: trail, HistoryLimit: MaxHistory}.MarshalBinary()
+		require.NoError(t, err)
+		fast, ok := decodeCanonical(data[1:])
+		require.True(t, ok, "%d entries", n)
+		require.Equal(t, trail, fast.trail, "%d entries", n)
+	}
+	// One past MaxHistory is not a trail: encoding/json's path says so.
+	entries := make([]Entry, MaxHistory+1)
+	for k := range entries {
+		entries[k] = Entry{From: "a", To: "b", Revision: uint64(k + 1)}
+	}
+	encoded, err := json.Marshal(entries)
+	require.NoError(t, err)
+	data := []byte(`{"id":"ex-1","status":"running","revision":0,"epoch":0,"updated_at":"0001-01-01T00:00:00Z","since":"0001-01-01T00:00:00Z","history":` + string(encoded) + `}`)
+	_, ok := decodeCanonical(data)
+	require.False(t, ok)
+}

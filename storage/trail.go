@@ -140,36 +140,15 @@ func pack(entries []Entry, like []string) Trail {
 	if len(entries) == 0 {
 		return Trail{}
 	}
-	// The texts in order of first use, each entry's fields as indexes into
-	// them; then sorted, and the indexes mapped. A full trail has a few
-	// distinct texts, found by a linear search that compares the pointers
-	// of equal strings first (decoding makes one copy of each text).
-	var found [5 * DefaultHistoryLimit]string
-	texts := found[:0]
-	var at map[string]uint16 // beyond a few texts, where the search would be slow
+	var room [5 * DefaultHistoryLimit]string
+	texts := room[:0]
+	var at map[string]uint16
 	index := func(s string) uint16 {
-		if at != nil {
-			k, ok := at[s]
-			if !ok {
-				k = uint16(len(texts))
-				texts = append(texts, s)
-				at[s] = k
-			}
-			return k
+		k, ok := findText(texts, at, s)
+		if !ok {
+			texts, at, k = addText(texts, at, s)
 		}
-		for k, t := range texts {
-			if t == s {
-				return uint16(k)
-			}
-		}
-		texts = append(texts, s)
-		if len(texts) == 32 {
-			at = make(map[string]uint16, 64)
-			for k, t := range texts {
-				at[t] = uint16(k)
-			}
-		}
-		return uint16(len(texts) - 1)
+		return k
 	}
 	packed := make([]packedEntry, len(entries))
 	var zones []*time.Location
@@ -183,6 +162,53 @@ func pack(entries []Entry, like []string) Trail {
 			}
 			zones[k] = loc
 		}
+	}
+	return packedTrail(texts, packed, zones, like)
+}
+
+// findText returns the index of s in texts, if it is there; at, made
+// once there are many texts, finds it without a search. A full trail has
+// a few distinct texts, found by a linear search that compares the
+// pointers of equal strings first (decoding makes one copy of each
+// text). findText and addText are functions of values, not methods:
+// through a pointer the compiler would move their callers' stack buffers
+// to the heap.
+func findText(texts []string, at map[string]uint16, s string) (uint16, bool) {
+	if at != nil {
+		k, ok := at[s]
+		return k, ok
+	}
+	for k, t := range texts {
+		if t == s {
+			return uint16(k), true
+		}
+	}
+	return 0, false
+}
+
+// addText returns texts and at with s, which they lack, added, and its
+// index.
+func addText(texts []string, at map[string]uint16, s string) ([]string, map[string]uint16, uint16) {
+	k := uint16(len(texts))
+	texts = append(texts, s)
+	switch {
+	case at != nil:
+		at[s] = k
+	case len(texts) == 32:
+		at = make(map[string]uint16, 64)
+		for k, t := range texts {
+			at[t] = uint16(k)
+		}
+	}
+	return texts, at, k
+}
+
+// packedTrail returns the trail of packed, whose texts index texts in the
+// order they were found in, sharing like's texts when they are the
+// same. It takes packed and zones for its own, and keeps nothing of texts.
+func packedTrail(texts []string, packed []packedEntry, zones []*time.Location, like []string) Trail {
+	if len(packed) == 0 {
+		return Trail{}
 	}
 	order := make([]uint16, len(texts)) // first-use index -> sorted index
 	sorted := make([]uint16, len(texts))
@@ -200,8 +226,8 @@ func pack(entries []Entry, like []string) Trail {
 		}
 	}
 	for k := range packed {
-		p := &packed[k]
-		p.from, p.to, p.reason, p.actor, p.owner = order[p.from], order[p.to], order[p.reason], order[p.actor], order[p.owner]
+		e := &packed[k]
+		e.from, e.to, e.reason, e.actor, e.owner = order[e.from], order[e.to], order[e.reason], order[e.actor], order[e.owner]
 	}
 	return Trail{texts: like, entries: packed, zones: zones}
 }
