@@ -16,7 +16,10 @@
 // [Machine.Fire] and [Persisted.Fire] move to a state if the table allows
 // it and every guard agrees; otherwise they return an [*Error] that
 // matches [ErrNotAllowed] or [ErrGuard]. Firing the current state is an
-// idempotent success that changes nothing. A [Persisted] never overwrites
+// idempotent success that changes nothing. A Machine's Fire returns the
+// [Step] it took (from, to, its count of changes); a Persisted's the
+// whole [Change], with the revision, owner and epoch the store wrote it
+// under. A [Persisted] never overwrites
 // what it has not read: on a concurrent write it re-reads and decides
 // again ([Persisted.Apply] makes that decision a function of the fresh
 // record).
