@@ -265,59 +265,41 @@ func (d *canonical) history(out *Trail) bool {
 	var textRoom [5 * DefaultHistoryLimit]string
 	texts := textRoom[:0]
 	var at map[string]uint16
-	// text reads a string of at most limit bytes into *idx, guessing it is
+	// text reads a string of at most limit bytes, guessing it is
 	// texts[like] when guess is set; an optional one (after key, left out
 	// when empty) is the empty text when key is not next.
-	text := func(key string, optional bool, idx *uint16, like uint16, guess bool, limit int) bool {
+	text := func(key string, optional bool, like uint16, guess bool, limit int) (uint16, bool) {
 		if optional && !d.peek(key) {
-			view := ""
-			k, ok := findText(texts, at, view)
+			k, ok := findText(texts, at, "")
 			if !ok {
-				texts, at, k = addText(texts, at, view)
+				texts, at, k = addText(texts, at, "")
 			}
-			*idx = k
-			return true
+			return k, true
 		}
 		if !d.lit(key) {
-			return false
+			return 0, false
 		}
 		view, ok := d.span()
 		if !ok || len(view) > limit || optional && view == "" {
-			return false
+			return 0, false
 		}
 		if guess && texts[like] == view {
-			*idx = like
-			return true
+			return like, true
 		}
 		k, ok := findText(texts, at, view)
 		if !ok {
 			texts, at, k = addText(texts, at, d.keep(view))
 		}
-		*idx = k
-		return true
+		return k, true
 	}
 	var room [DefaultHistoryLimit]packedEntry
 	packed := room[:0]
 	var zones []*time.Location
 	for {
-		var e packedEntry
-		var zone *time.Location
-		guess := len(packed) > 0
-		var prev packedEntry
-		if guess {
-			prev = packed[len(packed)-1]
+		if len(packed) == MaxHistory {
+			return false // one too many: encoding/json's path says so
 		}
-		ok := len(packed) < MaxHistory &&
-			text(`{"from":`, false, &e.from, prev.to, guess, MaxStatusLen) &&
-			text(`,"to":`, false, &e.to, prev.from, guess, MaxStatusLen) &&
-			text(`,"reason":`, true, &e.reason, prev.reason, guess, MaxReasonLen) &&
-			text(`,"actor":`, true, &e.actor, prev.actor, guess, MaxOwnerLen) &&
-			text(`,"owner":`, true, &e.owner, prev.owner, guess, MaxOwnerLen) &&
-			d.lit(`,"epoch":`) && d.uint(&e.epoch) &&
-			d.lit(`,"at":`) && d.instant(&e.sec, &e.nsec, &zone) &&
-			d.lit(`,"revision":`) && d.uint(&e.revision) &&
-			d.lit(`}`) &&
-			(!guess || e.revision > prev.revision)
+		e, zone, ok := d.entry(text, packed)
 		if !ok {
 			return false
 		}
@@ -347,6 +329,42 @@ func (d *canonical) history(out *Trail) bool {
 	}
 	*out = packedTrail(texts, slices.Clone(packed), zones, nil)
 	return true
+}
+
+// textFunc reads a text after key (history's text): its index among the
+// trail's texts, and false if it is not there or not canonical.
+type textFunc func(key string, optional bool, like uint16, guess bool, limit int) (uint16, bool)
+
+// entry reads the entry after packed, its texts through text, and returns
+// it with its zone if that is not UTC.
+func (d *canonical) entry(text textFunc, packed []packedEntry) (packedEntry, *time.Location, bool) {
+	var e, prev packedEntry
+	var zone *time.Location
+	guess := len(packed) > 0
+	if guess {
+		prev = packed[len(packed)-1]
+	}
+	var ok [5]bool // through results, not pointers: e stays on the stack
+	e.from, ok[0] = text(`{"from":`, false, prev.to, guess, MaxStatusLen)
+	if ok[0] {
+		e.to, ok[1] = text(`,"to":`, false, prev.from, guess, MaxStatusLen)
+	}
+	if ok[1] {
+		e.reason, ok[2] = text(`,"reason":`, true, prev.reason, guess, MaxReasonLen)
+	}
+	if ok[2] {
+		e.actor, ok[3] = text(`,"actor":`, true, prev.actor, guess, MaxOwnerLen)
+	}
+	if ok[3] {
+		e.owner, ok[4] = text(`,"owner":`, true, prev.owner, guess, MaxOwnerLen)
+	}
+	done := ok[4] &&
+		d.lit(`,"epoch":`) && d.uint(&e.epoch) &&
+		d.lit(`,"at":`) && d.instant(&e.sec, &e.nsec, &zone) &&
+		d.lit(`,"revision":`) && d.uint(&e.revision) &&
+		d.lit(`}`) &&
+		(!guess || e.revision > prev.revision)
+	return e, zone, done
 }
 
 // instant reads a time as time reads one, into the Unix seconds and
