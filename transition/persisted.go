@@ -90,7 +90,7 @@ type Persisted[S comparable] struct {
 	// owner is nil for an outside authority, and set for good by the
 	// first Acquire.
 	owner  atomic.Pointer[owning]
-	shared *handles[S]
+	shared handles[S] // in the handle: one allocation a handle, not two
 	// failures are the OnFailure observers; nil: none.
 	failures *failureReporter[S]
 }
@@ -152,7 +152,7 @@ func NewPersisted[S comparable](table *Table[S], store storage.Store, id string,
 	}
 	return &Persisted[S]{
 		table: table, store: store, id: id, actor: s.actor, history: s.history, retries: s.retries, clock: s.clock,
-		shared:   &handles[S]{notify: newNotifier(s.observers, s.onPanic), sem: make(chan struct{}, 1)},
+		shared:   handles[S]{notify: newNotifier(s.observers, s.onPanic), sem: make(chan struct{}, 1)},
 		failures: newFailureReporter(s.failures, s.onPanic),
 	}, nil
 }
@@ -433,7 +433,7 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record,
 
 // check refuses a nil or done ctx and a zero Persisted.
 func (p *Persisted[S]) check(ctx context.Context, op string) error {
-	if p.shared == nil {
+	if p.shared.sem == nil {
 		return errZeroPersisted
 	}
 	return storage.CheckContext(ctx, "transition", op)
