@@ -53,6 +53,8 @@ type canonical struct {
 	// the difference in page faults (docs/decisions/2026-12-05-scale.md).
 	kept  [16]string
 	nkept int
+	// lastDate is the day of the trail's time read last.
+	lastDate lastDate
 }
 
 // keep returns a copy of s, the same copy for the same text.
@@ -132,6 +134,14 @@ func (d *canonical) uint(out *uint64) bool {
 	if j == d.i || (d.s[d.i] == '0' && j-d.i > 1) {
 		return false
 	}
+	if j-d.i < 20 { // 19 digits cannot overflow 64 bits
+		var v uint64
+		for _, c := range []byte(d.s[d.i:j]) {
+			v = v*10 + uint64(c-'0')
+		}
+		*out, d.i = v, j
+		return true
+	}
 	v, err := strconv.ParseUint(d.s[d.i:j], 10, 64)
 	if err != nil {
 		return false
@@ -163,7 +173,7 @@ func (d *canonical) time(out *time.Time) bool {
 // full trail holds eighteen times; the general parser, building each
 // through time.Date, was a sixth of decoding one.
 func utcTime(s string) (time.Time, bool) {
-	sec, nsec, ok := utcUnix(s)
+	sec, nsec, ok := utcUnix(s, nil)
 	if !ok {
 		return time.Time{}, false
 	}
@@ -171,19 +181,30 @@ func utcTime(s string) (time.Time, bool) {
 }
 
 // utcUnix is utcTime as Unix seconds and nanoseconds.
-func utcUnix(s string) (sec, nsec int64, ok bool) {
+func utcUnix(s string, last *lastDate) (sec, nsec int64, ok bool) {
 	if len(s) < len("2006-01-02T15:04:05Z") || s[len(s)-1] != 'Z' ||
 		s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
 		return 0, 0, false
 	}
-	year, ok1 := decimal(s[0:4])
-	month, ok2 := decimal(s[5:7])
-	day, ok3 := decimal(s[8:10])
+	var days int64
+	if last != nil && last.date != "" && s[:10] == last.date {
+		days = last.days
+	} else {
+		year, ok1 := decimal(s[0:4])
+		month, ok2 := decimal(s[5:7])
+		day, ok3 := decimal(s[8:10])
+		if !ok1 || !ok2 || !ok3 || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) {
+			return 0, 0, false
+		}
+		days = daysSinceEpoch(year, month, day)
+		if last != nil {
+			last.date, last.days = s[:10], days
+		}
+	}
 	hour, ok4 := decimal(s[11:13])
 	minute, ok5 := decimal(s[14:16])
 	second, ok6 := decimal(s[17:19])
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 ||
-		month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || second > 59 {
+	if !ok4 || !ok5 || !ok6 || hour > 23 || minute > 59 || second > 59 {
 		return 0, 0, false
 	}
 	if frac := s[19 : len(s)-1]; frac != "" {
@@ -197,7 +218,15 @@ func utcUnix(s string) (sec, nsec int64, ok bool) {
 		}
 		nsec = n
 	}
-	return daysSinceEpoch(year, month, day)*86400 + hour*3600 + minute*60 + second, nsec, true
+	return days*86400 + hour*3600 + minute*60 + second, nsec, true
+}
+
+// lastDate is the date (its "2006-01-02" text) of the time utcUnix read
+// last, and its days since the epoch: the times of a trail are mostly
+// of a few days, so most are read as a clock time on a known day.
+type lastDate struct {
+	date string
+	days int64
 }
 
 // decimal reads s, one or more ASCII digits, as a number.
@@ -262,36 +291,7 @@ func (d *canonical) history(out *Trail) bool {
 		return true
 	}
 	d.i += len(`,"history":[`)
-	var textRoom [5 * DefaultHistoryLimit]string
-	texts := textRoom[:0]
-	var at map[string]uint16
-	// text reads a string of at most limit bytes, guessing it is
-	// texts[like] when guess is set; an optional one (after key, left out
-	// when empty) is the empty text when key is not next.
-	text := func(key string, optional bool, like uint16, guess bool, limit int) (uint16, bool) {
-		if optional && !d.peek(key) {
-			k, ok := findText(texts, at, "")
-			if !ok {
-				texts, at, k = addText(texts, at, "")
-			}
-			return k, true
-		}
-		if !d.lit(key) {
-			return 0, false
-		}
-		view, ok := d.span()
-		if !ok || len(view) > limit || optional && view == "" {
-			return 0, false
-		}
-		if guess && texts[like] == view {
-			return like, true
-		}
-		k, ok := findText(texts, at, view)
-		if !ok {
-			texts, at, k = addText(texts, at, d.keep(view))
-		}
-		return k, true
-	}
+	var texts trailTexts
 	var room [DefaultHistoryLimit]packedEntry
 	packed := room[:0]
 	var zones []*time.Location
@@ -299,19 +299,21 @@ func (d *canonical) history(out *Trail) bool {
 		if len(packed) == MaxHistory {
 			return false // one too many: encoding/json's path says so
 		}
-		e, zone, ok := d.entry(text, packed)
+		packed = append(packed, packedEntry{})
+		var prev *packedEntry
+		if n := len(packed); n > 1 {
+			prev = &packed[n-2]
+		}
+		zone, ok := d.entry(&texts, &packed[len(packed)-1], prev)
 		if !ok {
 			return false
 		}
-		if zone != nil {
-			if zones == nil {
-				zones = make([]*time.Location, len(packed), cap(packed))
-			}
+		if zone != nil && zones == nil {
+			zones = make([]*time.Location, len(packed)-1, cap(packed))
 		}
 		if zones != nil {
 			zones = append(zones, zone)
 		}
-		packed = append(packed, e)
 		if d.lit(`]`) {
 			break
 		}
@@ -322,60 +324,149 @@ func (d *canonical) history(out *Trail) bool {
 	// The input was checked to be UTF-8 as a whole (DecodeJSON); each
 	// distinct text once more costs a few nanoseconds and keeps this
 	// decoder's answer NewTrail's whoever calls it.
-	for _, t := range texts {
+	for _, t := range texts.list() {
 		if !utf8.ValidString(t) {
 			return false
 		}
 	}
-	*out = packedTrail(texts, slices.Clone(packed), zones, nil)
+	*out = packedTrail(texts.list(), slices.Clone(packed), zones, nil)
 	return true
 }
 
-// textFunc reads a text after key (history's text): its index among the
-// trail's texts, and false if it is not there or not canonical.
-type textFunc func(key string, optional bool, like uint16, guess bool, limit int) (uint16, bool)
+// trailTexts are the distinct texts of a trail being read, in the
+// order first read, and their indexes once there are many. They are
+// kept in room, not a slice of it, while room holds them: a slice of
+// room stored through the pointer methods take would move room to the
+// heap, an allocation a record.
+type trailTexts struct {
+	room [5 * DefaultHistoryLimit]string
+	n    int      // how many of room are texts, while more is nil
+	more []string // every text, once there are more than room holds
+	at   map[string]uint16
+}
 
-// entry reads the entry after packed, its texts through text, and returns
-// it with its zone if that is not UTC.
-func (d *canonical) entry(text textFunc, packed []packedEntry) (packedEntry, *time.Location, bool) {
-	var e, prev packedEntry
-	var zone *time.Location
-	guess := len(packed) > 0
+// list is every text so far.
+func (t *trailTexts) list() []string {
+	if t.more != nil {
+		return t.more
+	}
+	return t.room[:t.n]
+}
+
+// find returns the index of s, if it is a text already.
+func (t *trailTexts) find(s string) (uint16, bool) {
+	return findText(t.list(), t.at, s)
+}
+
+// add adds s, which is not a text yet, and returns its index.
+func (t *trailTexts) add(s string) uint16 {
+	var k uint16
+	if t.more == nil && t.n < len(t.room) {
+		var list []string
+		list, t.at, k = addText(t.room[:t.n], t.at, s)
+		t.n = len(list)
+		return k
+	}
+	if t.more == nil {
+		t.more = append(make([]string, 0, 2*len(t.room)), t.room[:]...)
+	}
+	t.more, t.at, k = addText(t.more, t.at, s)
+	return k
+}
+
+// text reads a string of at most limit bytes after key, and returns its
+// index among texts, guessing it is texts[like] when guess is set; an
+// optional one (left out when empty) is the empty text when key is not
+// next.
+func (d *canonical) text(texts *trailTexts, key string, optional bool, like uint16, guess bool, limit int) (uint16, bool) {
+	if optional && !d.peek(key) {
+		k, ok := texts.find("")
+		if !ok {
+			k = texts.add("")
+		}
+		return k, true
+	}
+	if !d.lit(key) {
+		return 0, false
+	}
+	if guess && (!optional || texts.list()[like] != "") {
+		// The text before's, quoted, is this one: it was checked when
+		// first read, and holds no quote, backslash or control
+		// character, so span would stop where it ends.
+		t := texts.list()[like]
+		if end := d.i + 1 + len(t); end < len(d.s) && d.s[end] == '"' && d.s[d.i] == '"' && d.s[d.i+1:end] == t {
+			d.i = end + 1
+			return like, true
+		}
+	}
+	view, ok := d.span()
+	if !ok || len(view) > limit || optional && view == "" {
+		return 0, false
+	}
+	if guess && texts.list()[like] == view {
+		return like, true
+	}
+	k, ok := texts.find(view)
+	if !ok {
+		k = texts.add(d.keep(view))
+	}
+	return k, true
+}
+
+// entry reads an entry into e, which follows prev (nil for the first),
+// its texts among texts, and returns its zone if that is not UTC. The
+// entries are read in place: a packed entry is 40 bytes, and copying
+// each in and out of the calls was a seventh of reading a trail.
+func (d *canonical) entry(texts *trailTexts, e, prev *packedEntry) (*time.Location, bool) {
+	guess := prev != nil
+	var like packedEntry
 	if guess {
-		prev = packed[len(packed)-1]
+		like = packedEntry{from: prev.to, to: prev.from, reason: prev.reason, actor: prev.actor, owner: prev.owner}
 	}
-	var ok [5]bool // through results, not pointers: e stays on the stack
-	e.from, ok[0] = text(`{"from":`, false, prev.to, guess, MaxStatusLen)
-	if ok[0] {
-		e.to, ok[1] = text(`,"to":`, false, prev.from, guess, MaxStatusLen)
+	var zone *time.Location
+	var ok bool
+	if e.from, ok = d.text(texts, `{"from":`, false, like.from, guess, MaxStatusLen); !ok {
+		return nil, false
 	}
-	if ok[1] {
-		e.reason, ok[2] = text(`,"reason":`, true, prev.reason, guess, MaxReasonLen)
+	if e.to, ok = d.text(texts, `,"to":`, false, like.to, guess, MaxStatusLen); !ok {
+		return nil, false
 	}
-	if ok[2] {
-		e.actor, ok[3] = text(`,"actor":`, true, prev.actor, guess, MaxOwnerLen)
+	if e.reason, ok = d.text(texts, `,"reason":`, true, like.reason, guess, MaxReasonLen); !ok {
+		return nil, false
 	}
-	if ok[3] {
-		e.owner, ok[4] = text(`,"owner":`, true, prev.owner, guess, MaxOwnerLen)
+	if e.actor, ok = d.text(texts, `,"actor":`, true, like.actor, guess, MaxOwnerLen); !ok {
+		return nil, false
 	}
-	done := ok[4] &&
-		d.lit(`,"epoch":`) && d.uint(&e.epoch) &&
+	if e.owner, ok = d.text(texts, `,"owner":`, true, like.owner, guess, MaxOwnerLen); !ok {
+		return nil, false
+	}
+	done := d.lit(`,"epoch":`) && d.uint(&e.epoch) &&
 		d.lit(`,"at":`) && d.instant(&e.sec, &e.nsec, &zone) &&
 		d.lit(`,"revision":`) && d.uint(&e.revision) &&
 		d.lit(`}`) &&
 		(!guess || e.revision > prev.revision)
-	return e, zone, done
+	return zone, done
 }
 
 // instant reads a time as time reads one, into the Unix seconds and
 // nanoseconds a packed entry keeps, and its zone if it is not UTC.
 func (d *canonical) instant(sec *int64, nsec *int32, zone **time.Location) bool {
+	// Most are "2006-01-02T15:04:05Z": what utcUnix accepts is digits
+	// and separators, so no quote, backslash or control character the
+	// span would have stopped at.
+	const quotedLen = len(`"2006-01-02T15:04:05Z"`)
+	if end := d.i + quotedLen; end <= len(d.s) && d.s[d.i] == '"' && d.s[end-1] == '"' {
+		if s, ns, ok := utcUnix(d.s[d.i+1:end-1], &d.lastDate); ok {
+			*sec, *nsec, d.i = s, int32(ns), end
+			return true
+		}
+	}
 	start := d.i
 	text, ok := d.span()
 	if !ok {
 		return false
 	}
-	if s, ns, ok := utcUnix(text); ok {
+	if s, ns, ok := utcUnix(text, &d.lastDate); ok {
 		*sec, *nsec = s, int32(ns)
 		return true
 	}

@@ -321,11 +321,23 @@ func TestCanonicalDecodePacksTrailsAsNewTrailDoes(t *testing.T) {
 		n := rapid.IntRange(1, 40).Draw(t, "entries")
 		entries := make([]Entry, n)
 		revision := rapid.Uint64Range(0, 3).Draw(t, "first revision")
+		var before time.Time
 		for k := range entries {
 			at := timeGen().Draw(t, "at")
-			if rapid.IntRange(0, 3).Draw(t, "plain") > 0 {
+			switch rapid.IntRange(0, 3).Draw(t, "plain") {
+			case 1:
 				at = time.Unix(rapid.Int64Range(0, 4_000_000_000).Draw(t, "sec"), rapid.Int64Range(0, 999_999_999).Draw(t, "nsec")).UTC()
+			case 2, 3:
+				// Near the time before, in UTC: mostly the same day (the
+				// decoder remembers the last day it read), sometimes the
+				// day before or after, or the next month's or year's.
+				at = before.UTC().Add(time.Duration(rapid.Int64Range(-100_000, 100_000).Draw(t, "step s")) * time.Second)
+				if k == 0 {
+					at = time.Date(rapid.IntRange(1970, 2100).Draw(t, "year"), time.Month(rapid.IntRange(1, 12).Draw(t, "month")),
+						rapid.IntRange(1, 31).Draw(t, "day"), rapid.IntRange(0, 23).Draw(t, "hour"), 0, 0, 0, time.UTC)
+				}
 			}
+			before = at
 			if _, err := at.MarshalJSON(); err != nil {
 				at = time.Unix(0, 0).UTC() // beyond what JSON holds: not this test's
 			}
@@ -371,6 +383,22 @@ func TestCanonicalDecodeTakesTheTrailsAPersistedWrites(t *testing.T) {
 		require.True(t, ok, "%d entries", n)
 		require.Equal(t, trail, fast.trail, "%d entries", n)
 	}
+	// Texts of their own in every entry: more than the decoder keeps on
+	// its stack (five an entry of a default trail), past the count at
+	// which texts are looked up in a map.
+	many := make([]Entry, MaxHistory)
+	for k := range many {
+		many[k] = Entry{From: fmt.Sprint("s", k%7), To: fmt.Sprint("s", (k+1)%7), Reason: fmt.Sprint("reason ", k),
+			Actor: fmt.Sprint("actor ", k/2), Owner: fmt.Sprint("owner ", k/3), Revision: uint64(k + 1)}
+	}
+	trail, err := NewTrail(many...)
+	require.NoError(t, err)
+	require.Greater(t, len(trail.texts), 5*DefaultHistoryLimit)
+	data, err := Record{ID: "ex-1", Status: "running", History: trail, HistoryLimit: MaxHistory}.MarshalBinary()
+	require.NoError(t, err)
+	fast, ok := decodeCanonical(data[1:])
+	require.True(t, ok, "many texts")
+	require.Equal(t, trail, fast.trail, "many texts")
 	// One past MaxHistory is not a trail: encoding/json's path says so.
 	entries := make([]Entry, MaxHistory+1)
 	for k := range entries {
@@ -378,7 +406,7 @@ func TestCanonicalDecodeTakesTheTrailsAPersistedWrites(t *testing.T) {
 	}
 	encoded, err := json.Marshal(entries)
 	require.NoError(t, err)
-	data := []byte(`{"id":"ex-1","status":"running","revision":0,"epoch":0,"updated_at":"0001-01-01T00:00:00Z","since":"0001-01-01T00:00:00Z","history":` + string(encoded) + `}`)
-	_, ok := decodeCanonical(data)
+	data = []byte(`{"id":"ex-1","status":"running","revision":0,"epoch":0,"updated_at":"0001-01-01T00:00:00Z","since":"0001-01-01T00:00:00Z","history":` + string(encoded) + `}`)
+	_, ok = decodeCanonical(data)
 	require.False(t, ok)
 }

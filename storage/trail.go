@@ -210,8 +210,15 @@ func packedTrail(texts []string, packed []packedEntry, zones []*time.Location, l
 	if len(packed) == 0 {
 		return Trail{}
 	}
-	order := make([]uint16, len(texts)) // first-use index -> sorted index
-	sorted := make([]uint16, len(texts))
+	// On the stack for a trail of the default length: two allocations
+	// of every record read otherwise.
+	var orderRoom, sortedRoom [5 * DefaultHistoryLimit]uint16
+	order, sorted := orderRoom[:0], sortedRoom[:0]
+	if len(texts) > len(orderRoom) {
+		order, sorted = make([]uint16, 0, len(texts)), make([]uint16, 0, len(texts))
+	}
+	order = order[:len(texts)] // first-use index -> sorted index
+	sorted = sorted[:len(texts)]
 	for k := range sorted {
 		sorted[k] = uint16(k)
 	}
