@@ -115,13 +115,19 @@ func (s *Store) buckets(tx *bolt.Tx) (ns, records, log *bolt.Bucket) {
 
 // decode reads the record stored under id.
 func (s *Store) decode(id string, data []byte) (storage.Record, error) {
+	return decodeRecord(s.namespace, id, data)
+}
+
+// decodeRecord is Store.decode for an id as a string or as bbolt's key
+// (which becomes a string only in an error).
+func decodeRecord[ID string | []byte](namespace string, id ID, data []byte) (storage.Record, error) {
 	var rec storage.Record
 	if err := rec.UnmarshalBinary(data); err != nil {
-		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %s: %w", s.namespace, quote.Limited(id), err)
+		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %s: %w", namespace, quote.Limited(string(id)), err)
 	}
-	if rec.ID != id {
+	if rec.ID != string(id) {
 		return storage.Record{}, fmt.Errorf("boltstore: namespace %q, record %s: %w: it names itself %s",
-			s.namespace, quote.Limited(id), storage.ErrCorrupt, quote.Limited(rec.ID))
+			namespace, quote.Limited(string(id)), storage.ErrCorrupt, quote.Limited(rec.ID))
 	}
 	return rec, nil
 }
@@ -274,13 +280,18 @@ func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 	var out []storage.Record
 	var bad []storage.Unreadable
 	err := s.db.consistent("read", s.namespace, func(tx *bolt.Tx, logged map[string]logged, _ uint64) error {
-		var ids []string
-		var values [][]byte // bbolt's pages: decoded before the transaction ends
+		// The values are bbolt's pages, decoded (on other goroutines,
+		// while the cursor goes on) before the transaction ends.
+		decoding := listdecode.NewPipeline(func(id, value []byte) (storage.Record, error) {
+			return decodeRecord(s.namespace, id, value)
+		}, func(id []byte, err error) storage.Unreadable {
+			return storage.Unreadable{ID: string(id), Err: err}
+		})
 		bad = bad[:0]
 		_, records, _ := s.buckets(tx)
 		err := records.ForEach(func(k, v []byte) error {
 			if l, ok := logged[string(k)]; ok {
-				ids, values = append(ids, string(k)), append(values, l.data)
+				decoding.Add(k, l.data)
 				delete(logged, string(k))
 				return nil
 			}
@@ -289,21 +300,18 @@ func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 				bad = append(bad, storage.Unreadable{ID: string(k), Err: err})
 				return nil
 			}
-			ids, values = append(ids, string(k)), append(values, v)
+			decoding.Add(k, v)
 			return nil
 		})
 		if err != nil {
+			decoding.Wait() // nothing may read bbolt's pages once the transaction ends
 			return err
 		}
 		for id, l := range logged { // new since bbolt last had the log applied
-			ids, values = append(ids, id), append(values, l.data)
+			decoding.Add([]byte(id), l.data)
 		}
 		var unreadable []storage.Unreadable
-		out, unreadable = listdecode.All(len(ids), func(i int) (storage.Record, error) {
-			return s.decode(ids[i], values[i])
-		}, func(i int, err error) storage.Unreadable {
-			return storage.Unreadable{ID: ids[i], Err: err}
-		})
+		out, unreadable = decoding.Wait()
 		bad = append(bad, unreadable...)
 		return nil
 	})
