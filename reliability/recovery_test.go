@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,8 +116,7 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 	res := recoveryResult{OpenNS: int64(time.Since(start))}
 	var mu sync.Mutex
 	handles := map[string]*transition.Persisted[state.Status]{}
-	var listed []storage.Record
-	listedAt := map[string]int{} // index in listed, until adopted
+	var listed []storage.Record // by ID; one is zeroed once adopted
 	var listedBy, adoptedBy atomic.Int64
 	var reconciled atomic.Int64
 	adopter := reconcile.AdopterFunc[string](func(ctx context.Context, item reconcile.Item[string]) error {
@@ -126,12 +126,11 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 		}
 		mu.Lock()
 		handles[item.Key] = p
-		at, ok := listedAt[item.Key]
+		at, ok := slices.BinarySearchFunc(listed, item.Key, func(rec storage.Record, id string) int { return strings.Compare(rec.ID, id) })
 		var rec storage.Record
 		if ok {
 			rec = listed[at]
-			listed[at] = storage.Record{}
-			delete(listedAt, item.Key)
+			listed[at] = storage.Record{ID: rec.ID} // let go of the rest: it is the handle's now
 		}
 		mu.Unlock()
 		if ok && !spec.ReadEach {
@@ -188,12 +187,17 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 				}
 			}
 		}()
+		if !slices.IsSortedFunc(recs, func(a, b storage.Record) int { return strings.Compare(a.ID, b.ID) }) {
+			return nil, fmt.Errorf("the listing is not in the order of its IDs, as storage.Lister promises")
+		}
 		items := make([]reconcile.Item[string], len(recs))
-		mu.Lock()
-		listed, listedAt = recs, make(map[string]int, len(recs))
 		for k, rec := range recs {
 			items[k] = reconcile.Item[string]{Key: rec.ID, Identity: reconcile.Identity{Labels: rec.Meta}}
-			listedAt[rec.ID] = k
+		}
+		mu.Lock()
+		listed = recs
+		if len(handles) == 0 {
+			handles = make(map[string]*transition.Persisted[state.Status], len(recs))
 		}
 		mu.Unlock()
 		listedBy.Store(int64(time.Since(start)))
