@@ -110,7 +110,12 @@ func ValidateOpen(path string) error {
 // file's lock for all of its timeout.
 var ErrLocked = errors.New("database file is locked by another process")
 
-func validate(f *os.File) error {
+func validate(f *os.File) error { return check(f, true) }
+
+// check is validate, reading the pages from a mapping of the file if
+// mapping is set and the platform maps files, else with ReadAt (the
+// answer is the same: FuzzValidate).
+func check(f *os.File, mapping bool) error {
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() || info.Size() == 0 {
 		return nil
@@ -152,11 +157,34 @@ func validate(f *os.File) error {
 	case m.freelist != noFreelist && (m.freelist < 2 || m.freelist >= m.pgid):
 		return bad("the freelist page %d is outside pages 2 to %d", m.freelist, m.pgid-1)
 	}
-	w, err := walkTrees(f, m)
-	if err != nil || m.freelist == noFreelist {
-		return err
+	var mapped []byte
+	if mapping {
+		var unmap func()
+		mapped, unmap = mapFile(f, size)
+		defer unmap()
 	}
-	return w.checkFreelist(m.freelist)
+	return walkGuarded(func() error {
+		w, err := walkTrees(f, m, mapped)
+		if err != nil || m.freelist == noFreelist {
+			return err
+		}
+		return w.checkFreelist(m.freelist)
+	})
+}
+
+// walkGuarded runs walk, turning a memory fault (the file cut short by
+// another process while its mapping is read) into an error.
+func walkGuarded(walk func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			err = bad("the file changed while it was read: %v", r)
+		}
+	}()
+	return walk()
 }
 
 // bad is what Validate and walkTrees return for a damaged file.

@@ -74,7 +74,9 @@ func FuzzValidate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "db")
 		require.NoError(t, os.WriteFile(path, data, 0o600))
-		if err := Validate(path, time.Second); err != nil {
+		err := Validate(path, time.Second)
+		require.Equal(t, fmt.Sprint(err), fmt.Sprint(validateRead(t, path)), "the file mapped and the file read")
+		if err != nil {
 			require.ErrorIs(t, err, storage.ErrCorrupt)
 			return
 		}
@@ -98,6 +100,15 @@ func FuzzValidate(f *testing.F) {
 	})
 }
 
+// validateRead is Validate reading the file with ReadAt, as on a
+// platform where it is not mapped.
+func validateRead(tb testing.TB, path string) error {
+	f, err := os.Open(path)
+	require.NoError(tb, err)
+	defer f.Close()
+	return check(f, false)
+}
+
 // readAll reads every key and value under b, opening every bucket.
 func readAll(b *bolt.Bucket) error {
 	return b.ForEach(func(k, v []byte) error {
@@ -119,16 +130,17 @@ func manyIDs(n int) []string {
 	return ids
 }
 
-// A tree of several levels, its leaves read ahead by their branch in
+// A tree of several levels, its leaves mapped, or read ahead by their branch in
 // runs (with the overflow pages of records bigger than a page): it
 // passes, and a leaf in the middle of a run that names another page, or
 // an overflow page past the end, is found as it is read one by one.
-func TestLeavesReadAheadAreCheckedAsTheyAreReadOneByOne(t *testing.T) {
+func TestLeavesAreCheckedReadAheadOrMapped(t *testing.T) {
 	for _, size := range []int{100, 700} { // one page, and an overflow page (512-byte pages)
 		data := boltFileOf(t, false, manyIDs(600), size)
 		path := filepath.Join(t.TempDir(), "db")
 		require.NoError(t, os.WriteFile(path, data, 0o600))
 		require.NoError(t, Validate(path, time.Second))
+		require.NoError(t, validateRead(t, path))
 
 		// The leaves, as the walk reaches them: every page that is a leaf
 		// holding a record.
@@ -147,15 +159,17 @@ func TestLeavesReadAheadAreCheckedAsTheyAreReadOneByOne(t *testing.T) {
 		misnamed := append([]byte(nil), data...)
 		binary.LittleEndian.PutUint64(misnamed[leaf*pageSize:], uint64(leaf+1))
 		require.NoError(t, os.WriteFile(path, misnamed, 0o600))
-		err := Validate(path, time.Second)
-		require.ErrorIs(t, err, storage.ErrCorrupt)
-		require.ErrorContains(t, err, fmt.Sprintf("page %d says it is page %d", leaf, leaf+1))
+		for _, err := range []error{Validate(path, time.Second), validateRead(t, path)} {
+			require.ErrorIs(t, err, storage.ErrCorrupt)
+			require.ErrorContains(t, err, fmt.Sprintf("page %d says it is page %d", leaf, leaf+1))
+		}
 
 		overflowing := append([]byte(nil), data...)
 		binary.LittleEndian.PutUint32(overflowing[leaf*pageSize+12:], uint32(len(data)/pageSize))
 		require.NoError(t, os.WriteFile(path, overflowing, 0o600))
-		err = Validate(path, time.Second)
-		require.ErrorIs(t, err, storage.ErrCorrupt)
-		require.ErrorContains(t, err, fmt.Sprintf("page %d runs past the last page", leaf))
+		for _, err := range []error{Validate(path, time.Second), validateRead(t, path)} {
+			require.ErrorIs(t, err, storage.ErrCorrupt)
+			require.ErrorContains(t, err, fmt.Sprintf("page %d runs past the last page", leaf))
+		}
 	}
 }

@@ -37,13 +37,16 @@ const (
 // passes gives bbolt's reads no page to fault on and no element that
 // points outside its page. The walker it returns knows which pages are
 // in use, for checkFreelist. The error matches storage.ErrCorrupt.
-func walkTrees(f *os.File, m metaPage) (*treeWalker, error) {
-	w := &treeWalker{f: f, pageSize: int64(m.pageSize), pages: m.pgid, seen: make([]uint64, (m.pgid+63)/64)}
+func walkTrees(f *os.File, m metaPage, mapped []byte) (*treeWalker, error) {
+	w := &treeWalker{f: f, mapped: mapped, pageSize: int64(m.pageSize), pages: m.pgid, seen: make([]uint64, (m.pgid+63)/64)}
 	return w, w.bucket(m.root)
 }
 
 type treeWalker struct {
-	f        *os.File
+	f *os.File
+	// mapped is the file mapped to be read (see mapFile), nil where it
+	// is read with ReadAt; a page past its end is read so too.
+	mapped   []byte
 	pageSize int64
 	pages    uint64   // pages in use: every page id is below it
 	seen     []uint64 // a bit per page reached
@@ -79,6 +82,9 @@ const (
 // into the buffer of depth. An id outside the file is left to load, to
 // report; so is every id of a run whose read fails or comes up short.
 func (w *treeWalker) readAhead(ids []uint64, depth int) {
+	if w.mapped != nil {
+		return // nothing to read ahead: the pages are there
+	}
 	for len(w.ahead) <= depth {
 		w.ahead = append(w.ahead, readAhead{from: map[uint64][]byte{}})
 	}
@@ -183,6 +189,9 @@ func (w *treeWalker) read(id uint64, depth int) ([]byte, error) {
 // load reads pages pages from page id on into the buffer of depth.
 func (w *treeWalker) load(id, pages uint64, depth int) ([]byte, error) {
 	size := int64(pages) * w.pageSize
+	if off := int64(id) * w.pageSize; off+size <= int64(len(w.mapped)) {
+		return w.mapped[off : off+size : off+size], nil
+	}
 	if depth < len(w.ahead) {
 		if from, ok := w.ahead[depth].from[id]; ok && int64(len(from)) >= size {
 			return from[:size:size], nil
