@@ -159,6 +159,9 @@ func (p *Pipeline) Wait() ([]storage.Record, []storage.Unreadable) {
 		}
 	}
 	p.chunks = nil
+	if len(recs) == 0 {
+		recs = nil // every value unreadable: no records, as for no values
+	}
 	return recs, bad
 }
 
