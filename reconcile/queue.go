@@ -103,8 +103,13 @@ type shard[K comparable] struct {
 
 // inboxCap is how many adds an inbox holds before the adding goroutine
 // deduplicates them itself: it bounds the inbox when workers are busy
-// (a hot key added a million times is one entry after a drain).
-const inboxCap = 256
+// (a hot key added a million times is one entry after a drain). Each
+// drain folds the adds of a key it finds still queued, so a longer inbox
+// folds more: 100k adds over 1k keys with 4 workers ran 14k reconciles
+// at 256 and 10k at 1024, a tenth less time an add (BENCHMARKS.md,
+// BenchmarkQueue/hot); idle workers drain it at once whatever its length,
+// so no key waits longer for it.
+const inboxCap = 1024
 
 func newQueue[K comparable](workers int) *queue[K] {
 	n := min(max(workers, 1), maxShards)
