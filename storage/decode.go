@@ -389,22 +389,22 @@ func (d *canonical) text(texts *trailTexts, key string, optional bool, like uint
 	if !d.lit(key) {
 		return 0, false
 	}
-	if guess && (!optional || texts.list()[like] != "") {
+	if guess {
 		// The text before's, quoted, is this one: it was checked when
 		// first read, and holds no quote, backslash or control
-		// character, so span would stop where it ends.
-		t := texts.list()[like]
-		if end := d.i + 1 + len(t); end < len(d.s) && d.s[end] == '"' && d.s[d.i] == '"' && d.s[d.i+1:end] == t {
-			d.i = end + 1
-			return like, true
+		// character, so span would stop where it ends. Whenever this
+		// does not take it, the span below is another text (or the
+		// empty one an optional field may not have).
+		if t := texts.list()[like]; !optional || t != "" {
+			if end := d.i + 1 + len(t); end < len(d.s) && d.s[end] == '"' && d.s[d.i] == '"' && d.s[d.i+1:end] == t {
+				d.i = end + 1
+				return like, true
+			}
 		}
 	}
 	view, ok := d.span()
 	if !ok || len(view) > limit || optional && view == "" {
 		return 0, false
-	}
-	if guess && texts.list()[like] == view {
-		return like, true
 	}
 	k, ok := texts.find(view)
 	if !ok {

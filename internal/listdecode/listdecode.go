@@ -144,9 +144,6 @@ func (p *Pipeline) Wait() ([]storage.Record, []storage.Unreadable) {
 	for _, c := range p.chunks {
 		n += len(c.recs)
 	}
-	if n == 0 {
-		return nil, nil
-	}
 	recs := make([]storage.Record, 0, n)
 	var bad []storage.Unreadable
 	for _, c := range p.chunks {
@@ -160,7 +157,7 @@ func (p *Pipeline) Wait() ([]storage.Record, []storage.Unreadable) {
 	}
 	p.chunks = nil
 	if len(recs) == 0 {
-		recs = nil // every value unreadable: no records, as for no values
+		recs = nil // no values, or none readable: no records
 	}
 	return recs, bad
 }
