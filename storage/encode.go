@@ -30,11 +30,19 @@ func appendCanonical(b []byte, w *wireRecord) ([]byte, bool) {
 		b = append(b, v...)
 		b = append(b, '"')
 	}
+	var day utcDay
 	tm := func(key string, t time.Time) {
 		if !ok {
 			return
 		}
 		b = append(append(b, key...), '"')
+		if t.Location() == time.UTC {
+			var fast bool
+			if b, fast = appendUTC(b, t.Unix(), int32(t.Nanosecond()), &day); fast {
+				b = append(b, '"')
+				return
+			}
+		}
 		start := len(b)
 		b = t.AppendFormat(b, time.RFC3339Nano)
 		// What Time.MarshalJSON refuses (a year beyond four digits, an
@@ -82,7 +90,18 @@ func appendCanonical(b []byte, w *wireRecord) ([]byte, bool) {
 		text(`,"actor":`, e.actor, true)
 		text(`,"owner":`, e.owner, true)
 		b = strconv.AppendUint(append(b, `,"epoch":`...), e.epoch, 10)
-		tm(`,"at":`, w.trail.at(k))
+		if w.trail.zones == nil || w.trail.zones[k] == nil {
+			b = append(b, `,"at":"`...)
+			var fast bool
+			if b, fast = appendUTC(b, e.sec, e.nsec, &day); fast {
+				b = append(b, '"')
+			} else {
+				b = b[:len(b)-len(`,"at":"`)]
+				tm(`,"at":`, w.trail.at(k))
+			}
+		} else {
+			tm(`,"at":`, w.trail.at(k))
+		}
 		b = strconv.AppendUint(append(b, `,"revision":`...), e.revision, 10)
 		b = append(b, '}')
 	}
@@ -132,4 +151,60 @@ func plain(s string) bool {
 		i += size
 	}
 	return true
+}
+
+// appendUTC appends the UTC time sec.nsec (Unix seconds and nanoseconds,
+// 0 ≤ nsec < 1e9) as Time.AppendFormat with time.RFC3339Nano writes it,
+// "2006-01-02T15:04:05.999999999Z", and reports true; for a year outside
+// 0-9999, which that format does not write in four digits, it appends
+// nothing and reports false. Formatting through time.Time was a quarter
+// of encoding a record with a full trail, whose eighteen times are
+// mostly of a few days: day holds the last date written, so most times
+// are a clock time on a known day.
+func appendUTC(b []byte, sec int64, nsec int32, day *utcDay) ([]byte, bool) {
+	const firstSec, lastSec = -62167219200, 253402300799 // 0000-01-01T00:00:00Z, 9999-12-31T23:59:59Z
+	if sec < firstSec || sec > lastSec {
+		return b, false
+	}
+	days := sec / 86400
+	clock := sec % 86400
+	if clock < 0 {
+		days, clock = days-1, clock+86400
+	}
+	if !day.set || day.days != days {
+		year, month, date := time.Unix(days*86400, 0).UTC().Date()
+		day.set, day.days = true, days
+		day.text = [10]byte{
+			byte('0' + year/1000), byte('0' + year/100%10), byte('0' + year/10%10), byte('0' + year%10), '-',
+			byte('0' + month/10), byte('0' + month%10), '-',
+			byte('0' + date/10), byte('0' + date%10),
+		}
+	}
+	hour, minute, second := clock/3600, clock/60%60, clock%60
+	b = append(b, day.text[:]...)
+	b = append(b, 'T',
+		byte('0'+hour/10), byte('0'+hour%10), ':',
+		byte('0'+minute/10), byte('0'+minute%10), ':',
+		byte('0'+second/10), byte('0'+second%10))
+	if nsec != 0 {
+		var frac [10]byte
+		frac[0] = '.'
+		for i, n := 9, nsec; i > 0; i, n = i-1, n/10 {
+			frac[i] = byte('0' + n%10)
+		}
+		end := 10
+		for frac[end-1] == '0' {
+			end--
+		}
+		b = append(b, frac[:end]...)
+	}
+	return append(b, 'Z'), true
+}
+
+// utcDay is the day appendUTC wrote last: its days since the epoch and
+// its "2006-01-02" text.
+type utcDay struct {
+	set  bool
+	days int64
+	text [10]byte
 }
