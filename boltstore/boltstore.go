@@ -130,11 +130,17 @@ type DB struct {
 	// The holder of the writer's turn owns these: heads (see heads.go);
 	// lastBatch, how many writes the last leader committed (and woke);
 	// revision, the last one given out; frame, the buffer a batch is
-	// encoded in; shut, set by Close.
+	// encoded in; encoded, the buffer each record is encoded in before
+	// it is copied out; written, the batch's index of its writes (see
+	// batchView), and outcomes, its writes' outcomes, kept for the
+	// next; shut, set by Close.
 	heads     heads
 	lastBatch int
 	revision  uint64
 	frame     []byte
+	encoded   []byte
+	written   map[headKey]int
+	outcomes  []outcome
 	shut      bool
 
 	// The log (see wal.go and overlay.go). wake hands the checkpointer

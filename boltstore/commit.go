@@ -1,9 +1,11 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 
 	"github.com/execfsm/execfsm/boltstore/internal/filecheck"
@@ -136,11 +138,13 @@ func (db *DB) commit(batch []*request) {
 		return
 	}
 	db.lastBatch = len(taken)
-	outcomes := make([]outcome, len(taken))
+	outcomes := slices.Grow(db.outcomes, len(taken))[:len(taken)]
 	db.commitBatch(taken, outcomes)
 	for i, r := range taken {
 		r.done <- outcomes[i]
 	}
+	clear(outcomes) // zero for the next batch, and holding no record
+	db.outcomes = outcomes[:0]
 }
 
 // maxFrameBytes bounds a frame: a batch of large records (a record can
@@ -164,7 +168,7 @@ func (db *DB) commitBatch(batch []*request, outcomes []outcome) {
 	}
 	gens := db.overlay.snapshot()
 	current := gens[len(gens)-1]
-	v := &batchView{db: db, gens: gens, frame: append(db.frame[:0], make([]byte, wal.FrameHeaderSize)...)}
+	v := &batchView{db: db, gens: gens, frame: append(db.frame[:0], make([]byte, wal.FrameHeaderSize)...), written: db.written}
 	start := 0 // the first write of the frame being encoded
 	for i, r := range batch {
 		// A writer who gave up while its turn came gets nothing
@@ -196,7 +200,7 @@ func (db *DB) commitBatch(batch []*request, outcomes []outcome) {
 		}
 		start = i + 1
 	}
-	db.frame = v.frame[:0]
+	db.frame, db.written = v.frame[:0], reuse(v.written)
 	if cap(db.frame) > maxFrameBytes {
 		db.frame = nil // one batch of large records: do not keep its buffer
 	}
@@ -221,7 +225,7 @@ func (db *DB) flush(v *batchView, current *gen) error {
 	}
 	db.heads.commit()
 	db.overlay.install(current, v.entries)
-	v.entries, v.written = v.entries[:0], nil
+	v.entries, v.written = v.entries[:0], reuse(v.written)
 	v.frame = v.frame[:wal.FrameHeaderSize]
 	return nil
 }
@@ -268,7 +272,7 @@ type batchView struct {
 	gens    []*gen
 	tx      *bolt.Tx
 	entries []wal.Entry
-	written map[string]int // headKey → index in entries of its latest write
+	written map[headKey]int // index in entries of each record's latest write
 	frame   []byte
 }
 
@@ -310,7 +314,7 @@ func (v *batchView) read(fn func(tx *bolt.Tx) error) error {
 // for the table's document) at revision to the batch.
 func (v *batchView) add(s *Store, id string, revision uint64, data []byte) {
 	if v.written == nil {
-		v.written = map[string]int{}
+		v.written = map[headKey]int{}
 	}
 	v.written[s.headKey(id)] = len(v.entries)
 	v.entries = append(v.entries, wal.Entry{Revision: revision, Namespace: s.namespace, ID: id, Data: data})
@@ -339,10 +343,19 @@ func (s *Store) apply(v *batchView, build func(v *batchView) (storage.Record, er
 	}
 	floor := rec.Revision // build returns the replaced record's revision, or 0
 	rec.Revision = max(s.db.revision, floor) + 1
-	data, err := rec.MarshalBinary()
+	// Encoded into a buffer the leader keeps, then copied out at its
+	// size: the log's memory holds each write until a checkpoint, so a
+	// buffer of its own per write is always fresh memory, and encoding
+	// into one sized for the longest record it might be (and cleared
+	// first) cost 2 µs of a 10 µs write on tmpfs.
+	encoded, err := rec.AppendBinary(s.db.encoded[:0])
 	if err != nil {
 		return storage.Record{}, err
 	}
+	if s.db.encoded = encoded[:0]; cap(encoded) > maxFrameBytes {
+		s.db.encoded = nil // one large record: do not keep its buffer
+	}
+	data := bytes.Clone(encoded)
 	s.db.revision = rec.Revision
 	v.add(s, rec.ID, rec.Revision, data)
 	s.db.heads.wrote(s.headKey(rec.ID), head{revision: rec.Revision, claim: rec.Claim()})

@@ -30,33 +30,47 @@ type head struct {
 }
 
 type heads struct {
-	known   map[string]head // committed
-	pending map[string]head // written by the transaction in progress
+	known   map[headKey]head // committed
+	pending map[headKey]head // written by the batch in progress
 }
 
-func (h *heads) wrote(key string, hd head) {
+func (h *heads) wrote(key headKey, hd head) {
 	if h.pending == nil {
-		h.pending = map[string]head{}
+		h.pending = map[headKey]head{}
 	}
 	h.pending[key] = hd
 }
 
+// commit keeps the batch's heads.
 func (h *heads) commit() {
 	if len(h.known)+len(h.pending) > maxHeads {
 		h.known = nil
 	}
 	if h.known == nil {
-		h.known = make(map[string]head, len(h.pending))
+		h.known = make(map[headKey]head, len(h.pending))
 	}
 	for k, hd := range h.pending {
 		h.known[k] = hd
 	}
-	h.pending = nil
+	h.rollback()
 }
 
-func (h *heads) rollback() { h.pending = nil }
+func (h *heads) rollback() { h.pending = reuse(h.pending) }
 
-func (h *heads) lookup(key string) (head, bool) {
+// reuse returns m emptied for the next batch. A lone writer's batch
+// holds a key or two, and making its maps anew every write was a fifth
+// of its allocations; a map a large batch grew is dropped instead, since
+// clearing it costs in proportion to its size.
+func reuse[K comparable, V any](m map[K]V) map[K]V {
+	const smallMap = 8
+	if len(m) > smallMap {
+		return nil
+	}
+	clear(m)
+	return m
+}
+
+func (h *heads) lookup(key headKey) (head, bool) {
 	if hd, ok := h.pending[key]; ok {
 		return hd, true
 	}
@@ -64,8 +78,13 @@ func (h *heads) lookup(key string) (head, bool) {
 	return hd, ok
 }
 
-// headKey names record id of this store among all the DB's stores.
-func (s *Store) headKey(id string) string { return s.namespace + "\x00" + id }
+// headKey names a record among all the DB's stores: its store's
+// namespace and its id (two strings, not one made of them: a key is
+// looked up or stored three times a write).
+type headKey struct{ namespace, id string }
+
+// headKey names record id of this store.
+func (s *Store) headKey(id string) headKey { return headKey{s.namespace, id} }
 
 // head returns the revision and claim of record id, inside a write
 // transaction, decoding the record only if heads does not know it.
