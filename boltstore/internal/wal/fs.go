@@ -74,7 +74,10 @@ func (OS) SyncDir(dir string) error {
 	return d.Sync()
 }
 
-func (OS) Named(f File, name string) (bool, error) {
+func (OS) Named(f File, name string) (bool, error) { return sameFile(name, f.(*osFile).is) }
+
+// sameFileInfo is sameFile through os.Stat, where no Stat_t is at hand.
+func sameFileInfo(name string, is os.FileInfo) (bool, error) {
 	at, err := os.Stat(name)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -82,5 +85,5 @@ func (OS) Named(f File, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return os.SameFile(at, f.(*osFile).is), nil
+	return os.SameFile(at, is), nil
 }
