@@ -347,7 +347,7 @@ func (s *Store) apply(v *batchView, build func(v *batchView) (storage.Record, er
 	// size: the log's memory holds each write until a checkpoint, so a
 	// buffer of its own per write is always fresh memory, and encoding
 	// into one sized for the longest record it might be (and cleared
-	// first) cost 2 µs of a 10 µs write on tmpfs.
+	// first) cost 2 µs of a 17 µs Fire on tmpfs.
 	encoded, err := rec.AppendBinary(s.db.encoded[:0])
 	if err != nil {
 		return storage.Record{}, err
