@@ -31,18 +31,24 @@ func appendCanonical(b []byte, w *wireRecord) ([]byte, bool) {
 		b = append(b, '"')
 	}
 	var day utcDay
+	// utc appends a UTC time given as Unix seconds and nanoseconds, or
+	// nothing, reporting false, for a year appendUTC does not write.
+	utc := func(key string, sec int64, nsec int32) bool {
+		mark := len(b)
+		b = append(append(b, key...), '"')
+		var fast bool
+		if b, fast = appendUTC(b, sec, nsec, &day); !fast {
+			b = b[:mark]
+			return false
+		}
+		b = append(b, '"')
+		return true
+	}
 	tm := func(key string, t time.Time) {
-		if !ok {
+		if !ok || t.Location() == time.UTC && utc(key, t.Unix(), int32(t.Nanosecond())) {
 			return
 		}
 		b = append(append(b, key...), '"')
-		if t.Location() == time.UTC {
-			var fast bool
-			if b, fast = appendUTC(b, t.Unix(), int32(t.Nanosecond()), &day); fast {
-				b = append(b, '"')
-				return
-			}
-		}
 		start := len(b)
 		b = t.AppendFormat(b, time.RFC3339Nano)
 		// What Time.MarshalJSON refuses (a year beyond four digits, an
@@ -90,16 +96,7 @@ func appendCanonical(b []byte, w *wireRecord) ([]byte, bool) {
 		text(`,"actor":`, e.actor, true)
 		text(`,"owner":`, e.owner, true)
 		b = strconv.AppendUint(append(b, `,"epoch":`...), e.epoch, 10)
-		if w.trail.zones == nil || w.trail.zones[k] == nil {
-			b = append(b, `,"at":"`...)
-			var fast bool
-			if b, fast = appendUTC(b, e.sec, e.nsec, &day); fast {
-				b = append(b, '"')
-			} else {
-				b = b[:len(b)-len(`,"at":"`)]
-				tm(`,"at":`, w.trail.at(k))
-			}
-		} else {
+		if zones := w.trail.zones; zones != nil && zones[k] != nil || !utc(`,"at":`, e.sec, e.nsec) {
 			tm(`,"at":`, w.trail.at(k))
 		}
 		b = strconv.AppendUint(append(b, `,"revision":`...), e.revision, 10)
