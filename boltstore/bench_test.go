@@ -41,7 +41,7 @@ import (
 //
 // The ratios are of medians, as etcd's are: this machine's flushes vary
 // by a fifth within seconds, and the twin's ratio of means to the raw
-// log was 0.96-1.05 from run to run, of medians 0.99-1.02. The ratios
+// log was 0.94-1.14 from run to run, of medians 0.99-1.02. The ratios
 // of means are reported beside them (x-raw-mean, x-twin-mean).
 func BenchmarkPersistedFire(b *testing.B) {
 	dir := b.TempDir()

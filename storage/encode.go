@@ -154,7 +154,7 @@ func plain(s string) bool {
 // 0 ≤ nsec < 1e9) as Time.AppendFormat with time.RFC3339Nano writes it,
 // "2006-01-02T15:04:05.999999999Z", and reports true; for a year outside
 // 0-9999, which that format does not write in four digits, it appends
-// nothing and reports false. Formatting through time.Time was a quarter
+// nothing and reports false. Formatting through time.Time was a sixth
 // of encoding a record with a full trail, whose eighteen times are
 // mostly of a few days: day holds the last date written, so most times
 // are a clock time on a known day.
