@@ -122,6 +122,7 @@ func controller(spec controllerSpec) (int, error) {
 			return 0, err
 		}
 		fmt.Println("finish", end.To)
+		return end.ExitCode, nil
 	}
 	return a.ExitCode, nil
 }

@@ -77,7 +77,11 @@
 // does after every end, a failure included (a non-zero exit would only
 // start a replacement that refuses): the execution's outcome is its
 // record's status and its Events, and LabelJob copies the status onto
-// the Job.
+// the Job. A controller that leaves an execution it does not hold
+// (recovery's Leave: SIGTERM before its first start, a take-over by
+// another) exits with the relocation's code instead, which the
+// podFailurePolicy ignores: the execution has not ended, and its Job
+// must make the controller that ends it.
 //
 // # Permissions
 //

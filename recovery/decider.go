@@ -164,12 +164,15 @@ func (d *Decider[S]) Terminate(ctx context.Context, exec *transition.Persisted[S
 // once, without reading the store (as [Decider.Terminate] does).
 //
 // After writing it releases exec's ownership: the execution is over, or
-// stopped, and nothing more is written. The controller then exits 0.
+// stopped, and nothing more is written. The controller then exits with
+// End.ExitCode: 0, but after a Leave on a platform that restarts
+// controllers the relocation's, so that the controller that finishes the
+// execution comes.
 func (d *Decider[S]) Finish(ctx context.Context, exec *transition.Persisted[S], ending Ending, meta map[string]string) (End[S], error) {
 	if d == nil || d.roles == nil {
 		return End[S]{}, errZeroDecider
 	}
-	return applyFinish(ctx, d.roles, exec, ending, meta)
+	return applyFinish(ctx, d.roles, exec, d.p, ending, meta)
 }
 
 // NewReaper returns the Reaper of the executions store keeps, enforcing

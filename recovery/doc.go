@@ -92,7 +92,10 @@
 // "leave" writes nothing. "not allowed" is an error: the table has no
 // such move (work cannot finish before it ran). [Decider.Finish] writes the
 // decision with the statistics and lets the execution go; the process
-// then exits 0 whatever the status: the outcome is in the record.
+// then exits 0 whatever the status, since the outcome is in the record,
+// but after a "leave" with End.ExitCode: on a platform that restarts
+// controllers the relocation's, so that the controller that ends the
+// execution still comes.
 //
 // # Rerun (Teraslice's recover)
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/execfsm/execfsm/internal/quote"
@@ -46,7 +47,7 @@ const (
 	EndKeep
 	// EndLeave: the execution is not this controller's to end: another
 	// controller owns it, or it is relocating to one, which will
-	// finish it. Write nothing.
+	// finish it. Write nothing, and exit with End.ExitCode.
 	EndLeave
 )
 
@@ -62,14 +63,22 @@ func (k EndKind) String() string {
 	return fmt.Sprintf("EndKind(%d)", uint8(k))
 }
 
-// End is the outcome of [Finish]. A controller exits 0 after any end:
-// the execution's outcome is in its record, and on a Kubernetes Job a
-// non-zero exit would only start a replacement that refuses to run.
+// End is the outcome of [Finish]. A controller exits with End.ExitCode:
+// 0 after an end it wrote or kept, since the execution's outcome is in
+// its record, and on a Kubernetes Job a non-zero exit would only start a
+// replacement that refuses to run; after a Leave on a platform that
+// restarts controllers, the relocation's exit code, since the execution
+// has not ended and the controller that finishes it must still come
+// (see [ActionLeave]).
 type End[S comparable] struct {
 	Kind   EndKind
 	From   S      // the state found
 	To     S      // the state to write; From for EndKeep and EndLeave
 	Reason string // for people and for the record
+	// ExitCode is the status the controller should exit with. Set by
+	// [Decider.Finish], from its [Policy]; the pure [Finish] has no
+	// policy and leaves it 0.
+	ExitCode int
 	// ReleaseErr is the error of releasing the ownership after
 	// [Decider.Finish] wrote, if it failed.
 	ReleaseErr error
@@ -168,21 +177,28 @@ func reasonOf(err error) string {
 }
 
 // applyFinish is [Decider.Finish].
-func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], ending Ending, meta map[string]string) (End[S], error) {
+func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p policy[S], ending Ending, meta map[string]string) (End[S], error) {
 	if exec == nil {
 		return End[S]{}, errors.New("recovery: Finish: nil execution")
 	}
 	if err := checkFinish(roles, ending); err != nil {
 		return End[S]{}, err
 	}
+	if p.Now.IsZero() {
+		p.Now = time.Now()
+	}
+	defaulted, err := p.withDefaults(roles)
+	if err != nil {
+		return End[S]{}, err
+	}
 	if err := roles.fits(exec.Table()); err != nil {
 		return End[S]{}, err
 	}
 	if why, ok := holdsNothing(exec); ok {
-		return End[S]{Kind: EndLeave, Reason: why}, nil
+		return End[S]{Kind: EndLeave, Reason: why, ExitCode: defaulted.leaveExitCode()}, nil
 	}
 	var end End[S]
-	_, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
+	_, _, err = exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
 		e, err := Finish(roles, rec, exec.Claim(), ending)
 		if err != nil {
 			return transition.Update[S]{}, err
@@ -197,15 +213,15 @@ func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 		return transition.To(cur), nil // leave: write nothing
 	})
 	if why, ok := fencedReason(err); ok {
-		return End[S]{Kind: EndLeave, From: end.From, To: end.From, Reason: why}, nil
+		return End[S]{Kind: EndLeave, From: end.From, To: end.From, Reason: why, ExitCode: defaulted.leaveExitCode()}, nil
 	}
 	if err != nil {
 		return End[S]{}, err
 	}
-	if end.Kind != EndLeave {
-		if own := exec.Ownership(); own != nil {
-			end.ReleaseErr = own.Release(ctx)
-		}
+	if end.Kind == EndLeave {
+		end.ExitCode = defaulted.leaveExitCode()
+	} else if own := exec.Ownership(); own != nil {
+		end.ReleaseErr = own.Release(ctx)
 	}
 	return end, nil
 }

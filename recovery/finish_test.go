@@ -75,6 +75,7 @@ func TestFinishLeavesWhatIsNotThisControllersToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Equal(t, "execution is owned by pod-b at epoch 2 now", end.Reason)
+	require.Zero(t, end.ExitCode, "the pure decision has no policy: Decider.Finish sets the exit code")
 }
 
 func TestFinishRefusesInputItCannotDecideOn(t *testing.T) {
@@ -130,9 +131,10 @@ func TestRolesEndsAreCheckedAgainstTheTable(t *testing.T) {
 func TestDeciderFinishWritesTheEndWithTheStatisticsAndLetsGo(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	owned := owner(t, exec, "pod-0")
-	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(context.Background(), owned, withFailure, map[string]string{"processed": "98"})
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true}).Finish(context.Background(), owned, withFailure, map[string]string{"processed": "98"})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndWrite, end.Kind)
+	require.Zero(t, end.ExitCode, "the outcome is in the record: a platform that restarts controllers must not start another")
 	require.NoError(t, end.ReleaseErr)
 	rec, err := store.Get(context.Background(), "ex-1")
 	require.NoError(t, err)
@@ -189,8 +191,35 @@ func TestDeciderFinishByAFencedControllerLeaves(t *testing.T) {
 	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(context.Background(), stale, finished, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
+	require.Zero(t, end.ExitCode, "a platform that restarts nothing")
+	end, err = decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, RelocateExitCode: 75}).Finish(context.Background(), stale, finished, nil)
+	require.NoError(t, err)
+	require.Equal(t, recovery.EndLeave, end.Kind)
+	require.Equal(t, 75, end.ExitCode, "pod-1 drives the execution: this exit must not complete its Job")
 	after, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, before.Revision, after.Revision)
+}
+
+// Work that ends after its controller relocated (SIGTERM and the work's
+// end racing) leaves the execution to the successor, and exits as the
+// relocation does: an exit 0 would complete a Job, and the successor
+// would never come to the relocating execution.
+func TestDeciderFinishAfterARelocationLeavesItToTheSuccessor(t *testing.T) {
+	exec, store := newExecution(t, state.Running, time.Now)
+	owned := owner(t, exec, "pod-0")
+	d := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}})
+	a, err := d.Terminate(context.Background(), owned, nil)
+	require.NoError(t, err)
+	require.Equal(t, recovery.ActionRelocate, a.Kind)
+	before, _ := store.Get(context.Background(), "ex-1")
+
+	end, err := d.Finish(context.Background(), owned, finished, map[string]string{"slices": "10"})
+	require.NoError(t, err)
+	require.Equal(t, recovery.EndLeave, end.Kind)
+	require.Equal(t, a.ExitCode, end.ExitCode)
+	require.Equal(t, recovery.DefaultRelocateExitCode, end.ExitCode)
+	after, _ := store.Get(context.Background(), "ex-1")
+	require.Equal(t, before, after, "nothing written over the relocation")
 }
 
 func moves(rec storage.Record) []string {

@@ -2,10 +2,11 @@
 
 package recovery
 
-// Two bugs this package once had can be compiled back in, each behind a
-// build tag of its own, so that recovery/fleettest can show it finds them
-// (see its reintroduced_test.go). Without the tags both are false
-// constants and the compiler drops the code they guard.
+// Bugs this package once had can be compiled back in, each behind a
+// build tag of its own (a third: reintroduced_leave_exits_zero.go), so
+// that recovery/fleettest can show it finds them (see its
+// reintroduced_*_test.go). Without the tags these are false constants
+// and the compiler drops the code they guard.
 const (
 	// bugStartUnowned: a start on a record nobody owns writes its verdict
 	// as an outside authority, taking no ownership (what ApplyStartup did

@@ -24,8 +24,12 @@ const (
 	// is now relocating; exit with Action.ExitCode without shutting the
 	// execution down, so a new controller resumes it.
 	ActionRelocate
-	// ActionLeave: another controller owns the execution now (this one was
-	// fenced). Exit without writing or shutting anything down.
+	// ActionLeave: the execution is not this controller's: another
+	// controller owns it now (this one was fenced), this one's ownership
+	// ended, or it never took the execution over (SIGTERM before its
+	// first start). Exit with Action.ExitCode without writing or shutting
+	// anything down: on a platform that restarts controllers that is the
+	// relocation's, so that another controller comes.
 	ActionLeave
 )
 
@@ -53,7 +57,9 @@ func (k ActionKind) String() string {
 //     condition or exit code 143, or relocations exhaust its backoffLimit
 //     (kube.ControllerJob builds such a Job). Shutdown exits 0 and the
 //     Job completes; so does a controller whose startup failed or refused
-//     the execution: the outcome is in the record.
+//     the execution: the outcome is in the record. Leave exits like a
+//     relocation when [Policy.Restarts] is set: the execution has not
+//     ended, and a Job that completed would replace nothing.
 //   - Kubernetes Deployment or StatefulSet: any exit code; the pod is
 //     replaced while the controller exists.
 //   - systemd with Restart=on-failure, Docker or Nomad "on-failure"
@@ -102,7 +108,7 @@ func terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 		return Action{}, fmt.Errorf("recovery: execution %s: %w", quote.Limited(rec.ID), err)
 	}
 	if why, ok := ownedByAnother(rec, claim); ok {
-		return Action{Kind: ActionLeave, Reason: why}, nil
+		return Action{Kind: ActionLeave, Reason: why, ExitCode: p.leaveExitCode()}, nil
 	}
 	shutdown := func(reason string) (Action, error) { return Action{Kind: ActionShutdown, Reason: reason}, nil }
 	role, _ := roles.Role(cur)
@@ -134,7 +140,8 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 	if p.Now.IsZero() {
 		p.Now = time.Now()
 	}
-	if _, err := p.withDefaults(roles); err != nil {
+	defaulted, err := p.withDefaults(roles)
+	if err != nil {
 		return Action{}, err
 	}
 	if err := roles.fits(exec.Table()); err != nil {
@@ -150,7 +157,7 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 		why, ok = "this controller never took the execution over", true
 	}
 	if ok {
-		leave := Action{Kind: ActionLeave, Reason: why}
+		leave := Action{Kind: ActionLeave, Reason: why, ExitCode: defaulted.leaveExitCode()}
 		p.Observer.terminate(leave, nil)
 		return leave, nil
 	}
@@ -180,7 +187,7 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 		return transition.To(cur), nil // decided otherwise on the fresh record: write nothing
 	})
 	if why, ok := fencedReason(err); ok {
-		leave := Action{Kind: ActionLeave, Reason: why}
+		leave := Action{Kind: ActionLeave, Reason: why, ExitCode: defaulted.leaveExitCode()}
 		p.Observer.terminate(leave, nil)
 		return leave, nil
 	}

@@ -82,10 +82,19 @@ func TestTerminateAsksTheRecordedFlagWhenTheWorkCannotAnswer(t *testing.T) {
 func TestTerminateLeavesAnExecutionSomeoneElseOwns(t *testing.T) {
 	rec := record(state.Running)
 	rec.Owner, rec.Epoch = "pod-b", 2
-	a, err := recovery.Terminate(teraslice.Roles(), rec, podA, policy())
+	p := policy()
+	p.RelocateExitCode = 75
+	a, err := recovery.Terminate(teraslice.Roles(), rec, podA, p)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
 	require.Equal(t, "leave", a.Kind.String())
+	require.Equal(t, 75, a.ExitCode, "the execution has not ended: the platform must not count the controller's exit a success")
+
+	p.Restarts = false
+	a, err = recovery.Terminate(teraslice.Roles(), rec, podA, p)
+	require.NoError(t, err)
+	require.Equal(t, recovery.ActionLeave, a.Kind)
+	require.Equal(t, 0, a.ExitCode, "a platform that restarts nothing reads no exit status")
 }
 
 func TestDeciderTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *testing.T) {
@@ -140,7 +149,9 @@ func TestDeciderTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 // nothing over, so to transition.Persisted it is an outside authority's)
 // leaves, writing nothing over the controller that holds the execution:
 // found by fleettest, where it wrote relocating over a killed
-// predecessor's record.
+// predecessor's record. It exits as a relocation does: on a Job an exit
+// 0 would complete the Job, and nothing would replace the killed
+// predecessor (fleettest's JobEndsWithExecution).
 func TestDeciderTerminateBeforeAnyStartLeavesAndWritesNothing(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	owner(t, exec, "pod-0")
@@ -151,9 +162,14 @@ func TestDeciderTerminateBeforeAnyStartLeavesAndWritesNothing(t *testing.T) {
 
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
-	require.Equal(t, 0, a.ExitCode)
+	require.Equal(t, recovery.DefaultRelocateExitCode, a.ExitCode)
 	after, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, before, after)
+
+	a, err = decider(t, teraslice.Roles(), recovery.Policy{Work: slicer{true}}).Terminate(context.Background(), successor, nil)
+	require.NoError(t, err)
+	require.Equal(t, recovery.ActionLeave, a.Kind)
+	require.Equal(t, 0, a.ExitCode, "a platform that restarts nothing")
 }
 
 func TestDeciderTerminateShutdownWritesNothing(t *testing.T) {
@@ -179,6 +195,7 @@ func TestDeciderTerminateByAFencedControllerLeaves(t *testing.T) {
 	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}}).Terminate(context.Background(), stale, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
+	require.Equal(t, recovery.DefaultRelocateExitCode, a.ExitCode)
 	after, _ := store.Get(context.Background(), "ex-1")
 	require.Equal(t, before.Revision, after.Revision)
 }

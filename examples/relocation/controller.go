@@ -202,7 +202,8 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 		}
 		return action.ExitCode, nil
 	case recovery.ActionLeave:
-		return 0, nil
+		say("leave: %s", action.Reason)
+		return action.ExitCode, nil // not 0 where the platform restarts controllers: another must come
 	}
 	// Shutdown: the work stops before it finished; the final status is
 	// stopped if the cluster master asked, terminated otherwise.
@@ -210,8 +211,9 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 }
 
 // finish writes the final status the work earned, with its statistics,
-// and lets the execution go. The process exits 0 whatever the status: the
-// outcome is in the record.
+// and lets the execution go. The process exits 0 whatever the status (the
+// outcome is in the record), unless the execution was not this
+// controller's to end: then as end.ExitCode says.
 func finish(ctx context.Context, decider *recovery.Decider[state.Status], exec *transition.Persisted[state.Status], ending recovery.Ending, stats map[string]string) (int, error) {
 	end, err := decider.Finish(ctx, exec, ending, stats)
 	if err != nil {
@@ -224,5 +226,5 @@ func finish(ctx context.Context, decider *recovery.Decider[state.Status], exec *
 	say("status %s", end.To)
 	proc.Emit("finish", "kind", end.Kind.String())
 	proc.Emit("status", "status", end.To.String())
-	return 0, nil
+	return end.ExitCode, nil
 }

@@ -45,11 +45,14 @@ func TestWalksAreReproducibleAndShortenWhatTheyFind(t *testing.T) {
 	require.Equal(t, 200, first.Walks)
 	require.Greater(t, first.States, 200)
 
-	_, err = simulator(t, false).Walk(ctx, b, 7, 200, 40)
+	// A seed whose 200 walks reach the simulator's lost stop (about two
+	// seeds in five do; which ones changes with what the fleet's
+	// controllers do).
+	_, err = simulator(t, false).Walk(ctx, b, 15, 200, 40)
 	var v *fleettest.Violation
 	require.True(t, errors.As(err, &v), "want a violation, got %v", err)
 	require.Equal(t, fleettest.InvariantStopNeverLost, v.Invariant)
-	require.Equal(t, uint64(7), v.Seed)
+	require.Equal(t, uint64(15), v.Seed)
 	require.LessOrEqual(t, len(v.Path), 6, "shortened: %q", v.Path)
 	var replayed *fleettest.Violation
 	require.True(t, errors.As(simulator(t, false).Replay(ctx, b, v.Path), &replayed))

@@ -61,13 +61,14 @@
 //
 // The built-in ones, by the names a Violation carries: OneOwnerWrites,
 // NoCrashLoop, RestartsAreCrashes, StopNeverLost, DrainRelocates,
-// NothingStranded, AuditTrail, ExpectedErrors (see their constants).
+// NothingStranded, JobEndsWithExecution, AuditTrail, ExpectedErrors
+// (see their constants).
 // Fleet.Invariants adds your own, as functions of the records.
 //
 // # Bounds
 //
 // DefaultBound (two pods, a crash, a drain, races, twelve steps) runs in
 // seconds; the execution lifecycle's whole reachable space at that bound
-// is about 6,000 states, reached by depth 18. Each further pod, crash or
+// is about 7,000 states, reached by depth 18. Each further pod, crash or
 // drain multiplies the states; BENCHMARKS.md gives counts and times.
 package fleettest

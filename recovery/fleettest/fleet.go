@@ -104,6 +104,13 @@ const (
 	// enforces (an abandoned running execution included), the master
 	// placing it again or abandoning it.
 	InvariantNothingStranded = "NothingStranded"
+	// InvariantJobEndsWithExecution: on a platform that restarts
+	// controllers, a controller whose exit its platform counts exits 0
+	// (a Kubernetes Job then completes and replaces nothing) only once
+	// its execution has ended or is in a status the master places again;
+	// a controller that leaves an execution still running or relocating
+	// exits non-zero, so that another comes.
+	InvariantJobEndsWithExecution = "JobEndsWithExecution"
 	// InvariantAuditTrail: every write appends one audit entry naming its
 	// writer, the status it left and the one it wrote, at the revision it
 	// was made on and the time it was made, with a reason for every

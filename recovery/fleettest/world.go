@@ -550,10 +550,30 @@ func (w *world[S]) spawn(ex *execution[S]) {
 // exitWith ends p's process with code, as its platform sees it.
 func (w *world[S]) exitWith(p *pod[S], code int, why string) {
 	p.phase, p.exit = phaseExited, code
-	if code == 0 && !p.lost {
-		p.ex.jobDone = true
-	}
 	w.say(p.name, "exits %d: %s", code, why)
+	if code != 0 || p.lost {
+		return
+	}
+	p.ex.jobDone = true
+	rec := w.record(p.ex)
+	cur, role := w.status(rec)
+	if w.s.fleet.Policy.Restarts && role != 0 && !w.ended(cur) && !w.s.requeued[cur] {
+		w.fail(InvariantJobEndsWithExecution, "%s exits 0 (%s) while %s is %s: its Job completes, and nothing replaces it", p.name, why, p.ex.id, rec.Status)
+	}
+}
+
+// leaveCode is the exit status of a controller that gives up an
+// execution it does not hold, as package recovery's Leave decisions
+// say: the relocation's on a platform that restarts controllers.
+func (w *world[S]) leaveCode() int {
+	p := w.s.fleet.Policy
+	switch {
+	case !p.Restarts:
+		return 0
+	case p.RelocateExitCode != 0:
+		return p.RelocateExitCode
+	}
+	return recovery.DefaultRelocateExitCode
 }
 
 // start is a controller's startup, or a live controller retrying it.
@@ -567,7 +587,7 @@ func (w *world[S]) start(p *pod[S], retry bool) {
 	var held *storage.HeldError
 	switch {
 	case errors.As(err, &held) && retry:
-		w.exitWith(p, 0, fmt.Sprintf("%s holds %s", held.Holder, p.ex.id))
+		w.exitWith(p, w.leaveCode(), fmt.Sprintf("%s holds %s", held.Holder, p.ex.id))
 		return
 	case errors.As(err, &held):
 		w.say(p.name, "waits: %s holds %s", held.Holder, p.ex.id)
@@ -604,7 +624,7 @@ func (w *world[S]) run(p *pod[S]) {
 		return
 	}
 	if errors.Is(err, storage.ErrFenced) {
-		w.exitWith(p, 0, "fenced: "+err.Error())
+		w.exitWith(p, w.leaveCode(), "fenced: "+err.Error())
 		return
 	}
 	_, role := w.status(w.record(p.ex))
@@ -636,7 +656,7 @@ func (w *world[S]) finish(p *pod[S], ending recovery.Ending) {
 	case err != nil:
 		w.unexpected(p.name+" finish", err)
 	default:
-		w.exitWith(p, 0, end.Kind.String())
+		w.exitWith(p, end.ExitCode, end.Kind.String())
 	}
 }
 

@@ -488,7 +488,7 @@ func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string,
 	if m.path != repoPrefix {
 		return nil
 	}
-	// The fleet explorer finds two bugs package recovery once had, each
+	// The fleet explorer finds three bugs package recovery once had, each
 	// compiled back in by a build tag of its own.
 	for _, tag := range reintroducedBugs {
 		tagged := append(slices.Clone(args), "-tags", tag, "-run", "^TestReintroduced", "./recovery/fleettest")
@@ -501,7 +501,7 @@ func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string,
 
 // reintroducedBugs are the build tags that compile a bug back into
 // package recovery (recovery/reintroduced_off.go).
-var reintroducedBugs = []string{"execfsm_bug_start_unowned", "execfsm_bug_restart_live_holder"}
+var reintroducedBugs = []string{"execfsm_bug_start_unowned", "execfsm_bug_restart_live_holder", "execfsm_bug_leave_exits_zero"}
 
 // readmeBlock matches a Go block of README.md, or of a page of docs/,
 // marked for the installation test.
