@@ -83,9 +83,37 @@ func controller(spec controllerSpec) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// A SIGTERM while it starts (waiting for a live holder's Lease) ends
+	// the wait: the platform is moving a controller that has taken
+	// nothing over yet.
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	termedWhileStarting := false
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		select {
+		case <-terms:
+			termedWhileStarting = true
+			cancel()
+		case <-waitCtx.Done():
+		}
+	}()
+	fmt.Println("starting")
 	v, err := decider.Start(waitCtx, exec, storage.Lease{Holder: spec.Pod, TTL: leaseDuration, Wait: true})
+	cancel()
+	<-watching
+	if termedWhileStarting {
+		a, err := decider.Terminate(ctx, exec, nil)
+		if err != nil {
+			return 0, err
+		}
+		fmt.Println("terminate", a.Kind)
+		if a.ReleaseErr != nil {
+			return 0, a.ReleaseErr
+		}
+		return a.ExitCode, nil
+	}
 	if errors.Is(err, recovery.ErrTerminalStatus) {
 		// Exit 0: the outcome is in the record, and on a Job a non-zero
 		// exit would only start another pod that refuses.

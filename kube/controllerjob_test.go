@@ -290,6 +290,49 @@ func TestControllerJobRelocationsNeverCount(t *testing.T) {
 	require.Zero(t, job.Status.Failed, "%d relocations, no failed pod", drains)
 }
 
+// A controller sent SIGTERM before its first start (here while it waits
+// for a live holder's Lease, as a replacement waits out a predecessor
+// still alive elsewhere) has taken nothing over and leaves; it exits as a
+// relocation does, so the Job, which an exit 0 would have completed
+// with the execution unfinished, replaces it without counting a failure,
+// and the replacement takes the execution over once the holder is gone.
+func TestControllerJobALeaveBeforeTheFirstStartIsReplaced(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	master, k := submit(t, ns, 1)
+	s, err := kube.New(clientset, kube.Options{Namespace: ns})
+	require.NoError(t, err)
+	elsewhere, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-42", transition.PersistedOptions{Actor: "elsewhere"})
+	require.NoError(t, err)
+	_, _, err = elsewhere.Acquire(bg, storage.Lease{Holder: "elsewhere", TTL: time.Minute}, nil)
+	require.NoError(t, err)
+
+	p, cmd, out := k.next()
+	expect(t, out, "starting")
+	require.NoError(t, clientset.CoreV1().Pods(ns).Delete(bg, p.Name, metav1.DeleteOptions{}))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	expect(t, out, "terminate leave")
+	requireExit(t, cmd, recovery.DefaultRelocateExitCode)
+	k.exited(p.Name, recovery.DefaultRelocateExitCode, "Error", true)
+	rec := requireStatus(t, master, state.Initializing)
+	require.Equal(t, "elsewhere", rec.Owner, "the pod that left wrote nothing")
+	require.Empty(t, ended(k.jobStatus()), "the Job goes on")
+
+	require.NoError(t, elsewhere.Ownership().Release(bg))
+	p, cmd, out = k.next()
+	expect(t, out, "verdict start initializing")
+	expect(t, out, "running")
+	_, err = master.Fire(bg, state.Stopping, "user stop")
+	require.NoError(t, err)
+	require.NoError(t, clientset.CoreV1().Pods(ns).Delete(bg, p.Name, metav1.DeleteOptions{}))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	expect(t, out, "finish stopped")
+	requireExit(t, cmd, 0)
+	k.exited(p.Name, 0, "Completed", true)
+	job := waitJob(t, ns, k.job, batchv1.JobComplete)
+	require.Zero(t, job.Status.Failed, "the pod that left is not a failed pod")
+}
+
 // OOM kills count, against the execution's restart budget (1) and the
 // Job's crash limit (6): the budget is spent first, so the execution
 // fails with its reason, the last controller exits 0 and the Job

@@ -85,6 +85,6 @@ func requireExit(t *testing.T, cmd *exec.Cmd, code int) {
 		require.NoError(t, err)
 		return
 	}
-	require.True(t, errors.As(err, &exit), "%v", err)
+	require.True(t, errors.As(err, &exit), "want exit %d, got %v (nil: exit 0)", code, err)
 	require.Equal(t, code, exit.ExitCode())
 }
