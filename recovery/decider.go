@@ -74,7 +74,11 @@ func (d *Decider[S]) Roles() *Roles[S] {
 //     just started) is never taken over: the error matches
 //     [storage.ErrHeld] (a [*storage.HeldError] naming the holder and the
 //     status found). With lease.Wait it waits, while ctx allows, for that
-//     holder's lease to end (a crashed predecessor's expires).
+//     holder's lease to end (a crashed predecessor's expires). A
+//     controller that gives up waiting has taken nothing over: it exits
+//     as a Leave does ([ActionLeave]; the policy's RelocateExitCode where
+//     controllers are restarted), since an exit 0 would complete a Job
+//     whose execution is still in another's hands.
 //   - The decision is made on the record exactly as the take-over finds
 //     it, with no live holder: a running status found so can only mean
 //     that the previous controller died unasked, so only then is a
