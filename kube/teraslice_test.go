@@ -69,7 +69,8 @@ func TestTerasliceControllerRelocatesAndSurvivesOOMWithinItsBudgetOnKubernetes(t
 
 	// The platform restarts it once more: refused at once, nothing written.
 	again, out := pod(t, ns, "ex-42", "controller-6")
-	line := recv(t, out, "the refused controller's first line")
+	expect(t, out, "starting")
+	line := recv(t, out, "the refused controller's line after starting")
 	require.True(t, strings.HasPrefix(line, "refused ") && strings.Contains(line, "invalid state: terminal"), "%q", line)
 	requireExit(t, again, 0)
 	_, after, err := exec0.Load(bg)
