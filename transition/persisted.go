@@ -125,8 +125,24 @@ type handles[S comparable] struct {
 	// sem.
 	observed uint64
 	// trails appends to the trails these writes made, in place: one
-	// copy every HistoryKept writes instead of one per write.
-	trails storage.TrailAppender
+	// copy every HistoryKept writes instead of one per write. The first
+	// write makes it: a controller restarted over 100k executions holds a
+	// handle for each, and one that only reconciles never writes (an
+	// appender is 104 bytes; the pointer, 8).
+	trails atomic.Pointer[storage.TrailAppender]
+}
+
+// appender returns the handle's trail appender, made by the first
+// write; writes need no lock for it (decide and plan run unlocked).
+func (h *handles[S]) appender() *storage.TrailAppender {
+	if a := h.trails.Load(); a != nil {
+		return a
+	}
+	made := new(storage.TrailAppender)
+	if h.trails.CompareAndSwap(nil, made) {
+		return made
+	}
+	return h.trails.Load()
 }
 
 // NewPersisted returns the execution id of store, under table, written as
@@ -932,7 +948,7 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec *storage.Record, u U
 		return Change[S]{}, false, err
 	}
 	// The trail keeps the record's own length, whoever writes.
-	next.History, err = p.shared.trails.Append(rec.History, storage.Entry{
+	next.History, err = p.shared.appender().Append(rec.History, storage.Entry{
 		From: t.names[i], To: t.names[j], Reason: u.Reason, Actor: p.actor,
 		Owner: c.Owner, Epoch: c.Epoch, At: c.At, Revision: rec.Revision,
 	}, rec.HistoryKept())
