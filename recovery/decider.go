@@ -76,9 +76,8 @@ func (d *Decider[S]) Roles() *Roles[S] {
 //     status found). With lease.Wait it waits, while ctx allows, for that
 //     holder's lease to end (a crashed predecessor's expires). A
 //     controller that gives up waiting has taken nothing over: it exits
-//     as a Leave does ([ActionLeave]; the policy's RelocateExitCode where
-//     controllers are restarted), since an exit 0 would complete a Job
-//     whose execution is still in another's hands.
+//     as a Leave does, with [Policy.LeaveExitCode], since an exit 0 would
+//     complete a Job whose execution is still in another's hands.
 //   - The decision is made on the record exactly as the take-over finds
 //     it, with no live holder: a running status found so can only mean
 //     that the previous controller died unasked, so only then is a
@@ -176,7 +175,7 @@ func (d *Decider[S]) Finish(ctx context.Context, exec *transition.Persisted[S], 
 	if d == nil || d.roles == nil {
 		return End[S]{}, errZeroDecider
 	}
-	return applyFinish(ctx, d.roles, exec, d.p, ending, meta)
+	return applyFinish(ctx, d.roles, exec, d.p.Policy, ending, meta)
 }
 
 // NewReaper returns the Reaper of the executions store keeps, enforcing

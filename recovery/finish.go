@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 	"unicode/utf8"
 
 	"github.com/execfsm/execfsm/internal/quote"
@@ -177,28 +176,21 @@ func reasonOf(err error) string {
 }
 
 // applyFinish is [Decider.Finish].
-func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p policy[S], ending Ending, meta map[string]string) (End[S], error) {
+func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p Policy, ending Ending, meta map[string]string) (End[S], error) {
 	if exec == nil {
 		return End[S]{}, errors.New("recovery: Finish: nil execution")
 	}
 	if err := checkFinish(roles, ending); err != nil {
 		return End[S]{}, err
 	}
-	if p.Now.IsZero() {
-		p.Now = time.Now()
-	}
-	defaulted, err := p.withDefaults(roles)
-	if err != nil {
-		return End[S]{}, err
-	}
 	if err := roles.fits(exec.Table()); err != nil {
 		return End[S]{}, err
 	}
 	if why, ok := holdsNothing(exec); ok {
-		return End[S]{Kind: EndLeave, Reason: why, ExitCode: defaulted.leaveExitCode()}, nil
+		return End[S]{Kind: EndLeave, Reason: why, ExitCode: p.LeaveExitCode()}, nil
 	}
 	var end End[S]
-	_, _, err = exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
+	_, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
 		e, err := Finish(roles, rec, exec.Claim(), ending)
 		if err != nil {
 			return transition.Update[S]{}, err
@@ -213,13 +205,13 @@ func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 		return transition.To(cur), nil // leave: write nothing
 	})
 	if why, ok := fencedReason(err); ok {
-		return End[S]{Kind: EndLeave, From: end.From, To: end.From, Reason: why, ExitCode: defaulted.leaveExitCode()}, nil
+		return End[S]{Kind: EndLeave, From: end.From, To: end.From, Reason: why, ExitCode: p.LeaveExitCode()}, nil
 	}
 	if err != nil {
 		return End[S]{}, err
 	}
 	if end.Kind == EndLeave {
-		end.ExitCode = defaulted.leaveExitCode()
+		end.ExitCode = p.LeaveExitCode()
 	} else if own := exec.Ownership(); own != nil {
 		end.ReleaseErr = own.Release(ctx)
 	}

@@ -207,18 +207,23 @@ func (p policy[S]) withDefaults(roles *Roles[S]) (policy[S], error) {
 	return p, nil
 }
 
-// leaveExitCode is the exit status of a controller that leaves an
-// execution it does not hold, for p with its defaults. On a platform that
-// restarts controllers it is the relocation's: the controller's part is
-// not over, so the platform must start another, which takes the
-// execution over once nobody holds it, or refuses it if it has ended. An
-// exit 0 there would tell a Kubernetes Job that the controller succeeded:
-// the Job completes and replaces nothing, and an execution left running
-// under a dead holder, or relocating, waits for the Reaper to fail it.
-// Elsewhere nothing reads the status: 0.
-func (p policy[S]) leaveExitCode() int {
-	if p.Restarts && !bugLeaveExitsZero {
-		return p.RelocateExitCode
+// LeaveExitCode is the exit status of a controller that leaves an
+// execution it does not hold ([ActionLeave], [EndLeave], or a start that
+// gave up waiting for a live holder). Where controllers are restarted
+// (Restarts) it is the relocation's, RelocateExitCode or its default:
+// the controller's part is not over, so the platform must start
+// another, which takes the execution over once nobody holds it, or
+// refuses it if it has ended. An exit 0 there would tell a Kubernetes
+// Job that the controller succeeded: the Job completes and replaces
+// nothing, and an execution left running under a dead holder, or
+// relocating, waits for the Reaper to fail it. Elsewhere nothing reads
+// the status: 0.
+func (p Policy) LeaveExitCode() int {
+	switch {
+	case !p.Restarts || bugLeaveExitsZero:
+		return 0
+	case p.RelocateExitCode == 0:
+		return DefaultRelocateExitCode
 	}
-	return 0
+	return p.RelocateExitCode
 }

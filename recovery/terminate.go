@@ -108,7 +108,7 @@ func terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 		return Action{}, fmt.Errorf("recovery: execution %s: %w", quote.Limited(rec.ID), err)
 	}
 	if why, ok := ownedByAnother(rec, claim); ok {
-		return Action{Kind: ActionLeave, Reason: why, ExitCode: p.leaveExitCode()}, nil
+		return Action{Kind: ActionLeave, Reason: why, ExitCode: p.LeaveExitCode()}, nil
 	}
 	shutdown := func(reason string) (Action, error) { return Action{Kind: ActionShutdown, Reason: reason}, nil }
 	role, _ := roles.Role(cur)
@@ -140,8 +140,7 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 	if p.Now.IsZero() {
 		p.Now = time.Now()
 	}
-	defaulted, err := p.withDefaults(roles)
-	if err != nil {
+	if _, err := p.withDefaults(roles); err != nil {
 		return Action{}, err
 	}
 	if err := roles.fits(exec.Table()); err != nil {
@@ -157,7 +156,7 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 		why, ok = "this controller never took the execution over", true
 	}
 	if ok {
-		leave := Action{Kind: ActionLeave, Reason: why, ExitCode: defaulted.leaveExitCode()}
+		leave := Action{Kind: ActionLeave, Reason: why, ExitCode: p.LeaveExitCode()}
 		p.Observer.terminate(leave, nil)
 		return leave, nil
 	}
@@ -187,7 +186,7 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 		return transition.To(cur), nil // decided otherwise on the fresh record: write nothing
 	})
 	if why, ok := fencedReason(err); ok {
-		leave := Action{Kind: ActionLeave, Reason: why, ExitCode: defaulted.leaveExitCode()}
+		leave := Action{Kind: ActionLeave, Reason: why, ExitCode: p.LeaveExitCode()}
 		p.Observer.terminate(leave, nil)
 		return leave, nil
 	}

@@ -97,6 +97,15 @@ func TestTerminateLeavesAnExecutionSomeoneElseOwns(t *testing.T) {
 	require.Equal(t, 0, a.ExitCode, "a platform that restarts nothing reads no exit status")
 }
 
+// A controller that gives up an execution without a decision (its start
+// stopped waiting for a live holder) exits as a Leave does.
+func TestPolicyLeaveExitCode(t *testing.T) {
+	require.Equal(t, 0, recovery.Policy{}.LeaveExitCode())
+	require.Equal(t, 0, recovery.Policy{RelocateExitCode: 75}.LeaveExitCode())
+	require.Equal(t, recovery.DefaultRelocateExitCode, recovery.Policy{Restarts: true}.LeaveExitCode())
+	require.Equal(t, 75, recovery.Policy{Restarts: true, RelocateExitCode: 75}.LeaveExitCode())
+}
+
 func TestDeciderTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *testing.T) {
 	exec, store := newExecution(t, state.Paused, time.Now)
 	owned := owner(t, exec, "pod-0")

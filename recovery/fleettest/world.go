@@ -562,20 +562,6 @@ func (w *world[S]) exitWith(p *pod[S], code int, why string) {
 	}
 }
 
-// leaveCode is the exit status of a controller that gives up an
-// execution it does not hold, as package recovery's Leave decisions
-// say: the relocation's on a platform that restarts controllers.
-func (w *world[S]) leaveCode() int {
-	p := w.s.fleet.Policy
-	switch {
-	case !p.Restarts:
-		return 0
-	case p.RelocateExitCode != 0:
-		return p.RelocateExitCode
-	}
-	return recovery.DefaultRelocateExitCode
-}
-
 // start is a controller's startup, or a live controller retrying it.
 func (w *world[S]) start(p *pod[S], retry bool) {
 	d, err := w.decider(p.ex)
@@ -587,7 +573,7 @@ func (w *world[S]) start(p *pod[S], retry bool) {
 	var held *storage.HeldError
 	switch {
 	case errors.As(err, &held) && retry:
-		w.exitWith(p, w.leaveCode(), fmt.Sprintf("%s holds %s", held.Holder, p.ex.id))
+		w.exitWith(p, w.s.fleet.Policy.LeaveExitCode(), fmt.Sprintf("%s holds %s", held.Holder, p.ex.id))
 		return
 	case errors.As(err, &held):
 		w.say(p.name, "waits: %s holds %s", held.Holder, p.ex.id)
@@ -624,7 +610,7 @@ func (w *world[S]) run(p *pod[S]) {
 		return
 	}
 	if errors.Is(err, storage.ErrFenced) {
-		w.exitWith(p, w.leaveCode(), "fenced: "+err.Error())
+		w.exitWith(p, w.s.fleet.Policy.LeaveExitCode(), "fenced: "+err.Error())
 		return
 	}
 	_, role := w.status(w.record(p.ex))
