@@ -28,7 +28,9 @@ import (
 //     the master's to place again, as Teraslice's pending).
 //
 // A live controller still holding the execution is never overruled: the
-// error matches storage.ErrHeld, and nothing is written. A Job's last pod
+// error matches storage.ErrHeld, and nothing is written. Nor is a record
+// of another table ([ErrForeignStatus]): a master whose table knows its
+// status abandons it. A Job's last pod
 // may still be shutting down, or its lease running out; call again
 // later (a reconcile.Loop's requeue), or let the holder end it.
 func (d *Decider[S]) Abandon(ctx context.Context, exec *transition.Persisted[S], why string) (End[S], error) {
@@ -50,6 +52,9 @@ func (d *Decider[S]) Abandon(ctx context.Context, exec *transition.Persisted[S],
 	}
 	var end End[S]
 	_, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
+		if _, err := roles.stateOf(rec); err != nil {
+			return transition.Update[S]{}, err
+		}
 		end = End[S]{Kind: EndKeep, From: cur, To: cur}
 		role, _ := roles.Role(cur)
 		if role == RoleTerminal {
@@ -75,6 +80,9 @@ func (d *Decider[S]) Abandon(ctx context.Context, exec *transition.Persisted[S],
 		end.To, end.Reason = roles.failed, why
 		return transition.To(end.To).Because(why).Set(MetaFailure, why), nil
 	})
+	if foreign(err) && !errors.Is(err, ErrForeignStatus) {
+		err = fmt.Errorf("%w: %w", ErrForeignStatus, err)
+	}
 	if err != nil {
 		return End[S]{}, fmt.Errorf("recovery: Abandon %s: %w", exec.ID(), err)
 	}

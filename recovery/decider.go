@@ -86,6 +86,10 @@ func (d *Decider[S]) Roles() *Roles[S] {
 //     master failed the execution), it decides again on the fresh record.
 //   - A terminal status is refused ([DecisionRefuse], the error matches
 //     [ErrTerminalStatus]): nothing is written, nothing is owned.
+//   - A record of another table (a status the table does not know, or a
+//     relocation back to one: a newer version of the table wrote it) is
+//     left alone: the error matches [ErrForeignStatus], nothing is
+//     written, nothing is owned, no restart is counted.
 //
 // exec becomes the controller's handle for good (see
 // [transition.Persisted]): it writes under the new claim; watch its
@@ -111,21 +115,12 @@ func (d *Decider[S]) Start(ctx context.Context, exec *transition.Persisted[S], l
 		return Verdict[S]{}, errZeroDecider
 	}
 	v, err := applyStartup(ctx, d.roles, exec, lease, d.p)
-	if errors.Is(err, transition.ErrUnknownState) {
+	if foreign(err) && !errors.Is(err, ErrForeignStatus) {
+		// transition.Persisted refused the status before any decision.
 		return Verdict[S]{}, fmt.Errorf("recovery: start of %s: %w: %w", exec.ID(), ErrForeignStatus, err)
 	}
 	return v, err
 }
-
-// ErrForeignStatus is matched by the error of Decider.Start for a record
-// in a status the controller's table does not know: one written by a
-// newer version of the table while two versions of the controller run
-// (a rolling upgrade), or by another table. Nothing is written, nothing
-// is taken over, no restart is counted: leave the record to a controller
-// whose table knows its status (schema records which versions do). The
-// error also matches transition.ErrUnknownState. The Reaper leaves such a
-// record alone likewise.
-var ErrForeignStatus = errors.New("status of another table")
 
 // Terminate handles a SIGTERM for the controller writing through
 // exec (which should hold the controller's claim). It decides with

@@ -79,8 +79,11 @@ type End[S comparable] struct {
 	// policy and leaves it 0.
 	ExitCode int
 	// ReleaseErr is the error of releasing the ownership after
-	// [Decider.Finish] wrote, if it failed.
+	// [Decider.Finish] wrote (or left a record of another table), if it
+	// failed.
 	ReleaseErr error
+
+	foreign bool // a Leave because the record is of another table
 }
 
 // Finish decides the final status of the execution in rec for the
@@ -91,6 +94,8 @@ type End[S comparable] struct {
 //
 //   - The record is owned by another controller, or by this owner at
 //     another epoch, or is relocating: Leave.
+//   - A record of another table ([ErrForeignStatus]): Leave, exiting 0,
+//     as [Terminate] does; From and To are then the zero state.
 //   - A terminal state: Keep (only the metadata is written; Teraslice
 //     would write completed over stopped, this never changes an ended
 //     execution).
@@ -103,17 +108,17 @@ type End[S comparable] struct {
 //
 // A move the table does not allow (work that reports having finished
 // while its record is still initializing) is an error matching
-// [transition.ErrNotAllowed], as are nil roles or roles without Ends
-// ([ErrInvalidRoles]), an invalid ending ([ErrInvalidEnding]) and a
-// status the table does not know.
+// [transition.ErrNotAllowed]; nil roles or roles without Ends
+// ([ErrInvalidRoles]) and an invalid ending ([ErrInvalidEnding]) are
+// errors too.
 func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, ending Ending) (End[S], error) {
 	if err := checkFinish(roles, ending); err != nil {
 		return End[S]{}, err
 	}
 	t := roles.table
-	cur, err := t.Parse(rec.Status)
+	cur, err := roles.stateOf(rec)
 	if err != nil {
-		return End[S]{}, fmt.Errorf("recovery: execution %s: %w", quote.Limited(rec.ID), err)
+		return endForeign[S](err), nil
 	}
 	end := End[S]{Kind: EndWrite, From: cur, To: cur}
 	if why, ok := ownedByAnother(rec, claim); ok {
@@ -207,13 +212,25 @@ func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 	if why, ok := fencedReason(err); ok {
 		return End[S]{Kind: EndLeave, From: end.From, To: end.From, Reason: why, ExitCode: p.LeaveExitCode()}, nil
 	}
+	if foreign(err) { // transition.Persisted refused the status before Finish saw it
+		end, err = endForeign[S](err), nil
+	}
 	if err != nil {
 		return End[S]{}, err
 	}
-	if end.Kind == EndLeave {
+	switch {
+	case end.foreign:
+		end.ReleaseErr = release(ctx, exec)
+	case end.Kind == EndLeave:
 		end.ExitCode = p.LeaveExitCode()
-	} else if own := exec.Ownership(); own != nil {
-		end.ReleaseErr = own.Release(ctx)
+	default:
+		end.ReleaseErr = release(ctx, exec)
 	}
 	return end, nil
+}
+
+// endForeign is Finish's Leave for a record of another table, as
+// leaveForeign is Terminate's.
+func endForeign[S comparable](err error) End[S] {
+	return End[S]{Kind: EndLeave, Reason: leaveForeign(err).Reason, foreign: true}
 }

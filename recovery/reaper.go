@@ -106,6 +106,9 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 	var wait time.Duration
 	var enforced Enforced[S]
 	c, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
+		if _, err := r.roles.stateOf(rec); err != nil {
+			return transition.Update[S]{}, err
+		}
 		at := now()
 		dl, left, ok := deadline(rec, cur, deadlines, at)
 		wait, enforced = 0, Enforced[S]{}
@@ -124,10 +127,10 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 	case errors.Is(err, storage.ErrNotFound):
 		r.forget(id)
 		return reconcile.Result{}, nil // nothing to reap
-	case errors.Is(err, transition.ErrUnknownState):
-		// A status of a newer table (a rolling upgrade): its deadlines
-		// are the newer controllers' to enforce. Looked at again at
-		// the next resync.
+	case foreign(err):
+		// A record of a newer table (a rolling upgrade, a rollback):
+		// its deadlines are the newer controllers' to enforce. Looked
+		// at again at the next resync.
 		r.forget(id)
 		return reconcile.Result{}, nil
 	case err != nil:

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/storage"
-
-	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -106,8 +104,9 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 //     a crash loop.
 //
 // The error is for input no decision can be made on: nil roles, an
-// invalid policy ([ErrInvalidPolicy]) or a status the table does not
-// know (transition.ErrUnknownState).
+// invalid policy ([ErrInvalidPolicy]) or a record of another table
+// ([ErrForeignStatus]: a status the table does not know, or a relocation
+// back to one).
 func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy) (Verdict[S], error) {
 	return startup(roles, rec, policy[S]{Policy: p})
 }
@@ -132,9 +131,9 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p policy[S
 		return Verdict[S]{}, err
 	}
 	t := roles.table
-	cur, err := t.Parse(rec.Status)
+	cur, err := roles.stateOf(rec)
 	if err != nil {
-		return Verdict[S]{}, fmt.Errorf("recovery: execution %s: %w", quote.Limited(rec.ID), err)
+		return Verdict[S]{}, err
 	}
 	role, _ := roles.Role(cur)
 	v := Verdict[S]{From: cur, To: cur}

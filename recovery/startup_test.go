@@ -72,13 +72,23 @@ func TestStartupRelocatingResumesToRememberedStatus(t *testing.T) {
 }
 
 func TestStartupRelocatingWithoutMemoryReinitializes(t *testing.T) {
-	for _, prev := range []string{"", "stopping", "garbage"} {
+	for _, prev := range []string{"", "stopping"} {
 		rec := record(state.Relocating)
 		rec.Previous = prev
 		v := startup(t, rec, policy())
 		require.Equal(t, recovery.DecisionResume, v.Decision)
 		require.Equal(t, state.Initializing, v.To, "previous %q", prev)
 	}
+}
+
+// A relocation back to a status the table does not know is another
+// table's to resume, never this one's to restart.
+func TestStartupRelocatingBackToAStatusOfAnotherTableIsForeign(t *testing.T) {
+	rec := record(state.Relocating)
+	rec.Previous = "garbage"
+	_, err := recovery.Startup(teraslice.Roles(), rec, policy())
+	require.ErrorIs(t, err, recovery.ErrForeignStatus)
+	require.ErrorIs(t, err, transition.ErrUnknownState)
 }
 
 func TestStartupRelocatingPastItsDeadlineFails(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/execfsm/execfsm/storage"
 
-	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -75,9 +74,12 @@ type Action struct {
 	// would lose more than the flush.
 	CheckpointErr error
 	// ReleaseErr is the error of releasing the ownership after writing
-	// relocating, if it failed: the successor then waits for the lease to
-	// expire instead of taking over at once.
+	// relocating (or leaving a record of another table), if it failed:
+	// the successor then waits for the lease to expire instead of taking
+	// over at once.
 	ReleaseErr error
+
+	foreign bool // a Leave because the record is of another table
 }
 
 // Terminate decides what a SIGTERM means for the controller holding claim
@@ -86,6 +88,9 @@ type Action struct {
 //
 //   - The record is owned by another controller, or by this owner at
 //     another epoch: Leave.
+//   - A record of another table ([ErrForeignStatus]): Leave, exiting 0,
+//     since a controller of this table restarted for it would leave it
+//     too; a controller whose table knows its status drives it.
 //   - Stopping: the cluster master asked; Shutdown.
 //   - Relocating already (a second SIGTERM): Relocate again.
 //   - A running state: the platform is moving the controller. If the
@@ -103,9 +108,9 @@ func terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 	if err != nil {
 		return Action{}, err
 	}
-	cur, err := roles.table.Parse(rec.Status)
+	cur, err := roles.stateOf(rec)
 	if err != nil {
-		return Action{}, fmt.Errorf("recovery: execution %s: %w", quote.Limited(rec.ID), err)
+		return leaveForeign(err), nil
 	}
 	if why, ok := ownedByAnother(rec, claim); ok {
 		return Action{Kind: ActionLeave, Reason: why, ExitCode: p.LeaveExitCode()}, nil
@@ -161,10 +166,19 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 		return leave, nil
 	}
 	_, rec, err := exec.Load(ctx)
+	if foreign(err) {
+		leave := leaveForeign(err)
+		leave.ReleaseErr = release(ctx, exec)
+		p.Observer.terminate(leave, nil)
+		return leave, nil
+	}
 	if err != nil {
 		return Action{}, err
 	}
 	first, err := terminate(roles, rec, exec.Claim(), p)
+	if err == nil && first.foreign {
+		first.ReleaseErr = release(ctx, exec)
+	}
 	if err != nil || first.Kind != ActionRelocate {
 		p.Observer.terminate(first, err)
 		return first, err
@@ -190,18 +204,37 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 		p.Observer.terminate(leave, nil)
 		return leave, nil
 	}
+	if foreign(err) { // a newer table's write landed meanwhile
+		final, err = leaveForeign(err), nil
+	}
 	if err != nil {
 		p.Observer.terminate(final, err)
 		return Action{}, err
 	}
-	if final.Kind == ActionRelocate {
+	if final.Kind == ActionRelocate || final.foreign {
 		final.CheckpointErr = checkpointErr
-		if own := exec.Ownership(); own != nil {
-			final.ReleaseErr = own.Release(ctx)
-		}
+		final.ReleaseErr = release(ctx, exec)
 	}
 	p.Observer.terminate(final, nil)
 	return final, nil
+}
+
+// leaveForeign is the Leave of a controller whose table cannot decide on
+// the record (err matches ErrForeignStatus or
+// transition.ErrUnknownState). It exits 0: a controller of this table
+// started in its place would leave the record alone too.
+func leaveForeign(err error) Action {
+	return Action{Kind: ActionLeave, foreign: true,
+		Reason: fmt.Sprintf("a controller whose table knows the record's status drives it: %v", err)}
+}
+
+// release ends exec's ownership, if it holds one, so that the controller
+// that comes next takes over at once instead of after the lease's TTL.
+func release[S comparable](ctx context.Context, exec *transition.Persisted[S]) error {
+	if own := exec.Ownership(); own != nil {
+		return own.Release(ctx)
+	}
+	return nil
 }
 
 // holdsNothing says why exec, a controller's handle, must leave the

@@ -37,11 +37,13 @@ var ErrMigration = errors.New("migration refused")
 // RecordMigrating records the table roles belong to, as Record does,
 // where the recorded table differs in ways Record refuses, with the
 // controller's consent: m. Every record in a removed status is moved to
-// the status m maps it to, by compare-and-swap as an outside authority
-// (its claim kept, an audit entry with m's reason), then the table is
-// recorded as the next version; if records in a removed status appear
-// meanwhile (an old controller still writing them), they are migrated
-// too before the table is. A record a live controller holds is not
+// the status m maps it to, and every removed previous status (a
+// relocating record returns there) is mapped likewise, by
+// compare-and-swap as an outside authority (its claim kept, an audit
+// entry with m's reason), then the table is recorded as the next
+// version; if records using a removed status appear meanwhile (an old
+// controller still writing them), they are migrated too before the
+// table is. A record a live controller holds is not
 // migrated under it: RecordMigrating stops with an error matching
 // ErrMigration and storage.ErrHeld, having recorded nothing; run it
 // again when the holder has gone. It returns the recorded document and
@@ -96,7 +98,7 @@ func RecordMigrating[S comparable](ctx context.Context, store storage.Store, nam
 		if err != nil {
 			return Document{}, moved, err
 		}
-		left, err := inStatuses(ctx, lister, changes.RemovedStates)
+		left, err := using(ctx, lister, changes.RemovedStates)
 		if err != nil {
 			return Document{}, moved, err
 		}
@@ -114,9 +116,10 @@ func RecordMigrating[S comparable](ctx context.Context, store storage.Store, nam
 	return Document{}, moved, fmt.Errorf("schema: %s: %w: records or the recorded table kept changing", name, storage.ErrConflict)
 }
 
-// migrate moves every record in a removed status to its mapped status.
+// migrate moves every record in a removed status to its mapped status,
+// and maps every removed previous status likewise.
 func migrate(ctx context.Context, store storage.Store, lister storage.Lister, removed []string, m Migration) ([]string, error) {
-	recs, err := inStatuses(ctx, lister, removed)
+	recs, err := using(ctx, lister, removed)
 	if err != nil {
 		return nil, err
 	}
@@ -130,12 +133,18 @@ func migrate(ctx context.Context, store storage.Store, lister storage.Lister, re
 	return moved, nil
 }
 
-// migrateOne moves rec (listed in a removed status) by compare-and-swap,
-// reading it again after a conflict.
+// migrateOne migrates rec (listed using a removed status) by
+// compare-and-swap, reading it again after a conflict. A record in a
+// removed status moves to the status it maps to; its previous status is
+// kept, mapped too if it is removed, so that a relocating record renamed
+// still returns where it left (moving from paused is relocating from
+// paused). A record whose previous status alone is removed keeps its
+// status; its previous status is mapped, and the audit trail says so.
 func migrateOne(ctx context.Context, store storage.Store, rec storage.Record, m Migration) error {
 	for range maxRecordAttempts {
-		to, removed := m.Statuses[rec.Status]
-		if !removed {
+		to, moves := m.Statuses[rec.Status]
+		previous, remaps := m.Statuses[rec.Previous]
+		if !moves && !remaps {
 			return nil // moved on by someone else meanwhile
 		}
 		if claim, held, err := store.Held(ctx, rec.ID); err != nil {
@@ -146,13 +155,26 @@ func migrateOne(ctx context.Context, store storage.Store, rec storage.Record, m 
 		}
 		next := rec.Clone()
 		now := time.Now()
-		history, err := rec.History.Append(storage.Entry{From: rec.Status, To: to, Reason: m.Reason, Actor: m.Actor,
+		reason := m.Reason
+		if !moves {
+			to = rec.Status
+			if long := fmt.Sprintf("%s (its previous status %s is %s now)", m.Reason, rec.Previous, previous); len(long) <= storage.MaxReasonLen {
+				reason = long
+			}
+		}
+		if !remaps {
+			previous = rec.Previous
+		}
+		history, err := rec.History.Append(storage.Entry{From: rec.Status, To: to, Reason: reason, Actor: m.Actor,
 			Epoch: rec.Epoch, At: now, Revision: rec.Revision}, rec.HistoryKept())
 		if err != nil {
 			return fmt.Errorf("schema: record %s: %w", rec.ID, err)
 		}
-		next.Previous, next.Status, next.Reason, next.History = rec.Status, to, m.Reason, history
-		next.UpdatedAt, next.Since = now, now
+		next.Previous, next.Status, next.Reason, next.History = previous, to, reason, history
+		next.UpdatedAt = now
+		if moves {
+			next.Since = now
+		}
 		_, err = store.CompareAndSwap(ctx, rec.ID, rec.Revision, next)
 		var conflict *storage.ConflictError
 		if errors.As(err, &conflict) {

@@ -33,6 +33,10 @@ type IncompatibleError struct {
 	// InStatus counts the records in each removed status, when the store
 	// can list them.
 	InStatus map[string]int
+	// InPrevious counts, likewise, the records whose previous status is
+	// a removed one: a relocating record returns there. A removed status
+	// is in use while a record is in it or has it as its previous status.
+	InPrevious map[string]int
 }
 
 func (e *IncompatibleError) Error() string {
@@ -44,10 +48,26 @@ func (e *IncompatibleError) Error() string {
 		}
 		b.WriteString("\n  " + line)
 		if status, ok := strings.CutPrefix(line, "status removed: "); ok && e.InStatus != nil {
-			fmt.Fprintf(&b, " (%d records in it)", e.InStatus[status])
+			fmt.Fprintf(&b, " (%s in it", records(e.InStatus[status]))
+			if n := e.InPrevious[status]; n > 0 {
+				fmt.Fprintf(&b, ", %s with it as their previous status", records(n))
+			}
+			b.WriteString(")")
 		}
 	}
+	if len(e.Changes.RemovedStates) > 0 {
+		b.WriteString("\nto remove or rename a status, record the table with schema.RecordMigrating, " +
+			"mapping each removed status to one of the new table's (docs/tables.md)")
+	}
 	return b.String()
+}
+
+// records says "1 record" or "n records".
+func records(n int) string {
+	if n == 1 {
+		return "1 record"
+	}
+	return fmt.Sprintf("%d records", n)
 }
 
 // Unwrap makes errors.Is match ErrIncompatible.
@@ -93,8 +113,10 @@ const maxRecordAttempts = 16
 //     is recorded as the next version, the recorded one kept among the
 //     earlier versions;
 //   - anything else is refused with an *IncompatibleError matching
-//     ErrIncompatible, naming each difference and how many records are in
-//     each removed status, and nothing is written;
+//     ErrIncompatible, naming each difference and how many records use
+//     each removed status (are in it, or have it as their previous
+//     status), and nothing is written: RecordMigrating records it, with
+//     the controller's consent;
 //   - a table recorded under another name is refused too.
 //
 // Controllers of two versions may record at once: each write is a
@@ -187,28 +209,36 @@ func olderThan(recorded, next Document) (Document, bool) {
 func incompatible(ctx context.Context, store storage.Store, recorded Document, changes Changes) error {
 	e := &IncompatibleError{Name: recorded.Name, Recorded: recorded.Version, Changes: changes}
 	if lister, ok := store.(storage.Lister); ok && len(changes.RemovedStates) > 0 {
-		recs, err := inStatuses(ctx, lister, changes.RemovedStates)
+		recs, err := using(ctx, lister, changes.RemovedStates)
 		if err != nil {
 			return errors.Join(e, err)
 		}
-		e.InStatus = map[string]int{}
+		e.InStatus, e.InPrevious = map[string]int{}, map[string]int{}
 		for _, s := range changes.RemovedStates {
-			e.InStatus[s] = 0
+			e.InStatus[s], e.InPrevious[s] = 0, 0
 		}
 		for _, r := range recs {
-			e.InStatus[r.Status]++
+			if _, removed := e.InStatus[r.Status]; removed {
+				e.InStatus[r.Status]++
+			}
+			if _, removed := e.InPrevious[r.Previous]; removed {
+				e.InPrevious[r.Previous]++
+			}
 		}
 	}
 	return e
 }
 
-// inStatuses lists the records in one of statuses.
-func inStatuses(ctx context.Context, lister storage.Lister, statuses []string) ([]storage.Record, error) {
+// using lists the records that use one of statuses: they are in it, or
+// it is their previous status.
+func using(ctx context.Context, lister storage.Lister, statuses []string) ([]storage.Record, error) {
 	recs, _, err := lister.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(recs, func(r storage.Record) bool { return !slices.Contains(statuses, r.Status) }), nil
+	return slices.DeleteFunc(recs, func(r storage.Record) bool {
+		return !slices.Contains(statuses, r.Status) && !slices.Contains(statuses, r.Previous)
+	}), nil
 }
 
 // Listing is a store's records as the table it records sees them.

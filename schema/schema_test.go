@@ -11,6 +11,7 @@ import (
 	"github.com/execfsm/execfsm/schema/schematest"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
+	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
@@ -236,4 +237,50 @@ func TestAMigrationLeavesAHeldRecordAndRecordsNothing(t *testing.T) {
 	d, err := schema.Load(bg, store)
 	require.NoError(t, err)
 	require.Equal(t, 1, d.Version, "the new table is not recorded")
+}
+
+// The operator's trial: version 3 renamed quarantined held and relocated
+// three held jobs; version 2 after it was refused with "held (0 records
+// in it)" while the three waited in migrating to return to held. They
+// use held, and a migration back to version 2 maps their previous status,
+// so that version 2's controllers resume them quarantined.
+func TestARollbackCountsAndMigratesTheRecordsReturningToARemovedStatus(t *testing.T) {
+	store := storage.NewMemory()
+	v1, v2, v3 := schematest.CIJobs(t, ""), schematest.CIJobs(t, "quarantined"), schematest.CIJobs(t, "held")
+	_, err := schema.Record(bg, store, "ci-jobs", v1)
+	require.NoError(t, err)
+	_, err = schema.Record(bg, store, "ci-jobs", v2)
+	require.NoError(t, err)
+	_, _, err = schema.RecordMigrating(bg, store, "ci-jobs", v3,
+		schema.Migration{Statuses: map[string]string{"quarantined": "held"}, Reason: "quarantined is held now"})
+	require.NoError(t, err)
+	for _, id := range []string{"job-1", "job-2", "job-3"} {
+		master, err := transition.NewPersisted(v3.Table(), store, id, transition.PersistedOptions{Actor: "master"})
+		require.NoError(t, err)
+		_, err = master.Create(bg, transition.To("queued"))
+		require.NoError(t, err)
+		_, err = master.Walk(bg, "held", "held by an operator")
+		require.NoError(t, err)
+		_, err = master.Fire(bg, "migrating", "its node drained")
+		require.NoError(t, err)
+	}
+
+	_, err = schema.Record(bg, store, "ci-jobs", v2)
+	var inc *schema.IncompatibleError
+	require.ErrorAs(t, err, &inc)
+	require.ErrorContains(t, err, "status removed: held (0 records in it, 3 records with it as their previous status)")
+
+	d, moved, err := schema.RecordMigrating(bg, store, "ci-jobs", v2,
+		schema.Migration{Statuses: map[string]string{"held": "quarantined"}, Reason: "back to version 2"})
+	require.NoError(t, err)
+	require.Equal(t, 4, d.Version)
+	require.Equal(t, []string{"job-1", "job-2", "job-3"}, moved)
+	exec, err := transition.NewPersisted(v2.Table(), store, "job-1", transition.PersistedOptions{Actor: "ctl-v2"})
+	require.NoError(t, err)
+	dec, err := recovery.NewDecider(v2, recovery.Policy{})
+	require.NoError(t, err)
+	v, err := dec.Start(bg, exec, storage.Lease{Holder: "ctl-v2"})
+	require.NoError(t, err)
+	require.Equal(t, recovery.DecisionResume, v.Decision)
+	require.Equal(t, "quarantined", v.To)
 }

@@ -457,6 +457,22 @@ func (t *Table[S]) IsReturn(from, to S) bool {
 	return ok1 && ok2 && t.edges[i*t.n+j]&edgeReturn != 0
 }
 
+// Returns reports whether from has a return edge: whether where a record
+// in from may go next depends on the state it entered from from (its
+// storage.Record.Previous).
+func (t *Table[S]) Returns(from S) bool {
+	i, ok := t.lookup(from)
+	if !ok {
+		return false
+	}
+	for j := range t.n {
+		if t.edges[i*t.n+j]&edgeReturn != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Guarded reports whether a move from → to runs guards.
 func (t *Table[S]) Guarded(from, to S) bool {
 	i, ok1 := t.lookup(from)

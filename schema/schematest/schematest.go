@@ -29,6 +29,8 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"AnOlderVersionGetsTheRecordedTable", olderVersionGetsTheRecordedTable},
 		{"ARemovedStatusIsRefusedWithItsRecordsCounted", removedStatusIsRefused},
 		{"AMigrationMovesTheRecordsThenRecords", migrationMovesTheRecords},
+		{"AStatusARecordEnteredFromIsInUse", previousStatusIsInUse},
+		{"AMigrationMapsPreviousStatusesToo", migrationMapsPreviousStatuses},
 		{"AStatusOutsideEveryVersionIsKnownToNone", statusOutsideEveryVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -43,6 +45,33 @@ var bg = context.Background()
 func Jobs(t testing.TB, withMoving bool) *recovery.Roles[string] {
 	t.Helper()
 	return jobs(t, withMoving, "moving")
+}
+
+// CIJobs returns the roles of a CI job's table, as an operator's trial
+// ran three versions of it on one store: version 1 with parked empty;
+// version 2 with parked "quarantined", a second running state a
+// relocation (migrating) returns to; version 3 with it renamed "held".
+func CIJobs(t testing.TB, parked string) *recovery.Roles[string] {
+	t.Helper()
+	running := []string{"running"}
+	b := transition.New("queued").
+		Allow("queued", "starting", "draining", "cancelled").
+		Allow("starting", "running", "draining", "failed").
+		Allow("running", "migrating", "draining", "passed", "failed", "cancelled").
+		Allow("migrating", "starting", "draining", "failed").
+		Allow("draining", "cancelled", "passed", "failed").
+		Terminal("passed", "failed", "cancelled")
+	if parked != "" {
+		running = append(running, parked)
+		b.Allow("running", parked).Allow(parked, "running", "migrating", "draining", "passed", "failed", "cancelled")
+	}
+	table, err := b.Return("migrating", running...).Build()
+	require.NoError(t, err)
+	roles, err := recovery.DefineRoles(table).NotStarted("queued", "starting").Running(running...).
+		Relocating("migrating", "starting").Stopping("draining", "cancelled").
+		Failed("failed").Ends("passed", "cancelled").Build()
+	require.NoError(t, err)
+	return roles
 }
 
 // Renamed is version 2 with moving renamed relocating.
@@ -77,9 +106,15 @@ func jobs(t testing.TB, relocates bool, relocating string) *recovery.Roles[strin
 // in creates records in status, by id.
 func in(t *testing.T, s storage.Store, status string, ids ...string) {
 	t.Helper()
+	from(t, s, status, "", ids...)
+}
+
+// from creates records in status, entered from previous, by id.
+func from(t *testing.T, s storage.Store, status, previous string, ids ...string) {
+	t.Helper()
 	for _, id := range ids {
 		rec := storagetest.Sample(id)
-		rec.Status, rec.Previous, rec.Owner, rec.Epoch = status, "", "", 0
+		rec.Status, rec.Previous, rec.Owner, rec.Epoch = status, previous, "", 0
 		_, err := s.Create(bg, rec)
 		require.NoError(t, err)
 	}
@@ -164,6 +199,60 @@ func migrationMovesTheRecords(t *testing.T, s storage.Store) {
 	rec, err = s.Get(bg, "job-2")
 	require.NoError(t, err)
 	require.Equal(t, "rendering", rec.Status)
+}
+
+// A removed status is in use while a record has it as its previous
+// status: a relocating record returns there.
+func previousStatusIsInUse(t *testing.T, s storage.Store) {
+	_, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	require.NoError(t, err)
+	from(t, s, "rendering", "moving", "job-1")
+	from(t, s, "paused", "moving", "job-2")
+	rev := tableRevision(t, s)
+	_, err = schema.Record(bg, s, "render-jobs", Renamed(t))
+	var inc *schema.IncompatibleError
+	require.ErrorAs(t, err, &inc)
+	require.Equal(t, map[string]int{"moving": 0}, inc.InStatus)
+	require.Equal(t, map[string]int{"moving": 2}, inc.InPrevious)
+	require.Contains(t, err.Error(), "status removed: moving (0 records in it, 2 records with it as their previous status)")
+	require.Contains(t, err.Error(), "schema.RecordMigrating", "the refusal names the way on")
+	require.Equal(t, rev, tableRevision(t, s), "nothing written")
+}
+
+// A migration leaves no record using a removed status: a moved record
+// keeps the status it was entered from (mapped, if it is removed too),
+// and a record whose previous status alone is removed has it mapped.
+func migrationMapsPreviousStatuses(t *testing.T, s storage.Store) {
+	v, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	require.NoError(t, err)
+	from(t, s, "moving", "paused", "job-1")
+	from(t, s, "rendering", "moving", "job-2")
+	from(t, s, "paused", "rendering", "job-3")
+	before, err := s.Get(bg, "job-3")
+	require.NoError(t, err)
+	d, moved, err := schema.RecordMigrating(bg, s, "render-jobs", Renamed(t),
+		schema.Migration{Statuses: map[string]string{"moving": "relocating"}, Reason: "moving is relocating now"})
+	require.NoError(t, err)
+	require.Equal(t, v.Version+1, d.Version)
+	require.Equal(t, []string{"job-1", "job-2"}, moved)
+
+	rec, err := s.Get(bg, "job-1")
+	require.NoError(t, err)
+	require.Equal(t, "relocating", rec.Status)
+	require.Equal(t, "paused", rec.Previous, "a relocation renamed still returns where it left")
+
+	rec, err = s.Get(bg, "job-2")
+	require.NoError(t, err)
+	require.Equal(t, "rendering", rec.Status)
+	require.Equal(t, "relocating", rec.Previous)
+	last, ok := rec.History.Last()
+	require.True(t, ok)
+	require.Equal(t, storage.Entry{From: "rendering", To: "rendering", Reason: "moving is relocating now (its previous status moving is relocating now)",
+		Actor: "schema-migration", At: last.At, Revision: last.Revision}, last)
+
+	after, err := s.Get(bg, "job-3")
+	require.NoError(t, err)
+	require.Equal(t, before.Revision, after.Revision, "a record that uses no removed status is not written")
 }
 
 func statusOutsideEveryVersion(t *testing.T, s storage.Store) {
