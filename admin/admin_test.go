@@ -594,12 +594,16 @@ func TestTheJSONShapesAreStable(t *testing.T) {
 		{"stop.json", http.MethodPost, "/api/v1/executions/ex-running/stop", `{"reason":"user asked","actor":"alice"}`, http.StatusOK},
 		{"stop-refused.json", http.MethodPost, "/api/v1/executions/ex-done/stop", `{"reason":"too late"}`, http.StatusConflict},
 		{"stop-bad-body.json", http.MethodPost, "/api/v1/executions/ex-done/stop", `{"why":"x"}`, http.StatusBadRequest},
+		{"no-route.json", http.MethodGet, "/api/v1/nothing", "", http.StatusNotFound},
+		{"method-not-allowed.json", http.MethodDelete, "/api/v1/executions/ex-done", "", http.StatusMethodNotAllowed},
 	} {
 		var body io.Reader
+		header := http.Header{}
 		if tc.body != "" {
 			body = strings.NewReader(tc.body)
+			header.Set("Content-Type", "application/json")
 		}
-		status, got := raw(t, tc.method, s.server.URL+tc.path, body, nil)
+		status, got := raw(t, tc.method, s.server.URL+tc.path, body, header)
 		require.Equal(t, tc.status, status, tc.name)
 		require.True(t, json.Valid([]byte(got)), tc.name)
 		// The stop's time is the clock's, not the test's.
@@ -658,4 +662,96 @@ func TestHandlerOptionsAreChecked(t *testing.T) {
 		_, err := admin.NewClient(u, admin.ClientOptions{})
 		require.Error(t, err, u)
 	}
+}
+
+// The operator's trial posted a stop with two objects in its body and
+// the job stopped. Every malformed request is refused with the API's
+// error shape, and nothing is written.
+func TestAMalformedRequestWritesNothingAndSaysWhy(t *testing.T) {
+	s := serve(t, admin.HandlerOptions{Authorize: allowAll})
+	ctx := timeout(t)
+	before, err := s.store.Get(ctx, "ex-running")
+	require.NoError(t, err)
+	jsonType := http.Header{"Content-Type": {"application/json"}}
+	form := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Sec-Fetch-Site": {"same-origin"}}
+	stop := s.server.URL + "/api/v1/executions/ex-running/stop"
+	for _, tc := range []struct {
+		name, method, url, body string
+		header                  http.Header
+		status                  int
+		code, says              string
+	}{
+		{"two objects", http.MethodPost, stop, `{"reason":"x"} {"reason":"y"}`, jsonType, 400, "invalid", "more than one JSON object"},
+		{"an object and garbage", http.MethodPost, stop, `{"reason":"x"} ]`, jsonType, 400, "invalid", "more than one JSON object"},
+		{"text/plain", http.MethodPost, stop, `{"reason":"x"}`, http.Header{"Content-Type": {"text/plain"}}, 415, "unsupported_media_type", "must be application/json"},
+		{"no content type", http.MethodPost, stop, `{"reason":"x"}`, nil, 415, "unsupported_media_type", "must be application/json"},
+		{"an unknown field", http.MethodPost, stop, `{"reason":"x","now":true}`, jsonType, 400, "invalid", "unknown field"},
+		{"an id with a control character", http.MethodPost, s.server.URL + "/api/v1/executions/ex%01running/stop", `{"reason":"x"}`, jsonType, 400, "invalid", "control character"},
+		{"get of such an id", http.MethodGet, s.server.URL + "/api/v1/executions/ex%0Arunning", "", nil, 400, "invalid", "control character"},
+		{"watch of such an id", http.MethodGet, s.server.URL + "/api/v1/watch?id=ex%1Brunning", "", nil, 400, "invalid", "control character"},
+		{"a path nothing serves", http.MethodPost, s.server.URL + "/api/v2/executions/ex-running/stop", `{"reason":"x"}`, jsonType, 404, "no_route", "nothing is served"},
+		{"a method the path has not", http.MethodPut, stop, `{"reason":"x"}`, jsonType, 405, "method_not_allowed", "served for POST"},
+		{"a GET of the stop", http.MethodGet, stop, "", nil, 405, "method_not_allowed", "served for POST"},
+	} {
+		var body io.Reader
+		if tc.body != "" {
+			body = strings.NewReader(tc.body)
+		}
+		status, got := raw(t, tc.method, tc.url, body, tc.header)
+		require.Equal(t, tc.status, status, "%s: %s", tc.name, got)
+		var e struct{ Error struct{ Code, Message string } }
+		require.NoError(t, json.Unmarshal([]byte(got), &e), "%s: the API's error shape: %s", tc.name, got)
+		require.Equal(t, tc.code, e.Error.Code, tc.name)
+		require.Contains(t, e.Error.Message, tc.says, tc.name)
+	}
+	// The stop form, likewise.
+	page := s.server.URL + "/executions/ex-running/stop"
+	for _, tc := range []struct {
+		name, body string
+		header     http.Header
+		status     int
+		says       string
+	}{
+		{"a reason twice", "reason=x&reason=y", form, 400, "given 2 times"},
+		{"a field the form has not", "reason=x&now=1", form, 400, "has no field"},
+		{"JSON", `{"reason":"x"}`, http.Header{"Content-Type": {"application/json"}, "Sec-Fetch-Site": {"same-origin"}}, 415, "must be application/x-www-form-urlencoded"},
+	} {
+		status, got := raw(t, http.MethodPost, page, strings.NewReader(tc.body), tc.header)
+		require.Equal(t, tc.status, status, tc.name)
+		require.Contains(t, got, "<!doctype html>", "%s: a page", tc.name)
+		require.Contains(t, got, tc.says, tc.name)
+	}
+	status, got := raw(t, http.MethodGet, s.server.URL+"/nothing/here", nil, nil)
+	require.Equal(t, http.StatusNotFound, status)
+	require.Contains(t, got, "<!doctype html>", "a page elsewhere")
+	status, got = raw(t, http.MethodDelete, s.server.URL+"/executions/ex-running", nil, nil)
+	require.Equal(t, http.StatusMethodNotAllowed, status)
+	require.Contains(t, got, "served for GET")
+
+	after, err := s.store.Get(ctx, "ex-running")
+	require.NoError(t, err)
+	require.Equal(t, before.Revision, after.Revision, "nothing written")
+}
+
+// A watch of an id that is not there says so at once, and then sees the
+// record when it is made, instead of waiting silently.
+func TestAWatchOfAnIDThatIsNotThereSaysSo(t *testing.T) {
+	s := serve(t, admin.HandlerOptions{})
+	ctx, cancel := context.WithCancel(timeout(t))
+	defer cancel()
+	w := watchInBackground(ctx, s.client, "ex-later", "ex-running")
+	w.waitFor(t, "the id that is not there, gone", func(evs []admin.Event, _ error) bool {
+		return len(evs) == 2 && evs[0].Type == admin.EventCurrent && evs[0].ID == "ex-running" &&
+			evs[1].Type == admin.EventGone && evs[1].ID == "ex-later"
+	})
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s.store, "ex-later", transition.PersistedOptions{Actor: "cluster-master"})
+	require.NoError(t, err)
+	_, err = exec.Create(ctx, transition.To(state.Pending))
+	require.NoError(t, err)
+	w.waitFor(t, "the record made later", func(evs []admin.Event, _ error) bool {
+		last := evs[len(evs)-1]
+		return last.Type == admin.EventChanged && last.ID == "ex-later" && last.Record.Status == "pending"
+	})
+	cancel()
+	w.ended(t, "the watch ends with its context")
 }

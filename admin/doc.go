@@ -57,7 +57,9 @@
 //	                                              "next": ID, "counts": {status: n}, "unreadable_count": n}
 //	GET  executions/ID                            a record
 //	POST executions/ID/stop  {"reason", "actor"}  {"id", "from", "to", "changed", "revision", "actor", "reason", "at"}
-//	GET  watch?id=A&id=B                          newline-delimited JSON, one event a line:
+//	                         (application/json)
+//	GET  watch?id=A&id=B                          newline-delimited JSON, one event a line (an id that is
+//	                                              not there: "gone" at once):
 //	                                              {"type": "current"|"changed"|"gone"|"unreadable", "id",
 //	                                              "record" (current, changed), "error" (unreadable)}
 //	GET  table                                    the recorded table (schema.Document's JSON)
@@ -67,16 +69,20 @@
 // actor, owner, epoch, at, revision), history_limit, meta. A failure is
 // {"error": {"code", "message"}} with its HTTP status; the codes:
 //
-//	400 invalid          a bad id, reason, status, limit or body
-//	401 unauthenticated  the Authorizer did not know who asked
-//	403 forbidden        no Authorizer for a write, the Authorizer said no, or a cross-origin write
-//	404 not_found        no such execution
-//	404 no_table         the store records no table
-//	409 not_allowed      the table does not allow the move (also unknown_state, guard, no_stop, conflict)
-//	500 corrupt          the record cannot be read
-//	501 cannot_watch     the store cannot watch
-//	503 unavailable      as many watches as allowed, or the handler is closed
-//	504 timeout          the store did not answer within Timeout
+//	400 invalid                 a bad id (one with a control character too), reason, status, limit, or a
+//	                            body that is not exactly one JSON object of the request's fields
+//	401 unauthenticated         the Authorizer did not know who asked
+//	403 forbidden               no Authorizer for a write, the Authorizer said no, or a cross-origin write
+//	404 not_found               no such execution
+//	404 no_table                the store records no table
+//	404 no_route                nothing is served at that path
+//	405 method_not_allowed      the path is served for other methods (Allow names them)
+//	409 not_allowed             the table does not allow the move (also unknown_state, guard, no_stop, conflict)
+//	415 unsupported_media_type  a body that is not application/json (the stop form's: not a form)
+//	500 corrupt                 the record cannot be read
+//	501 cannot_watch            the store cannot watch
+//	503 unavailable             as many watches as allowed, or the handler is closed
+//	504 timeout                 the store did not answer within Timeout
 //
 // A watch's stream that fails ends with that error object as its last
 // line. A [Client] turns each code back into the sentinel error it came

@@ -41,6 +41,14 @@ var (
 	ErrDropped = errors.New("watch dropped")
 )
 
+// The errors of requests no route or no reading of the body serves:
+// a client that meets them was written against another API.
+var (
+	errNoRoute              = errors.New("no such path")
+	errMethodNotAllowed     = errors.New("method not allowed")
+	errUnsupportedMediaType = errors.New("unsupported media type")
+)
+
 // Error is a handler's answer to a request it did not do, as a [Client]
 // gets it: the HTTP status, a code that says which kind of failure it is
 // (see the package documentation), and the handler's message. errors.Is
@@ -81,6 +89,9 @@ var errorKinds = []struct {
 	{storage.ErrNotFound, http.StatusNotFound, "not_found"},
 	{storage.ErrInvalidRecord, http.StatusBadRequest, "invalid"},
 	{ErrInvalidRequest, http.StatusBadRequest, "invalid"},
+	{errNoRoute, http.StatusNotFound, "no_route"},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
+	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
 	{transition.ErrUnknownState, http.StatusConflict, "unknown_state"},
 	{transition.ErrNotAllowed, http.StatusConflict, "not_allowed"},
 	{transition.ErrGuard, http.StatusConflict, "guard"},

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
 )
@@ -165,7 +169,35 @@ func NewHandler(store storage.Store, opts HandlerOptions) (*Handler, error) {
 	h.mux.HandleFunc("GET "+p+"executions/{id}", h.pageExecution)
 	h.mux.HandleFunc("POST "+p+"executions/{id}/stop", h.pageStop)
 	h.mux.HandleFunc("GET "+p+"diagram", h.pageDiagram)
+	// What no pattern above serves is answered in the shape of where
+	// it was asked (JSON under the API, a page elsewhere), never with
+	// net/http's plain text.
+	h.mux.HandleFunc(p+"api/", h.noRoute)
+	h.mux.HandleFunc(p, h.noRoute)
 	return h, nil
+}
+
+// noRoute answers a request no route serves: 405 with the methods the
+// path has (Allow), or 404.
+func (h *Handler) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := h.mux.Handler(probe); pattern != h.opts.Path && pattern != h.opts.Path+"api/" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) == 0 {
+		h.fail(w, r, fmt.Errorf("admin: %w: nothing is served at %s", errNoRoute, quote.Limited(r.URL.Path)))
+		return
+	}
+	if slices.Contains(allowed, http.MethodGet) {
+		allowed = append(allowed, http.MethodHead)
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	h.fail(w, r, fmt.Errorf("admin: %w: %s is served for %s, not %s", errMethodNotAllowed, quote.Limited(r.URL.Path),
+		strings.Join(allowed, ", "), quote.Limited(r.Method)))
 }
 
 // ServeHTTP implements http.Handler. A request that does not write is
@@ -346,17 +378,39 @@ const maxStopBody = 64 << 10
 type stopBody struct {
 	Reason string `json:"reason"`
 	Actor  string `json:"actor,omitempty"`
+	Force  bool   `json:"force,omitempty"`
 }
 
+// requireType refuses a request whose body is not of the media type
+// want: a body is read as what it says it is, and a text/plain one (which
+// any page may post cross-site without asking) is not a stop.
+func requireType(r *http.Request, want string) error {
+	got := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(got); err != nil || mt != want {
+		return fmt.Errorf("%w: the body must be %s, not %s", errUnsupportedMediaType, want, quote.Limited(got))
+	}
+	return nil
+}
+
+// apiStop stops an execution: a body that is not exactly one JSON
+// object of a stop, sent as application/json, writes nothing.
 func (h *Handler) apiStop(w http.ResponseWriter, r *http.Request) {
+	if err := requireType(r, "application/json"); err != nil {
+		h.fail(w, r, fmt.Errorf("admin: stop: %w", err))
+		return
+	}
 	var body stopBody
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxStopBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		h.fail(w, r, fmt.Errorf("admin: stop: %w: the body is not {\"reason\": …, \"actor\": …}: %v", ErrInvalidRequest, err))
+		h.fail(w, r, fmt.Errorf("admin: stop: %w: the body is not {\"reason\": …, \"actor\": …, \"force\": …}: %v", ErrInvalidRequest, err))
 		return
 	}
-	stopped, err := h.stop(r, StopRequest{ID: r.PathValue("id"), Reason: body.Reason, Actor: body.Actor})
+	if _, err := dec.Token(); err != io.EOF {
+		h.fail(w, r, fmt.Errorf("admin: stop: %w: the body holds more than one JSON object", ErrInvalidRequest))
+		return
+	}
+	stopped, err := h.stop(r, StopRequest{ID: r.PathValue("id"), Reason: body.Reason, Actor: body.Actor, Force: body.Force})
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
@@ -325,13 +326,15 @@ func metaValue(rec storage.Record, k string) string {
 // maxFormBody bounds a posted form: a reason at its longest, encoded.
 const maxFormBody = 64 << 10
 
+// pageStop is the stop form's post: a body that is not the form (another
+// type, a field twice or one the form does not have) writes nothing.
 func (h *Handler) pageStop(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
-	if err := r.ParseForm(); err != nil {
-		h.fail(w, r, fmt.Errorf("admin: stop: %w: %v", ErrInvalidRequest, err))
+	req, err := stopForm(w, r)
+	if err != nil {
+		h.fail(w, r, err)
 		return
 	}
-	stopped, err := h.stop(r, StopRequest{ID: r.PathValue("id"), Reason: r.PostForm.Get("reason"), Actor: "web"})
+	stopped, err := h.stop(r, req)
 	switch {
 	case errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthenticated), errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrInvalidRecord):
 		h.fail(w, r, err)
@@ -351,6 +354,31 @@ func (h *Handler) pageStop(w http.ResponseWriter, r *http.Request) {
 		q.Set("already", "1")
 	}
 	http.Redirect(w, r, h.executionLink(stopped.ID)+"?"+q.Encode(), http.StatusSeeOther)
+}
+
+// stopForm reads the stop form's post.
+func stopForm(w http.ResponseWriter, r *http.Request) (StopRequest, error) {
+	if err := requireType(r, "application/x-www-form-urlencoded"); err != nil {
+		return StopRequest{}, fmt.Errorf("admin: stop: %w", err)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
+	if err := r.ParseForm(); err != nil {
+		return StopRequest{}, fmt.Errorf("admin: stop: %w: %v", ErrInvalidRequest, err)
+	}
+	req := StopRequest{ID: r.PathValue("id"), Actor: "web"}
+	for k, v := range r.PostForm {
+		switch {
+		case len(v) != 1:
+			return StopRequest{}, fmt.Errorf("admin: stop: %w: the form's %s is given %d times", ErrInvalidRequest, quote.Limited(k), len(v))
+		case k == "reason":
+			req.Reason = v[0]
+		case k == "force":
+			req.Force = v[0] == "1"
+		default:
+			return StopRequest{}, fmt.Errorf("admin: stop: %w: the form has no field %s", ErrInvalidRequest, quote.Limited(k))
+		}
+	}
+	return req, nil
 }
 
 // stoppedFlash says what the stop the query names did, if the trail

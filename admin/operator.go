@@ -38,9 +38,9 @@ type Operator interface {
 	// with schema.ErrNoTable: a status the controllers' table lacks would
 	// strand the record.
 	Stop(ctx context.Context, req StopRequest) (Stopped, error)
-	// Watch yields the records now (of ids, or all of them), then every
-	// change as it lands, until ctx is done or the watch fails; the
-	// failure is yielded last. Delivery is level-triggered: a record
+	// Watch yields the records now (of ids, or all of them; an id that
+	// is not there as EventGone), then every change as it lands, until
+	// ctx is done or the watch fails; the failure is yielded last. Delivery is level-triggered: a record
 	// written twice quickly may be seen once, as it is.
 	Watch(ctx context.Context, ids ...string) iter.Seq2[Event, error]
 }
@@ -97,6 +97,11 @@ type StopRequest struct {
 	// Actor names who asks, in the audit trail. A [Handler] writes the
 	// name its Authorizer returns, which may or may not be this one.
 	Actor string
+	// Force writes a stop a [Handler] would refuse because the
+	// controller serving it would not act on it: the record is in a
+	// status of a newer version of the table than the controller's
+	// ([HandlerOptions].Serves). Stopped.Warning then says so.
+	Force bool
 }
 
 // check refuses a request that cannot be written.
@@ -126,7 +131,9 @@ const (
 	EventCurrent EventType = "current"
 	// EventChanged: a record as it is after a write.
 	EventChanged EventType = "changed"
-	// EventGone: a record no longer there.
+	// EventGone: a record not there: one asked for by id that is not
+	// there when the watch begins, or one deleted since. A record made
+	// later under that id is an EventChanged.
 	EventGone EventType = "gone"
 	// EventUnreadable: a record that cannot be read, now or after a
 	// write.
@@ -376,13 +383,26 @@ func (o *StoreOperator) watch(ctx context.Context, ids []string, yield func(Even
 		from = max(from, r.Revision)
 		if wanted(r.ID) {
 			now = append(now, Event{Type: EventCurrent, ID: r.ID, Record: r})
+			delete(only, r.ID)
 		}
 	}
 	for _, u := range bad {
 		from = max(from, u.Revision)
 		if wanted(u.ID) {
 			now = append(now, Event{Type: EventUnreadable, ID: u.ID, Err: u.Err})
+			delete(only, u.ID)
 		}
+	}
+	// An id asked for that is not there is told at once, as it is now:
+	// a watch that said nothing would be a typo waited on for ever.
+	for _, id := range ids {
+		if only[id] {
+			now = append(now, Event{Type: EventGone, ID: id})
+			delete(only, id)
+		}
+	}
+	for _, id := range ids {
+		only[id] = true
 	}
 	// Start watching before yielding the records, so that the watch
 	// begins at the listing's revision whatever the consumer's pace.

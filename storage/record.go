@@ -3,11 +3,13 @@ package storage
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/execfsm/execfsm/internal/quote"
@@ -119,7 +121,7 @@ func (r *Record) Validate() error {
 // (twice when a store validates before encoding), so it checks field by
 // field without building anything: the audit trail is most of a record.
 func (r *Record) validate() error {
-	if r.ID == "" || r.Status == "" || !validText(r.ID, MaxIDLen) || !validText(r.Status, MaxStatusLen) ||
+	if r.ID == "" || r.Status == "" || !validID(r.ID) || !validText(r.Status, MaxStatusLen) ||
 		!validText(r.Previous, MaxStatusLen) || !validText(r.Owner, MaxOwnerLen) || !validText(r.Reason, MaxReasonLen) {
 		// The slow path, only for a record that is wrong: say which field.
 		for _, f := range [...]struct {
@@ -135,6 +137,7 @@ func (r *Record) validate() error {
 				return err
 			}
 		}
+		return checkID(r.ID)
 	}
 	if r.HistoryLimit < 0 || r.HistoryLimit > MaxHistory {
 		return fmt.Errorf("history limit %d, want 0 (the default) to %d", r.HistoryLimit, MaxHistory)
@@ -196,11 +199,49 @@ func validText(value string, maxLen int) bool {
 }
 
 // ValidateID checks that id is one a record can have: 1 to MaxIDLen bytes
-// of UTF-8. Stores call it before any lookup, so a hostile id is a clear
+// of UTF-8 without control characters (an id is named in URLs, log lines
+// and terminals, where a newline or an escape sequence would forge what
+// follows). Stores call it before any lookup, so a hostile id is a clear
 // error, never a request. The error matches [ErrInvalidRecord].
 func ValidateID(id string) error {
-	if err := checkText("id", id, MaxIDLen, false); err != nil {
+	err := checkText("id", id, MaxIDLen, false)
+	if err == nil {
+		err = checkID(id)
+	}
+	if err != nil {
 		return fmt.Errorf("storage: id %s: %w: %v", quote.Limited(id), ErrInvalidRecord, err)
+	}
+	return nil
+}
+
+// validID reports whether id is 1 to MaxIDLen bytes of UTF-8 without
+// control characters. It runs on every record decoded, so ASCII, the
+// common case, is checked a byte at a time without decoding runes.
+func validID(id string) bool {
+	if id == "" || len(id) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case c >= utf8.RuneSelf:
+			return checkID(id[i:]) == nil
+		case c < ' ' || c == 0x7f:
+			return false
+		}
+	}
+	return true
+}
+
+// checkID says what control character, or invalid UTF-8, id holds; its
+// length is checkText's to check.
+func checkID(id string) error {
+	for i, r := range id {
+		switch {
+		case r == utf8.RuneError && !utf8.ValidString(id[i:]):
+			return errors.New("id is not valid UTF-8")
+		case unicode.IsControl(r):
+			return fmt.Errorf("id has a control character (%U) at byte %d", r, i)
+		}
 	}
 	return nil
 }

@@ -269,3 +269,24 @@ func TestCheckContextRefusesNilAndDoneContexts(t *testing.T) {
 	require.ErrorIs(t, storage.CheckContext(ctx, "mystore", "Get"), context.Canceled)
 	require.NoError(t, storage.CheckContext(bg, "mystore", "Get"))
 }
+
+// An id is named in URLs, log lines and terminals: one with a control
+// character (a newline that forges a log line, an escape sequence) is
+// refused everywhere, by id checks and by record validation alike.
+func TestAnIDWithAControlCharacterIsRefused(t *testing.T) {
+	for _, id := range []string{"a\x00b", "a\nb", "a\x1b[2Jb", "a\x7fb", "a\u0085b", "\u009b31m"} {
+		err := storage.ValidateID(id)
+		require.ErrorIs(t, err, storage.ErrInvalidRecord, "%q", id)
+		require.ErrorContains(t, err, "control character", "%q", id)
+		rec := storagetest.Sample(id)
+		require.ErrorIs(t, rec.Validate(), storage.ErrInvalidRecord, "%q", id)
+		_, err = storage.NewMemory().Create(context.Background(), rec)
+		require.ErrorIs(t, err, storage.ErrInvalidRecord, "%q", id)
+	}
+	for _, id := range []string{"ex-1", "é/ü 42", "job_\u00a0x", strings.Repeat("x", storage.MaxIDLen)} {
+		require.NoError(t, storage.ValidateID(id), "%q", id)
+		rec := storagetest.Sample(id)
+		require.NoError(t, rec.Validate(), "%q", id)
+	}
+	require.ErrorContains(t, storage.ValidateID("a\xffb"), "not valid UTF-8")
+}
