@@ -699,7 +699,9 @@ func TestAMalformedRequestWritesNothingAndSaysWhy(t *testing.T) {
 		}
 		status, got := raw(t, tc.method, tc.url, body, tc.header)
 		require.Equal(t, tc.status, status, "%s: %s", tc.name, got)
-		var e struct{ Error struct{ Code, Message string } }
+		var e struct {
+			Error struct{ Code, Message string }
+		}
 		require.NoError(t, json.Unmarshal([]byte(got), &e), "%s: the API's error shape: %s", tc.name, got)
 		require.Equal(t, tc.code, e.Error.Code, tc.name)
 		require.Contains(t, e.Error.Message, tc.says, tc.name)
