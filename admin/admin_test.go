@@ -21,7 +21,9 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/admin"
+	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/schema/schematest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
@@ -169,7 +171,8 @@ func TestEveryOperationAnswersTheSameOverHTTPAsOnTheStore(t *testing.T) {
 		require.NoError(t, err, name)
 		rec, err := s.store.Get(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, admin.Stopped{ID: id, From: got.From, To: "stopping", Changed: true, Revision: rec.Revision, Actor: "operator:" + name, Reason: "user asked", At: got.At}, got)
+		require.Equal(t, admin.Stopped{ID: id, From: got.From, To: "stopping", Changed: true, Revision: rec.Revision, Actor: "operator:" + name, Reason: "user asked", At: got.At,
+			Warnings: []string{"no controller holds " + id + " now (it has no owner): the stop is carried out by the controller that takes it over, or a Reaper ends it once it has been stopping for 5m0s (the table's deadline)"}}, got)
 		require.Equal(t, "stopping", rec.Status)
 		again, err := op.Stop(ctx, admin.StopRequest{ID: id, Reason: "again", Actor: "operator:" + name})
 		require.NoError(t, err)
@@ -756,4 +759,98 @@ func TestAWatchOfAnIDThatIsNotThereSaysSo(t *testing.T) {
 	})
 	cancel()
 	w.ended(t, "the watch ends with its context")
+}
+
+// The operator's trial: through version 1's handler, a stop of a job in
+// quarantined (a status only version 2 has) was accepted and written,
+// and version 1 never acted on it; so was a stop of a job whose owner
+// was dead. A controller that says which table it serves refuses the
+// first unless forced, flags the second, and its pages say both.
+func TestAStopNobodyWillActOnIsRefusedOrFlagged(t *testing.T) {
+	ctx := timeout(t)
+	store := storage.NewMemory()
+	v1, v2 := schematest.CIJobs(t, ""), schematest.CIJobs(t, "quarantined")
+	_, err := schema.Record(ctx, store, "ci-jobs", v1)
+	require.NoError(t, err)
+	_, err = schema.Record(ctx, store, "ci-jobs", v2)
+	require.NoError(t, err)
+	job := func(id string, path ...string) *transition.Persisted[string] {
+		exec, err := transition.NewPersisted(v2.Table(), store, id, transition.PersistedOptions{Actor: "master"})
+		require.NoError(t, err)
+		_, err = exec.Create(ctx, transition.To("queued"))
+		require.NoError(t, err)
+		for _, s := range path {
+			_, err = exec.Fire(ctx, s, "")
+			require.NoError(t, err)
+		}
+		return exec
+	}
+	job("job-q", "starting", "running", "quarantined")
+	dead, err := transition.NewPersisted(v1.Table(), store, "job-dead", transition.PersistedOptions{Actor: "ctl-a"})
+	require.NoError(t, err)
+	job("job-dead", "starting", "running")
+	_, _, err = dead.Acquire(ctx, storage.Lease{Holder: "ctl-a", TTL: time.Hour}, nil)
+	require.NoError(t, err)
+	require.NoError(t, dead.Ownership().Release(ctx), "its controller died")
+	live, err := transition.NewPersisted(v1.Table(), store, "job-live", transition.PersistedOptions{Actor: "ctl-b"})
+	require.NoError(t, err)
+	job("job-live", "starting", "running")
+	_, _, err = live.Acquire(ctx, storage.Lease{Holder: "ctl-b", TTL: time.Hour}, nil)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, live.Ownership().Release(context.Background())) }()
+
+	serves, err := schema.Describe("ci-jobs", v1)
+	require.NoError(t, err)
+	s := serveStore(t, store, admin.HandlerOptions{Authorize: allowAll, Serves: serves})
+
+	before, err := store.Get(ctx, "job-q")
+	require.NoError(t, err)
+	_, err = s.client.Stop(ctx, admin.StopRequest{ID: "job-q", Reason: "user asked", Actor: "ops"})
+	require.ErrorIs(t, err, recovery.ErrForeignStatus, "matched over HTTP as on the store")
+	require.ErrorContains(t, err, "job-q is in quarantined, which this controller's table (ci-jobs version 1) does not know (version 2 of the table knows it)")
+	var apiErr *admin.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "foreign_status", apiErr.Code)
+	after, err := store.Get(ctx, "job-q")
+	require.NoError(t, err)
+	require.Equal(t, before.Revision, after.Revision, "nothing written")
+
+	forced, err := s.client.Stop(ctx, admin.StopRequest{ID: "job-q", Reason: "user asked", Actor: "ops", Force: true})
+	require.NoError(t, err)
+	require.Equal(t, "draining", forced.To)
+	require.Len(t, forced.Warnings, 2)
+	require.Contains(t, forced.Warnings[0], "forced: job-q is in quarantined")
+	require.Contains(t, forced.Warnings[1], "no controller holds job-q now (it has no owner)")
+
+	stopped, err := s.client.Stop(ctx, admin.StopRequest{ID: "job-dead", Reason: "user asked", Actor: "ops"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"no controller holds job-dead now (its owner ctl-a@1 holds it no more): the stop is carried out by the controller that takes it over, " +
+		"or a Reaper ends it once it has been draining for 5m0s (the table's deadline)"}, stopped.Warnings)
+	stopped, err = s.client.Stop(ctx, admin.StopRequest{ID: "job-live", Reason: "user asked", Actor: "ops"})
+	require.NoError(t, err)
+	require.Empty(t, stopped.Warnings, "its controller is alive and acts on it")
+
+	// The pages say which version this controller serves, and why a
+	// stop would wait.
+	_, page := raw(t, http.MethodGet, s.server.URL+"/", nil, nil)
+	require.Contains(t, page, `version 2 recorded · this controller serves <b class="serves">version 1</b>`)
+	job("job-q2", "starting", "running", "quarantined")
+	_, page = raw(t, http.MethodGet, s.server.URL+"/executions/job-q2", nil, nil)
+	require.Contains(t, page, "job-q2 is in quarantined, which this controller&#39;s table (ci-jobs version 1) does not know")
+	require.Contains(t, page, `name="force"`)
+	require.Contains(t, page, "No controller holds it now")
+	_, page = raw(t, http.MethodGet, s.server.URL+"/executions/job-live", nil, nil)
+	require.Contains(t, page, "ctl-b@1 holds it: its controller is alive")
+	_, page = raw(t, http.MethodGet, s.server.URL+"/executions/job-dead", nil, nil)
+	require.Contains(t, page, `holder gone">nobody holds it`)
+	// The form refuses, then forces, as the API does.
+	form := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Sec-Fetch-Site": {"same-origin"}}
+	status, page := raw(t, http.MethodPost, s.server.URL+"/executions/job-q2/stop", strings.NewReader("reason=x"), form)
+	require.Equal(t, http.StatusConflict, status)
+	require.Contains(t, page, "force the stop")
+	status, _ = raw(t, http.MethodPost, s.server.URL+"/executions/job-q2/stop", strings.NewReader("reason=x&force=1"), form)
+	require.Equal(t, http.StatusSeeOther, status)
+	rec, err := store.Get(ctx, "job-q2")
+	require.NoError(t, err)
+	require.Equal(t, "draining", rec.Status)
 }

@@ -208,7 +208,7 @@ func (c *Client) Stop(ctx context.Context, req StopRequest) (Stopped, error) {
 	if err := storage.ValidateID(req.ID); err != nil {
 		return Stopped{}, fmt.Errorf("admin: stop: %w", err)
 	}
-	body, err := json.Marshal(stopBody{Reason: req.Reason, Actor: req.Actor})
+	body, err := json.Marshal(stopBody{Reason: req.Reason, Actor: req.Actor, Force: req.Force})
 	if err != nil {
 		return Stopped{}, err
 	}

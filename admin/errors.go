@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -92,6 +93,7 @@ var errorKinds = []struct {
 	{errNoRoute, http.StatusNotFound, "no_route"},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
+	{recovery.ErrForeignStatus, http.StatusConflict, "foreign_status"},
 	{transition.ErrUnknownState, http.StatusConflict, "unknown_state"},
 	{transition.ErrNotAllowed, http.StatusConflict, "not_allowed"},
 	{transition.ErrGuard, http.StatusConflict, "guard"},

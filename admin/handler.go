@@ -84,6 +84,15 @@ type HandlerOptions struct {
 	// Logger, if set, is told of dropped watches, failed requests and
 	// anything else a controller's operator should see in its logs.
 	Logger *slog.Logger
+	// Serves is the table this controller decides with, as
+	// schema.Describe(name, roles) gives it (not schema.Record's answer,
+	// which is the newest recorded table even for an older controller).
+	// With it the pages say which version of the recorded table the
+	// controller serves, and a stop of an execution it would not act on
+	// (a status of a newer version than its own, or a relocation back
+	// to one: recovery.ErrForeignStatus) is refused unless forced. The
+	// zero Document serves no table in particular.
+	Serves schema.Document
 }
 
 func (o HandlerOptions) withDefaults() (HandlerOptions, error) {
@@ -147,6 +156,11 @@ func NewHandler(store storage.Store, opts HandlerOptions) (*Handler, error) {
 	opts, err = opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if opts.Serves.Name != "" {
+		if ops.serves, err = newServing(opts.Serves); err != nil {
+			return nil, fmt.Errorf("admin: NewHandler: Serves: %w", err)
+		}
 	}
 	h := &Handler{
 		ops:     ops,

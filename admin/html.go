@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -27,10 +28,13 @@ var pages = template.Must(template.New("").ParseFS(pageFS, "page.html"))
 
 // pageBase is what every page shows around its content.
 type pageBase struct {
-	Title  string
-	Path   string
-	Nav    string
-	Table  *schema.Document
+	Title string
+	Path  string
+	Nav   string
+	Table *schema.Document
+	// Serves is the version of the table the serving controller decides
+	// with ("version 1"), when it said (HandlerOptions.Serves).
+	Serves string
 	Writes bool
 	Flash  string
 	Error  string
@@ -70,7 +74,20 @@ func (h *Handler) base(r *http.Request, title, nav string) (pageBase, error) {
 
 // baseOf is a page's header with the table already read.
 func (h *Handler) baseOf(title, nav string, table *schema.Document) pageBase {
-	return pageBase{Title: title, Path: h.opts.Path, Nav: nav, Writes: h.opts.Authorize != nil, Table: table}
+	b := pageBase{Title: title, Path: h.opts.Path, Nav: nav, Writes: h.opts.Authorize != nil, Table: table}
+	if h.ops.serves != nil {
+		b.Serves = h.ops.serves.version(table)
+	}
+	return b
+}
+
+// notServed says why the serving controller would not act on rec, if it
+// said which table it serves and would not.
+func (h *Handler) notServed(table *schema.Document, rec storage.Record) string {
+	if h.ops.serves == nil {
+		return ""
+	}
+	return h.ops.serves.refuses(rec, table)
 }
 
 func (h *Handler) errorPage(w http.ResponseWriter, r *http.Request, status int, err error) {
@@ -96,6 +113,7 @@ type listRow struct {
 	ID, Link, Status, Class, Since, Owner, Reason string
 	Revision                                      uint64
 	Foreign                                       bool
+	NotServed                                     string // why the serving controller would not act on it
 }
 
 type unreadableRow struct {
@@ -149,8 +167,12 @@ func (h *Handler) pageList(w http.ResponseWriter, r *http.Request) {
 		foreign bool
 	}{{p.Items, false}, {p.Foreign, true}} {
 		for _, rec := range list.recs {
-			data.Rows = append(data.Rows, listRow{ID: rec.ID, Link: h.executionLink(rec.ID), Status: rec.Status, Class: h.class(b.Table, rec.Status),
-				Since: when(rec.Since), Owner: ownerOf(rec), Revision: rec.Revision, Reason: rec.Reason, Foreign: list.foreign})
+			row := listRow{ID: rec.ID, Link: h.executionLink(rec.ID), Status: rec.Status, Class: h.class(b.Table, rec.Status),
+				Since: when(rec.Since), Owner: ownerOf(rec), Revision: rec.Revision, Reason: rec.Reason, Foreign: list.foreign}
+			if !list.foreign {
+				row.NotServed = h.notServed(b.Table, rec)
+			}
+			data.Rows = append(data.Rows, row)
 		}
 	}
 	for _, u := range p.Unreadable {
@@ -243,12 +265,13 @@ func (h *Handler) execution(w http.ResponseWriter, r *http.Request, status int, 
 		ID, Status, Class, Previous, Since, Reason, Owner, Updated string
 		Revision                                                   uint64
 		Foreign                                                    bool
+		Holder                                                     holder
 		Meta                                                       []metaRow
 		Timeline                                                   []timelineRow
 		Cut                                                        bool
 		Kept                                                       int
-		StopAction, StopTo, StopNote                               string
-		CanStop                                                    bool
+		StopAction                                                 string
+		Stop                                                       stopBox
 	}{pageBase: b, ID: rec.ID, Status: rec.Status, Class: h.class(b.Table, rec.Status), Previous: rec.Previous,
 		Since: when(rec.Since), Reason: orDash(rec.Reason), Owner: ownerOf(rec), Updated: when(rec.UpdatedAt), Revision: rec.Revision,
 		Foreign: b.Table != nil && !knows(b.Table, rec.Status), StopAction: h.executionLink(rec.ID) + "/stop",
@@ -270,35 +293,76 @@ func (h *Handler) execution(w http.ResponseWriter, r *http.Request, status int, 
 		}
 		data.Timeline = append(data.Timeline, timelineRow{At: when(e.At), Move: move, By: orDash(by), Reason: e.Reason, Class: h.class(b.Table, e.To), Revision: e.Revision})
 	}
-	data.CanStop, data.StopTo, data.StopNote = h.canStop(b.Table, rec)
+	data.Holder = h.holderOf(ctx, rec)
+	data.Stop = h.stopBox(b.Table, rec, data.Holder)
 	h.render(w, status, "execution", data)
 }
 
-// canStop says whether the page offers a stop, and why not.
-func (h *Handler) canStop(table *schema.Document, rec storage.Record) (bool, string, string) {
+// holder is what the page says of an execution's owner: whether a live
+// controller holds it.
+type holder struct {
+	Class, Text string
+}
+
+func (h *Handler) holderOf(ctx context.Context, rec storage.Record) holder {
+	claim, held, err := h.ops.store.Held(ctx, rec.ID)
+	switch {
+	case err != nil:
+		return holder{"unknown", "whether a controller holds it could not be read: " + err.Error()}
+	case held:
+		return holder{"alive", fmt.Sprintf("%s@%d holds it: its controller is alive", claim.Owner, claim.Epoch)}
+	case rec.Owner != "":
+		return holder{"gone", "nobody holds it: its owner's ownership has ended"}
+	}
+	return holder{"none", "no controller has taken it over"}
+}
+
+// stopBox is the page's stop form: whether it is offered, what it writes,
+// and what the operator should know first.
+type stopBox struct {
+	Can  bool
+	To   string
+	Note string // why it is not offered
+	// NotServed says why the serving controller would not act on a
+	// stop: the form offers to force it.
+	NotServed string
+	// Unheld says that nobody carries a stop out until a controller
+	// takes the execution over.
+	Unheld string
+}
+
+// stopBox says whether the page offers a stop, and why not.
+func (h *Handler) stopBox(table *schema.Document, rec storage.Record, who holder) stopBox {
 	if h.opts.Authorize == nil {
-		return false, "", "This controller accepts no writes: it configured no authorizer."
+		return stopBox{Note: "This controller accepts no writes: it configured no authorizer."}
 	}
 	if table == nil {
-		return false, "", "The store records no table, so nothing here knows which status stops an execution."
+		return stopBox{Note: "The store records no table, so nothing here knows which status stops an execution."}
 	}
 	t, roles, err := table.Rebuild()
 	if err != nil {
-		return false, "", err.Error()
+		return stopBox{Note: err.Error()}
 	}
 	stopping, _, ok := roles.Stopping()
 	if !ok {
-		return false, "", fmt.Sprintf("Table %s has no stopping status: its executions are not stopped by request.", table.Name)
+		return stopBox{Note: fmt.Sprintf("Table %s has no stopping status: its executions are not stopped by request.", table.Name)}
 	}
+	box := stopBox{To: stopping}
 	switch {
 	case rec.Status == stopping:
-		return false, stopping, "A stop was asked for already: the execution is " + stopping + "."
+		box.Note = "A stop was asked for already: the execution is " + stopping + "."
 	case !t.Has(rec.Status):
-		return false, stopping, "Its status is not one of the table's: it is left alone."
+		box.Note = "Its status is not one of the table's: it is left alone."
 	case !t.Allowed(rec.Status, stopping):
-		return false, stopping, fmt.Sprintf("Table %s does not move %s to %s.", table.Name, rec.Status, stopping)
+		box.Note = fmt.Sprintf("Table %s does not move %s to %s.", table.Name, rec.Status, stopping)
+	default:
+		box.Can = true
+		box.NotServed = h.notServed(table, rec)
+		if who.Class == "gone" || who.Class == "none" {
+			box.Unheld = "No controller holds it now: the stop is carried out by the controller that takes it over, or by a Reaper once the stop outlasts its deadline."
+		}
 	}
-	return true, stopping, ""
+	return box
 }
 
 func orDash(s string) string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -157,6 +158,53 @@ type StoreOperator struct {
 	store   storage.Store
 	lister  storage.Lister
 	watcher storage.Watcher // nil if the store cannot watch
+	serves  *serving        // the table of the controller serving a Handler, if it said
+}
+
+// serving is the table a controller decides with (HandlerOptions.Serves).
+type serving struct {
+	doc   schema.Document
+	roles *recovery.Roles[string]
+}
+
+func newServing(d schema.Document) (*serving, error) {
+	_, roles, err := d.Rebuild()
+	if err != nil {
+		return nil, err
+	}
+	return &serving{doc: d, roles: roles}, nil
+}
+
+// version is the version of the recorded table the controller serves,
+// as "version N", or why none is known.
+func (s *serving) version(recorded *schema.Document) string {
+	if recorded == nil {
+		return "a table the store does not record"
+	}
+	if v, ok := recorded.VersionOf(s.doc); ok {
+		return fmt.Sprintf("version %d", v)
+	}
+	return "a version the store does not record"
+}
+
+// refuses says why the controller would not act on rec, if it would
+// not: its table cannot decide on it (recovery.ErrForeignStatus).
+func (s *serving) refuses(rec storage.Record, recorded *schema.Document) string {
+	if _, err := s.roles.StateOf(rec); err == nil {
+		return ""
+	}
+	status, what := rec.Status, "is in"
+	if _, known := s.doc.Knows(rec.Status); known {
+		status, what = rec.Previous, "returns to"
+	}
+	knownBy := ""
+	if recorded != nil {
+		if v, ok := recorded.Knows(status); ok {
+			knownBy = fmt.Sprintf(" (version %d of the table knows it)", v)
+		}
+	}
+	return fmt.Sprintf("%s %s %s, which this controller's table (%s %s) does not know%s: it would not act on a stop",
+		rec.ID, what, status, s.doc.Name, s.version(recorded), knownBy)
 }
 
 // NewStoreOperator returns the operator of store, which must list its
@@ -333,14 +381,58 @@ func (o *StoreOperator) Stop(ctx context.Context, req StopRequest) (Stopped, err
 	if err != nil {
 		return Stopped{}, fmt.Errorf("admin: stop %s: %w", req.ID, err)
 	}
-	c, err := exec.Fire(ctx, stopping, req.Reason)
-	if errors.Is(err, transition.ErrUnknownState) {
+	var warnings []string
+	var owner storage.Claim
+	c, _, err := exec.Apply(ctx, func(_ string, rec storage.Record) (transition.Update[string], error) {
+		warnings, owner = nil, rec.Claim()
+		if o.serves == nil {
+			return transition.To(stopping).Because(req.Reason), nil
+		}
+		if why := o.serves.refuses(rec, &d); why != "" {
+			if !req.Force {
+				return transition.Update[string]{}, fmt.Errorf("%w: %s; stop it through a controller whose table knows its status, or force the stop", recovery.ErrForeignStatus, why)
+			}
+			warnings = append(warnings, "forced: "+why)
+		}
+		return transition.To(stopping).Because(req.Reason), nil
+	})
+	switch {
+	case errors.Is(err, recovery.ErrForeignStatus):
+		return Stopped{}, fmt.Errorf("admin: stop %s: %w", req.ID, err)
+	case errors.Is(err, transition.ErrUnknownState):
 		return Stopped{}, fmt.Errorf("%w: it is not a status of table %s (version %d), so it is left alone", err, d.Name, d.Version)
-	}
-	if err != nil {
+	case err != nil:
 		return Stopped{}, err
 	}
-	return stoppedOf(c), nil
+	stopped := stoppedOf(c)
+	if c.Changed() {
+		if w := o.unheld(ctx, req.ID, owner, roles, stopping); w != "" {
+			warnings = append(warnings, w)
+		}
+	}
+	stopped.Warnings = warnings
+	return stopped, nil
+}
+
+// unheld says, when no controller holds id, who will carry its stop out:
+// nobody until a controller takes it over or the Reaper ends it.
+func (o *StoreOperator) unheld(ctx context.Context, id string, claim storage.Claim, roles *recovery.Roles[string], stopping string) string {
+	_, held, err := o.store.Held(ctx, id)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("whether a controller holds %s could not be read (%v): if none does, nobody acts on the stop until one takes it over", id, err)
+	case held:
+		return ""
+	}
+	who := "it has no owner"
+	if claim.Owner != "" {
+		who = fmt.Sprintf("its owner %s@%d holds it no more", claim.Owner, claim.Epoch)
+	}
+	then := "nothing ends it before then"
+	if dl, ok := roles.DefaultDeadlines()[stopping]; ok {
+		then = fmt.Sprintf("or a Reaper ends it once it has been %s for %v (the table's deadline)", stopping, dl.After)
+	}
+	return fmt.Sprintf("no controller holds %s now (%s): the stop is carried out by the controller that takes it over, %s", id, who, then)
 }
 
 // Watch implements [Operator]. The store must be a storage.Watcher; a

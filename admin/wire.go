@@ -22,6 +22,10 @@ type Stopped struct {
 	Actor    string    `json:"actor"`
 	Reason   string    `json:"reason"`
 	At       time.Time `json:"at,omitzero"`
+	// Warnings say why nobody may act on the stop soon: no controller
+	// holds the execution now, or the stop was forced on an execution
+	// the controller serving the handler would not act on.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func stoppedOf(c transition.Change[string]) Stopped {

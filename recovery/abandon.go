@@ -52,7 +52,7 @@ func (d *Decider[S]) Abandon(ctx context.Context, exec *transition.Persisted[S],
 	}
 	var end End[S]
 	_, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
-		if _, err := roles.stateOf(rec); err != nil {
+		if _, err := roles.StateOf(rec); err != nil {
 			return transition.Update[S]{}, err
 		}
 		end = End[S]{Kind: EndKeep, From: cur, To: cur}

@@ -116,7 +116,7 @@ func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Cla
 		return End[S]{}, err
 	}
 	t := roles.table
-	cur, err := roles.stateOf(rec)
+	cur, err := roles.StateOf(rec)
 	if err != nil {
 		return endForeign[S](err), nil
 	}

@@ -26,13 +26,17 @@ import (
 // (schema's Document.Knows says which version does).
 var ErrForeignStatus = errors.New("status of another table")
 
-// stateOf returns the state of rec in the roles' table, or an error
+// StateOf returns the state of rec in the roles' table, or an error
 // matching ErrForeignStatus and transition.ErrUnknownState when the table
-// cannot decide on rec. A previous status outside the table matters only
-// where the record may return to it: a record that left a status of
-// another table for one of its own (held, then running) is this table's
-// to drive.
-func (r *Roles[S]) stateOf(rec storage.Record) (S, error) {
+// cannot decide on rec: the check every decision makes first. A previous
+// status outside the table matters only where the record may return to
+// it: a record that left a status of another table for one of its own
+// (held, then running) is this table's to drive.
+func (r *Roles[S]) StateOf(rec storage.Record) (S, error) {
+	if r == nil {
+		var zero S
+		return zero, fmt.Errorf("recovery: %w: nil roles", ErrInvalidRoles)
+	}
 	t := r.table
 	cur, err := t.Parse(rec.Status)
 	if err != nil {
@@ -49,7 +53,7 @@ func (r *Roles[S]) stateOf(rec storage.Record) (S, error) {
 }
 
 // foreign reports whether err says that a record is one the table cannot
-// decide on: the roles' own check (stateOf), or a transition.Persisted
+// decide on: the roles' own check (StateOf), or a transition.Persisted
 // refusing a status its table does not know.
 func foreign(err error) bool {
 	return errors.Is(err, ErrForeignStatus) || errors.Is(err, transition.ErrUnknownState)

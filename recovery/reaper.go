@@ -106,7 +106,7 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 	var wait time.Duration
 	var enforced Enforced[S]
 	c, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
-		if _, err := r.roles.stateOf(rec); err != nil {
+		if _, err := r.roles.StateOf(rec); err != nil {
 			return transition.Update[S]{}, err
 		}
 		at := now()

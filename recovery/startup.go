@@ -131,7 +131,7 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p policy[S
 		return Verdict[S]{}, err
 	}
 	t := roles.table
-	cur, err := roles.stateOf(rec)
+	cur, err := roles.StateOf(rec)
 	if err != nil {
 		return Verdict[S]{}, err
 	}

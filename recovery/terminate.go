@@ -108,7 +108,7 @@ func terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 	if err != nil {
 		return Action{}, err
 	}
-	cur, err := roles.stateOf(rec)
+	cur, err := roles.StateOf(rec)
 	if err != nil {
 		return leaveForeign(err), nil
 	}

@@ -157,3 +157,37 @@ func (d Document) Knows(status string) (int, bool) {
 	}
 	return 0, false
 }
+
+// VersionOf returns the version of d's table that t (a controller's
+// table, as Describe gives it) is: the newest recorded version with t's
+// states (d's own first), which is how an older
+// controller of a rolling upgrade or a rollback finds the version it
+// serves. False when no recorded version has t's states (a table newer
+// than d, or another one).
+func (d Document) VersionOf(t Document) (int, bool) {
+	if t.Name != d.Name {
+		return 0, false
+	}
+	if sameSet(d.Table.States, t.Table.States) {
+		return d.Version, true
+	}
+	for k := len(d.Earlier) - 1; k >= 0; k-- {
+		if sameSet(d.Earlier[k].States, t.Table.States) {
+			return d.Earlier[k].Version, true
+		}
+	}
+	return 0, false
+}
+
+// sameSet reports whether a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			return false
+		}
+	}
+	return true
+}

@@ -284,3 +284,33 @@ func TestARollbackCountsAndMigratesTheRecordsReturningToARemovedStatus(t *testin
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, "quarantined", v.To)
 }
+
+// A controller finds the version it serves in the recorded document: the
+// newest with its states, whether it is the recorded one or an older
+// controller's during a rolling upgrade or after a rollback.
+func TestAControllerFindsTheVersionItServes(t *testing.T) {
+	store := storage.NewMemory()
+	describe := func(parked string) schema.Document {
+		d, err := schema.Describe("ci-jobs", schematest.CIJobs(t, parked))
+		require.NoError(t, err)
+		return d
+	}
+	_, err := schema.Record(bg, store, "ci-jobs", schematest.CIJobs(t, ""))
+	require.NoError(t, err)
+	_, err = schema.Record(bg, store, "ci-jobs", schematest.CIJobs(t, "quarantined"))
+	require.NoError(t, err)
+	d, _, err := schema.RecordMigrating(bg, store, "ci-jobs", schematest.CIJobs(t, "held"),
+		schema.Migration{Statuses: map[string]string{"quarantined": "held"}, Reason: "renamed"})
+	require.NoError(t, err)
+	for parked, want := range map[string]int{"": 1, "quarantined": 2, "held": 3} {
+		v, ok := d.VersionOf(describe(parked))
+		require.True(t, ok, parked)
+		require.Equal(t, want, v, parked)
+	}
+	_, ok := d.VersionOf(describe("frozen"))
+	require.False(t, ok, "a table no version has")
+	other, err := schema.Describe("render-jobs", jobs(t, true))
+	require.NoError(t, err)
+	_, ok = d.VersionOf(other)
+	require.False(t, ok, "another lifecycle")
+}

@@ -52,25 +52,31 @@ Commands:
   watch [ID...]               the records now, then every change until interrupted (etcd, Kubernetes,
                               a live controller through --http)
   diagram [--format F]        the execution lifecycle, as mermaid (default) or dot; needs no store
-  stop ID --reason R          ask an execution to stop, as the cluster master does (--actor names you)
+  stop ID --reason R          ask an execution to stop, as the cluster master does (--actor names you);
+                              through --http, --force stops one the controller would not act on
   repair-log [--drop FP]      with --bolt: say what is wrong with the file's write-ahead log and which
                               acknowledged writes a repair would drop; with --drop and the fingerprint
                               it printed, drop them: the log is cut at its last good frame
 
-Exit status: 0 done, 1 the operation failed, 2 bad usage, 3 the store cannot be reached or opened.
+Exit status: 0 done, 1 the operation failed, 2 bad usage (a command line execfsm cannot read, or a
+value the store or the controller refuses: an unknown status, a reason too long), 3 the store cannot
+be reached or opened.
 `
 
-// failure is an error with its exit status.
+// failure is an error with its exit status. usage says to print the
+// usage after it: a command line execfsm cannot read, not a value the
+// store refused.
 type failure struct {
-	code int
-	err  error
+	code  int
+	err   error
+	usage bool
 }
 
 func (f *failure) Error() string { return f.err.Error() }
 func (f *failure) Unwrap() error { return f.err }
 
 func fail(code int, format string, args ...any) error {
-	return &failure{code: code, err: fmt.Errorf(format, args...)}
+	return &failure{code: code, err: fmt.Errorf(format, args...), usage: code == exitUsage}
 }
 
 // globals are the flags before the command.
@@ -102,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "execfsm:", err)
 	var f *failure
 	if errors.As(err, &f) {
-		if f.code == exitUsage {
+		if f.usage {
 			fmt.Fprint(stderr, "\n"+usage)
 		}
 		return f.code
@@ -110,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitFailed
 }
 
-func dispatch(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	g, rest, err := parseGlobals(args)
 	if err != nil {
 		return err
@@ -126,7 +132,7 @@ func dispatch(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return run(ctx, invocation{g: g, name: rest[0], args: cmdArgs, stdout: stdout, out: &printer{w: stdout, json: g.output == "json"}})
+	return run(ctx, invocation{g: g, name: rest[0], args: cmdArgs, stdout: stdout, out: &printer{w: stdout, errw: stderr, json: g.output == "json"}})
 }
 
 // outputAfterCommand takes -o/--output from a command's arguments, where
@@ -287,9 +293,11 @@ func runDiagram(ctx context.Context, in invocation) error {
 
 func runStop(ctx context.Context, in invocation) error {
 	var reason, actor string
+	var force bool
 	sub := newSub(in.name)
 	sub.StringVar(&reason, "reason", "", "")
 	sub.StringVar(&actor, "actor", "", "")
+	sub.BoolVar(&force, "force", false, "")
 	pos, err := parseSub(sub, in.args)
 	if err != nil {
 		return err
@@ -311,7 +319,7 @@ func runStop(ctx context.Context, in invocation) error {
 		return fail(exitUsage, "--actor is %d bytes, at most %d", len(actor), storage.MaxOwnerLen)
 	}
 	return withStore(ctx, in.g, true, func(b *backend) error {
-		return stop(ctx, in.g, b, admin.StopRequest{ID: id, Reason: reason, Actor: actor}, in.out)
+		return stop(ctx, in.g, b, admin.StopRequest{ID: id, Reason: reason, Actor: actor, Force: force}, in.out)
 	})
 }
 
@@ -395,9 +403,6 @@ func list(ctx context.Context, g globals, b *backend, wanted []string, out *prin
 	var all admin.Page
 	for after := ""; ; {
 		p, err := b.op.List(ctx, admin.ListOptions{Statuses: wanted, After: after})
-		if errors.Is(err, admin.ErrInvalidRequest) {
-			return fail(exitUsage, "--status: %v", err)
-		}
 		if err != nil {
 			return storeError(err)
 		}
@@ -462,6 +467,10 @@ func storeError(err error) error {
 	case errors.Is(err, admin.ErrUnavailable), errors.Is(err, admin.ErrDropped),
 		errors.As(err, &apiErr) && (apiErr.StatusCode == 502 || apiErr.StatusCode == 503 || apiErr.StatusCode == 504):
 		return &failure{code: exitUnavailable, err: err}
+	case errors.Is(err, admin.ErrInvalidRequest), errors.Is(err, storage.ErrInvalidRecord):
+		// A value the store (or a controller's handler) refused: bad
+		// usage, told in its own words; the usage would not say more.
+		return &failure{code: exitUsage, err: err}
 	}
 	return &failure{code: exitFailed, err: err}
 }
@@ -502,6 +511,6 @@ func repairLog(g globals, drop string, out *printer) error {
 func errLocked(path string, err error) error {
 	return &failure{code: exitUnavailable, err: fmt.Errorf("%w\n"+
 		"  another process (a running controller?) has %s open; bbolt allows one process at a time,\n"+
-		"  and while a writer has the file nobody can open it, even to read. Stop that process, or keep\n"+
-		"  executions that operators inspect while they run in etcd (--etcd)", err, path)}
+		"  and while a writer has the file nobody can open it, even to read. Go through that controller's\n"+
+		"  admin handler (--http URL, package admin), or stop the process", err, path)}
 }

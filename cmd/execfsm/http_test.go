@@ -27,6 +27,9 @@ import (
 	"github.com/creack/pty"
 	"github.com/execfsm/execfsm/admin"
 	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/schema/schematest"
+	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,7 +42,12 @@ type liveController struct {
 
 func serveLive(t *testing.T, opts admin.HandlerOptions, tlsCfg *tls.Config) liveController {
 	t.Helper()
-	path := boltFile(t)
+	return serveFile(t, boltFile(t), opts, tlsCfg)
+}
+
+// serveFile serves the bbolt file at path as serveLive does.
+func serveFile(t *testing.T, path string, opts admin.HandlerOptions, tlsCfg *tls.Config) liveController {
+	t.Helper()
 	db, err := boltstore.Open(path, boltstore.Options{})
 	require.NoError(t, err)
 	s, err := db.Store("executions")
@@ -82,6 +90,8 @@ func TestEveryReadCommandAnswersTheSameThroughALiveControllersHandler(t *testing
 	require.Contains(t, r.stderr, "not found")
 	r = execfsm(t, "--http", live.url, "list", "--status", "sleeping")
 	require.Equal(t, 2, r.code, "a status the recorded table lacks is a usage error, as against a store")
+	require.True(t, strings.HasPrefix(r.stderr, `execfsm: admin: list: invalid request: "sleeping" is not a status of table teraslice`), r.stderr)
+	require.NotContains(t, r.stderr, "usage: execfsm", "the handler's error, not the usage")
 	// Watch a bbolt file's records while its controller writes them: what
 	// no command could do before the handler.
 	ctx, cancel := context.WithCancel(bg)
@@ -289,4 +299,45 @@ func without(env []string, name string) []string {
 		}
 	}
 	return out
+}
+
+// The operator's trial: through an older controller's handler, a stop of
+// a job in a status only a newer table has is refused unless forced, and
+// a stop nobody acts on soon says so.
+func TestAStopTheServingControllerWouldNotActOnIsRefusedUnlessForced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := boltstore.Open(path, boltstore.Options{})
+	require.NoError(t, err)
+	s, err := db.Store("executions")
+	require.NoError(t, err)
+	v1, v2 := schematest.CIJobs(t, ""), schematest.CIJobs(t, "quarantined")
+	_, err = schema.Record(bg, s, "ci-jobs", v1)
+	require.NoError(t, err)
+	_, err = schema.Record(bg, s, "ci-jobs", v2)
+	require.NoError(t, err)
+	exec, err := transition.NewPersisted(v2.Table(), s, "job-q", transition.PersistedOptions{Actor: "master"})
+	require.NoError(t, err)
+	_, err = exec.Create(bg, transition.To("queued"))
+	require.NoError(t, err)
+	_, err = exec.Walk(bg, "quarantined", "held by an operator")
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	serves, err := schema.Describe("ci-jobs", v1)
+	require.NoError(t, err)
+	allow := func(_ *http.Request, a admin.Action) (string, error) { return a.Actor, nil }
+	live := serveFile(t, path, admin.HandlerOptions{Authorize: allow, Serves: serves}, nil)
+	r := execfsm(t, "--http", live.url, "stop", "job-q", "--reason", "user asked")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "job-q is in quarantined, which this controller's table (ci-jobs version 1) does not know (version 2 of the table knows it)")
+	require.Contains(t, r.stderr, "or force the stop")
+	require.NotContains(t, r.stderr, "usage: execfsm")
+	r = execfsm(t, "--http", live.url, "get", "job-q")
+	require.Contains(t, r.stdout, "quarantined", "nothing written")
+
+	r = execfsm(t, "--http", live.url, "stop", "job-q", "--reason", "user asked", "--force")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "job-q: quarantined → draining at revision")
+	require.Contains(t, r.stderr, "warning: forced: job-q is in quarantined")
+	require.Contains(t, r.stderr, "warning: no controller holds job-q now")
 }

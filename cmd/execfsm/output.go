@@ -20,6 +20,7 @@ import (
 // printer writes results as text for people or as JSON for programs.
 type printer struct {
 	w    io.Writer
+	errw io.Writer // warnings, beside what w gets
 	json bool
 	// table is the table the store records, once the store is open;
 	// nil if it records none.
@@ -173,8 +174,15 @@ func (p *printer) stopped(v admin.Stopped) error {
 		_, err := fmt.Fprintf(p.w, "%s is %s already: nothing written\n", v.ID, v.To)
 		return err
 	}
-	_, err := fmt.Fprintf(p.w, "%s: %s → %s at revision %d, by %s: %s\n", v.ID, v.From, v.To, v.Revision, v.Actor, oneLine(v.Reason))
-	return err
+	if _, err := fmt.Fprintf(p.w, "%s: %s → %s at revision %d, by %s: %s\n", v.ID, v.From, v.To, v.Revision, v.Actor, oneLine(v.Reason)); err != nil {
+		return err
+	}
+	for _, w := range v.Warnings {
+		if _, err := fmt.Fprintf(p.errw, "warning: %s\n", oneLine(w)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // event prints one watch line: a record as it is now, a record gone, or
