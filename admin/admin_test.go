@@ -649,8 +649,41 @@ func TestThePagesAreServedPagedAndFailAsPages(t *testing.T) {
 	require.Contains(t, body, "<button type=\"submit\" disabled>")
 	status, body = raw(t, http.MethodGet, s.server.URL+"/diagram", nil, nil)
 	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, body, `<svg xmlns="http://www.w3.org/2000/svg" class="diagram"`)
-	require.Equal(t, teraslice.Lifecycle().Len(), strings.Count(body, `<g class="node `))
+	require.Contains(t, body, `<svg class="diagram" role="img" aria-label="the states of table teraslice"`)
+	require.Equal(t, teraslice.Lifecycle().Len(), strings.Count(body, `class="node state `), "a box a state")
+	d, err := schema.Describe("teraslice", teraslice.Roles())
+	require.NoError(t, err)
+	require.Equal(t, len(d.Table.Edges)+len(d.Table.Returns)+1, strings.Count(body, `class="edge`), "an arrow a move, and the initial one")
+	require.Equal(t, len(d.Table.Returns), strings.Count(body, `class="edge return"`), "the return edges dashed apart")
+	require.Regexp(t, `(?s)<g id="s3" class="node state running">.*?>running</text>\n<text [^>]*>1</text>`, body, "each box says how many are in it")
+	require.NotContains(t, body, ">0000000<", "every count written in")
+}
+
+// A table's names come from the store: whatever they hold, the diagram
+// draws them as text, and nothing of them is read as markup or as one of
+// Graphviz's label escapes.
+func TestADiagramDrawsHostileNamesAsText(t *testing.T) {
+	hostile := []string{`<script>alert(1)</script>`, `a"b\N\G\l`, "line\nbreak", `&amp;`, "]];--"}
+	b := transition.New(hostile[0])
+	for i := range len(hostile) - 1 {
+		b.Allow(hostile[i], hostile[i+1], "end")
+	}
+	b.Allow(hostile[len(hostile)-1], "end")
+	table, err := b.Terminal("end").Build()
+	require.NoError(t, err)
+	roles, err := recovery.DefineRoles(table).NotStarted(hostile[0]).Running(hostile[1:]...).Failed("end").Build()
+	require.NoError(t, err)
+	store := storage.NewMemory()
+	_, err = schema.Record(timeout(t), store, "hostile", roles)
+	require.NoError(t, err)
+	s := serveStore(t, store, admin.HandlerOptions{})
+	status, body := raw(t, http.MethodGet, s.server.URL+"/diagram", nil, nil)
+	require.Equal(t, http.StatusOK, status, body)
+	require.NotContains(t, body, "<script>")
+	require.Contains(t, body, `&lt;script&gt;alert(1)&lt;/script&gt;`)
+	require.Contains(t, body, `a&quot;b\N\G\l`, "a backslash stays a backslash")
+	require.Contains(t, body, `&amp;amp;`)
+	require.Equal(t, len(hostile)+1, strings.Count(body, `class="node state `))
 }
 
 func TestHandlerOptionsAreChecked(t *testing.T) {

@@ -1,153 +1,266 @@
 package admin
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"html"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/transition"
+	"github.com/goccy/go-graphviz"
 )
 
 // A diagram is the recorded table drawn as SVG, server-side, so that the
-// page needs no script: states in columns from the initial one on
-// (each after every state that leads to it, the terminal ones last),
-// ordered in their column to keep edges short, each coloured by its role
-// and showing how many records are in it.
+// page needs no script, and laid out by Graphviz's dot (layered, with
+// crossing reduction and edges routed around the states), run in the
+// process through go-graphviz: a placement written by hand drew edges
+// through states and so showed moves that do not exist
+// (docs/decisions/2026-12-07-admin-module.md). Each state is coloured by
+// its role and shows how many records are in it.
 
-// Diagram geometry, in SVG user units.
-const (
-	diagramMargin  = 24
-	diagramNodeH   = 34
-	diagramGapX    = 64
-	diagramGapY    = 22
-	diagramCharW   = 7.4 // of the 13px sans-serif the names are set in
-	diagramMinW    = 96
-	diagramMaxName = 28 // longer names are cut, whole in the tooltip
-)
-
-type diagramNode struct {
-	name  string
-	role  string // CSS class (roleClass)
-	count int
-	layer int
-	row   int
-	x, y  float64
+// Role colours, as the pages' CSS has them: a diagram carries its own
+// (Graphviz writes them into the SVG), so it reads the same outside the
+// page.
+var roleColour = map[string]string{
+	"notstarted": "#64748b", "running": "#2563eb", "relocating": "#d97706", "stopping": "#ea580c",
+	"completed": "#16a34a", "failed": "#dc2626", "ended": "#475569", "foreign": "#7c3aed",
 }
 
-// diagramSVG draws d's table with counts (records per status).
-func diagramSVG(d schema.Document, counts map[string]int) string {
+// diagramMaxName is how much of a state's name its box shows; the whole
+// name is in its tooltip.
+const diagramMaxName = 28
+
+// layoutMu serializes the layouts of the process: go-graphviz runs one
+// WebAssembly instance of Graphviz for the whole process (made when the
+// package is initialized), and an instance runs one call at a time.
+var layoutMu sync.Mutex
+
+// diagrams lays tables out and keeps the last few layouts. A layout is
+// made once per table, not per page: every layout grows the Graphviz
+// instance's memory for good (about 55 KB for Teraslice's table,
+// measured; docs/decisions/2026-12-07-admin-module.md), and a
+// controller's pages are served for years. The counts, which change on
+// every page, are written into a kept layout.
+type diagrams struct {
+	mu      sync.Mutex
+	kept    []laidOut // the most recent last
+	layouts int       // made, for tests
+}
+
+// keptLayouts is how many tables' layouts a handler keeps: the versions
+// a rolling upgrade or a rollback goes through.
+const keptLayouts = 4
+
+type laidOut struct {
+	dot string // what was laid out
+	svg string // forPage's
+}
+
+// svg draws d's table with counts (records per status), as an SVG
+// element for the page.
+func (c *diagrams) svg(ctx context.Context, d schema.Document, counts map[string]int) (string, error) {
+	dot := diagramDOT(d)
+	svg, err := c.layout(ctx, dot, d.Name)
+	if err != nil {
+		return "", err
+	}
+	return withCounts(svg, d.Table.States, counts)
+}
+
+// layout returns the kept layout of dot, or lays it out.
+func (c *diagrams) layout(ctx context.Context, dot, name string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, l := range c.kept {
+		if l.dot == dot {
+			c.kept = append(append(c.kept[:i:i], c.kept[i+1:]...), l)
+			return l.svg, nil
+		}
+	}
+	svg, err := layOut(ctx, dot)
+	if err != nil {
+		return "", err
+	}
+	c.layouts++
+	page, err := forPage(svg, name)
+	if err != nil {
+		return "", err
+	}
+	if len(c.kept) == keptLayouts {
+		c.kept = c.kept[1:]
+	}
+	c.kept = append(c.kept, laidOut{dot: dot, svg: page})
+	return page, nil
+}
+
+// layOut runs dot on a graph in DOT and returns its SVG.
+func layOut(ctx context.Context, dot string) (string, error) {
+	layoutMu.Lock()
+	defer layoutMu.Unlock()
+	gv, err := graphviz.New(ctx)
+	if err != nil {
+		return "", fmt.Errorf("admin: diagram: the layout engine: %w", err)
+	}
+	defer gv.Close()
+	graph, err := graphviz.ParseBytes([]byte(dot))
+	if err != nil {
+		return "", fmt.Errorf("admin: diagram: the layout engine refused the table: %w", err)
+	}
+	defer graph.Close()
+	var out bytes.Buffer
+	if err := gv.Render(ctx, graph, graphviz.SVG, &out); err != nil {
+		return "", fmt.Errorf("admin: diagram: the layout: %w", err)
+	}
+	return out.String(), nil
+}
+
+// countSlot is the second line of every state's label as it is laid out:
+// room for a count of up to seven digits, written in by withCounts.
+const countSlot = "0000000"
+
+// withCounts writes each state's count into a laid-out diagram, in the
+// last line of its label (the slot), found by the state's group: names
+// reach the SVG escaped, so no name can end a group or a text early.
+// Graphviz writes the groups in an order of its own.
+func withCounts(svg string, states []string, counts map[string]int) (string, error) {
+	type slot struct{ at, state int }
+	slots := make([]slot, 0, len(states))
+	for i := range states {
+		group := strings.Index(svg, `<g id="s`+strconv.Itoa(i)+`" `)
+		if group < 0 {
+			return "", fmt.Errorf("admin: diagram: state %d is not in the layout", i)
+		}
+		at := strings.Index(svg[group:], ">"+countSlot+"</text>")
+		if at < 0 {
+			return "", fmt.Errorf("admin: diagram: state %d has no count in the layout", i)
+		}
+		slots = append(slots, slot{at: group + at + 1, state: i})
+	}
+	slices.SortFunc(slots, func(a, b slot) int { return a.at - b.at })
+	var b strings.Builder
+	b.Grow(len(svg))
+	from := 0
+	for _, sl := range slots {
+		b.WriteString(svg[from:sl.at])
+		b.WriteString(strconv.Itoa(counts[states[sl.state]]))
+		from = sl.at + len(countSlot)
+	}
+	b.WriteString(svg[from:])
+	return b.String(), nil
+}
+
+// diagramDOT is d's table in DOT for dot: states by index (s0, s1, …),
+// so that nothing of a name but its escaped label reaches the layout,
+// edges as e<from>-<to> (r… for a return edge, dashed), the initial state
+// marked by a dot, the terminal ones with a double border.
+func diagramDOT(d schema.Document) string {
 	states := d.Table.States
 	index := make(map[string]int, len(states))
 	for i, s := range states {
 		index[s] = i
 	}
-	type edge struct {
-		from, to int
-		ret      bool
+	var b strings.Builder
+	b.WriteString("digraph lifecycle {\n")
+	// Monospace labels: dot sizes a box with its own metrics for
+	// Courier, 0.6 em a character, which every monospace font the page
+	// falls back to has too, so no name outgrows its box.
+	b.WriteString(`graph [rankdir=LR, nodesep=0.35, ranksep=0.7, bgcolor="transparent", pad=0.2, fontname="Courier"];` + "\n")
+	b.WriteString(`node [shape=box, style="rounded,filled", fontname="Courier", fontsize=12, fontcolor="white", margin="0.14,0.06", height=0.4];` + "\n")
+	b.WriteString(`edge [color="#94a3b8", arrowsize=0.7, penwidth=1.2];` + "\n")
+	if i, ok := index[d.Table.Initial]; ok {
+		fmt.Fprintf(&b, "initial [id=\"initial\", class=\"initial\", shape=point, width=0.12, color=\"#0f172a\", label=\"\"];\ninitial -> s%d [id=\"e-initial\"];\n", i)
 	}
-	var edges []edge
-	out := make([][]int, len(states))
+	for i, s := range states {
+		role := roleClass(d, s)
+		colour := roleColour[role]
+		extra := ""
+		if slices.Contains(d.Table.Terminal, s) {
+			extra = `, peripheries=2, penwidth=1.4`
+		}
+		fmt.Fprintf(&b, "s%d [id=\"s%d\", class=\"state %s\", label=%s, tooltip=%s, fillcolor=%q, color=%q%s];\n",
+			i, i, role, dotString(cut(s)+"\n"+countSlot), dotString(s), colour, colour, extra)
+	}
+	var ends []string
+	for _, s := range d.Table.Terminal {
+		if i, ok := index[s]; ok {
+			ends = append(ends, "s"+strconv.Itoa(i))
+		}
+	}
+	if len(ends) > 0 {
+		fmt.Fprintf(&b, "{rank=sink; %s}\n", strings.Join(ends, "; "))
+	}
 	for _, list := range []struct {
-		edges []transition.Edge
-		ret   bool
-	}{{d.Table.Edges, false}, {d.Table.Returns, true}} {
+		edges  []transition.Edge
+		prefix string
+		attrs  string
+	}{{d.Table.Edges, "e", ""}, {d.Table.Returns, "r", `, style=dashed, color="#d97706", class="return"`}} {
 		for _, e := range list.edges {
 			from, ok1 := index[e.From]
 			to, ok2 := index[e.To]
 			if !ok1 || !ok2 || from == to {
 				continue
 			}
-			edges = append(edges, edge{from, to, list.ret})
-			out[from] = append(out[from], to)
+			fmt.Fprintf(&b, "s%d -> s%d [id=\"%s%d-%d\", tooltip=%s%s];\n", from, to, list.prefix, from, to, dotString(e.From+" → "+e.To), list.attrs)
 		}
 	}
-	terminal := make(map[int]bool)
-	for _, s := range d.Table.Terminal {
-		if i, ok := index[s]; ok {
-			terminal[i] = true
-		}
-	}
-	nodes := make([]diagramNode, len(states))
-	layers := layerOf(len(states), index[d.Table.Initial], out, terminal)
-	width := float64(diagramMinW)
-	for i, s := range states {
-		nodes[i] = diagramNode{name: s, role: roleClass(d, s), count: counts[s], layer: layers[i]}
-		width = max(width, float64(len([]rune(cut(s))))*diagramCharW+56)
-	}
-	columns := orderColumns(nodes, out)
-	tallest := 0
-	for _, col := range columns {
-		tallest = max(tallest, len(col))
-	}
-	for l, col := range columns {
-		offset := float64(tallest-len(col)) * (diagramNodeH + diagramGapY) / 2
-		for r, i := range col {
-			nodes[i].row = r
-			nodes[i].x = diagramMargin + float64(l)*(width+diagramGapX)
-			nodes[i].y = diagramMargin + 40 + offset + float64(r)*(diagramNodeH+diagramGapY)
-		}
-	}
-	w := 2*diagramMargin + float64(len(columns))*(width+diagramGapX) - diagramGapX
-	h := 2*diagramMargin + 80 + float64(tallest)*(diagramNodeH+diagramGapY) - diagramGapY
-
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="diagram" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" role="img" aria-label="%s">`,
-		w, h, w, h, html.EscapeString("the states of table "+d.Name))
-	b.WriteString(`<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>`)
-	for _, e := range edges {
-		a, z := nodes[e.from], nodes[e.to]
-		class := "edge"
-		if e.ret {
-			class += " return"
-		}
-		var path string
-		switch {
-		case z.layer > a.layer:
-			x1, y1 := a.x+width, a.y+diagramNodeH/2
-			x2, y2 := z.x, z.y+diagramNodeH/2
-			dx := (x2 - x1) / 2
-			path = fmt.Sprintf("M%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f", x1, y1, x1+dx, y1, x2-dx, y2, x2, y2)
-		case z.layer == a.layer:
-			// Within a column: a bulge on its right, between the boxes.
-			x, y1, y2 := a.x+width, a.y+diagramNodeH/2, z.y+diagramNodeH/2
-			bulge := 18 + 0.25*abs(y1-y2)
-			path = fmt.Sprintf("M%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f", x, y1, x+bulge, y1, x+bulge, y2, x, y2)
-		default:
-			// Back to an earlier column: an arc above.
-			x1, y1 := a.x+width/2, a.y
-			x2, y2 := z.x+width/2, z.y
-			lift := 28 + 0.12*abs(x1-x2) + 0.5*abs(y1-y2)
-			top := min(y1, y2) - lift
-			path = fmt.Sprintf("M%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f", x1, y1, x1, top, x2, top, x2, y2)
-		}
-		fmt.Fprintf(&b, `<path class="%s" d="%s" marker-end="url(#arrow)"><title>%s</title></path>`,
-			class, path, html.EscapeString(states[e.from]+" → "+states[e.to]))
-	}
-	for i, n := range nodes {
-		fmt.Fprintf(&b, `<g class="node %s"><title>%s (%d)</title>`, n.role, html.EscapeString(n.name), n.count)
-		if terminal[i] {
-			fmt.Fprintf(&b, `<rect class="outer" x="%.1f" y="%.1f" width="%.1f" height="%d" rx="10"/>`, n.x-3, n.y-3, width+6, diagramNodeH+6)
-		}
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%d" rx="8"/>`, n.x, n.y, width, diagramNodeH)
-		fmt.Fprintf(&b, `<text class="name" x="%.1f" y="%.1f">%s</text>`, n.x+12, n.y+diagramNodeH/2+4.5, html.EscapeString(cut(n.name)))
-		fmt.Fprintf(&b, `<text class="count" x="%.1f" y="%.1f" text-anchor="end">%d</text>`, n.x+width-12, n.y+diagramNodeH/2+4.5, n.count)
-		if n.name == d.Table.Initial {
-			fmt.Fprintf(&b, `<circle class="initial" cx="%.1f" cy="%.1f" r="5"/>`, n.x-10, n.y+diagramNodeH/2)
-		}
-		b.WriteString(`</g>`)
-	}
-	b.WriteString(`</svg>`)
+	b.WriteString("}\n")
 	return b.String()
 }
 
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
+// dotString quotes s for DOT, where a label's backslash starts an escape
+// (\N, \G, \l): every backslash and quote is escaped, and a line break
+// but the one a label asks for (\n in s) is a space.
+func dotString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == '"':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r < ' ' || r == 0x7f:
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
 	}
-	return x
+	b.WriteByte('"')
+	return b.String()
 }
+
+// svgStart finds the SVG element Graphviz writes, after its prolog, and
+// its size in points.
+var svgStart = regexp.MustCompile(`<svg width="([0-9.]+)pt" height="([0-9.]+)pt"`)
+
+// forPage makes Graphviz's SVG document an element of the page: no XML
+// prolog or doctype, a point of the layout a pixel of the page, shrunk
+// to the page's width down to minDiagramScale (names of 7 px or more),
+// past which a large table scrolls rather than shrinking to unreadable;
+// named for assistive technology.
+func forPage(svg, name string) (string, error) {
+	m := svgStart.FindStringSubmatchIndex(svg)
+	if m == nil {
+		return "", fmt.Errorf("admin: diagram: the layout engine wrote no SVG element")
+	}
+	width, height := svg[m[2]:m[3]], svg[m[4]:m[5]]
+	w, err := strconv.ParseFloat(width, 64)
+	if err != nil {
+		return "", fmt.Errorf("admin: diagram: the layout's width %q: %w", width, err)
+	}
+	return fmt.Sprintf(`<svg class="diagram" role="img" aria-label="%s" width="%s" height="%s" style="min-width:%.0fpx"`,
+		html.EscapeString("the states of table "+name), width, height, w*minDiagramScale) + svg[m[1]:], nil
+}
+
+// minDiagramScale is how far the page shrinks a diagram to fit.
+const minDiagramScale = 0.6
 
 // cut shortens a long name for its box.
 func cut(name string) string {
@@ -156,113 +269,6 @@ func cut(name string) string {
 		return name
 	}
 	return string(r[:diagramMaxName-1]) + "…"
-}
-
-// layerOf puts each state in the column of its distance from the
-// initial state (the fewest moves that reach it: a lifecycle reads left
-// to right as it is usually lived), states not reached after the others,
-// and the terminal states in a last column of their own, where a reader
-// looks for the ends.
-func layerOf(n, initial int, out [][]int, terminal map[int]bool) []int {
-	layer := make([]int, n)
-	for v := range layer {
-		layer[v] = -1
-	}
-	layer[initial] = 0
-	queue := []int{initial}
-	for len(queue) > 0 {
-		v := queue[0]
-		queue = queue[1:]
-		for _, w := range out[v] {
-			if layer[w] < 0 {
-				layer[w] = layer[v] + 1
-				queue = append(queue, w)
-			}
-		}
-	}
-	last := 0
-	for v := range n {
-		if !terminal[v] {
-			last = max(last, layer[v])
-		}
-	}
-	for v := range n {
-		switch {
-		case terminal[v]:
-			layer[v] = last + 2
-		case layer[v] < 0:
-			layer[v] = last + 1
-		}
-	}
-	// Close the gaps the last two rules may leave.
-	used := slices.Compact(slices.Sorted(slices.Values(layer)))
-	for v := range layer {
-		layer[v] = slices.Index(used, layer[v])
-	}
-	return layer
-}
-
-// orderColumns returns the states of each column, ordered so that each
-// sits near the states it is linked to (a few sweeps of the barycenter
-// heuristic), first in the table's order.
-func orderColumns(nodes []diagramNode, out [][]int) [][]int {
-	n := 0
-	for _, v := range nodes {
-		n = max(n, v.layer+1)
-	}
-	columns := make([][]int, n)
-	for i, v := range nodes {
-		columns[v.layer] = append(columns[v.layer], i)
-	}
-	linked := make([][]int, len(nodes))
-	for v, ws := range out {
-		for _, w := range ws {
-			linked[v] = append(linked[v], w)
-			linked[w] = append(linked[w], v)
-		}
-	}
-	pos := make([]float64, len(nodes))
-	place := func() {
-		for _, col := range columns {
-			for r, i := range col {
-				pos[i] = float64(r) - float64(len(col)-1)/2
-			}
-		}
-	}
-	place()
-	for sweep := range 8 {
-		for k := range columns {
-			l := k
-			if sweep%2 == 1 {
-				l = len(columns) - 1 - k
-			}
-			weight := make(map[int]float64, len(columns[l]))
-			for _, i := range columns[l] {
-				sum, count := 0.0, 0
-				for _, j := range linked[i] {
-					if nodes[j].layer != l {
-						sum += pos[j]
-						count++
-					}
-				}
-				weight[i] = pos[i]
-				if count > 0 {
-					weight[i] = sum / float64(count)
-				}
-			}
-			slices.SortStableFunc(columns[l], func(a, b int) int {
-				switch {
-				case weight[a] < weight[b]:
-					return -1
-				case weight[a] > weight[b]:
-					return 1
-				}
-				return 0
-			})
-			place()
-		}
-	}
-	return columns
 }
 
 // roleClass is the CSS class of a status: its role, a terminal status

@@ -129,3 +129,15 @@ func corrupt(msg string) error {
 	}
 	return &remoteError{msg: msg, sentinel: storage.ErrCorrupt}
 }
+
+// maxQuoted is how much of a text from a request an error shows.
+const maxQuoted = 64
+
+// quoted quotes at most maxQuoted bytes of s, from a request, for an
+// error: a hostile megabyte never ends up in a log line.
+func quoted(s string) string {
+	if len(s) > maxQuoted {
+		return fmt.Sprintf("%q… (%d bytes)", s[:maxQuoted], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}

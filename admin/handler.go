@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
 )
@@ -133,11 +132,12 @@ func (o HandlerOptions) withDefaults() (HandlerOptions, error) {
 // HTML pages for people under Path. See the package documentation for
 // what it serves and its security model.
 type Handler struct {
-	ops     *StoreOperator
-	opts    HandlerOptions
-	mux     *http.ServeMux
-	csrf    *http.CrossOriginProtection
-	watches chan struct{} // a slot per watch being streamed
+	ops      *StoreOperator
+	opts     HandlerOptions
+	mux      *http.ServeMux
+	csrf     *http.CrossOriginProtection
+	watches  chan struct{} // a slot per watch being streamed
+	diagrams diagrams
 
 	// closed is done when Close is called: it ends the watches.
 	closed context.Context
@@ -203,15 +203,15 @@ func (h *Handler) noRoute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(allowed) == 0 {
-		h.fail(w, r, fmt.Errorf("admin: %w: nothing is served at %s", errNoRoute, quote.Limited(r.URL.Path)))
+		h.fail(w, r, fmt.Errorf("admin: %w: nothing is served at %s", errNoRoute, quoted(r.URL.Path)))
 		return
 	}
 	if slices.Contains(allowed, http.MethodGet) {
 		allowed = append(allowed, http.MethodHead)
 	}
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
-	h.fail(w, r, fmt.Errorf("admin: %w: %s is served for %s, not %s", errMethodNotAllowed, quote.Limited(r.URL.Path),
-		strings.Join(allowed, ", "), quote.Limited(r.Method)))
+	h.fail(w, r, fmt.Errorf("admin: %w: %s is served for %s, not %s", errMethodNotAllowed, quoted(r.URL.Path),
+		strings.Join(allowed, ", "), quoted(r.Method)))
 }
 
 // ServeHTTP implements http.Handler. A request that does not write is
@@ -401,7 +401,7 @@ type stopBody struct {
 func requireType(r *http.Request, want string) error {
 	got := r.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(got); err != nil || mt != want {
-		return fmt.Errorf("%w: the body must be %s, not %s", errUnsupportedMediaType, want, quote.Limited(got))
+		return fmt.Errorf("%w: the body must be %s, not %s", errUnsupportedMediaType, want, quoted(got))
 	}
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
@@ -433,13 +432,13 @@ func stopForm(w http.ResponseWriter, r *http.Request) (StopRequest, error) {
 	for k, v := range r.PostForm {
 		switch {
 		case len(v) != 1:
-			return StopRequest{}, fmt.Errorf("admin: stop: %w: the form's %s is given %d times", ErrInvalidRequest, quote.Limited(k), len(v))
+			return StopRequest{}, fmt.Errorf("admin: stop: %w: the form's %s is given %d times", ErrInvalidRequest, quoted(k), len(v))
 		case k == "reason":
 			req.Reason = v[0]
 		case k == "force":
 			req.Force = v[0] == "1"
 		default:
-			return StopRequest{}, fmt.Errorf("admin: stop: %w: the form has no field %s", ErrInvalidRequest, quote.Limited(k))
+			return StopRequest{}, fmt.Errorf("admin: stop: %w: the form has no field %s", ErrInvalidRequest, quoted(k))
 		}
 	}
 	return req, nil
@@ -507,12 +506,17 @@ func (h *Handler) pageDiagram(w http.ResponseWriter, r *http.Request) {
 	for _, c := range []string{"notstarted", "running", "relocating", "stopping", "completed", "failed", "ended"} {
 		legend = append(legend, statusCount{Class: c, Name: legendName[c]})
 	}
+	svg, err := h.diagrams.svg(ctx, *b.Table, p.Counts)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	h.render(w, http.StatusOK, "diagram", struct {
 		pageBase
 		SVG     template.HTML
 		Mermaid string
 		Legend  []statusCount
-	}{b, template.HTML(diagramSVG(*b.Table, p.Counts)), table.Mermaid(), legend}) // diagramSVG escapes every name it writes
+	}{b, template.HTML(svg), table.Mermaid(), legend}) // Graphviz escapes the labels and tooltips it writes; diagramDOT quotes them for it
 }
 
 var legendName = map[string]string{

@@ -6,6 +6,7 @@ require (
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
 	github.com/execfsm/execfsm v0.1.0
+	github.com/execfsm/execfsm/admin v0.1.0
 	github.com/execfsm/execfsm/etcdstore v0.1.0
 	github.com/execfsm/execfsm/prom v0.1.0
 	github.com/stretchr/testify v1.12.1
@@ -15,8 +16,15 @@ require (
 )
 
 require (
+	github.com/disintegration/imaging v1.6.2 // indirect
+	github.com/flopp/go-findfont v0.1.0 // indirect
+	github.com/fogleman/gg v1.3.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/goccy/go-graphviz v0.2.10 // indirect
+	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/tetratelabs/wazero v1.10.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
+	golang.org/x/image v0.21.0 // indirect
 )
 
 require (
@@ -87,6 +95,8 @@ require (
 // `go test` work here with GOWORK=off. Go ignores a dependency's
 // replaces, so users get the released versions required above.
 replace github.com/execfsm/execfsm => ..
+
+replace github.com/execfsm/execfsm/admin => ../admin
 
 replace github.com/execfsm/execfsm/etcdstore => ../etcdstore
 

@@ -21,10 +21,10 @@ check | update) ;;
 	;;
 esac
 
-# The public packages: those of the published modules (the core, boltstore, etcdstore,
+# The public packages: those of the published modules (the core, admin, boltstore, etcdstore,
 # kube, looplabfsm and prom), internal ones left out.
 packages() {
-	for dir in . boltstore etcdstore kube looplabfsm prom; do
+	for dir in . admin boltstore etcdstore kube looplabfsm prom; do
 		(cd "$dir" && go list ./...) | grep -v '/internal'
 	done
 }

@@ -17,7 +17,12 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/execfsm/execfsm/admin"
 	"github.com/execfsm/execfsm/examples/internal/proc"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/schema/schematest"
+	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
+	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -229,4 +234,111 @@ func TestThePageInAHeadlessChromium(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "running", rec.Status, "nothing written")
 	t.Logf("screenshots in %s", p.dir)
+}
+
+// TestTheDiagramRoutesNoEdgeThroughAState draws three tables as the page
+// does (Teraslice's, the operator's trial's version 2, and one of 30
+// states) and checks, in the browser, what a reader trusts: no arrow
+// passes through a state it does not join, so no move appears that the
+// table does not have.
+func TestTheDiagramRoutesNoEdgeThroughAState(t *testing.T) {
+	p := page{t: t, ctx: browser(t), dir: screenshots(t)}
+	// The browser starts on its own context: a step's, which ends with
+	// the step, would close it.
+	require.NoError(t, chromedp.Do(p.ctx))
+	for _, tc := range []struct {
+		name  string
+		roles func(t *testing.T) (schema.Document, error)
+	}{
+		{"teraslice", func(*testing.T) (schema.Document, error) { return schema.Describe("teraslice", teraslice.Roles()) }},
+		{"ci-jobs-v2", func(t *testing.T) (schema.Document, error) {
+			return schema.Describe("ci-jobs", schematest.CIJobs(t, "quarantined"))
+		}},
+		{"thirty-states", func(t *testing.T) (schema.Document, error) { return schema.Describe("thirty", thirtyStates(t)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := tc.roles(t)
+			require.NoError(t, err)
+			table, roles, err := d.Rebuild()
+			require.NoError(t, err)
+			store := storage.NewMemory()
+			_, err = schema.Record(context.Background(), store, d.Name, roles)
+			require.NoError(t, err)
+			h, err := admin.NewHandler(store, admin.HandlerOptions{})
+			require.NoError(t, err)
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			defer h.Close()
+
+			p := p
+			p.t = t
+			p.do(chromedp.Navigate(srv.URL+"/diagram"), chromedp.WaitVisible(chromedp.CSS(`svg.diagram`)))
+			p.shot("diagram-" + tc.name)
+			nodes, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.diagram g.node.state").length`))
+			require.NoError(t, err)
+			require.Equal(t, table.Len(), nodes)
+			edges, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.diagram g.edge").length`))
+			require.NoError(t, err)
+			require.Equal(t, len(d.Table.Edges)+len(d.Table.Returns)+1, edges, "every move, and the initial arrow")
+			through, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string](edgesThroughStates))
+			require.NoError(t, err)
+			require.Empty(t, through, "arrows through states they do not join")
+		})
+	}
+}
+
+// edgesThroughStates walks every arrow of the diagram two pixels at a
+// time and names each state box (inset by a pixel, where an arrow that
+// joins it starts or ends) that a point of an arrow not joining it falls
+// in. Boxes and arrows share the SVG's coordinates: Graphviz writes both
+// into one group.
+const edgesThroughStates = `(() => {
+  const svg = document.querySelector("svg.diagram");
+  const boxes = [...svg.querySelectorAll("g.node")].map(g => [g.id, g.getBBox()]);
+  const bad = [];
+  for (const g of svg.querySelectorAll("g.edge")) {
+    const m = /^[er](\d+)-(\d+)$/.exec(g.id);
+    const joins = m ? ["s" + m[1], "s" + m[2]] : ["initial", "s" + /^s?(\d+)$/.exec(svg.querySelector("g.edge#e-initial title").textContent.split("->")[1])[1]];
+    const path = g.querySelector("path");
+    const length = path.getTotalLength();
+    for (let at = 0; at <= length; at += 2) {
+      const p = path.getPointAtLength(at);
+      for (const [id, b] of boxes) {
+        if (joins.includes(id)) continue;
+        if (p.x > b.x + 1 && p.x < b.x + b.width - 1 && p.y > b.y + 1 && p.y < b.y + b.height - 1) {
+          bad.push(g.id + " through " + id);
+        }
+      }
+    }
+  }
+  return [...new Set(bad)];
+})()`
+
+// thirtyStates is a table of 30 states: a queue, 24 stages run one after
+// another (every fifth may go back three), a relocation any stage returns
+// from, a stop, and three ends.
+func thirtyStates(t *testing.T) *recovery.Roles[string] {
+	t.Helper()
+	stage := func(i int) string { return fmt.Sprintf("stage-%02d", i) }
+	b := transition.New("queued").Allow("queued", stage(0), "cancelling", "cancelled")
+	var running []string
+	for i := range 24 {
+		running = append(running, stage(i))
+		next := "done"
+		if i < 23 {
+			next = stage(i + 1)
+		}
+		b.Allow(stage(i), next, "failed", "cancelling", "moving")
+		if i%5 == 4 {
+			b.Allow(stage(i), stage(i-3))
+		}
+	}
+	b.Return("moving", running...).Allow("moving", "queued", "failed", "cancelling")
+	table, err := b.Allow("cancelling", "cancelled", "failed", "done").Terminal("done", "failed", "cancelled").Build()
+	require.NoError(t, err)
+	require.Equal(t, 30, table.Len())
+	roles, err := recovery.DefineRoles(table).NotStarted("queued").Running(running...).Relocating("moving", "queued").
+		Stopping("cancelling", "cancelled").Failed("failed").Build()
+	require.NoError(t, err)
+	return roles
 }
