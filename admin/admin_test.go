@@ -887,3 +887,83 @@ func TestAStopNobodyWillActOnIsRefusedOrFlagged(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "draining", rec.Status)
 }
+
+// The operator's trial: the timeline was oldest first, its controller's
+// progress writes pushed the stop to the bottom, and it gave neither
+// relative times nor durations. It is newest first, the progress folded
+// into the change it follows (a take-over, which changes the owner,
+// stays a change of its own), each change with the revision it wrote
+// and how long the execution stayed in the status it entered.
+func TestTheTimelineIsNewestFirstWithProgressFolded(t *testing.T) {
+	ctx := timeout(t)
+	store := storage.NewMemory()
+	populate(t, store)
+	ctl, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-running", transition.PersistedOptions{Actor: "pod-b"})
+	require.NoError(t, err)
+	_, _, err = ctl.Acquire(ctx, storage.Lease{Holder: "pod-b", TTL: time.Hour, Reason: "controller started"}, nil)
+	require.NoError(t, err)
+	for k := range 5 {
+		_, _, err = ctl.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
+			return transition.To(cur).Set("slices", fmt.Sprint(k)).Because(fmt.Sprintf("%d slices done", k)), nil
+		})
+		require.NoError(t, err)
+	}
+	s := serveStore(t, store, admin.HandlerOptions{Authorize: allowAll})
+	stopped, err := s.client.Stop(ctx, admin.StopRequest{ID: "ex-running", Reason: "user asked", Actor: "ops"})
+	require.NoError(t, err)
+
+	_, page := raw(t, http.MethodGet, s.server.URL+"/executions/ex-running", nil, nil)
+	list := page[strings.Index(page, `<ol class="timeline"`):]
+	list = list[:strings.Index(list, "</section>")]
+	items := strings.Split(list, `<li class="`)[1:] // each change's row, whole (the folded writes' rows have no class)
+	require.Len(t, items, 6, "created, three moves, the take-over (its progress folded in), the stop")
+	first := items[0]
+	require.Contains(t, first, "running → stopping")
+	require.Contains(t, first, fmt.Sprintf("revision %d", stopped.Revision), "the revision the stop reported")
+	require.Regexp(t, `<span class="stayed">for \d+ s so far</span>`, first)
+	require.Contains(t, first, "just now")
+	takeOver := items[1]
+	require.Contains(t, takeOver, "running (same status)")
+	require.Contains(t, takeOver, "by pod-b (pod-b@1)")
+	require.Contains(t, takeOver, "5 more writes in the same status")
+	require.Contains(t, takeOver, "4 slices done", "the newest folded write first")
+	require.Less(t, strings.Index(takeOver, "4 slices done"), strings.Index(takeOver, "0 slices done"))
+	require.Contains(t, items[2], "initializing → running")
+	require.Regexp(t, `<span class="stayed">for [0-9]`, items[2], "how long it ran before the stop")
+	require.Contains(t, items[5], "created in pending")
+	require.Regexp(t, `<time datetime="2026-12-03T12:00:\d\dZ" title="2026-12-03T12:00:\d\dZ">\d+ d( \d+ h)? ago</time>`, items[5])
+	require.Contains(t, page, `data-watch="/api/v1/watch?id=ex-running"`, "the page's script follows the execution")
+}
+
+// An operator finds an execution by its id, or by what they remember of
+// it, from the list page; the API lists by it too.
+func TestAnExecutionIsFoundByID(t *testing.T) {
+	s := serve(t, admin.HandlerOptions{})
+	status, _ := raw(t, http.MethodGet, s.server.URL+"/?q=ex-moving", nil, nil)
+	require.Equal(t, http.StatusSeeOther, status, "a whole id opens its page")
+	status, page := raw(t, http.MethodGet, s.server.URL+"/?q=-mov", nil, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, page, `whose id contains “-mov”`)
+	require.Contains(t, page, `href="/executions/ex-moving"`)
+	require.NotContains(t, page, `href="/executions/ex-running"`)
+	p, err := s.client.List(timeout(t), admin.ListOptions{IDContains: "run"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"ex-running"}, ids(p.Items))
+	_, page = raw(t, http.MethodGet, s.server.URL+"/?q=nothing-like-it", nil, nil)
+	require.Contains(t, page, "No execution")
+}
+
+// The page's script is the handler's own, and the pages allow no other.
+func TestThePagesRunOnlyTheHandlersOwnScript(t *testing.T) {
+	s := serve(t, admin.HandlerOptions{})
+	resp, err := http.Get(s.server.URL + "/executions/ex-running")
+	require.NoError(t, err)
+	resp.Body.Close()
+	csp := resp.Header.Get("Content-Security-Policy")
+	require.Contains(t, csp, "script-src 'self'")
+	require.Contains(t, csp, "connect-src 'self'")
+	require.Contains(t, csp, "default-src 'none'")
+	status, body := raw(t, http.MethodGet, s.server.URL+"/assets/live.js", nil, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "api/v1/watch")
+}

@@ -193,6 +193,9 @@ func (c *Client) List(ctx context.Context, opts ListOptions) (Page, error) {
 	if opts.After != "" {
 		q.Set("after", opts.After)
 	}
+	if opts.IDContains != "" {
+		q.Set("q", opts.IDContains)
+	}
 	switch {
 	case opts.Limit < 0:
 		return Page{}, fmt.Errorf("admin: list: %w: limit %d", ErrInvalidRequest, opts.Limit)

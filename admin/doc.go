@@ -52,7 +52,8 @@
 //
 // Under Path + "api/v1/", stable within v1:
 //
-//	GET  executions?status=S,T&after=ID&limit=N   a page: {"items": [record…], "foreign": [record…],
+//	GET  executions?status=S,T&q=X&after=ID&limit=N
+//	                                              a page (q: the ids containing X): {"items": [record…], "foreign": [record…],
 //	                                              "unreadable": [{"id", "revision", "error"}…],
 //	                                              "next": ID, "counts": {status: n}, "unreadable_count": n}
 //	GET  executions/ID                            a record

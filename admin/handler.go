@@ -183,6 +183,7 @@ func NewHandler(store storage.Store, opts HandlerOptions) (*Handler, error) {
 	h.mux.HandleFunc("GET "+p+"executions/{id}", h.pageExecution)
 	h.mux.HandleFunc("POST "+p+"executions/{id}/stop", h.pageStop)
 	h.mux.HandleFunc("GET "+p+"diagram", h.pageDiagram)
+	h.mux.HandleFunc("GET "+p+"assets/live.js", h.pageScript)
 	// What no pattern above serves is answered in the shape of where
 	// it was asked (JSON under the API, a page elsewhere), never with
 	// net/http's plain text.
@@ -333,10 +334,10 @@ func (h *Handler) apiGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // listOptions reads a listing's query: status (repeated or
-// comma-separated), after, limit.
+// comma-separated), q (the ids containing it), after, limit.
 func (h *Handler) listOptions(r *http.Request) (ListOptions, error) {
 	q := r.URL.Query()
-	opts := ListOptions{After: q.Get("after"), Limit: h.opts.MaxPage}
+	opts := ListOptions{After: q.Get("after"), IDContains: strings.TrimSpace(q.Get("q")), Limit: h.opts.MaxPage}
 	for _, v := range q["status"] {
 		for s := range strings.SplitSeq(v, ",") {
 			opts.Statuses = append(opts.Statuses, strings.TrimSpace(s))

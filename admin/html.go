@@ -23,6 +23,12 @@ import (
 //go:embed page.html
 var pageFS embed.FS
 
+// liveJS is the execution page's script, served from the handler itself:
+// the pages load nothing from elsewhere.
+//
+//go:embed live.js
+var liveJS []byte
+
 var pages = template.Must(template.New("").ParseFS(pageFS, "page.html"))
 
 // pageBase is what every page shows around its content.
@@ -53,13 +59,26 @@ func (h *Handler) render(w http.ResponseWriter, status int, name string, data an
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("Referrer-Policy", "same-origin")
-	// No script runs on these pages, nothing loads from elsewhere, no
-	// other site may frame them (clickjacking a stop) and forms post
-	// only here.
-	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("Content-Security-Policy", contentSecurityPolicy)
 	hd.Set("X-Frame-Options", "DENY")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// contentSecurityPolicy: the only script is the handler's own (live.js,
+// which reads this handler's API and pages and nothing else), nothing
+// loads from elsewhere, no other site may frame the pages (clickjacking
+// a stop) and forms post only here.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; " +
+	"img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// pageScript serves live.js.
+func (h *Handler) pageScript(w http.ResponseWriter, _ *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Type", "text/javascript; charset=utf-8")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Cache-Control", "no-cache")
+	_, _ = w.Write(liveJS)
 }
 
 // base reads the table for a page's header; a store without one still
@@ -122,6 +141,9 @@ type unreadableRow struct {
 }
 
 func (h *Handler) pageList(w http.ResponseWriter, r *http.Request) {
+	if h.foundByID(w, r) {
+		return
+	}
 	p, opts, table, ok := h.list(w, r)
 	if !ok {
 		return
@@ -137,7 +159,8 @@ func (h *Handler) pageList(w http.ResponseWriter, r *http.Request) {
 		Rows            []listRow
 		Unreadable      []unreadableRow
 		Next            string
-	}{pageBase: b, Status: strings.Join(opts.Statuses, ","), UnreadableCount: p.UnreadableCount}
+		Search          string
+	}{pageBase: b, Status: strings.Join(opts.Statuses, ","), UnreadableCount: p.UnreadableCount, Search: opts.IDContains}
 	selected := map[string]bool{}
 	for _, s := range opts.Statuses {
 		selected[s] = true
@@ -152,7 +175,7 @@ func (h *Handler) pageList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, s := range order {
-		data.Counts = append(data.Counts, statusCount{Name: s, N: p.Counts[s], Class: h.class(b.Table, s), Selected: selected[s], Link: h.listLink(s, "")})
+		data.Counts = append(data.Counts, statusCount{Name: s, N: p.Counts[s], Class: h.class(b.Table, s), Selected: selected[s], Link: h.listLink(s, "", "")})
 		data.Total += p.Counts[s]
 	}
 	for s, n := range p.Counts {
@@ -178,9 +201,29 @@ func (h *Handler) pageList(w http.ResponseWriter, r *http.Request) {
 		data.Unreadable = append(data.Unreadable, unreadableRow{ID: u.ID, Revision: u.Revision, Error: u.Err.Error()})
 	}
 	if p.Next != "" {
-		data.Next = h.listLink(data.Status, p.Next)
+		data.Next = h.listLink(data.Status, p.Next, data.Search)
 	}
 	h.render(w, http.StatusOK, "list", data)
+}
+
+// foundByID answers a search (q) that names an execution by its whole id
+// with that execution's page, and reports whether it did; any other
+// search lists the ids that contain it.
+func (h *Handler) foundByID(w http.ResponseWriter, r *http.Request) bool {
+	id := strings.TrimSpace(r.URL.Query().Get("q"))
+	if id == "" || storage.ValidateID(id) != nil {
+		return false
+	}
+	if _, err := h.authorize(r, Action{Verb: VerbGet, ID: id}); err != nil {
+		return false // the listing asks the Authorizer in its turn
+	}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	if _, err := h.ops.Get(ctx, id); err != nil {
+		return false
+	}
+	http.Redirect(w, r, h.executionLink(id), http.StatusSeeOther)
+	return true
 }
 
 // class is a status's CSS class: its role in the recorded table.
@@ -191,10 +234,13 @@ func (h *Handler) class(table *schema.Document, status string) string {
 	return roleClass(*table, status)
 }
 
-func (h *Handler) listLink(status, after string) string {
+func (h *Handler) listLink(status, after, search string) string {
 	q := url.Values{}
 	if status != "" {
 		q.Set("status", status)
+	}
+	if search != "" {
+		q.Set("q", search)
 	}
 	if after != "" {
 		q.Set("after", after)
@@ -224,11 +270,6 @@ func ownerOf(rec storage.Record) string {
 }
 
 type metaRow struct{ Key, Value string }
-
-type timelineRow struct {
-	At, Move, By, Reason, Class string
-	Revision                    uint64
-}
 
 func (h *Handler) pageExecution(w http.ResponseWriter, r *http.Request) {
 	h.execution(w, r, http.StatusOK, nil)
@@ -266,7 +307,8 @@ func (h *Handler) execution(w http.ResponseWriter, r *http.Request, status int, 
 		Foreign                                                    bool
 		Holder                                                     holder
 		Meta                                                       []metaRow
-		Timeline                                                   []timelineRow
+		Timeline                                                   []step
+		Watch                                                      string // the API's watch of this execution, for the page's script
 		Cut                                                        bool
 		Kept                                                       int
 		StopAction                                                 string
@@ -278,21 +320,11 @@ func (h *Handler) execution(w http.ResponseWriter, r *http.Request, status int, 
 	for _, k := range slices.Sorted(maps.Keys(rec.Meta)) {
 		data.Meta = append(data.Meta, metaRow{Key: k, Value: metaValue(rec, k)})
 	}
-	for _, e := range rec.History.Entries() {
-		by := e.Actor
-		if e.Owner != "" {
-			by = fmt.Sprintf("%s (%s@%d)", e.Actor, e.Owner, e.Epoch)
-		}
-		move := e.From + " → " + e.To
-		switch {
-		case e.From == "":
-			move = "created in " + e.To
-		case e.From == e.To:
-			move = e.To + " (same status)"
-		}
-		data.Timeline = append(data.Timeline, timelineRow{At: when(e.At), Move: move, By: orDash(by), Reason: e.Reason, Class: h.class(b.Table, e.To), Revision: e.Revision})
+	data.Timeline = timeline(rec, b.Table, h.class, time.Now())
+	if h.ops.watcher != nil {
+		data.Watch = h.opts.Path + "api/v1/watch?" + url.Values{"id": {rec.ID}}.Encode()
 	}
-	data.Holder = h.holderOf(ctx, rec)
+	data.Holder = h.holderOf(ctx, rec, b.Table)
 	data.Stop = h.stopBox(b.Table, rec, data.Holder)
 	h.render(w, status, "execution", data)
 }
@@ -303,13 +335,15 @@ type holder struct {
 	Class, Text string
 }
 
-func (h *Handler) holderOf(ctx context.Context, rec storage.Record) holder {
+func (h *Handler) holderOf(ctx context.Context, rec storage.Record, table *schema.Document) holder {
 	claim, held, err := h.ops.store.Held(ctx, rec.ID)
 	switch {
 	case err != nil:
 		return holder{"unknown", "whether a controller holds it could not be read: " + err.Error()}
 	case held:
 		return holder{"alive", fmt.Sprintf("%s@%d holds it: its controller is alive", claim.Owner, claim.Epoch)}
+	case table != nil && slices.Contains(table.Table.Terminal, rec.Status):
+		return holder{"none", "nobody holds it: it has ended"}
 	case rec.Owner != "":
 		return holder{"gone", "nobody holds it: its owner's ownership has ended"}
 	}

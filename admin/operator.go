@@ -51,6 +51,9 @@ type ListOptions struct {
 	// Statuses, if any, keep the records in those statuses (records that
 	// cannot be read are always listed: their status is not known).
 	Statuses []string
+	// IDContains, if set, keeps the records whose id contains it: what
+	// an operator remembers of an id.
+	IDContains string
 	// After starts the page after this id (a previous [Page].Next).
 	After string
 	// Limit is the most entries (records and unreadable ones) a page
@@ -276,6 +279,11 @@ func (o *StoreOperator) listIn(ctx context.Context, table *schema.Document, opts
 			return Page{}, fmt.Errorf("admin: list after: %w", err)
 		}
 	}
+	if opts.IDContains != "" {
+		if err := storage.ValidateID(opts.IDContains); err != nil {
+			return Page{}, fmt.Errorf("admin: list of ids containing: %w", err)
+		}
+	}
 	wanted, err := statusSet(opts.Statuses, table)
 	if err != nil {
 		return Page{}, err
@@ -324,12 +332,12 @@ func page(recs []storage.Record, bad []storage.Unreadable, table *schema.Documen
 	}
 	var entries []entry
 	for i := range recs {
-		if (wanted == nil || wanted[recs[i].Status]) && recs[i].ID > opts.After {
+		if (wanted == nil || wanted[recs[i].Status]) && recs[i].ID > opts.After && strings.Contains(recs[i].ID, opts.IDContains) {
 			entries = append(entries, entry{id: recs[i].ID, rec: &recs[i]})
 		}
 	}
 	for i := range bad {
-		if bad[i].ID > opts.After {
+		if bad[i].ID > opts.After && strings.Contains(bad[i].ID, opts.IDContains) {
 			entries = append(entries, entry{id: bad[i].ID, bad: &bad[i]})
 		}
 	}

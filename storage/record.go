@@ -87,6 +87,28 @@ type Entry struct {
 	Revision uint64 `json:"revision"`
 }
 
+// Written returns the revision each entry of the audit trail wrote, in
+// the trail's order. An entry holds the revision its change was applied
+// at (the record's just before it), so the revision it wrote is the one
+// the next entry was applied at, and the record's own for the last:
+// every write through this module (a move, progress, a take-over, a
+// migration) adds exactly one entry. It is what an operator reads as a
+// change's revision, the one a stop reports.
+func (r Record) Written() []uint64 {
+	n := r.History.Len()
+	if n == 0 {
+		return nil
+	}
+	out := make([]uint64, n)
+	for k, e := range r.History.All() {
+		if k > 0 {
+			out[k-1] = e.Revision
+		}
+	}
+	out[n-1] = r.Revision
+	return out
+}
+
 // HistoryKept returns how many audit entries writers keep: HistoryLimit,
 // or DefaultHistoryLimit when it is 0.
 func (r Record) HistoryKept() int {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/execfsm/execfsm/internal/testwait"
 	"github.com/execfsm/execfsm/storage/storagetest"
+	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
@@ -289,4 +290,40 @@ func TestAnIDWithAControlCharacterIsRefused(t *testing.T) {
 		require.NoError(t, rec.Validate(), "%q", id)
 	}
 	require.ErrorContains(t, storage.ValidateID("a\xffb"), "not valid UTF-8")
+}
+
+// The revision each audit entry wrote is the one the write returned,
+// with two records' writes interleaved on one store (revisions are the
+// store's, not the record's) and the oldest entries cut by the trail's
+// limit.
+func TestWrittenIsTheRevisionEachChangeWrote(t *testing.T) {
+	ctx := context.Background()
+	store := storage.NewMemory()
+	table, err := transition.New("queued").Allow("queued", "running").Allow("running", "done").Terminal("done").Build()
+	require.NoError(t, err)
+	a, err := transition.NewPersisted(table, store, "a", transition.PersistedOptions{Actor: "a", History: 4})
+	require.NoError(t, err)
+	b, err := transition.NewPersisted(table, store, "b", transition.PersistedOptions{Actor: "b"})
+	require.NoError(t, err)
+	created, err := a.Create(ctx, transition.To("queued"))
+	require.NoError(t, err)
+	wrote := []uint64{created.Revision}
+	_, err = b.Create(ctx, transition.To("queued"))
+	require.NoError(t, err)
+	for k := range 5 {
+		c, _, err := a.Apply(ctx, func(string, storage.Record) (transition.Update[string], error) {
+			return transition.To("queued").Set("progress", fmt.Sprint(k)).Because("progress"), nil
+		})
+		require.NoError(t, err)
+		wrote = append(wrote, c.Revision)
+		_, err = b.Fire(ctx, "running", "")
+		require.NoError(t, err)
+	}
+	c, err := a.Fire(ctx, "running", "started")
+	require.NoError(t, err)
+	wrote = append(wrote, c.Revision)
+	rec, err := store.Get(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, wrote[len(wrote)-4:], rec.Written(), "the last four, as the trail keeps")
+	require.Nil(t, storage.Record{ID: "x", Status: "queued"}.Written())
 }

@@ -652,3 +652,17 @@ func copyFile(t *testing.T, from, to string) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(to, data, 0o600))
 }
+
+// The operator's trial: a stop reported "at revision 114" while history
+// showed 110 for it (the revision it was applied at). History shows the
+// revision each change wrote, the one a stop reports.
+func TestAStopAndItsHistoryAgreeOnItsRevision(t *testing.T) {
+	path := boltFile(t)
+	r := execfsm(t, "--bolt", path, "stop", "ex-running", "--reason", "user asked", "--actor", "ops")
+	require.Equal(t, 0, r.code, r.stderr)
+	m := regexp.MustCompile(`running → stopping at revision (\d+)`).FindStringSubmatch(r.stdout)
+	require.NotNil(t, m, r.stdout)
+	r = execfsm(t, "--bolt", path, "history", "ex-running")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `running → stopping\s+`+m[1]+`\s+user asked`, r.stdout)
+}

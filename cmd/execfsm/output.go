@@ -130,9 +130,13 @@ func (p *printer) list(page admin.Page) error {
 	return tw.Flush()
 }
 
-// history prints the audit trail as a timeline, oldest first.
+// history prints the audit trail as a timeline, oldest first, each
+// change with the revision it wrote (storage.Record.Written: the one a
+// stop reports). The JSON is the trail as stored, each entry with the
+// revision it was applied at.
 func (p *printer) history(rec storage.Record) error {
 	entries := rec.History.Entries()
+	wrote := rec.Written()
 	if p.json {
 		if entries == nil {
 			entries = []storage.Entry{}
@@ -141,7 +145,7 @@ func (p *printer) history(rec storage.Record) error {
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tBY\tCHANGE\tREVISION\tREASON")
-	for _, e := range entries {
+	for k, e := range entries {
 		by := e.Actor
 		if e.Owner != "" {
 			by = fmt.Sprintf("%s (%s@%d)", e.Actor, e.Owner, e.Epoch)
@@ -153,7 +157,7 @@ func (p *printer) history(rec storage.Record) error {
 		case e.From == e.To:
 			change = e.To + " (same status)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", when(e.At), oneLine(by), change, e.Revision, oneLine(e.Reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", when(e.At), oneLine(by), change, wrote[k], oneLine(e.Reason))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

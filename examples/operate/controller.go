@@ -108,7 +108,14 @@ func control(ctx context.Context, cfg controllerConfig) (int, error) {
 	}
 	c := &controller{store: store, decider: decider, owned: map[string]*transition.Persisted[state.Status]{}}
 
-	h, err := admin.NewHandler(store, admin.HandlerOptions{Path: "/admin/", Authorize: authorizer(cfg.Password)})
+	// The handler is told which table this controller decides with, so
+	// that it refuses a stop this controller would not act on and its
+	// pages say which version it serves.
+	serves, err := schema.Describe("teraslice", teraslice.Roles())
+	if err != nil {
+		return 0, err
+	}
+	h, err := admin.NewHandler(store, admin.HandlerOptions{Path: "/admin/", Authorize: authorizer(cfg.Password), Serves: serves})
 	if err != nil {
 		return 0, err
 	}

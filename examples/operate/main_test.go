@@ -169,9 +169,15 @@ func TestThePageInAHeadlessChromium(t *testing.T) {
 	p.do(chromedp.Navigate(live.url), chromedp.WaitVisible(chromedp.CSS(`table.list`)))
 	p.shot("list")
 	text := p.text(`body`)
-	for _, want := range []string{"table teraslice · version 1", "6\nall", "3\nrunning", "1\ncompleted", "1\nfailed", "ex-5", "slicer: reader failed"} {
+	for _, want := range []string{"table teraslice · version 1 recorded · this controller serves version 1", "6\nall", "3\nrunning", "1\ncompleted", "1\nfailed", "ex-5", "slicer: reader failed"} {
 		require.Contains(t, text, want)
 	}
+	// Found by what the operator remembers of its id.
+	p.do(chromedp.SendKeys(chromedp.CSS(`form.search input`), "x-"), chromedp.Click(chromedp.CSS(`form.search button`)), chromedp.WaitVisible(chromedp.CSS(`h1 .note`)))
+	require.Contains(t, p.text(`h1`), "whose id contains “x-”")
+	p.do(chromedp.SetValue(chromedp.CSS(`form.search input`), "ex-3"), chromedp.Click(chromedp.CSS(`form.search button`)), chromedp.WaitVisible(chromedp.CSS(`ol.timeline`)))
+	require.Contains(t, p.location(), "/executions/ex-3", "a whole id opens its page")
+	p.do(chromedp.Navigate(live.url), chromedp.WaitVisible(chromedp.CSS(`table.list`)))
 	// One status: the running ones alone.
 	p.do(chromedp.Click(chromedp.CSS(`a.count.running`)), chromedp.WaitVisible(chromedp.CSS(`a.count.running.selected`)))
 	p.shot("list-running")
@@ -180,38 +186,43 @@ func TestThePageInAHeadlessChromium(t *testing.T) {
 	require.Equal(t, 3, strings.Count(text, "workers connected"), text)
 	require.NotContains(t, text, "ex-1")
 	// One execution: its fields and its timeline.
-	p.do(chromedp.Click(chromedp.CSS(`a[href$="/executions/ex-3"]`)), chromedp.WaitVisible(chromedp.CSS(`ol.timeline`)))
+	p.do(chromedp.Click(chromedp.CSS(`a[href$="/executions/ex-3"]`)), chromedp.WaitVisible(chromedp.CSS(`ol.timeline`)),
+		chromedp.WaitVisible(chromedp.CSS(`.live.on`))) // its script follows the execution
 	p.shot("execution")
 	text = p.text(`body`)
-	for _, want := range []string{"created in pending", "pending → scheduling", "initializing → running", "by ctl-1 (ctl-1@1)", "workers connected", "Stop ex-3"} {
+	for _, want := range []string{"created in pending", "pending → scheduling", "initializing → running", "by ctl-1 (ctl-1@1)", "workers connected", "Stop ex-3",
+		"ctl-1@1 holds it: its controller is alive", "so far", "just now"} {
 		require.Contains(t, text, want)
 	}
+	timeline := p.text(`ol.timeline`)
+	require.Less(t, strings.Index(timeline, "initializing → running"), strings.Index(timeline, "created in pending"), "newest first")
 	// A stop through the form, as the operator.
 	p.do(chromedp.SendKeys(chromedp.CSS(`form.stop textarea`), "asked in the browser"), chromedp.Click(chromedp.CSS(`form.stop button`)), chromedp.WaitVisible(chromedp.CSS(`.flash.ok`)))
 	p.shot("stopped")
 	text = p.text(`.flash.ok`)
 	require.Contains(t, text, "Stop asked: running → stopping at revision")
 	require.Contains(t, text, "by operator:operator")
-	// The controller sees the stop and ends the execution.
-	deadline := time.Now().Add(bound)
-	for {
-		rec, err := client.Get(ctx, "ex-3")
-		require.NoError(t, err)
-		if rec.Status == "stopped" {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "ex-3 is still %s", rec.Status)
-		time.Sleep(20 * time.Millisecond)
-	}
-	p.do(chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`ol.timeline`)))
+	// The controller sees the stop and ends the execution: the page
+	// shows it without a reload, from the watch.
+	p.do(chromedp.WaitVisible(chromedp.CSS(`ol.timeline li.ended`)))
 	p.shot("ended")
 	text = p.text(`ol.timeline`)
 	require.Contains(t, text, "stopping → stopped")
 	require.Contains(t, text, "asked in the browser")
+	require.Less(t, strings.Index(text, "stopping → stopped"), strings.Index(text, "running → stopping"), "newest first")
+	// And a change made elsewhere, on another execution's page.
+	p.do(chromedp.Navigate(live.url+"executions/ex-6"), chromedp.WaitVisible(chromedp.CSS(`.live.on`)))
+	operator, err := admin.NewClient(live.url, admin.ClientOptions{Username: operatorUser, Password: live.password})
+	require.NoError(t, err)
+	_, err = operator.Stop(ctx, admin.StopRequest{ID: "ex-6", Reason: "stopped from the CLI", Actor: "operator"})
+	require.NoError(t, err)
+	p.do(chromedp.WaitVisible(chromedp.CSS(`ol.timeline li.ended`)))
+	require.Contains(t, p.text(`ol.timeline`), "stopped from the CLI")
+	p.shot("followed")
 	// The diagram, with the counts.
 	p.do(chromedp.Navigate(live.url+"diagram"), chromedp.WaitVisible(chromedp.CSS(`svg.diagram`)))
 	p.shot("diagram")
-	nodes, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.diagram g.node").length`))
+	nodes, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.diagram g.node.state").length`))
 	require.NoError(t, err)
 	require.Equal(t, teraslice.Lifecycle().Len(), nodes, "every status of Teraslice's table, relocating included")
 	label, err := chromedp.Run(p.ctx, chromedp.TextContent(chromedp.CSS(`svg.diagram`))) // an SVG has no innerText
