@@ -27,7 +27,10 @@
 // a context given to [FSM.Event] that is cancelled before then, writes
 // nothing; once the move is written it is made (the FSM gives
 // looplab/fsm a context it cannot cancel after the write), and enter_
-// and after_ callbacks run only once the store has the move. An
+// and after_ callbacks run only once the store has the move. Every
+// callback's context ends when the one given to Event does, as in
+// looplab/fsm, so a callback that waits on it returns when the caller
+// gives up. An
 // asynchronous transition is written by [FSM.Transition] when it
 // completes, and not at all if it was cancelled (CancelTransition).
 //

@@ -71,7 +71,12 @@ type Options struct {
 // event's context once more, after the leave_ callbacks; FSM gives it a
 // context whose cancellation it checks itself, before the write, so that
 // a context cancelled just after the write cannot leave the machine
-// behind the store.) A write that fails cancels
+// behind the store.) Every callback still gets a context that ends with
+// the one given to Event, so that a callback waiting on it (an enter_
+// callback finishing its work when the caller gives up) returns: the
+// caller's context bounds the event, and its error is the event's. A
+// callback that ignores its context cannot be stopped: it must return
+// on its own. A write that fails cancels
 // the event, as Event.Cancel would: looplab/fsm stays in its state and
 // Event returns a fsm.CanceledError that unwraps to the reason,
 // matchable with errors.Is: [storage.ErrFenced] (the execution was taken
@@ -263,7 +268,7 @@ func (f *FSM) callbacks(m *machine, user fsm.Callbacks) fsm.Callbacks {
 		case strings.HasPrefix(name, "before_"):
 			out[name] = f.locked(cb)
 		default:
-			out[name] = cb
+			out[name] = bounded(cb)
 		}
 	}
 	out["before_event"] = func(ctx context.Context, e *fsm.Event) {
@@ -318,8 +323,28 @@ func (f *FSM) callbacks(m *machine, user fsm.Callbacks) fsm.Callbacks {
 // locked wraps a before_ or leave_ callback: looplab/fsm holds its event
 // lock while it runs.
 func (f *FSM) locked(cb fsm.Callback) fsm.Callback {
-	return func(ctx context.Context, e *fsm.Event) {
+	return bounded(func(ctx context.Context, e *fsm.Event) {
 		cb(context.WithValue(ctx, reentrantKey{}, f), e)
+	})
+}
+
+// bounded wraps a user's callback so that the context it gets ends when
+// the caller's context ends, as looplab/fsm's own would: looplab/fsm is
+// given a context that nothing cancels (so that a move written is made),
+// and a callback waiting on it would wait for ever. Its Err is
+// context.Canceled and its context.Cause the caller's error (a deadline,
+// say). Once the move is written the machine makes it whatever the
+// callback does; before, a caller that gave up writes nothing.
+func bounded(cb fsm.Callback) fsm.Callback {
+	return func(ctx context.Context, e *fsm.Event) {
+		c, cancel := context.WithCancelCause(ctx)
+		from := caller(ctx)
+		stop := context.AfterFunc(from, func() { cancel(context.Cause(from)) })
+		defer func() {
+			stop()
+			cancel(nil)
+		}()
+		cb(c, e)
 	}
 }
 

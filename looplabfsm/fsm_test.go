@@ -451,3 +451,81 @@ func TestNewOpensFromTheDefinitionAlone(t *testing.T) {
 	_, err = looplabfsm.New(context.Background(), nil, doorID, "closed", "pod-a", looplabfsm.Options{Events: doorEvents()})
 	require.Error(t, err)
 }
+
+// looplab/fsm's own TestContextInCallbacks, through the bridge: an enter_
+// callback waits on its context while the caller cancels. The bridge
+// gave callbacks a context it never cancelled, and Event never returned
+// in 5 of 8 runs. The callback's context ends with the caller's, so
+// Event returns, with the caller's error, whichever comes first (the
+// cancel or the event), the machine and the store agreeing on where it
+// is.
+func TestACallbackWaitingOnItsContextReturnsWhenTheCallerGivesUp(t *testing.T) {
+	events := fsm.Events{
+		{Name: "run", Src: []string{"start"}, Dst: "end"},
+		{Name: "finish", Src: []string{"end"}, Dst: "finished"},
+		{Name: "reset", Src: []string{"end", "finished"}, Dst: "start"},
+	}
+	for run := range 50 {
+		store := storage.NewMemory()
+		released := make(chan struct{})
+		m, err := looplabfsm.New(context.Background(), store, "job", "start", "ctl", looplabfsm.Options{Events: events, Callbacks: fsm.Callbacks{
+			"enter_end": func(ctx context.Context, e *fsm.Event) {
+				<-ctx.Done()
+				close(released)
+				if err := e.FSM.Event(ctx, "finish"); err != nil {
+					e.Err = err
+				}
+			},
+		}})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		go cancel()
+		done := make(chan error, 1)
+		go func() { done <- m.Event(ctx, "run") }()
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run %d: Event did not return within 10s of its context's cancellation", run)
+		}
+		require.ErrorIs(t, err, context.Canceled, "run %d", run)
+		rec, err := store.Get(context.Background(), "job")
+		require.NoError(t, err)
+		require.Equal(t, m.Current(), rec.Status, "run %d: the machine and the store agree", run)
+		if rec.Status == "end" {
+			select {
+			case <-released:
+			default:
+				t.Fatalf("run %d: in end without its enter_ callback having run", run)
+			}
+		} else {
+			require.Equal(t, "start", rec.Status, "run %d: cancelled before the write: nothing written", run)
+		}
+	}
+}
+
+// A before_ or leave_ callback waiting on its context returns when the
+// caller gives up too, and then nothing is written: the move is not.
+func TestALeaveCallbackWaitingOnItsContextWritesNothing(t *testing.T) {
+	store := storage.NewMemory()
+	waiting := make(chan struct{})
+	door := openDoor(t, store, "pod-a", fsm.Callbacks{
+		"leave_closed": func(ctx context.Context, e *fsm.Event) {
+			close(waiting)
+			<-ctx.Done()
+		},
+	})
+	before := stored(t, store)
+	deadline, stop := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- door.Event(deadline, "open") }()
+	<-waiting
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.DeadlineExceeded, "the caller's own error")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Event did not return within 10s of its deadline")
+	}
+	require.Equal(t, "closed", door.Current())
+	require.Equal(t, before.Revision, stored(t, store).Revision, "nothing written")
+}
