@@ -26,7 +26,10 @@
 // of the file without them (taken while a controller runs, or after a
 // crash) lacks the latest writes. Open applies them and removes them;
 // a read-only Open reads them without changing anything; after Close
-// the file alone holds everything. A log whose acknowledged writes are
+// the file alone holds everything. A segment removed or replaced while
+// the DB is open (found by the next write or [DB.Check]) stops writes,
+// and every write acknowledged before is applied to the file at once, so
+// that a crash after it loses none. A log whose acknowledged writes are
 // damaged is refused by Open with an error matching
 // [storage.ErrCorrupt] that names the segment; a write cut short by a
 // crash, never acknowledged, is dropped. Revisions come from one
@@ -142,6 +145,7 @@ type DB struct {
 	written   map[headKey]int
 	outcomes  []outcome
 	shut      bool
+	rescued   bool // rescue applied the log's writes to the file
 
 	// The log (see wal.go and overlay.go). wake hands the checkpointer
 	// a frozen gen; dropped tells a waiting leader one was applied.

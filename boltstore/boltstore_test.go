@@ -41,6 +41,8 @@ func TestMain(m *testing.M) {
 		os.Exit(childHold(os.Getenv("BOLTSTORE_PATH")))
 	case "read-damaged":
 		os.Exit(childReadDamaged(os.Getenv("BOLTSTORE_PATH")))
+	case "removed-log":
+		os.Exit(childRemovedLog(os.Getenv("BOLTSTORE_PATH")))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -138,10 +140,10 @@ func TestOpenRefusesBadOptions(t *testing.T) {
 
 // child starts the test binary in a child mode and returns it with its
 // stdout.
-func child(t *testing.T, mode, path string) (*exec.Cmd, *bufio.Scanner) {
+func child(t *testing.T, mode, path string, env ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "BOLTSTORE_CHILD="+mode, "BOLTSTORE_PATH="+path)
+	cmd.Env = append(append(os.Environ(), "BOLTSTORE_CHILD="+mode, "BOLTSTORE_PATH="+path), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

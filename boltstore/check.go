@@ -43,6 +43,7 @@ func (db *DB) Check() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, db.checkLog())
+	unnamed := false
 	for _, g := range db.overlay.snapshot() {
 		// A gen still in the overlay after its segment failed the look
 		// was not applied yet: the checkpointer drops a gen before it
@@ -50,8 +51,18 @@ func (db *DB) Check() error {
 		if g.seg != nil {
 			if err := g.seg.StillNamed(); err != nil && slices.Contains(db.overlay.snapshot(), g) && !db.isClosed() {
 				errs = append(errs, err)
+				unnamed = unnamed || errors.Is(err, wal.ErrUnnamed)
 			}
 		}
+	}
+	if unnamed && !db.readOnly {
+		// Found here before a write found it: the writes acknowledged
+		// into the removed segment go to the file now, as a write's
+		// finding would have them.
+		db.writer <- struct{}{}
+		db.fail(errs[len(errs)-1])
+		db.rescue()
+		<-db.writer
 	}
 	if damaged != nil {
 		return errors.Join(append(errs, fmt.Errorf("boltstore: Check %s: %w", db.path, damaged))...)

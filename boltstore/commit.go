@@ -3,6 +3,7 @@ package boltstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -221,6 +222,9 @@ func (db *DB) flush(v *batchView, current *gen) error {
 	if err := current.seg.Append(v.frame); err != nil {
 		db.heads.rollback()
 		db.fail(err)
+		if errors.Is(err, wal.ErrUnnamed) {
+			db.rescue() // the leader holds the writer's turn
+		}
 		return err
 	}
 	db.heads.commit()

@@ -279,6 +279,33 @@ func (db *DB) checkpointer(stop <-chan struct{}, done chan<- struct{}) {
 	}
 }
 
+// rescue applies every write acknowledged so far to the file, and
+// records that the file needs no log, once a segment of the log is found
+// removed or replaced behind the store's back (wal.ErrUnnamed): the
+// writes acknowledged into it are in memory and in a file that a crash
+// takes along, and only the file can keep them now. Writes have stopped
+// (fail). It is run with the writer's turn held, so that no batch is in
+// flight, and applies the gens oldest first, as the checkpointer does
+// (a checkpoint of a gen the file holds already does nothing), so a
+// checkpoint under way beside it loses nothing. A failure to apply is
+// kept with the failure: Close tries again.
+func (db *DB) rescue() {
+	if db.rescued || db.shut {
+		return
+	}
+	for _, g := range db.overlay.snapshot() {
+		if err := db.checkpoint(g, 0); err != nil {
+			db.fail(fmt.Errorf("boltstore: %s: the log was removed and the writes it held could not be applied to the file (Close tries again): %w", db.path, err))
+			return
+		}
+	}
+	if err := db.setLogFrom(0); err != nil {
+		db.fail(fmt.Errorf("boltstore: %s: the log was removed: %w", db.path, err))
+		return
+	}
+	db.rescued = true
+}
+
 // fail stops every write from now on: err (bbolt refused a checkpoint,
 // the log could not be written) leaves the file behind the log, and the
 // log is no longer trusted to be appended to. Reads go on.

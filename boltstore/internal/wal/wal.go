@@ -98,6 +98,11 @@ type SegmentContents struct {
 	End  int
 }
 
+// ErrUnnamed is matched by the error of a segment whose name no longer
+// leads to it (StillNamed): removed or replaced behind the store's back,
+// it will not be there after a crash.
+var ErrUnnamed = errors.New("log segment no longer under its name")
+
 // ErrDamaged is damage to the log, rather than to one record: it
 // matches storage.ErrCorrupt, and its text says it is the log.
 var ErrDamaged error = damagedLog{}
@@ -401,7 +406,7 @@ func (s *Segment) StillNamed() error {
 	if named {
 		return nil
 	}
-	return fmt.Errorf("boltstore: %w: the log %s the store writes to was removed or replaced while in use: writes stop; Close still applies every acknowledged write to the file", ErrDamaged, s.Path)
+	return fmt.Errorf("boltstore: %w: %w: the log %s the store writes to was removed or replaced while in use: writes stop, and every acknowledged write is applied to the file at once", ErrDamaged, ErrUnnamed, s.Path)
 }
 
 // Close closes the segment and leaves it beside the database: its writes
