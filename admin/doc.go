@@ -37,8 +37,9 @@
 // A write from another origin is refused whatever the Authorizer says
 // (net/http's CrossOriginProtection: Sec-Fetch-Site, then Origin), so a
 // page elsewhere cannot make an operator's browser post the stop form.
-// The pages run no script, load nothing from elsewhere and may not be
-// framed (Content-Security-Policy, X-Frame-Options).
+// The pages run no script but the handler's own, load nothing from
+// elsewhere and may not be framed (Content-Security-Policy,
+// X-Frame-Options).
 //
 // Every request's work on the store is bounded by
 // [HandlerOptions].Timeout and ends with the request. A list is paged
@@ -57,8 +58,9 @@
 //	                                              "unreadable": [{"id", "revision", "error"}…],
 //	                                              "next": ID, "counts": {status: n}, "unreadable_count": n}
 //	GET  executions/ID                            a record
-//	POST executions/ID/stop  {"reason", "actor"}  {"id", "from", "to", "changed", "revision", "actor", "reason", "at"}
-//	                         (application/json)
+//	POST executions/ID/stop  {"reason", "actor", "force"}
+//	                         (application/json)   {"id", "from", "to", "changed", "revision", "actor", "reason", "at",
+//	                                              "warnings": [why nobody may act on it soon…]}
 //	GET  watch?id=A&id=B                          newline-delimited JSON, one event a line (an id that is
 //	                                              not there: "gone" at once):
 //	                                              {"type": "current"|"changed"|"gone"|"unreadable", "id",
@@ -79,6 +81,7 @@
 //	404 no_route                nothing is served at that path
 //	405 method_not_allowed      the path is served for other methods (Allow names them)
 //	409 not_allowed             the table does not allow the move (also unknown_state, guard, no_stop, conflict)
+//	409 foreign_status          the serving controller's table cannot decide on the record (Serves; force it)
 //	415 unsupported_media_type  a body that is not application/json (the stop form's: not a form)
 //	500 corrupt                 the record cannot be read
 //	501 cannot_watch            the store cannot watch
@@ -90,14 +93,36 @@
 // from, so errors.Is(err, storage.ErrNotFound) holds over HTTP as on the
 // store.
 //
+// # Which table the controller serves
+//
+// The store records the newest table any controller recorded; the
+// controller serving the handler may decide with an older one (a rolling
+// upgrade, a rollback). Told which ([HandlerOptions].Serves,
+// schema.Describe of its roles), the handler shows that version beside
+// the recorded one, and refuses a stop of an execution this controller
+// would not act on (a status its table lacks, or a relocation back to
+// one: recovery.ErrForeignStatus, 409 foreign_status) unless the request
+// forces it. Every stop that lands where no controller holds the
+// execution comes back with a warning saying who will carry it out.
+//
 // # The pages
 //
 // Path is the executions: a count per status of the recorded table (in
 // its order, each coloured by its role), the records of one status, those
 // in a status no version of the table knows and those that cannot be read
-// apart. Path + "executions/ID" is one execution: its fields, its audit
-// trail as a timeline, and a form that stops it (when an Authorizer is
-// configured and the table moves it to its stopping status).
-// Path + "diagram" draws the table, with the number of executions in
-// each status.
+// apart, and a search by id (a whole id opens its execution, a part of
+// one lists the ids containing it). Path + "executions/ID" is one
+// execution: its fields, whether a live controller holds it, its audit
+// trail as a timeline (newest first, each change with when, how long the
+// execution stayed in the status it entered and the revision it wrote,
+// the progress writes folded into the change they follow), and a form
+// that stops it (when an Authorizer is configured and the table moves it
+// to its stopping status). The page follows the execution: its one
+// script (Path + "assets/live.js", served by the handler, the only script
+// the pages' Content-Security-Policy allows) watches it through the API
+// and puts each change in place, never over a stop reason being typed;
+// without the script the page is whole and a reload shows every change.
+// Each open execution page holds one of the MaxWatches. Path + "diagram"
+// draws the table, laid out by Graphviz's dot (go-graphviz), with the
+// number of executions in each status.
 package admin
