@@ -320,6 +320,7 @@ func TestABoltFileAControllerHoldsIsUnavailable(t *testing.T) {
 		require.Equal(t, 3, r.code, r.stderr)
 		require.Contains(t, r.stderr, "locked by another process")
 		require.Contains(t, r.stderr, "nobody can open it, even to read")
+		require.Contains(t, r.stderr, "admin handler (--http URL", "the way in, as docs/operating.md says")
 	}
 	require.NoError(t, db.Close())
 	r := execfsm(t, "--bolt", filepath.Join(t.TempDir(), "missing.db"), "list")

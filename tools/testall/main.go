@@ -618,7 +618,7 @@ const cliPath = "/cmd/execfsm"
 // stores and its bridges, not the examples, the suites or these tools.
 func public(path string) bool {
 	switch strings.TrimPrefix(path, repoPrefix) {
-	case "", "/boltstore", "/etcdstore", "/kube", "/looplabfsm", "/prom":
+	case "", "/admin", "/boltstore", "/etcdstore", "/kube", "/looplabfsm", "/prom":
 		return true
 	}
 	return false
