@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/goccy/go-graphviz"
@@ -29,6 +30,7 @@ import (
 // page.
 var roleColour = map[string]string{
 	"notstarted": "#64748b", "running": "#2563eb", "relocating": "#d97706", "stopping": "#ea580c",
+	"parked": "#0891b2", "finishing": "#0d9488",
 	"completed": "#16a34a", "failed": "#dc2626", "ended": "#475569", "foreign": "#7c3aed",
 }
 
@@ -283,10 +285,14 @@ func roleClass(d schema.Document, status string) string {
 		return "failed"
 	case slices.Contains(d.Table.Terminal, status):
 		return "ended"
-	case status == r.Relocating && status != "":
+	case hasPath(r.Relocating, status):
 		return "relocating"
-	case status == r.Stopping && status != "":
+	case hasPath(r.Stopping, status):
 		return "stopping"
+	case hasPath(r.Finishing, status):
+		return "finishing"
+	case slices.Contains(r.Parked, status):
+		return "parked"
 	case slices.Contains(r.Running, status):
 		return "running"
 	case slices.Contains(d.Table.States, status):
@@ -296,4 +302,9 @@ func roleClass(d schema.Document, status string) string {
 		return "ended" // of an earlier version only: nothing writes it now
 	}
 	return "foreign"
+}
+
+// hasPath reports whether one of paths is status's.
+func hasPath(paths []recovery.EndDescription, status string) bool {
+	return slices.ContainsFunc(paths, func(e recovery.EndDescription) bool { return e.State == status })
 }

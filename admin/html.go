@@ -537,8 +537,10 @@ func (h *Handler) pageDiagram(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var legend []statusCount
-	for _, c := range []string{"notstarted", "running", "relocating", "stopping", "completed", "failed", "ended"} {
-		legend = append(legend, statusCount{Class: c, Name: legendName[c]})
+	for _, c := range []string{"notstarted", "running", "relocating", "stopping", "parked", "finishing", "completed", "failed", "ended"} {
+		if used(*b.Table, c) {
+			legend = append(legend, statusCount{Class: c, Name: legendName[c]})
+		}
 	}
 	svg, err := h.diagrams.svg(ctx, *b.Table, p.Counts)
 	if err != nil {
@@ -555,5 +557,10 @@ func (h *Handler) pageDiagram(w http.ResponseWriter, r *http.Request) {
 
 var legendName = map[string]string{
 	"notstarted": "not started", "running": "running", "relocating": "relocating", "stopping": "stopping",
-	"completed": "completed", "failed": "failed", "ended": "other end",
+	"parked": "parked", "finishing": "finishing", "completed": "completed", "failed": "failed", "ended": "other end",
+}
+
+// used reports whether a state of d's table has the class.
+func used(d schema.Document, class string) bool {
+	return slices.ContainsFunc(d.Table.States, func(s string) bool { return roleClass(d, s) == class })
 }

@@ -46,7 +46,7 @@ func tables(version int) (*recovery.Roles[string], error) {
 		}
 		table.States = slices.DeleteFunc(slices.Clone(table.States), func(s string) bool { return s == "relocating" })
 		table.Edges, table.Returns, table.Guarded = without(table.Edges), without(table.Returns), without(table.Guarded)
-		roles.Relocating, roles.Restart = "", ""
+		roles.Relocating = nil
 		roles.Deadlines = slices.DeleteFunc(slices.Clone(roles.Deadlines), func(d recovery.DeadlineDescription) bool { return d.State == "relocating" })
 	}
 	t, err := transition.Rebuild(table)

@@ -19,13 +19,14 @@ import (
 // transition.Persisted); a controller's is refused. Reading the record
 // afresh, Abandon writes:
 //
-//   - the stop's end (the roles' stopped state) for an execution that
-//     was stopping: the stop is what ended it;
+//   - the drain's end for an execution that was stopping (the stop is
+//     what ended it), and the end a finishing execution had earned;
 //   - the roles' Failed state, with why (also as MetaFailure), for any
 //     other one that has not ended;
 //   - nothing for one that has ended (EndKeep), nor for one that has not
 //     started, in a state the table does not let fail (EndLeave: it is
-//     the master's to place again, as Teraslice's pending).
+//     the master's to place again, as Teraslice's pending), nor for a
+//     parked one (EndLeave: nothing runs it).
 //
 // A live controller still holding the execution is never overruled: the
 // error matches storage.ErrHeld, and nothing is written. Nor is a record
@@ -57,8 +58,12 @@ func (d *Decider[S]) Abandon(ctx context.Context, exec *transition.Persisted[S],
 		}
 		end = End[S]{Kind: EndKeep, From: cur, To: cur}
 		role, _ := roles.Role(cur)
-		if role == RoleTerminal {
+		switch role {
+		case RoleTerminal:
 			end.Reason = fmt.Sprintf("already ended in %s", rec.Status)
+			return transition.To(cur), nil
+		case RoleParked:
+			end.Kind, end.Reason = EndLeave, fmt.Sprintf("%s is parked: nothing runs it, and it waits for a resume", rec.Status)
 			return transition.To(cur), nil
 		}
 		if claim, held, err := exec.Store().Held(ctx, rec.ID); err != nil {
@@ -67,8 +72,12 @@ func (d *Decider[S]) Abandon(ctx context.Context, exec *transition.Persisted[S],
 			return transition.Update[S]{}, &storage.HeldError{ID: rec.ID, Holder: claim.Owner, Status: rec.Status}
 		}
 		end.Kind = EndWrite
-		if role == RoleStopping {
-			end.To, end.Reason = roles.stopped, fmt.Sprintf("stopped: %s", why)
+		if role == RoleStopping || role == RoleFinishing {
+			// The drain's end, or the end the finished work earned:
+			// what the controller would have written.
+			end.To, _ = roles.End(cur)
+			to, _ := roles.table.Name(end.To)
+			end.Reason = fmt.Sprintf("%s: %s", to, why)
 			return transition.To(end.To).Because(end.Reason), nil
 		}
 		if !roles.table.Allowed(cur, roles.failed) {

@@ -16,19 +16,28 @@ import (
 type RolesDescription struct {
 	NotStarted []string `json:"not_started,omitempty"`
 	Running    []string `json:"running"`
-	// Relocating and Restart are RolesBuilder.Relocating's, empty for a
-	// table without a relocating state.
-	Relocating string `json:"relocating,omitempty"`
-	Restart    string `json:"restart,omitempty"`
-	// Stopping and Stopped are RolesBuilder.Stopping's, empty for a table
-	// without a stopping state.
-	Stopping string `json:"stopping,omitempty"`
-	Stopped  string `json:"stopped,omitempty"`
-	Failed   string `json:"failed"`
+	Parked     []string `json:"parked,omitempty"`
+	// Relocating are RolesBuilder.Relocating's: each relocating state,
+	// then where a relocation that does not say what it left goes.
+	Relocating []EndDescription `json:"relocating,omitempty"`
+	// Stopping are RolesBuilder.Stopping's: each drain, then its end;
+	// the first is the stop an outside authority asks for.
+	Stopping []EndDescription `json:"stopping,omitempty"`
+	// Finishing are RolesBuilder.Finishing's: each state, then its end.
+	Finishing []EndDescription `json:"finishing,omitempty"`
+	Failed    string           `json:"failed"`
 	// Completed and Terminated are RolesBuilder.Ends', empty without.
 	Completed  string                `json:"completed,omitempty"`
 	Terminated string                `json:"terminated,omitempty"`
 	Deadlines  []DeadlineDescription `json:"deadlines,omitempty"`
+}
+
+// EndDescription is a state of a role that leads somewhere, and where: a
+// relocation and its restart, a drain and its end, a finishing state and
+// its end.
+type EndDescription struct {
+	State string `json:"state"`
+	Then  string `json:"then"`
 }
 
 // DeadlineDescription is one deadline a table's roles give a state.
@@ -40,7 +49,7 @@ type DeadlineDescription struct {
 }
 
 // Describe returns the roles as data (see [RolesDescription]), the states
-// in their table's order.
+// in their table's order, the paths in the order given.
 func (r *Roles[S]) Describe() RolesDescription {
 	name := func(s S) string { n, _ := r.table.Name(s); return n }
 	d := RolesDescription{Failed: name(r.failed)}
@@ -50,16 +59,20 @@ func (r *Roles[S]) Describe() RolesDescription {
 			d.NotStarted = append(d.NotStarted, name(s))
 		case RoleRunning:
 			d.Running = append(d.Running, name(s))
+		case RoleParked:
+			d.Parked = append(d.Parked, name(s))
+		case RoleFinishing:
+			d.Finishing = append(d.Finishing, EndDescription{State: name(s), Then: name(r.finishing[s])})
 		}
 		if dl, ok := r.deadlines[s]; ok {
 			d.Deadlines = append(d.Deadlines, DeadlineDescription{State: name(s), After: dl.After.String(), Then: name(dl.Then)})
 		}
 	}
-	if r.hasRelocate {
-		d.Relocating, d.Restart = name(r.relocating), name(r.restart)
+	for _, s := range r.relocating {
+		d.Relocating = append(d.Relocating, EndDescription{State: name(s), Then: name(r.relocations[s])})
 	}
-	if r.hasStopping {
-		d.Stopping, d.Stopped = name(r.stopping), name(r.stopped)
+	for _, s := range r.stopping {
+		d.Stopping = append(d.Stopping, EndDescription{State: name(s), Then: name(r.stops[s])})
 	}
 	if r.hasEnds {
 		d.Completed, d.Terminated = name(r.completed), name(r.terminated)
@@ -80,12 +93,15 @@ func RebuildRoles(table *transition.Table[string], d RolesDescription) (*Roles[s
 	if table == nil {
 		return nil, fmt.Errorf("recovery: %w: no table", ErrInvalidRolesDescription)
 	}
-	b := DefineRoles(table).NotStarted(d.NotStarted...).Running(d.Running...).Failed(d.Failed)
-	if d.Relocating != "" || d.Restart != "" {
-		b.Relocating(d.Relocating, d.Restart)
+	b := DefineRoles(table).NotStarted(d.NotStarted...).Running(d.Running...).Parked(d.Parked...).Failed(d.Failed)
+	for _, e := range d.Relocating {
+		b.Relocating(e.State, e.Then)
 	}
-	if d.Stopping != "" || d.Stopped != "" {
-		b.Stopping(d.Stopping, d.Stopped)
+	for _, e := range d.Stopping {
+		b.Stopping(e.State, e.Then)
+	}
+	for _, e := range d.Finishing {
+		b.Finishing(e.State, e.Then)
 	}
 	if d.Completed != "" || d.Terminated != "" {
 		b.Ends(d.Completed, d.Terminated)

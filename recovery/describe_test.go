@@ -18,7 +18,8 @@ func TestRolesRebuiltFromTheirDescriptionDecideTheSame(t *testing.T) {
 	table, err := transition.Rebuild(teraslice.Lifecycle().Describe())
 	require.NoError(t, err)
 	d := teraslice.Roles().Describe()
-	require.Equal(t, "relocating", d.Relocating)
+	require.Equal(t, []recovery.EndDescription{{State: "relocating", Then: "initializing"}}, d.Relocating)
+	require.Equal(t, []recovery.EndDescription{{State: "stopping", Then: "stopped"}}, d.Stopping)
 	require.Equal(t, "failed", d.Failed)
 	roles, err := recovery.RebuildRoles(table, d)
 	require.NoError(t, err)
@@ -77,7 +78,7 @@ func TestARolesDescriptionThatDoesNotFitIsRefused(t *testing.T) {
 		"unknown failed":     func(d *recovery.RolesDescription) { d.Failed = "gone" },
 		"state without role": func(d *recovery.RolesDescription) { d.Running = d.Running[1:] },
 		"bad duration":       func(d *recovery.RolesDescription) { d.Deadlines[0].After = "soon" },
-		"half a relocation":  func(d *recovery.RolesDescription) { d.Restart = "" },
+		"half a relocation":  func(d *recovery.RolesDescription) { d.Relocating = []recovery.EndDescription{{State: "relocating"}} },
 	} {
 		d := good
 		d.Running = append([]string(nil), good.Running...)

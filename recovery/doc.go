@@ -7,10 +7,13 @@
 // # Roles
 //
 // The decisions work for any table whose states are given [Roles]: which
-// states are not started, which run, the return state a relocation writes
-// (it remembers the state it left), the stopping state, and what a
-// failure and a finished stop write; the table's terminal states are
-// terminal. Roles are checked against the table when they are built
+// states are not started, which run, which are parked (a suspended job:
+// nothing starts it but an outside authority's resume), the return
+// states a relocation writes (each remembers the state it left), the
+// drains (several, each with its own end: Volcano's Aborting, Terminating
+// and Completing), the finishing states (the work is over, its end not
+// yet written), and what a failure writes; the table's terminal states
+// are terminal. Roles are checked against the table when they are built
 // ([DefineRoles]): a state without a role, a running state that cannot
 // fail or relocate, a relocating state without return edges is an error
 // then, not a wrong decision later. teraslice.Roles() are the execution

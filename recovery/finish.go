@@ -98,19 +98,21 @@ type End[S comparable] struct {
 //     as [Terminate] does; From and To are then the zero state.
 //   - A terminal state: Keep (only the metadata is written; Teraslice
 //     would write completed over stopped, this never changes an ended
-//     execution).
+//     execution). A parked state: Keep (it waits to be resumed).
+//   - A finishing state: the end the roles name for it, whatever the
+//     ending says (the work had ended already).
 //   - ending.Err: the Failed state, with the error as the reason.
 //   - Finished with failures: Failed, saying how many.
 //   - Finished: the Ends' completed state, from stopping too (the work
 //     finished before the stop did).
-//   - Shut down before finishing: the stop's end while stopping (the
+//   - Shut down before finishing: the drain's end while stopping (the
 //     stop asked for it), the Ends' terminated state otherwise.
 //
 // A move the table does not allow (work that reports having finished
 // while its record is still initializing) is an error matching
-// [transition.ErrNotAllowed]; nil roles or roles without Ends
-// ([ErrInvalidRoles]) and an invalid ending ([ErrInvalidEnding]) are
-// errors too.
+// [transition.ErrNotAllowed]; nil roles, roles without Ends where the end
+// is completed or terminated ([ErrInvalidRoles]) and an invalid ending
+// ([ErrInvalidEnding]) are errors too.
 func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, ending Ending) (End[S], error) {
 	if err := checkFinish(roles, ending); err != nil {
 		return End[S]{}, err
@@ -133,15 +135,29 @@ func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Cla
 	case role == RoleTerminal:
 		end.Kind, end.Reason = EndKeep, fmt.Sprintf("execution has already ended in %s status", rec.Status)
 		return end, nil
+	case role == RoleParked:
+		end.Kind, end.Reason = EndKeep, fmt.Sprintf("execution is parked in %s status: it waits to be resumed", rec.Status)
+		return end, nil
+	case role == RoleFinishing:
+		end.To, _ = roles.End(cur)
+		end.Reason = fmt.Sprintf("the work was over in %s status", rec.Status)
+		return end, nil
 	case ending.Err != nil:
 		end.To, end.Reason = roles.failed, reasonOf(ending.Err)
 	case ending.Finished && ending.Failures > 0:
 		end.To, end.Reason = roles.failed, fmt.Sprintf("the work finished with %d failures", ending.Failures)
 	case ending.Finished:
+		if !roles.hasEnds {
+			return End[S]{}, errNoEnds
+		}
 		end.To, end.Reason = roles.completed, "the work finished"
 	case role == RoleStopping:
-		end.To, end.Reason = roles.stopped, "stopped on request"
+		end.To, _ = roles.End(cur)
+		end.Reason = "stopped on request"
 	default:
+		if !roles.hasEnds {
+			return End[S]{}, errNoEnds
+		}
 		end.To, end.Reason = roles.terminated, "shut down before the work could finish"
 	}
 	if !t.Allowed(cur, end.To) {
@@ -152,13 +168,15 @@ func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Cla
 	return end, nil
 }
 
+// errNoEnds is Finish's error for work that ended in a running or
+// not-started state of roles without Ends: nothing says what it writes.
+var errNoEnds = fmt.Errorf("recovery: %w: Finish of work in a running state needs roles with Ends (what finished and shut-down work write)", ErrInvalidRoles)
+
 // checkFinish refuses roles and an ending no end can be decided with.
 func checkFinish[S comparable](roles *Roles[S], ending Ending) error {
 	switch {
 	case roles == nil:
 		return fmt.Errorf("recovery: %w: nil roles (teraslice.Roles() for the execution lifecycle)", ErrInvalidRoles)
-	case !roles.hasEnds:
-		return fmt.Errorf("recovery: %w: Finish needs roles with Ends (what finished and shut-down work write)", ErrInvalidRoles)
 	case ending.Failures < 0:
 		return fmt.Errorf("recovery: %w: Failures %d is negative", ErrInvalidEnding, ending.Failures)
 	}

@@ -129,7 +129,7 @@ func TestRolesEndsAreCheckedAgainstTheTable(t *testing.T) {
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
 	require.Contains(t, err.Error(), `running "running" cannot move to Ends' completed "rejected"`)
 	require.Contains(t, err.Error(), `Stopping "stopping" cannot move to Ends' completed "rejected"`)
-	require.Contains(t, err.Error(), `Ends' terminated "running" must be a terminal or a not-started state`)
+	require.Contains(t, err.Error(), `Ends' terminated "running" must be a terminal, not-started or parked state`)
 }
 
 func TestDeciderFinishWritesTheEndWithTheStatisticsAndLetsGo(t *testing.T) {

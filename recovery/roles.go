@@ -24,16 +24,31 @@ const (
 	// controller died unasked (an unexpected restart); on SIGTERM a
 	// restartable controller relocates.
 	RoleRunning
-	// RoleRelocating: the return state a relocating controller writes;
-	// it remembers the running state it left, and the controller that
-	// takes over returns there.
+	// RoleRelocating: a return state a relocating controller writes; it
+	// remembers the running state it left, and the controller that
+	// takes over returns there. A table may have several, each
+	// returning to its own running states.
 	RoleRelocating
-	// RoleStopping: a stop was asked for. Startup finishes it; SIGTERM
-	// shuts down.
+	// RoleStopping: a drain: a stop was asked for (or a restart, an
+	// abort), and the drain ends in the state its roles name. Startup
+	// continues the drain; SIGTERM shuts down. A table may have several
+	// (Volcano's Aborting, Terminating and Completing, each with its
+	// end).
 	RoleStopping
 	// RoleTerminal: the execution is over (the table's terminal states).
 	// Startup refuses it.
 	RoleTerminal
+	// RoleParked: nothing runs and nothing should until an outside
+	// authority moves the execution on (a suspended job waiting for a
+	// user's resume: Volcano's Aborted). Startup starts nothing
+	// (DecisionWait), SIGTERM shuts down, and no deadline ends it unless
+	// the roles give one.
+	RoleParked
+	// RoleFinishing: the work is over and its end not yet written (a
+	// succeeding or failing step before completed or failed). Startup
+	// writes the end the roles name for it, never runs the work again;
+	// Finish writes it too.
+	RoleFinishing
 )
 
 func (r Role) String() string {
@@ -48,6 +63,10 @@ func (r Role) String() string {
 		return "stopping"
 	case RoleTerminal:
 		return "terminal"
+	case RoleParked:
+		return "parked"
+	case RoleFinishing:
+		return "finishing"
 	}
 	return fmt.Sprintf("Role(%d)", uint8(r))
 }
@@ -57,41 +76,52 @@ func (r Role) String() string {
 var ErrInvalidRoles = errors.New("invalid roles")
 
 // Roles say what each state of a table means to the decisions ([Startup],
-// [Terminate], [Deadlines], [Reaper]), so that they work for any table:
-// Teraslice's execution lifecycle (package state has its roles) as much
-// as a simulator's idle, starting, running, paused, stopping and error.
-// Build them with [DefineRoles]; they are checked against the table then,
-// never later. A Roles is immutable and safe to share.
+// [Terminate], [Finish], [Deadlines], [Reaper]), so that they work for
+// any table: Teraslice's execution lifecycle (package teraslice has its
+// roles) as much as a simulator's idle, starting, running, paused,
+// stopping and error, or a batch scheduler's several drains. Build them
+// with [DefineRoles]; they are checked against the table then, never
+// later. A Roles is immutable and safe to share.
 type Roles[S comparable] struct {
-	table       *transition.Table[S]
-	role        map[S]Role
-	relocating  S
-	restart     S // where a relocation that does not say what it left goes
-	stopping    S
-	stopped     S // what a finished (or overdue) stop writes
-	failed      S // what a failure writes
-	completed   S // what work that finished well writes
-	terminated  S // what work shut down before it finished writes
-	hasRelocate bool
-	hasStopping bool
-	hasEnds     bool
-	deadlines   Deadlines[S] // given with RolesBuilder.Deadline
+	table *transition.Table[S]
+	role  map[S]Role
+	// relocations map each relocating state to where a relocation that
+	// does not say what it left goes; relocatingFor maps each running
+	// state to the relocating state that returns to it.
+	relocations  map[S]S
+	relocatingOf map[S]S
+	relocating   []S // in the order given
+	stops        map[S]S
+	stopping     []S // in the order given: the first is what an outside stop writes
+	finishing    map[S]S
+	failed       S // what a failure writes
+	completed    S // what work that finished well writes
+	terminated   S // what work shut down before it finished writes
+	hasEnds      bool
+	deadlines    Deadlines[S] // given with RolesBuilder.Deadline
 }
 
 // RolesBuilder collects the roles of a table's states; see [DefineRoles].
 type RolesBuilder[S comparable] struct {
-	table   *transition.Table[S]
-	given   []roleGiven[S]
-	twice   []string
-	r       Roles[S]
-	hasFail bool
-	running []S
+	table       *transition.Table[S]
+	given       []roleGiven[S]
+	twice       []string
+	r           Roles[S]
+	hasFail     bool
+	running     []S
+	relocations []pair[S]
+	stops       []pair[S]
+	finishing   []pair[S]
 }
 
 type roleGiven[S comparable] struct {
 	state S
 	role  Role
 }
+
+// pair is a state and the state it leads to: a relocation and its
+// restart, a drain and its end, a finishing state and its end.
+type pair[S comparable] struct{ state, to S }
 
 // DefineRoles starts the roles of table's states (see the example). The
 // table's terminal states have [RoleTerminal]; every other state must
@@ -127,37 +157,53 @@ func (b *RolesBuilder[S]) Running(states ...S) *RolesBuilder[S] {
 	return b
 }
 
-// Relocating gives relocating [RoleRelocating]: a return state (see
-// [transition.Builder.Return]) every running state can move to and come
-// back from. A relocated record that does not say which state it left
-// resumes in restart, a not-started state relocating can move to. A table
-// without a relocating state leaves this out; its controllers then shut
-// down on every SIGTERM.
-func (b *RolesBuilder[S]) Relocating(relocating, restart S) *RolesBuilder[S] {
-	if b.once("Relocating", b.r.hasRelocate) {
-		b.give(RoleRelocating, relocating)
-		b.r.relocating, b.r.restart, b.r.hasRelocate = relocating, restart, true
-	}
+// Parked gives states [RoleParked]: not running, not over, waiting for an
+// outside authority to move them on (a suspended job's resume).
+func (b *RolesBuilder[S]) Parked(states ...S) *RolesBuilder[S] {
+	b.give(RoleParked, states...)
 	return b
 }
 
-// Stopping gives stopping [RoleStopping]: the state a stop request
-// writes. stopped is what a controller writes when the stop is over, or
-// a deadline when it takes too long: a terminal or a not-started state
-// that stopping can move to. A table without a stopping state leaves
-// this out.
-func (b *RolesBuilder[S]) Stopping(stopping, stopped S) *RolesBuilder[S] {
-	if b.once("Stopping", b.r.hasStopping) {
-		b.give(RoleStopping, stopping)
-		b.r.stopping, b.r.stopped, b.r.hasStopping = stopping, stopped, true
-	}
+// Relocating gives relocating [RoleRelocating]: a return state (see
+// [transition.Builder.Return]) running states move to and come back from.
+// A relocated record that does not say which state it left resumes in
+// restart, a not-started state relocating can move to. A table may have
+// several relocating states, each returning to its own running states;
+// every running state that can move to one must be returned to by it,
+// and no running state by two. A table without a relocating state leaves
+// this out; its controllers then shut down on every SIGTERM.
+func (b *RolesBuilder[S]) Relocating(relocating, restart S) *RolesBuilder[S] {
+	b.give(RoleRelocating, relocating)
+	b.relocations = append(b.relocations, pair[S]{relocating, restart})
+	return b
+}
+
+// Stopping gives stopping [RoleStopping]: a drain, and end, what a
+// controller writes when the drain is over (or a deadline when it takes
+// too long): a terminal, not-started or parked state stopping can move
+// to. A table may have several drains, each with its end; the first given
+// is the stop an outside authority asks for (an operator's stop, the
+// admin handler's). A table without a stopping state leaves this out.
+func (b *RolesBuilder[S]) Stopping(stopping, end S) *RolesBuilder[S] {
+	b.give(RoleStopping, stopping)
+	b.stops = append(b.stops, pair[S]{stopping, end})
+	return b
+}
+
+// Finishing gives finishing [RoleFinishing]: the work is over and end,
+// what is written next, not yet written: a terminal, not-started or
+// parked state finishing can move to. A restarted controller writes end
+// and never runs the work again.
+func (b *RolesBuilder[S]) Finishing(finishing, end S) *RolesBuilder[S] {
+	b.give(RoleFinishing, finishing)
+	b.finishing = append(b.finishing, pair[S]{finishing, end})
 	return b
 }
 
 // Ends names what the end of the work writes ([Finish]): completed when
 // it ran to its end without failures, terminated when the controller was
 // shut down before it did. Both must be terminal or not-started states
-// every running state can move to, and completed one the stopping state
+// every running state can move to, and completed one every stopping state
 // can move to too (the work may finish before a stop does). A table
 // whose controllers never finish work (a simulator runs until stopped)
 // leaves this out; Finish then refuses with [ErrInvalidRoles].
@@ -170,7 +216,7 @@ func (b *RolesBuilder[S]) Ends(completed, terminated S) *RolesBuilder[S] {
 
 // Deadline gives state s a default deadline: it must not last longer
 // than after, and then moves to then (a terminal state, or the Failed or
-// stopped state), as [Deadline] says. It is part of
+// a stop's end), as [Deadline] says. It is part of
 // [Roles.DefaultDeadlines], checked with the roles when they are built.
 // A status nobody retries when its owner dies belongs here (Teraslice
 // re-queues only pending executions after a cluster master restart:
@@ -206,8 +252,9 @@ func (b *RolesBuilder[S]) Build() (*Roles[S], error) {
 	c.r.table = c.t
 	c.assign()
 	c.failed()
-	c.relocation()
-	c.stopping()
+	c.relocations()
+	c.paths("Stopping", b.stops, &c.r.stops, &c.r.stopping)
+	c.paths("Finishing", b.finishing, &c.r.finishing, nil)
 	c.ends()
 	if len(c.problems) == 0 && len(c.r.deadlines) > 0 {
 		if problem := c.r.deadlines.problem(&c.r); problem != "" {
@@ -236,11 +283,11 @@ func (c *rolesCheck[S]) add(format string, args ...any) {
 
 func (c *rolesCheck[S]) name(s S) string { n, _ := c.t.Name(s); return fmt.Sprintf("%q", n) }
 
-// ending says whether s may end an execution: a terminal or a
-// not-started state.
+// ending says whether s may end an execution, or a drain: a terminal, a
+// not-started or a parked state.
 func (c *rolesCheck[S]) ending(s S) bool {
 	role := c.r.role[s]
-	return role == RoleTerminal || role == RoleNotStarted
+	return role == RoleTerminal || role == RoleNotStarted || role == RoleParked
 }
 
 // assign gives every state its role: terminal ones from the table, the
@@ -260,6 +307,8 @@ func (c *rolesCheck[S]) assign() {
 			c.add("%s is terminal in the table; it cannot be %s", c.name(g.state), g.role)
 		case ok && prev != g.role:
 			c.add("%s is given two roles: %s and %s", c.name(g.state), prev, g.role)
+		case ok:
+			c.add("%s is given the %s role twice", c.name(g.state), g.role)
 		default:
 			c.r.role[g.state] = g.role
 		}
@@ -280,7 +329,7 @@ func (c *rolesCheck[S]) failed() {
 	switch r := &c.r; {
 	case !c.b.hasFail:
 		c.add("no Failed state")
-	case !c.t.Has(r.failed) || !c.ending(r.failed):
+	case !c.t.Has(r.failed) || (r.role[r.failed] != RoleTerminal && r.role[r.failed] != RoleNotStarted):
 		c.add("Failed %s must be a terminal or a not-started state of the table", c.name(r.failed))
 	default:
 		c.eachRunning(func(s S) {
@@ -291,44 +340,78 @@ func (c *rolesCheck[S]) failed() {
 	}
 }
 
-// relocation checks that every running state can be relocated and
-// returned to, that a relocation without a previous state can restart,
-// and that a relocation can fail at its deadline.
-func (c *rolesCheck[S]) relocation() {
+// relocations checks that every running state that can be relocated is
+// returned to by exactly one relocating state, that a relocation
+// without a previous state can restart, and that a relocation can fail
+// at its deadline.
+func (c *rolesCheck[S]) relocations() {
 	r := &c.r
-	if !r.hasRelocate || !c.t.Has(r.relocating) {
-		return
+	r.relocations, r.relocatingOf = map[S]S{}, map[S]S{}
+	for _, p := range c.b.relocations {
+		if !c.t.Has(p.state) || r.role[p.state] != RoleRelocating {
+			continue // assign said why
+		}
+		if _, twice := r.relocations[p.state]; twice {
+			continue
+		}
+		r.relocations[p.state] = p.to
+		r.relocating = append(r.relocating, p.state)
+		returns := 0
+		c.eachRunning(func(s S) {
+			if !c.t.IsReturn(p.state, s) {
+				return
+			}
+			returns++
+			if other, ok := r.relocatingOf[s]; ok {
+				c.add("running %s is returned to by two relocating states, %s and %s", c.name(s), c.name(other), c.name(p.state))
+				return
+			}
+			r.relocatingOf[s] = p.state
+		})
+		if returns == 0 {
+			c.add("Relocating %s has no return edge back to a running state", c.name(p.state))
+		}
+		if !c.t.Has(p.to) || r.role[p.to] != RoleNotStarted || !c.t.Allowed(p.state, p.to) {
+			c.add("a relocation's restart %s must be a not-started state Relocating %s can move to", c.name(p.to), c.name(p.state))
+		}
+		if c.b.hasFail && c.t.Has(r.failed) && !c.t.Allowed(p.state, r.failed) {
+			c.add("Relocating %s cannot move to Failed %s (its deadline could not be enforced)", c.name(p.state), c.name(r.failed))
+		}
 	}
 	c.eachRunning(func(s S) {
-		if !c.t.Allowed(s, r.relocating) {
-			c.add("running %s cannot move to Relocating %s", c.name(s), c.name(r.relocating))
-		}
-		if !c.t.IsReturn(r.relocating, s) {
-			c.add("Relocating %s has no return edge back to running %s", c.name(r.relocating), c.name(s))
+		for _, rel := range r.relocating {
+			if c.t.Allowed(s, rel) && !c.t.IsReturn(rel, s) {
+				c.add("running %s can move to Relocating %s, which has no return edge back to it", c.name(s), c.name(rel))
+			}
 		}
 	})
-	if !c.t.Has(r.restart) || r.role[r.restart] != RoleNotStarted || !c.t.Allowed(r.relocating, r.restart) {
-		c.add("a relocation's restart %s must be a not-started state Relocating %s can move to", c.name(r.restart), c.name(r.relocating))
-	}
-	if c.b.hasFail && c.t.Has(r.failed) && !c.t.Allowed(r.relocating, r.failed) {
-		c.add("Relocating %s cannot move to Failed %s (its deadline could not be enforced)", c.name(r.relocating), c.name(r.failed))
-	}
 }
 
-// stopping checks that a stop can reach its end.
-func (c *rolesCheck[S]) stopping() {
-	r := &c.r
-	if !r.hasStopping || !c.t.Has(r.stopping) {
-		return
-	}
-	if !c.t.Has(r.stopped) || !c.ending(r.stopped) || !c.t.Allowed(r.stopping, r.stopped) {
-		c.add("Stopping's end %s must be a terminal or a not-started state Stopping %s can move to", c.name(r.stopped), c.name(r.stopping))
+// paths checks drains or finishing states: each must lead to its end, a
+// terminal, not-started or parked state it can move to; into and order
+// receive them.
+func (c *rolesCheck[S]) paths(what string, given []pair[S], into *map[S]S, order *[]S) {
+	*into = map[S]S{}
+	for _, p := range given {
+		if !c.t.Has(p.state) {
+			continue // assign said why
+		}
+		if _, twice := (*into)[p.state]; twice {
+			continue
+		}
+		(*into)[p.state] = p.to
+		if order != nil {
+			*order = append(*order, p.state)
+		}
+		if !c.t.Has(p.to) || !c.ending(p.to) || !c.t.Allowed(p.state, p.to) {
+			c.add("%s's end %s must be a terminal, not-started or parked state %s %s can move to", what, c.name(p.to), what, c.name(p.state))
+		}
 	}
 }
 
 // ends checks that work that finishes, or is shut down, can be written
 // from every running state, and that work finishing before its stop can
-// be written from Stopping.
+// be written from every stopping state.
 func (c *rolesCheck[S]) ends() {
 	r := &c.r
 	if !r.hasEnds {
@@ -339,7 +422,7 @@ func (c *rolesCheck[S]) ends() {
 		s    S
 	}{{"Ends' completed", r.completed}, {"Ends' terminated", r.terminated}} {
 		if !c.t.Has(end.s) || !c.ending(end.s) {
-			c.add("%s %s must be a terminal or a not-started state of the table", end.what, c.name(end.s))
+			c.add("%s %s must be a terminal, not-started or parked state of the table", end.what, c.name(end.s))
 			continue
 		}
 		c.eachRunning(func(s S) {
@@ -348,8 +431,13 @@ func (c *rolesCheck[S]) ends() {
 			}
 		})
 	}
-	if r.hasStopping && c.t.Has(r.stopping) && c.t.Has(r.completed) && !c.t.Allowed(r.stopping, r.completed) {
-		c.add("Stopping %s cannot move to Ends' completed %s (work that finishes before its stop)", c.name(r.stopping), c.name(r.completed))
+	if !c.t.Has(r.completed) {
+		return
+	}
+	for _, s := range r.stopping {
+		if !c.t.Allowed(s, r.completed) && r.stops[s] != r.completed {
+			c.add("Stopping %s cannot move to Ends' completed %s (work that finishes before its stop)", c.name(s), c.name(r.completed))
+		}
 	}
 }
 
@@ -375,14 +463,45 @@ func (r *Roles[S]) Role(s S) (Role, bool) {
 // Failed returns the state a failure writes.
 func (r *Roles[S]) Failed() S { return r.failed }
 
-// Relocating returns the relocating state, and false if the table has
-// none.
-func (r *Roles[S]) Relocating() (S, bool) { return r.relocating, r.hasRelocate }
+// Relocating returns the relocating state (the first given, when there
+// are several), and false if the table has none.
+func (r *Roles[S]) Relocating() (S, bool) {
+	if len(r.relocating) == 0 {
+		var zero S
+		return zero, false
+	}
+	return r.relocating[0], true
+}
 
-// Stopping returns the stopping state and what a finished stop writes,
-// and false if the table has no stopping state.
-func (r *Roles[S]) Stopping() (stopping, stopped S, ok bool) {
-	return r.stopping, r.stopped, r.hasStopping
+// RelocatingFor returns the relocating state that returns to running
+// state s, and false if none does (s cannot be relocated).
+func (r *Roles[S]) RelocatingFor(s S) (S, bool) {
+	rel, ok := r.relocatingOf[s]
+	return rel, ok
+}
+
+// Stopping returns the stop an outside authority asks for (the first
+// drain given) and what it ends in, and false if the table has no
+// stopping state.
+func (r *Roles[S]) Stopping() (stopping, end S, ok bool) {
+	if len(r.stopping) == 0 {
+		return stopping, end, false
+	}
+	return r.stopping[0], r.stops[r.stopping[0]], true
+}
+
+// End returns what a stopping or finishing state leads to (its drain's
+// end, the end its finished work writes), or a relocating state's
+// restart, and false for a state of another role.
+func (r *Roles[S]) End(s S) (S, bool) {
+	if end, ok := r.stops[s]; ok {
+		return end, true
+	}
+	if end, ok := r.finishing[s]; ok {
+		return end, true
+	}
+	end, ok := r.relocations[s]
+	return end, ok
 }
 
 // Ends returns what work that finished well writes and what work shut
@@ -395,19 +514,19 @@ func (r *Roles[S]) Ends() (completed, terminated S, ok bool) {
 // fails the execution (longer than the longest wait Kubernetes' Job
 // controller puts between a failed pod and its replacement, ten minutes,
 // plus a pod's start: a quick run of node drains must not fail a healthy
-// execution); a stop that takes more than five minutes is
-// considered done (Teraslice's cluster master reaps stuck stopping
+// execution); a drain that takes more than five minutes is considered
+// done, in its end (Teraslice's cluster master reaps stuck stopping
 // executions after its shutdown timeout the same way). A table without a
 // relocating or a stopping state has no deadline for it. Deadlines given
 // with [RolesBuilder.Deadline] come on top, and win.
 // It returns a new map each time: the caller may change it.
 func (r *Roles[S]) DefaultDeadlines() Deadlines[S] {
 	d := Deadlines[S]{}
-	if r.hasRelocate {
-		d[r.relocating] = Deadline[S]{After: RelocatingDeadline, Then: r.failed}
+	for _, rel := range r.relocating {
+		d[rel] = Deadline[S]{After: RelocatingDeadline, Then: r.failed}
 	}
-	if r.hasStopping {
-		d[r.stopping] = Deadline[S]{After: 5 * time.Minute, Then: r.stopped}
+	for _, s := range r.stopping {
+		d[s] = Deadline[S]{After: 5 * time.Minute, Then: r.stops[s]}
 	}
 	maps.Copy(d, r.deadlines)
 	return d
@@ -417,11 +536,18 @@ func (r *Roles[S]) DefaultDeadlines() Deadlines[S] {
 // to take over before the default deadline fails the execution.
 const RelocatingDeadline = 15 * time.Minute
 
-// ends reports whether s is what a failure or a finished stop writes.
+// ends reports whether s is what a failure or a finished drain writes.
 func (r *Roles[S]) ends(s S) bool { return s == r.failed || r.stopEnd(s) }
 
-// stopEnd reports whether s is what a finished stop writes.
-func (r *Roles[S]) stopEnd(s S) bool { return r.hasStopping && s == r.stopped }
+// stopEnd reports whether s is what a finished drain writes.
+func (r *Roles[S]) stopEnd(s S) bool {
+	for _, end := range r.stops {
+		if end == s {
+			return true
+		}
+	}
+	return false
+}
 
 // fits reports whether table has the very states the roles were given
 // for, so decisions made with the roles can be written through it (a

@@ -144,11 +144,11 @@ func TestRolesThatDoNotFitTheirTableAreRefusedWithEveryProblem(t *testing.T) {
 		"relocating without return edge": {
 			recovery.DefineRoles(plain).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning).
 				Relocating(SimRelocating, SimIdle).Failed(SimError),
-			`Relocating "relocating" has no return edge back to running "starting"`,
+			`running "starting" can move to Relocating "relocating", which has no return edge back to it`,
 		},
 		"relocating given twice": {
 			full().Failed(SimError).Relocating(SimRelocating, SimRunning),
-			"Relocating is given twice",
+			`"relocating" is given the relocating role twice`,
 		},
 		"bad restart": {
 			recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning, SimPaused).
@@ -158,7 +158,7 @@ func TestRolesThatDoNotFitTheirTableAreRefusedWithEveryProblem(t *testing.T) {
 		"bad stop end": {
 			recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning, SimPaused).
 				Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimRunning).Failed(SimError),
-			`Stopping's end "running" must be a terminal or a not-started state`,
+			`Stopping's end "running" must be a terminal, not-started or parked state`,
 		},
 	} {
 		roles, err := tc.b.Build()

@@ -39,6 +39,14 @@ const (
 	// DecisionRefuse: the execution is over (a terminal state). Write
 	// nothing, do not run; Verdict.Err says why.
 	DecisionRefuse
+	// DecisionWait: the execution is parked (a suspended job): do not run
+	// it. An outside authority moves it on (a user's resume); watch its
+	// record, or let it go and exit 0.
+	DecisionWait
+	// DecisionFinish: the work was over when its controller went away
+	// (a finishing state): To, the end it earned, is written. Do not run
+	// the work again.
+	DecisionFinish
 )
 
 func (d Decision) String() string {
@@ -55,6 +63,10 @@ func (d Decision) String() string {
 		return "fail"
 	case DecisionRefuse:
 		return "refuse"
+	case DecisionWait:
+		return "wait"
+	case DecisionFinish:
+		return "finish"
 	}
 	return fmt.Sprintf("Decision(%d)", uint8(d))
 }
@@ -90,12 +102,14 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 //   - A terminal state: Refuse ("invalid state: terminal", as Teraslice
 //     says), writing nothing.
 //   - A not-started state: Start.
+//   - A parked state: Wait, unless a deadline the roles give it is past.
+//   - A finishing state: Finish, writing the end the roles name for it.
 //   - A state past its deadline ([Policy].Deadlines): what the deadline
 //     says (Stop if that is the stop's end, Fail otherwise).
 //   - Relocating: Resume, back to the running state it was relocated
 //     from (a paused execution comes back paused), or to the roles'
 //     restart state when the record does not say.
-//   - Stopping: Stop, finishing the shutdown.
+//   - Stopping: Stop, finishing the drain (then its end is written).
 //   - A running state: the previous controller died without being asked
 //     (OOM kill, node loss). Resume in that state only if the platform
 //     restarts controllers, the work is restartable and the restart
@@ -148,6 +162,12 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p policy[S
 		v.Decision = DecisionStart
 		v.Reason = fmt.Sprintf("controller started for %s execution", rec.Status)
 		return v, nil
+	case RoleFinishing:
+		v.Decision = DecisionFinish
+		v.To, _ = roles.End(cur)
+		to, _ := t.Name(v.To)
+		v.Reason = fmt.Sprintf("controller restarted in %s: the work was over, so its end, %s, is written", rec.Status, to)
+		return v, nil
 	}
 	if dl, left, ok := deadline(rec, cur, p.Deadlines, p.Now); ok && left <= 0 {
 		u := deadlineUpdate(roles, rec, dl, p.Now)
@@ -159,12 +179,16 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p policy[S
 		return v, nil
 	}
 	switch role {
+	case RoleParked:
+		v.Decision = DecisionWait
+		v.Reason = fmt.Sprintf("controller started for %s execution: parked, it waits to be resumed", rec.Status)
+		return v, nil
 	case RoleRelocating:
 		v.Decision = DecisionResume
 		back, err := t.Parse(rec.Previous)
 		if err != nil || !t.IsReturn(cur, back) {
-			v.To = roles.restart
-			restart, _ := t.Name(roles.restart)
+			v.To, _ = roles.End(cur)
+			restart, _ := t.Name(v.To)
 			v.Reason = fmt.Sprintf("relocated controller took over; the record does not say what it was relocated from, so it goes back to %s", restart)
 			return v, nil
 		}

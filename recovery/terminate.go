@@ -93,12 +93,12 @@ type Action struct {
 //     too; a controller whose table knows its status drives it.
 //   - Stopping: the cluster master asked; Shutdown.
 //   - Relocating already (a second SIGTERM): Relocate again.
-//   - A running state: the platform is moving the controller. If the
-//     table has a relocating state, the platform restarts controllers
-//     and the work is restartable, Relocate; otherwise Shutdown
-//     (Teraslice skips the shutdown even for work that cannot be
-//     restarted, which then dies on restart).
-//   - A not-started or terminal state: Shutdown.
+//   - A running state: the platform is moving the controller. If a
+//     relocating state returns to it, the platform restarts controllers
+//     and the work is restartable, Relocate (to that relocating state);
+//     otherwise Shutdown (Teraslice skips the shutdown even for work
+//     that cannot be restarted, which then dies on restart).
+//   - A not-started, parked, finishing or terminal state: Shutdown.
 func Terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, p Policy) (Action, error) {
 	return terminate(roles, rec, claim, policy[S]{Policy: p})
 }
@@ -117,17 +117,20 @@ func terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 	}
 	shutdown := func(reason string) (Action, error) { return Action{Kind: ActionShutdown, Reason: reason}, nil }
 	role, _ := roles.Role(cur)
+	_, relocatable := roles.RelocatingFor(cur)
 	switch {
 	case role == RoleStopping:
 		return shutdown("SIGTERM while stopping: the cluster master asked to stop")
 	case role == RoleRelocating:
 		return Action{Kind: ActionRelocate, Reason: "SIGTERM while relocating", ExitCode: p.RelocateExitCode}, nil
-	case role == RoleNotStarted:
+	case role == RoleNotStarted, role == RoleParked:
 		return shutdown(fmt.Sprintf("SIGTERM in %s status: nothing is running", rec.Status))
+	case role == RoleFinishing:
+		return shutdown(fmt.Sprintf("SIGTERM in %s status: the work is over, its end is written next", rec.Status))
 	case role == RoleTerminal:
 		return shutdown(fmt.Sprintf("SIGTERM in %s status: the execution is over", rec.Status))
-	case !roles.hasRelocate:
-		return shutdown(fmt.Sprintf("SIGTERM in %s status: the table has no relocating state", rec.Status))
+	case !relocatable:
+		return shutdown(fmt.Sprintf("SIGTERM in %s status: no relocating state of the table returns to it", rec.Status))
 	case !p.Restarts:
 		return shutdown(fmt.Sprintf("SIGTERM in %s status: the platform does not restart controllers", rec.Status))
 	}
@@ -194,8 +197,8 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 			return transition.Update[S]{}, err
 		}
 		final = a
-		if a.Kind == ActionRelocate {
-			return transition.To(roles.relocating).Because(a.Reason), nil
+		if rel, ok := roles.RelocatingFor(cur); ok && a.Kind == ActionRelocate {
+			return transition.To(rel).Because(a.Reason), nil
 		}
 		return transition.To(cur), nil // decided otherwise on the fresh record: write nothing
 	})
@@ -251,10 +254,11 @@ func holdsNothing[S comparable](exec *transition.Persisted[S]) (string, bool) {
 	return "this controller's ownership of the execution has ended", true
 }
 
-// isRelocating reports whether rec is in the roles' relocating state.
+// isRelocating reports whether rec is in a relocating state.
 func isRelocating[S comparable](roles *Roles[S], rec storage.Record) bool {
 	cur, err := roles.table.Parse(rec.Status)
-	return err == nil && roles.hasRelocate && cur == roles.relocating
+	role, _ := roles.Role(cur)
+	return err == nil && role == RoleRelocating
 }
 
 // ownedByAnother says why the controller holding claim must leave the

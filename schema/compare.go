@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -18,8 +19,9 @@ type Changes struct {
 	RemovedEdges  []transition.Edge // return edges included
 	// Changed says, one line each, what else differs: the initial state,
 	// a state that became or stopped being terminal, a state's role, the
-	// state a role names (failed, stopped, ...), an edge that became or
-	// stopped being a return edge.
+	// state a role names (failed, a drain's end, a relocation's restart,
+	// the stop an outside authority asks for, ...), an edge that became
+	// or stopped being a return edge.
 	Changed []string
 	// Deadlines says which deadlines differ. They are policy, not
 	// shape: a table that changes only them is compatible.
@@ -99,12 +101,31 @@ func Compare(recorded, next Document) Changes {
 			c.Changed = append(c.Changed, fmt.Sprintf("status %s: role was %s, is %s", s, a, b))
 		}
 	}
+	for _, paths := range []struct {
+		what     string
+		was, is  []recovery.EndDescription
+		thenWhat string
+	}{
+		{"relocating", recorded.Roles.Relocating, next.Roles.Relocating, "restart"},
+		{"stopping", recorded.Roles.Stopping, next.Roles.Stopping, "end"},
+		{"finishing", recorded.Roles.Finishing, next.Roles.Finishing, "end"},
+	} {
+		// A path given for a state that had it not (a relocating state
+		// added) is an addition, seen as the state's role; one whose
+		// end moved is a change.
+		for _, was := range paths.was {
+			for _, is := range paths.is {
+				if is.State == was.State && is.Then != was.Then {
+					c.Changed = append(c.Changed, fmt.Sprintf("the %s of %s %s: was %s, is %s", paths.thenWhat, paths.what, was.State, was.Then, is.Then))
+				}
+			}
+		}
+	}
+	if was, is := firstState(recorded.Roles.Stopping), firstState(next.Roles.Stopping); was != "" && was != is {
+		c.Changed = append(c.Changed, fmt.Sprintf("the stop an outside authority asks for: was %s, is %s", was, orNone(is)))
+	}
 	for _, named := range []struct{ what, was, is string }{
 		{"failed", recorded.Roles.Failed, next.Roles.Failed},
-		{"relocating", recorded.Roles.Relocating, next.Roles.Relocating},
-		{"restart", recorded.Roles.Restart, next.Roles.Restart},
-		{"stopping", recorded.Roles.Stopping, next.Roles.Stopping},
-		{"stopped", recorded.Roles.Stopped, next.Roles.Stopped},
 		{"completed", recorded.Roles.Completed, next.Roles.Completed},
 		{"terminated", recorded.Roles.Terminated, next.Roles.Terminated},
 	} {
@@ -154,14 +175,31 @@ func roleOf(d Document, s string) string {
 		return "not started"
 	case slices.Contains(d.Roles.Running, s):
 		return "running"
-	case s == d.Roles.Relocating:
+	case slices.Contains(d.Roles.Parked, s):
+		return "parked"
+	case hasState(d.Roles.Relocating, s):
 		return "relocating"
-	case s == d.Roles.Stopping:
+	case hasState(d.Roles.Stopping, s):
 		return "stopping"
+	case hasState(d.Roles.Finishing, s):
+		return "finishing"
 	case slices.Contains(d.Table.Terminal, s):
 		return "terminal"
 	}
 	return "none"
+}
+
+// hasState reports whether one of paths is s's.
+func hasState(paths []recovery.EndDescription, s string) bool {
+	return slices.ContainsFunc(paths, func(e recovery.EndDescription) bool { return e.State == s })
+}
+
+// firstState is the first path's state, "" for none.
+func firstState(paths []recovery.EndDescription) string {
+	if len(paths) == 0 {
+		return ""
+	}
+	return paths[0].State
 }
 
 // deadlines maps each state with a deadline of its own to "after → then".

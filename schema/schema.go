@@ -33,9 +33,11 @@ import (
 	"github.com/execfsm/execfsm/transition"
 )
 
-// Format is the version of the document's encoding this build reads and
-// writes. A document in another format is refused, never guessed at.
-const Format = 1
+// Format is the version of the document's encoding this build writes.
+// It reads it and format 1 (whose roles had one relocating and one
+// stopping state, as plain names); a document in another format is
+// refused, never guessed at.
+const Format = 2
 
 // Document is a recorded table.
 type Document struct {
@@ -95,27 +97,87 @@ func (d Document) Encode() ([]byte, error) {
 	return json.MarshalIndent(d, "", "  ")
 }
 
-// Decode reads a document Encode wrote and checks it as Rebuild does.
-// Anything else (another format, unknown fields, trailing data, a table
-// or roles that do not build) returns an error matching
-// ErrInvalidDocument.
+// Decode reads a document Encode wrote (or one in format 1, upgraded) and
+// checks it as Rebuild does. Anything else (another format, unknown
+// fields, trailing data, a table or roles that do not build) returns an
+// error matching ErrInvalidDocument.
 func Decode(data []byte) (Document, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var d Document
-	if err := dec.Decode(&d); err != nil {
+	var probe struct {
+		Format int `json:"format"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
 		return Document{}, fmt.Errorf("schema: %w: %v", ErrInvalidDocument, err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Document{}, fmt.Errorf("schema: %w: trailing data after the document", ErrInvalidDocument)
-	}
-	if d.Format != Format {
-		return Document{}, fmt.Errorf("schema: %w: format %d (this build reads %d)", ErrInvalidDocument, d.Format, Format)
+	var d Document
+	switch probe.Format {
+	case Format:
+		if err := strict(data, &d); err != nil {
+			return Document{}, err
+		}
+	case 1:
+		var v1 documentV1
+		if err := strict(data, &v1); err != nil {
+			return Document{}, err
+		}
+		d = v1.upgraded()
+	default:
+		return Document{}, fmt.Errorf("schema: %w: format %d (this build reads 1 and %d)", ErrInvalidDocument, probe.Format, Format)
 	}
 	if _, _, err := d.Rebuild(); err != nil {
 		return Document{}, err
 	}
 	return d, nil
+}
+
+// strict decodes data into v: one JSON value, no unknown field, nothing
+// after it.
+func strict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("schema: %w: %v", ErrInvalidDocument, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("schema: %w: trailing data after the document", ErrInvalidDocument)
+	}
+	return nil
+}
+
+// documentV1 is a document in format 1: its roles had at most one
+// relocating and one stopping state, named by plain strings.
+type documentV1 struct {
+	Format  int                    `json:"format"`
+	Name    string                 `json:"name"`
+	Version int                    `json:"version"`
+	Earlier []Version              `json:"earlier,omitempty"`
+	Table   transition.Description `json:"table"`
+	Roles   struct {
+		NotStarted []string                       `json:"not_started,omitempty"`
+		Running    []string                       `json:"running"`
+		Relocating string                         `json:"relocating,omitempty"`
+		Restart    string                         `json:"restart,omitempty"`
+		Stopping   string                         `json:"stopping,omitempty"`
+		Stopped    string                         `json:"stopped,omitempty"`
+		Failed     string                         `json:"failed"`
+		Completed  string                         `json:"completed,omitempty"`
+		Terminated string                         `json:"terminated,omitempty"`
+		Deadlines  []recovery.DeadlineDescription `json:"deadlines,omitempty"`
+	} `json:"roles"`
+}
+
+// upgraded is the same document in this build's format.
+func (v documentV1) upgraded() Document {
+	r := v.Roles
+	d := Document{Format: Format, Name: v.Name, Version: v.Version, Earlier: v.Earlier, Table: v.Table, Roles: recovery.RolesDescription{
+		NotStarted: r.NotStarted, Running: r.Running, Failed: r.Failed, Completed: r.Completed, Terminated: r.Terminated, Deadlines: r.Deadlines,
+	}}
+	if r.Relocating != "" || r.Restart != "" {
+		d.Roles.Relocating = []recovery.EndDescription{{State: r.Relocating, Then: r.Restart}}
+	}
+	if r.Stopping != "" || r.Stopped != "" {
+		d.Roles.Stopping = []recovery.EndDescription{{State: r.Stopping, Then: r.Stopped}}
+	}
+	return d
 }
 
 // Rebuild returns the table the document describes, with the states'

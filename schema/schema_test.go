@@ -48,8 +48,8 @@ func TestADocumentNoTableCanBeRebuiltFromIsRefused(t *testing.T) {
 	for name, data := range map[string]string{
 		"empty":           "",
 		"not JSON":        "table",
-		"another format":  strings.Replace(string(good), `"format": 1`, `"format": 2`, 1),
-		"unknown field":   strings.Replace(string(good), `"format": 1`, `"format": 1, "color": "red"`, 1),
+		"another format":  strings.Replace(string(good), `"format": 2`, `"format": 3`, 1),
+		"unknown field":   strings.Replace(string(good), `"format": 2`, `"format": 2, "color": "red"`, 1),
 		"trailing data":   string(good) + "{}",
 		"no name":         strings.Replace(string(good), `"name": "teraslice"`, `"name": ""`, 1),
 		"a state missing": strings.Replace(string(good), `"failed": "failed"`, `"failed": "gone"`, 1),
@@ -313,4 +313,28 @@ func TestAControllerFindsTheVersionItServes(t *testing.T) {
 	require.NoError(t, err)
 	_, ok = d.VersionOf(other)
 	require.False(t, ok, "another lifecycle")
+}
+
+// A document a build of format 1 recorded (one relocating and one
+// stopping state, named by plain strings) reads as this build's, and
+// rebuilds the same roles.
+func TestADocumentOfFormatOneIsRead(t *testing.T) {
+	d, err := schema.Describe("teraslice", teraslice.Roles())
+	require.NoError(t, err)
+	data, err := d.Encode()
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(data, &doc))
+	doc["format"] = 1
+	roles := doc["roles"].(map[string]any)
+	roles["relocating"], roles["restart"] = "relocating", "initializing"
+	roles["stopping"], roles["stopped"] = "stopping", "stopped"
+	v1, err := json.Marshal(doc)
+	require.NoError(t, err)
+
+	read, err := schema.Decode(v1)
+	require.NoError(t, err)
+	require.Equal(t, d, read, "upgraded to this build's format")
+	_, err = schema.Decode([]byte(strings.Replace(string(v1), `"restart":"initializing"`, `"restart":"initializing","parked":["x"]`, 1)))
+	require.ErrorIs(t, err, schema.ErrInvalidDocument, "format 1 has no parked states")
 }

@@ -1,0 +1,210 @@
+package recovery_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/reconcile/reconciletest"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+// Phase is a Volcano batch Job's phase (volcano-sh/volcano,
+// pkg/controllers/job/state), as a user of the library would type it.
+type Phase string
+
+const (
+	Pending     Phase = "Pending"
+	Running     Phase = "Running"
+	Restarting  Phase = "Restarting"
+	Aborting    Phase = "Aborting"
+	Aborted     Phase = "Aborted"
+	Completing  Phase = "Completing"
+	Completed   Phase = "Completed"
+	Terminating Phase = "Terminating"
+	Terminated  Phase = "Terminated"
+	Failed      Phase = "Failed"
+)
+
+// volcano returns the roles of Volcano's Job lifecycle: three drains,
+// each with its end (Aborting → Aborted, Terminating → Terminated,
+// Completing → Completed), a restart that drains back to Pending, and
+// Aborted parked until a user resumes it.
+func volcano(t testing.TB) *recovery.Roles[Phase] {
+	t.Helper()
+	table, err := transition.New(Pending).
+		Allow(Pending, Running, Restarting, Aborting, Completing, Terminating).
+		Allow(Running, Pending, Restarting, Aborting, Completing, Terminating, Completed, Failed).
+		Allow(Restarting, Pending, Failed).
+		Allow(Aborting, Aborted, Restarting).
+		Allow(Aborted, Restarting).
+		Allow(Completing, Completed).
+		Allow(Terminating, Terminated).
+		Terminal(Completed, Terminated, Failed).Build()
+	require.NoError(t, err)
+	roles, err := recovery.DefineRoles(table).NotStarted(Pending).Running(Running).
+		Stopping(Terminating, Terminated).Stopping(Aborting, Aborted).Stopping(Completing, Completed).
+		Stopping(Restarting, Pending).Parked(Aborted).Failed(Failed).Build()
+	require.NoError(t, err)
+	return roles
+}
+
+// A controller restarted in any of Volcano's drains continues that drain
+// to its own end; one restarted with a job aborted starts nothing.
+func TestStartupContinuesEachDrainAndWaitsInAParkedState(t *testing.T) {
+	roles := volcano(t)
+	for _, tc := range []struct {
+		in       Phase
+		decision recovery.Decision
+		to       Phase
+	}{
+		{Pending, recovery.DecisionStart, Pending},
+		{Terminating, recovery.DecisionStop, Terminating},
+		{Aborting, recovery.DecisionStop, Aborting},
+		{Completing, recovery.DecisionStop, Completing},
+		{Restarting, recovery.DecisionStop, Restarting},
+		{Aborted, recovery.DecisionWait, Aborted},
+		{Completed, recovery.DecisionRefuse, Completed},
+	} {
+		rec := storage.Record{ID: "job-1", Status: string(tc.in), UpdatedAt: t0, Since: t0}
+		v, err := recovery.Startup(roles, rec, recovery.Policy{Now: t0.Add(time.Minute)})
+		require.NoError(t, err, "%s", tc.in)
+		require.Equal(t, tc.decision, v.Decision, "%s", tc.in)
+		require.Equal(t, tc.to, v.To, "%s", tc.in)
+	}
+}
+
+// Shut down in a drain, a controller writes that drain's end; a parked
+// job keeps its state.
+func TestFinishWritesEachDrainsOwnEnd(t *testing.T) {
+	roles := volcano(t)
+	claim := storage.Claim{Owner: "ctl", Epoch: 1}
+	for drain, end := range map[Phase]Phase{Terminating: Terminated, Aborting: Aborted, Completing: Completed, Restarting: Pending} {
+		e, err := recovery.Finish(roles, storage.Record{ID: "job-1", Status: string(drain), Owner: "ctl", Epoch: 1}, claim, recovery.Ending{})
+		require.NoError(t, err, "%s", drain)
+		require.Equal(t, recovery.EndWrite, e.Kind, "%s", drain)
+		require.Equal(t, end, e.To, "%s", drain)
+	}
+	e, err := recovery.Finish(roles, storage.Record{ID: "job-1", Status: string(Aborted), Owner: "ctl", Epoch: 1}, claim, recovery.Ending{})
+	require.NoError(t, err)
+	require.Equal(t, recovery.EndKeep, e.Kind)
+	a, err := recovery.Terminate(roles, storage.Record{ID: "job-1", Status: string(Aborted), Owner: "ctl", Epoch: 1}, claim, recovery.Policy{Now: t0})
+	require.NoError(t, err)
+	require.Equal(t, recovery.ActionShutdown, a.Kind)
+}
+
+// No deadline ends a parked job unless the roles give one; each drain
+// ends in its own end at its deadline.
+func TestTheReaperLeavesAParkedJobAndEndsEachDrainInItsEnd(t *testing.T) {
+	roles := volcano(t)
+	require.NotContains(t, roles.DefaultDeadlines(), Aborted)
+	clock := reconciletest.NewClock(t0)
+	store := storage.NewMemory()
+	master, err := transition.NewPersisted(roles.Table(), store, "job-1", transition.PersistedOptions{Actor: "user", Clock: clock.Now})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.To(Pending))
+	require.NoError(t, err)
+	_, err = master.Walk(bg, Aborted, "vcctl job suspend")
+	require.NoError(t, err)
+	other, err := transition.NewPersisted(roles.Table(), store, "job-2", transition.PersistedOptions{Actor: "user", Clock: clock.Now})
+	require.NoError(t, err)
+	_, err = other.Create(bg, transition.To(Pending))
+	require.NoError(t, err)
+	_, err = other.Fire(bg, Completing, "vcctl job complete")
+	require.NoError(t, err)
+
+	clock.Advance(100 * time.Hour)
+	reaper, err := decider(t, roles, recovery.Policy{}).NewReaper(store, recovery.ReaperOptions{Clock: clock})
+	require.NoError(t, err)
+	for _, id := range []string{"job-1", "job-2"} {
+		_, err := reaper.Reconcile(bg, id)
+		require.NoError(t, err)
+	}
+	rec, err := store.Get(bg, "job-1")
+	require.NoError(t, err)
+	require.Equal(t, string(Aborted), rec.Status, "parked for as long as nobody resumes it")
+	rec, err = store.Get(bg, "job-2")
+	require.NoError(t, err)
+	require.Equal(t, string(Completed), rec.Status, "the drain's own end")
+}
+
+// A job whose run is over and whose end is not yet written (a CI job's
+// succeeding and failing steps): a restarted controller writes the end,
+// in its start's one write, and never runs the work again.
+func TestAFinishingStateIsEndedNeverRerun(t *testing.T) {
+	table, err := transition.New("queued").
+		Allow("queued", "running").
+		Allow("running", "succeeding", "failing", "failed").
+		Allow("succeeding", "passed").Allow("failing", "failed").
+		Terminal("passed", "failed").Build()
+	require.NoError(t, err)
+	roles, err := recovery.DefineRoles(table).NotStarted("queued").Running("running").
+		Finishing("succeeding", "passed").Finishing("failing", "failed").Failed("failed").Build()
+	require.NoError(t, err)
+	store := storage.NewMemory()
+	master, err := transition.NewPersisted(table, store, "ci-1", transition.PersistedOptions{Actor: "master"})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.To("queued"))
+	require.NoError(t, err)
+	_, err = master.Walk(bg, "succeeding", "the tests passed")
+	require.NoError(t, err)
+
+	exec, err := transition.NewPersisted(table, store, "ci-1", transition.PersistedOptions{Actor: "runner"})
+	require.NoError(t, err)
+	v, err := decider(t, roles, recovery.Policy{Restarts: true}).Start(bg, exec, storage.Lease{Holder: "runner", TTL: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, recovery.DecisionFinish, v.Decision)
+	require.Equal(t, "passed", v.To)
+	rec, err := store.Get(bg, "ci-1")
+	require.NoError(t, err)
+	require.Equal(t, "passed", rec.Status)
+
+	e, err := recovery.Finish(roles, storage.Record{ID: "ci-2", Status: "failing"}, storage.Claim{}, recovery.Ending{Finished: true})
+	require.NoError(t, err)
+	require.Equal(t, "failed", e.To, "the end the state names, whatever the ending says")
+}
+
+// A table may relocate its running states to relocating states of their
+// own; SIGTERM writes the one that returns to the state it leaves.
+func TestSeveralRelocatingStatesEachReturnToTheirOwn(t *testing.T) {
+	table, err := transition.New("idle").
+		Allow("idle", "serving", "batch").
+		Allow("serving", "moving-serving", "error").Allow("batch", "moving-batch", "error").
+		Return("moving-serving", "serving").Return("moving-batch", "batch").
+		Allow("moving-serving", "idle", "error").Allow("moving-batch", "idle", "error").
+		Allow("error", "gone").Terminal("gone").Build()
+	require.NoError(t, err)
+	roles, err := recovery.DefineRoles(table).NotStarted("idle", "error").Running("serving", "batch").
+		Relocating("moving-serving", "idle").Relocating("moving-batch", "idle").Failed("error").Build()
+	require.NoError(t, err)
+	store := storage.NewMemory()
+	p := recovery.Policy{Restarts: true, Work: recovery.Restartability(true)}
+	for running, moving := range map[string]string{"serving": "moving-serving", "batch": "moving-batch"} {
+		id := "sim-" + running
+		master, err := transition.NewPersisted(table, store, id, transition.PersistedOptions{Actor: "master"})
+		require.NoError(t, err)
+		_, err = master.Create(bg, transition.To("idle"))
+		require.NoError(t, err)
+		_, err = master.Fire(bg, running, "")
+		require.NoError(t, err)
+		exec, err := transition.NewPersisted(table, store, id, transition.PersistedOptions{Actor: "manager"})
+		require.NoError(t, err)
+		d := decider(t, roles, p)
+		_, err = d.Start(bg, exec, storage.Lease{Holder: "manager", TTL: time.Minute})
+		require.NoError(t, err)
+		a, err := d.Terminate(bg, exec, nil)
+		require.NoError(t, err)
+		require.Equal(t, recovery.ActionRelocate, a.Kind)
+		rec, err := store.Get(bg, id)
+		require.NoError(t, err)
+		require.Equal(t, moving, rec.Status)
+		rel, ok := roles.RelocatingFor(running)
+		require.True(t, ok)
+		require.Equal(t, moving, rel)
+	}
+	_, err = recovery.DefineRoles(table).NotStarted("idle", "error").Running("serving", "batch").
+		Relocating("moving-serving", "idle").Failed("error").Build()
+	require.ErrorContains(t, err, `"moving-batch" has no role`)
+}
