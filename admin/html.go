@@ -409,10 +409,13 @@ func orDash(s string) string {
 // restart times as times).
 func metaValue(rec storage.Record, k string) string {
 	if k == recovery.MetaRestarts {
-		if times, err := recovery.RestartTimes(rec); err == nil {
+		if times, dropped, err := recovery.RestartTimes(rec); err == nil {
 			shown := make([]string, len(times))
 			for i, t := range times {
 				shown[i] = when(t)
+			}
+			if dropped > 0 {
+				return fmt.Sprintf("%d unexpected restarts, the last %d: %s", dropped+len(times), len(times), strings.Join(shown, ", "))
 			}
 			return fmt.Sprintf("%d unexpected restarts: %s", len(times), strings.Join(shown, ", "))
 		}

@@ -346,7 +346,7 @@ func TestControllerJobRestartBudgetEndsOOMsBeforeTheJobLimit(t *testing.T) {
 	requireExit(t, cmd, 0)
 	k.exited(p.Name, 0, "Completed", false)
 	rec := requireStatus(t, master, state.Failed)
-	require.Contains(t, rec.Reason, "restart budget spent")
+	require.Contains(t, rec.Reason, "failovers spent")
 	job := waitJob(t, ns, k.job, batchv1.JobComplete)
 	require.Equal(t, int32(2), job.Status.Failed, "the two OOM kills, and only they, counted")
 }

@@ -65,7 +65,7 @@ func TestTerasliceControllerRelocatesAndSurvivesOOMWithinItsBudgetOnKubernetes(t
 	cur, rec, err = exec0.Load(bg)
 	require.NoError(t, err)
 	require.Equal(t, state.Failed, cur)
-	require.Contains(t, rec.Reason, "restart budget spent")
+	require.Contains(t, rec.Reason, "failovers spent")
 
 	// The platform restarts it once more: refused at once, nothing written.
 	again, out := pod(t, ns, "ex-42", "controller-6")

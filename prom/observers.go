@@ -34,11 +34,11 @@ func RecoveryObserver[S comparable](m *Metrics, table *transition.Table[S]) (rec
 			if err != nil {
 				return // nothing written: no restart was counted
 			}
-			if v.Restarts > 0 {
+			if v.Failovers > 0 {
 				m.restarts.Inc()
 			}
-			if v.Decision == recovery.DecisionFail && v.Restarts > v.RestartBudget {
-				m.budgetsSpent.Inc()
+			if v.Decision == recovery.DecisionFail && v.Failovers > 0 {
+				m.budgetsSpent.Inc() // a failover counted and the execution failed: the allowance is spent
 			}
 		},
 		Terminate: func(a recovery.Action, err error) {

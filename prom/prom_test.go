@@ -129,7 +129,7 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	policy := func() recovery.Policy {
-		return recovery.Policy{Now: now, Restarts: true, Work: recovery.Restartability(true)}
+		return recovery.Policy{Clock: func() time.Time { return now }, Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
 	}
 
 	// One execution crash-loops: three resumes, then its budget is spent,
@@ -174,7 +174,7 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	require.Equal(t, recovery.ActionShutdown, a.Kind)
 
 	// A relocation nobody took over is reaped at its deadline.
-	entered := now.Add(-recovery.RelocatingDeadline - time.Minute)
+	entered := now.Add(-teraslice.RelocatingDeadline - time.Minute)
 	execution(t, store, "ex-stuck", state.Relocating, transition.PersistedOptions{Clock: func() time.Time { return entered }})
 	reaper, err := decider(t, teraslice.Roles(), recovery.Policy{}).WithObserver(obs).NewReaper(store, recovery.ReaperOptions{Clock: reconciletest.NewClock(now)})
 	require.NoError(t, err)

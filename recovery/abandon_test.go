@@ -85,7 +85,7 @@ func TestAbandonKeepsAnEndedExecutionAsItIs(t *testing.T) {
 // master writes nothing, and may try again once the holder has gone.
 func TestAbandonNeverOverrulesALiveController(t *testing.T) {
 	master, store := abandoned(t, state.Running)
-	d := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: recovery.Restartability(true)})
+	d := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
 	pod, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "pod-1"})
 	require.NoError(t, err)
 	_, err = d.Start(context.Background(), pod, storage.Lease{Holder: "pod-1", TTL: time.Minute})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -35,9 +34,6 @@ func NewDecider[S comparable](roles *Roles[S], p Policy) (*Decider[S], error) {
 		return nil, fmt.Errorf("recovery: NewDecider: %w: nil roles (teraslice.Roles() for the execution lifecycle)", ErrInvalidRoles)
 	}
 	check := policy[S]{Policy: p}
-	if check.Now.IsZero() {
-		check.Now = time.Now() // each decision takes its own time; this one only checks the rest
-	}
 	if _, err := check.withDefaults(roles); err != nil {
 		return nil, err
 	}
@@ -114,7 +110,7 @@ func (d *Decider[S]) Start(ctx context.Context, exec *transition.Persisted[S], l
 	if d == nil || d.roles == nil {
 		return Verdict[S]{}, errZeroDecider
 	}
-	v, err := applyStartup(ctx, d.roles, exec, lease, d.p)
+	v, err := applyStartup(ctx, d.roles, exec, lease, d.p.at(d.p.clock()))
 	if foreign(err) && !errors.Is(err, ErrForeignStatus) {
 		// transition.Persisted refused the status before any decision.
 		return Verdict[S]{}, fmt.Errorf("recovery: start of %s: %w: %w", exec.ID(), ErrForeignStatus, err)
@@ -148,7 +144,7 @@ func (d *Decider[S]) Terminate(ctx context.Context, exec *transition.Persisted[S
 	if d == nil || d.roles == nil {
 		return Action{}, errZeroDecider
 	}
-	return applyTerminate(ctx, d.roles, exec, d.p, checkpoint)
+	return applyTerminate(ctx, d.roles, exec, d.p.at(d.p.clock()), checkpoint)
 }
 
 // Finish writes the final status of the execution exec drives

@@ -26,15 +26,15 @@ func TestRolesRebuiltFromTheirDescriptionDecideTheSame(t *testing.T) {
 	require.Equal(t, d, roles.Describe())
 
 	policies := []recovery.Policy{
-		{Now: t0},
-		{Now: t0, Restarts: true, Work: recovery.Restartability(true)},
-		{Now: t0, Restarts: true, Work: recovery.Restartability(true), RestartBudget: 1},
+		{},
+		{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers},
+		{Restarts: true, Work: recovery.Restartability(true), Failovers: recovery.Allowance{Count: 1, Window: time.Hour}},
 	}
 	for s := range state.All.All() {
 		for k, p := range policies {
 			rec := record(s)
-			want, wantErr := recovery.Startup(teraslice.Roles(), rec, p)
-			got, gotErr := recovery.Startup(roles, rec, p)
+			want, wantErr := recovery.Startup(teraslice.Roles(), rec, p, t0)
+			got, gotErr := recovery.Startup(roles, rec, p, t0)
 			require.Equal(t, wantErr == nil, gotErr == nil, "%s, policy %d", s, k)
 			require.Equal(t, want.Decision, got.Decision, "%s, policy %d", s, k)
 			require.Equal(t, want.To.String(), got.To, "%s, policy %d", s, k)
@@ -61,8 +61,8 @@ func TestGivenDeadlinesAreDescribedAndDefaultsFollow(t *testing.T) {
 	require.NoError(t, err)
 	roles, err := recovery.RebuildRoles(table, d)
 	require.NoError(t, err)
-	want := teraslice.Roles().DefaultDeadlines()
-	got := roles.DefaultDeadlines()
+	want := teraslice.Roles().Deadlines()
+	got := roles.Deadlines()
 	require.Len(t, got, len(want))
 	for s, dl := range want {
 		require.Equal(t, dl.After, got[s.String()].After, "%s", s)

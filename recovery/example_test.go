@@ -20,7 +20,7 @@ func ExampleStartup() {
 	rec := storage.Record{ID: "ex-1", Status: "running"}
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	for range 3 {
-		v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: 2})
+		v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: recovery.Allowance{Count: 2, Window: time.Hour}}, now)
 		fmt.Println(v.Decision, "→", v.To)
 		rec.Meta = v.Meta // Decider.Start writes this with the decision
 		rec.Status = v.To.String()
@@ -28,7 +28,7 @@ func ExampleStartup() {
 	}
 
 	rec = storage.Record{ID: "ex-2", Status: "relocating", Previous: "paused", Since: now}
-	v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy{Now: now})
+	v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy{}, now)
 	fmt.Println(v.Decision, "→", v.To)
 	// Output:
 	// resume → running
@@ -41,7 +41,7 @@ func ExampleStartup() {
 // "relocate" when the platform is moving a controller whose work can be
 // restarted.
 func ExampleTerminate() {
-	p := recovery.Policy{Now: time.Now(), Restarts: true, Work: slicer{true}}
+	p := recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}
 	for _, status := range []string{"stopping", "running"} {
 		a, _ := recovery.Terminate(teraslice.Roles(), storage.Record{ID: "ex-1", Status: status}, storage.Claim{}, p)
 		fmt.Println(status, "→", a.Kind, a.ExitCode)
@@ -106,7 +106,7 @@ func ExampleDefineRoles() {
 	fmt.Println("paused is", role)
 
 	rec := storage.Record{ID: "sim-1", Status: "relocating", Previous: "paused", UpdatedAt: time.Now(), Since: time.Now()}
-	v, _ := recovery.Startup(roles, rec, recovery.Policy{Now: time.Now()})
+	v, _ := recovery.Startup(roles, rec, recovery.Policy{}, time.Now())
 	fmt.Println(v.Decision, v.From, "→", v.To)
 
 	_, err = recovery.DefineRoles(table).Running("running").Failed("idle").Build()
@@ -160,7 +160,7 @@ func ExampleRerun() {
 	}
 	fmt.Println(rec.ID, rec.Status, rec.Reason)
 
-	v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy{Now: time.Now()})
+	v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy{}, time.Now())
 	fmt.Println(v.Decision, "then recovering:", v.RerunOf)
 
 	_, err = recovery.Rerun(ctx, teraslice.Roles(), open("ex-2"), open("ex-3"), recovery.RerunOptions{})

@@ -211,7 +211,7 @@ func TestDeciderFinishByAFencedControllerLeaves(t *testing.T) {
 func TestDeciderFinishAfterARelocationLeavesItToTheSuccessor(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	owned := owner(t, exec, "pod-0")
-	d := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}})
+	d := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers})
 	a, err := d.Terminate(context.Background(), owned, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionRelocate, a.Kind)

@@ -7,6 +7,7 @@ import (
 	"github.com/execfsm/execfsm/reconcile/reconciletest"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -32,7 +33,7 @@ const (
 // each with its end (Aborting → Aborted, Terminating → Terminated,
 // Completing → Completed), a restart that drains back to Pending, and
 // Aborted parked until a user resumes it.
-func volcano(t testing.TB) *recovery.Roles[Phase] {
+func volcano(t testing.TB, deadlines ...recovery.Deadlines[Phase]) *recovery.Roles[Phase] {
 	t.Helper()
 	table, err := transition.New(Pending).
 		Allow(Pending, Running, Restarting, Aborting, Completing, Terminating).
@@ -44,9 +45,15 @@ func volcano(t testing.TB) *recovery.Roles[Phase] {
 		Allow(Terminating, Terminated).
 		Terminal(Completed, Terminated, Failed).Build()
 	require.NoError(t, err)
-	roles, err := recovery.DefineRoles(table).NotStarted(Pending).Running(Running).
+	b := recovery.DefineRoles(table).NotStarted(Pending).Running(Running).
 		Stopping(Terminating, Terminated).Stopping(Aborting, Aborted).Stopping(Completing, Completed).
-		Stopping(Restarting, Pending).Parked(Aborted).Failed(Failed).Build()
+		Stopping(Restarting, Pending).Parked(Aborted).Failed(Failed)
+	for _, d := range deadlines {
+		for s, dl := range d {
+			b.Deadline(s, dl.After, dl.Then)
+		}
+	}
+	roles, err := b.Build()
 	require.NoError(t, err)
 	return roles
 }
@@ -69,7 +76,7 @@ func TestStartupContinuesEachDrainAndWaitsInAParkedState(t *testing.T) {
 		{Completed, recovery.DecisionRefuse, Completed},
 	} {
 		rec := storage.Record{ID: "job-1", Status: string(tc.in), UpdatedAt: t0, Since: t0}
-		v, err := recovery.Startup(roles, rec, recovery.Policy{Now: t0.Add(time.Minute)})
+		v, err := recovery.Startup(roles, rec, recovery.Policy{}, t0.Add(time.Minute))
 		require.NoError(t, err, "%s", tc.in)
 		require.Equal(t, tc.decision, v.Decision, "%s", tc.in)
 		require.Equal(t, tc.to, v.To, "%s", tc.in)
@@ -90,16 +97,16 @@ func TestFinishWritesEachDrainsOwnEnd(t *testing.T) {
 	e, err := recovery.Finish(roles, storage.Record{ID: "job-1", Status: string(Aborted), Owner: "ctl", Epoch: 1}, claim, recovery.Ending{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndKeep, e.Kind)
-	a, err := recovery.Terminate(roles, storage.Record{ID: "job-1", Status: string(Aborted), Owner: "ctl", Epoch: 1}, claim, recovery.Policy{Now: t0})
+	a, err := recovery.Terminate(roles, storage.Record{ID: "job-1", Status: string(Aborted), Owner: "ctl", Epoch: 1}, claim, recovery.Policy{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionShutdown, a.Kind)
 }
 
-// No deadline ends a parked job unless the roles give one; each drain
-// ends in its own end at its deadline.
+// No deadline ends a parked job unless the roles give one; a drain given
+// one ends in its own end at it.
 func TestTheReaperLeavesAParkedJobAndEndsEachDrainInItsEnd(t *testing.T) {
-	roles := volcano(t)
-	require.NotContains(t, roles.DefaultDeadlines(), Aborted)
+	roles := volcano(t, recovery.Deadlines[Phase]{Completing: {After: 5 * time.Minute, Then: Completed}})
+	require.NotContains(t, roles.Deadlines(), Aborted)
 	clock := reconciletest.NewClock(t0)
 	store := storage.NewMemory()
 	master, err := transition.NewPersisted(roles.Table(), store, "job-1", transition.PersistedOptions{Actor: "user", Clock: clock.Now})
@@ -180,7 +187,7 @@ func TestSeveralRelocatingStatesEachReturnToTheirOwn(t *testing.T) {
 		Relocating("moving-serving", "idle").Relocating("moving-batch", "idle").Failed("error").Build()
 	require.NoError(t, err)
 	store := storage.NewMemory()
-	p := recovery.Policy{Restarts: true, Work: recovery.Restartability(true)}
+	p := recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
 	for running, moving := range map[string]string{"serving": "moving-serving", "batch": "moving-batch"} {
 		id := "sim-" + running
 		master, err := transition.NewPersisted(table, store, id, transition.PersistedOptions{Actor: "master"})

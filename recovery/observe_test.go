@@ -42,7 +42,7 @@ func TestObserverSeesEveryStartupWithTheRestartsItCounted(t *testing.T) {
 	var o observed
 	for k := range 5 {
 		now = now.Add(time.Second)
-		p := recovery.Policy{Now: now, Restarts: true, Work: slicer{true}}
+		p := recovery.Policy{Clock: func() time.Time { return now }, Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}
 		owned := controllerOf(t, exec, fmt.Sprintf("pod-%d", k))
 		_, _ = decider(t, teraslice.Roles(), p).WithObserver(o.observer()).Start(context.Background(), owned, lease(fmt.Sprintf("pod-%d", k)))
 		if own := owned.Ownership(); own != nil {
@@ -58,9 +58,9 @@ func TestObserverSeesEveryStartupWithTheRestartsItCounted(t *testing.T) {
 		{recovery.DecisionFail, 4}, {recovery.DecisionRefuse, 0},
 	} {
 		require.Equal(t, want.decision, o.verdicts[k].Decision, "startup %d", k)
-		require.Equal(t, want.restarts, o.verdicts[k].Restarts, "startup %d", k)
+		require.Equal(t, want.restarts, o.verdicts[k].Failovers, "startup %d", k)
 		if want.restarts > 0 {
-			require.Equal(t, recovery.DefaultRestartBudget, o.verdicts[k].RestartBudget)
+			require.Equal(t, teraslice.Failovers, o.verdicts[k].FailoverAllowance)
 		}
 	}
 	require.NoError(t, o.vErrs[3])
@@ -73,19 +73,19 @@ func TestObserverSeesAStartupALiveHolderRefused(t *testing.T) {
 	exec, _ := newExecution(t, state.Running, time.Now)
 	owner(t, exec, "pod-a")
 	var o observed
-	p := recovery.Policy{Restarts: true, Work: slicer{true}}
+	p := recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}
 	_, err := decider(t, teraslice.Roles(), p).WithObserver(o.observer()).Start(context.Background(), controllerOf(t, exec, "pod-b"), lease("pod-b"))
 	require.ErrorIs(t, err, storage.ErrHeld)
 	require.Len(t, o.verdicts, 1)
 	require.ErrorIs(t, o.vErrs[0], storage.ErrHeld)
-	require.Zero(t, o.verdicts[0].Restarts)
+	require.Zero(t, o.verdicts[0].Failovers)
 }
 
 // Each SIGTERM handled is told once: a relocation, a shutdown, and a
 // fenced controller leaving.
 func TestObserverSeesEverySIGTERMAction(t *testing.T) {
 	var o observed
-	p := recovery.Policy{Restarts: true, Work: slicer{true}}
+	p := recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}
 
 	exec, _ := newExecution(t, state.Running, time.Now)
 	_, err := decider(t, teraslice.Roles(), p).WithObserver(o.observer()).Terminate(context.Background(), owner(t, exec, "pod-a"), nil)
@@ -112,7 +112,7 @@ func TestObserverSeesEverySIGTERMAction(t *testing.T) {
 func TestObserverSeesEveryDeadlineTheReaperEnforced(t *testing.T) {
 	clock := reconciletest.NewClock(t0)
 	var o observed
-	overdue := recovery.RelocatingDeadline + time.Minute
+	overdue := teraslice.RelocatingDeadline + time.Minute
 	entered := clock.Now().Add(-overdue)
 	_, store := newExecution(t, state.Relocating, func() time.Time { return entered })
 	reaper, err := decider(t, teraslice.Roles(), recovery.Policy{}).WithObserver(o.observer()).NewReaper(store, recovery.ReaperOptions{Clock: clock})
@@ -122,5 +122,5 @@ func TestObserverSeesEveryDeadlineTheReaperEnforced(t *testing.T) {
 	_, err = reaper.Reconcile(context.Background(), "ex-1") // failed now: nothing to enforce
 	require.NoError(t, err)
 	require.Equal(t, []recovery.Enforced[state.Status]{{ID: "ex-1", From: state.Relocating, To: state.Failed,
-		Deadline: recovery.RelocatingDeadline, Overdue: time.Minute}}, o.enforced)
+		Deadline: teraslice.RelocatingDeadline, Overdue: time.Minute}}, o.enforced)
 }

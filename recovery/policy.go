@@ -70,13 +70,47 @@ func restartability(work Restartable, rec storage.Record) (bool, string) {
 	return true, ""
 }
 
-// Defaults for a zero [Policy].
-const (
-	DefaultRestartBudget    = 3
-	DefaultRestartWindow    = 30 * time.Minute
-	DefaultRelocateExitCode = 143 // 128 + SIGTERM: "terminated by signal", not success
-	MaxRestartBudget        = 100
-)
+// DefaultRelocateExitCode is the exit status of a relocating controller
+// when [Policy].RelocateExitCode is zero: 128 + SIGTERM, "terminated by
+// signal", not success. (An exit code of 0 there is never right, so zero
+// can stand for it.)
+const DefaultRelocateExitCode = 143
+
+// Allowance is how many of something an execution may have: at most
+// Count within Window. A zero Count allows none; a zero Window counts
+// over the execution's whole life; Unlimited allows any number (Count
+// and Window then say nothing). Nothing is implied: a zero Allowance
+// allows nothing.
+type Allowance struct {
+	Count     int
+	Window    time.Duration
+	Unlimited bool
+}
+
+// String says the allowance as people read it: "3 within 30m0s",
+// "2 ever", "unlimited".
+func (a Allowance) String() string {
+	switch {
+	case a.Unlimited:
+		return "unlimited"
+	case a.Window == 0:
+		return fmt.Sprintf("%d ever", a.Count)
+	}
+	return fmt.Sprintf("%d within %v", a.Count, a.Window)
+}
+
+// check says what is wrong with a, named what, or nil.
+func (a Allowance) check(what string) error {
+	switch {
+	case a.Unlimited:
+		return nil
+	case a.Count < 0:
+		return fmt.Errorf("recovery: %w: %s.Count %d is negative", ErrInvalidPolicy, what, a.Count)
+	case a.Window < 0:
+		return fmt.Errorf("recovery: %w: %s.Window %v is negative", ErrInvalidPolicy, what, a.Window)
+	}
+	return nil
+}
 
 // Deadline says that a state must not last longer than After, counted
 // from when the record entered it ([storage.Record.Since]), and which
@@ -87,7 +121,7 @@ type Deadline[S comparable] struct {
 }
 
 // Deadlines maps a state to its deadline. States not in the map may last
-// forever. [Roles.DefaultDeadlines] are the usual ones.
+// forever. [Roles.Deadlines] are the roles'.
 type Deadlines[S comparable] map[S]Deadline[S]
 
 // ErrInvalidPolicy is matched by the error for a [Policy] or [Deadlines]
@@ -134,13 +168,9 @@ func (d Deadlines[S]) problem(roles *Roles[S]) string {
 }
 
 // Policy is what a controller knows about itself and its platform when it
-// decides, on startup or on SIGTERM, what the stored status means.
+// decides, on startup or on SIGTERM, what the stored status means. Its
+// zero value allows nothing it does not say: no restarts, no failover.
 type Policy struct {
-	// Now is the time of the decision. Startup and Terminate are pure
-	// functions, so the clock is an input; a Decider fills it in
-	// when it is zero.
-	Now time.Time
-
 	// Restarts: the platform restarts or replaces a controller that
 	// exits (Teraslice: only the kubernetesV2 backend). Without it, a
 	// controller that finds a running status on startup fails the
@@ -153,13 +183,15 @@ type Policy struct {
 	// ([MetaRelocatable]) answers instead; without one, it is not.
 	Work Restartable
 
-	// RestartBudget is how many unexpected restarts (a running status
-	// found on startup without a relocation: an OOM kill, a lost node)
-	// are resumed within RestartWindow; the next one fails the
-	// execution. Zero means DefaultRestartBudget; at most
-	// MaxRestartBudget. Restarts are counted in the record's metadata.
-	RestartBudget int
-	RestartWindow time.Duration
+	// Failovers is how many unexpected restarts of a controller (a
+	// running status found on startup without a relocation: an OOM kill,
+	// a lost node) are resumed; the one past them fails the execution.
+	// They are a budget of their own, kept in the record's metadata
+	// ([MetaRestarts]), apart from the work's failures. The zero
+	// Allowance resumes none: the first unexpected restart fails the
+	// execution (teraslice.Failovers is Teraslice's: 3 within 30
+	// minutes).
+	Failovers Allowance
 
 	// RelocateExitCode is the exit status a relocating controller exits
 	// with; zero means 143. It is never 0: on a Kubernetes Job, a pod
@@ -167,14 +199,19 @@ type Policy struct {
 	// replaced, which would end a relocation with nothing running. See
 	// [Action] for what each platform needs.
 	RelocateExitCode int
+
+	// Clock is a [Decider]'s clock, read once a decision (nil:
+	// time.Now). The pure decisions take the time as an argument.
+	Clock func() time.Time
 }
 
-// policy is a Policy as the decisions use it: with the roles' deadlines
-// (states that must not last; Startup honours them too, so a stale
-// relocating record is failed, not resumed) and who is told what the
-// Decider carried out.
+// policy is a Policy as the decisions use it: with the time of the
+// decision, the roles' deadlines (states that must not last; Startup
+// honours them too, so a stale relocating record is failed, not resumed)
+// and who is told what the Decider carried out.
 type policy[S comparable] struct {
 	Policy
+	now       time.Time
 	Deadlines Deadlines[S]
 	Observer  Observer[S]
 }
@@ -185,26 +222,31 @@ func (p policy[S]) withDefaults(roles *Roles[S]) (policy[S], error) {
 	switch {
 	case roles == nil:
 		return p, fmt.Errorf("recovery: %w: nil roles (teraslice.Roles() for the execution lifecycle)", ErrInvalidPolicy)
-	case p.RestartBudget < 0 || p.RestartBudget > MaxRestartBudget:
-		return p, fmt.Errorf("recovery: %w: RestartBudget %d, want 0 (default) to %d", ErrInvalidPolicy, p.RestartBudget, MaxRestartBudget)
-	case p.RestartWindow < 0:
-		return p, fmt.Errorf("recovery: %w: RestartWindow %v is negative", ErrInvalidPolicy, p.RestartWindow)
 	case p.RelocateExitCode < 0 || p.RelocateExitCode > 255:
 		return p, fmt.Errorf("recovery: %w: RelocateExitCode %d, want 1 to 255 (0: the default)", ErrInvalidPolicy, p.RelocateExitCode)
-	case p.Now.IsZero():
-		return p, fmt.Errorf("recovery: %w: Now is zero (the decision needs the time)", ErrInvalidPolicy)
 	}
-	if p.RestartBudget == 0 {
-		p.RestartBudget = DefaultRestartBudget
-	}
-	if p.RestartWindow == 0 {
-		p.RestartWindow = DefaultRestartWindow
+	if err := p.Failovers.check("Failovers"); err != nil {
+		return p, err
 	}
 	if p.RelocateExitCode == 0 {
 		p.RelocateExitCode = DefaultRelocateExitCode
 	}
-	p.Deadlines = roles.DefaultDeadlines()
+	p.Deadlines = roles.Deadlines()
 	return p, nil
+}
+
+// at returns p for a decision made at now.
+func (p policy[S]) at(now time.Time) policy[S] {
+	p.now = now
+	return p
+}
+
+// clock is the Decider's time.
+func (p Policy) clock() time.Time {
+	if p.Clock != nil {
+		return p.Clock()
+	}
+	return time.Now()
 }
 
 // LeaveExitCode is the exit status of a controller that leaves an

@@ -13,22 +13,14 @@ import (
 	"github.com/execfsm/execfsm/transition"
 )
 
-// AbandonedDeadline is how long a [Reaper] lets a running execution go
-// on with no live holder when its Abandoned is zero: as long as a
-// relocation nobody takes over ([RelocatingDeadline]), for the same
-// reason: a controller killed unasked (an OOM kill, a lost node) is
-// replaced by its platform within that time, and takes the execution
-// over with a startup.
-const AbandonedDeadline = RelocatingDeadline
-
-// Reaper is a [reconcile.Reconciler] of execution ids that enforces
-// [Deadlines]: an execution relocating with nobody taking over, or
-// stopping past the shutdown timeout, is moved on (to the roles' failed
-// and stopped states by default), as Teraslice's cluster master reaps
-// stuck stopping executions. It also ends an abandoned execution: one in
-// a running state whose controller holds it no more (it died, or lost its
-// lease and never took the execution back) and that no controller took
-// over within Abandoned; it is failed with the reason. Run it in a
+// Reaper is a [reconcile.Reconciler] of execution ids that enforces the
+// roles' [Deadlines]: an execution relocating with nobody taking over, or
+// stopping past the shutdown timeout, is moved on where its deadline
+// says, as Teraslice's cluster master reaps stuck stopping executions.
+// With [ReaperOptions].Abandoned it also ends an abandoned execution: one
+// in a running state whose controller holds it no more (it died, or lost
+// its lease and never took the execution back) and that no controller
+// took over within Abandoned; it is failed with the reason. Run it in a
 // [reconcile.Loop] whose Known lists the executions' ids
 // (reconcile.StoreKeys(store)). It writes as
 // an outside authority (no ownership claim) and asks to be called again
@@ -54,16 +46,16 @@ type Reaper[S comparable] struct {
 	unheld map[string]unheld // executions seen running with no live holder
 }
 
-// ReaperOptions are a [Reaper]'s settings; the zero value is the
-// defaults. The deadlines are the roles' (RolesBuilder.Deadline), and the
-// observer the Decider's.
+// ReaperOptions are a [Reaper]'s settings. The deadlines are the roles'
+// (RolesBuilder.Deadline), and the observer the Decider's.
 type ReaperOptions struct {
 	Clock reconcile.Clock // nil: the system clock
 	Actor string          // recorded as the writer; default "deadline-reaper"
 	// Abandoned is how long a running execution may go on without a
-	// live holder before it is failed: zero is AbandonedDeadline, a
-	// negative duration never. Make it longer than a controller's lease
-	// TTL plus the time its platform takes to replace it.
+	// live holder before it is failed; zero never fails one. Make it
+	// longer than a controller's lease TTL plus the time its platform
+	// takes to replace it (teraslice.AbandonedAfter is Teraslice's, 15
+	// minutes: as long as a relocation may wait, for the same reason).
 	Abandoned time.Duration
 }
 
@@ -72,16 +64,16 @@ func newReaper[S comparable](roles *Roles[S], store storage.Store, opts ReaperOp
 	if nilstore.Is(store) {
 		return nil, errors.New("recovery: NewReaper: nil store")
 	}
-	r := &Reaper[S]{roles: roles, store: store, deadlines: roles.DefaultDeadlines(), now: time.Now, actor: opts.Actor,
+	if opts.Abandoned < 0 {
+		return nil, fmt.Errorf("recovery: NewReaper: %w: Abandoned %v is negative (zero never fails an abandoned execution)", ErrInvalidPolicy, opts.Abandoned)
+	}
+	r := &Reaper[S]{roles: roles, store: store, deadlines: roles.Deadlines(), now: time.Now, actor: opts.Actor,
 		observer: observer, abandonAfter: opts.Abandoned}
 	if opts.Clock != nil {
 		r.now = opts.Clock.Now
 	}
 	if r.actor == "" {
 		r.actor = "deadline-reaper"
-	}
-	if r.abandonAfter == 0 {
-		r.abandonAfter = AbandonedDeadline
 	}
 	return r, nil
 }
@@ -151,7 +143,7 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 func (r *Reaper[S]) abandoned(ctx context.Context, cur S, rec storage.Record, at time.Time, wait *time.Duration, enforced *Enforced[S]) (transition.Update[S], error) {
 	keep := transition.To(cur)
 	after := r.abandonAfter
-	if role, _ := r.roles.Role(cur); role != RoleRunning || rec.Owner == "" || after < 0 {
+	if role, _ := r.roles.Role(cur); role != RoleRunning || rec.Owner == "" || after == 0 {
 		r.forget(rec.ID)
 		return keep, nil
 	}

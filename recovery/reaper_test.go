@@ -24,8 +24,8 @@ func TestReaperMovesOverdueStatusesOnAndWaitsForTheOthers(t *testing.T) {
 		want   state.Status
 		wait   time.Duration
 	}{
-		{state.Relocating, recovery.RelocatingDeadline + time.Minute, state.Failed, 0},
-		{state.Relocating, 4 * time.Minute, state.Relocating, recovery.RelocatingDeadline - 4*time.Minute},
+		{state.Relocating, teraslice.RelocatingDeadline + time.Minute, state.Failed, 0},
+		{state.Relocating, 4 * time.Minute, state.Relocating, teraslice.RelocatingDeadline - 4*time.Minute},
 		{state.Stopping, 5 * time.Minute, state.Stopped, 0},
 		{state.Stopping, time.Minute, state.Stopping, 4 * time.Minute},
 		// Stranded: the master died placing it, or its controller died
@@ -99,7 +99,7 @@ func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) 
 	})
 	require.NoError(t, err)
 	reconciletest.Start(t, l)
-	require.Equal(t, recovery.RelocatingDeadline, clock.AdvanceToEarliest(t))
+	require.Equal(t, teraslice.RelocatingDeadline, clock.AdvanceToEarliest(t))
 	reconciletest.Idle(t, l)
 	cur, _, err := exec.Load(context.Background())
 	require.NoError(t, err)

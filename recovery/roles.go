@@ -214,10 +214,10 @@ func (b *RolesBuilder[S]) Ends(completed, terminated S) *RolesBuilder[S] {
 	return b
 }
 
-// Deadline gives state s a default deadline: it must not last longer
+// Deadline gives state s a deadline: it must not last longer
 // than after, and then moves to then (a terminal state, or the Failed or
 // a stop's end), as [Deadline] says. It is part of
-// [Roles.DefaultDeadlines], checked with the roles when they are built.
+// [Roles.Deadlines], checked with the roles when they are built.
 // A status nobody retries when its owner dies belongs here (Teraslice
 // re-queues only pending executions after a cluster master restart:
 // scheduling and initializing would be stranded forever).
@@ -510,31 +510,12 @@ func (r *Roles[S]) Ends() (completed, terminated S, ok bool) {
 	return r.completed, r.terminated, r.hasEnds
 }
 
-// DefaultDeadlines: a relocation nobody takes over within fifteen minutes
-// fails the execution (longer than the longest wait Kubernetes' Job
-// controller puts between a failed pod and its replacement, ten minutes,
-// plus a pod's start: a quick run of node drains must not fail a healthy
-// execution); a drain that takes more than five minutes is considered
-// done, in its end (Teraslice's cluster master reaps stuck stopping
-// executions after its shutdown timeout the same way). A table without a
-// relocating or a stopping state has no deadline for it. Deadlines given
-// with [RolesBuilder.Deadline] come on top, and win.
-// It returns a new map each time: the caller may change it.
-func (r *Roles[S]) DefaultDeadlines() Deadlines[S] {
-	d := Deadlines[S]{}
-	for _, rel := range r.relocating {
-		d[rel] = Deadline[S]{After: RelocatingDeadline, Then: r.failed}
-	}
-	for _, s := range r.stopping {
-		d[s] = Deadline[S]{After: 5 * time.Minute, Then: r.stops[s]}
-	}
-	maps.Copy(d, r.deadlines)
-	return d
+// Deadlines returns the deadlines the roles give ([RolesBuilder.Deadline]):
+// none is implied (teraslice.Roles spells out Teraslice's). It returns a
+// new map each time: the caller may change it.
+func (r *Roles[S]) Deadlines() Deadlines[S] {
+	return maps.Clone(r.deadlines)
 }
-
-// RelocatingDeadline is how long a relocation may wait for a controller
-// to take over before the default deadline fails the execution.
-const RelocatingDeadline = 15 * time.Minute
 
 // ends reports whether s is what a failure or a finished drain writes.
 func (r *Roles[S]) ends(s S) bool { return s == r.failed || r.stopEnd(s) }

@@ -57,6 +57,8 @@ func simRoles(t *testing.T, table *transition.Table[Sim]) *recovery.Roles[Sim] {
 		Relocating(SimRelocating, SimIdle).
 		Stopping(SimStopping, SimIdle).
 		Failed(SimError).
+		Deadline(SimRelocating, 15*time.Minute, SimError).
+		Deadline(SimStopping, 5*time.Minute, SimIdle).
 		Build()
 	require.NoError(t, err)
 	return roles
@@ -77,9 +79,9 @@ func TestRolesOfAUserTable(t *testing.T) {
 	require.False(t, ok)
 	require.Equal(t, SimError, roles.Failed())
 	require.Equal(t, recovery.Deadlines[Sim]{
-		SimRelocating: {After: recovery.RelocatingDeadline, Then: SimError},
+		SimRelocating: {After: teraslice.RelocatingDeadline, Then: SimError},
 		SimStopping:   {After: 5 * time.Minute, Then: SimIdle},
-	}, roles.DefaultDeadlines())
+	}, roles.Deadlines())
 }
 
 // The execution lifecycle's roles agree with the status sets of package
@@ -186,7 +188,7 @@ func TestRolesListEveryProblem(t *testing.T) {
 // lifecycle's are tested: the table a VILLAS simulator manager lives by.
 func TestDecisionsOnAUserTable(t *testing.T) {
 	roles := simRoles(t, simTable(t))
-	p := recovery.Policy{Now: t0, Restarts: true, Work: recovery.Restartability(true)}
+	p := recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
 	rec := func(s Sim, previous Sim) storage.Record {
 		return storage.Record{ID: "sim-1", Status: string(s), Previous: string(previous), Owner: "mgr-a", Epoch: 1,
 			UpdatedAt: t0.Add(-time.Minute), Since: t0.Add(-time.Minute)}
@@ -207,7 +209,7 @@ func TestDecisionsOnAUserTable(t *testing.T) {
 		{SimStopping, "", recovery.DecisionStop, SimStopping, recovery.ActionShutdown},
 		{SimGone, "", recovery.DecisionRefuse, SimGone, recovery.ActionShutdown},
 	} {
-		v, err := recovery.Startup(roles, rec(tc.found, tc.previous), p)
+		v, err := recovery.Startup(roles, rec(tc.found, tc.previous), p, t0)
 		require.NoError(t, err)
 		require.Equal(t, tc.decision, v.Decision, "startup in %s", tc.found)
 		require.Equal(t, tc.to, v.To, "startup in %s", tc.found)
@@ -216,17 +218,17 @@ func TestDecisionsOnAUserTable(t *testing.T) {
 		require.Equal(t, tc.sigterm, a.Kind, "SIGTERM in %s", tc.found)
 	}
 	// A crash past the budget fails into the roles' failure state.
-	p.RestartBudget = 1
+	p.Failovers = recovery.Allowance{Count: 1, Window: time.Hour}
 	crashed := rec(SimRunning, "")
 	crashed.Meta = map[string]string{recovery.MetaRestarts: strconv.FormatInt(t0.Add(-time.Minute).UnixMilli(), 10)}
-	v, err := recovery.Startup(roles, crashed, p)
+	v, err := recovery.Startup(roles, crashed, p, t0)
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionFail, v.Decision)
 	require.Equal(t, SimError, v.To)
 	// Past the stopping deadline the stop's end is written: idle.
 	old := rec(SimStopping, "")
 	old.Since = t0.Add(-time.Hour)
-	v, err = recovery.Startup(roles, old, recovery.Policy{Now: t0})
+	v, err = recovery.Startup(roles, old, recovery.Policy{}, t0)
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionStop, v.Decision)
 	require.Equal(t, SimIdle, v.To)
@@ -253,7 +255,7 @@ func TestApplyOnAUserTable(t *testing.T) {
 	_, err = manager.Fire(context.Background(), SimPaused, "the user pauses it")
 	require.NoError(t, err)
 
-	p := recovery.Policy{Restarts: true, Work: recovery.Restartability(true)}
+	p := recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
 	mgrA, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions{Actor: "mgr-a"})
 	require.NoError(t, err)
 	v, err := decider(t, roles, p).Start(context.Background(), mgrA, lease("mgr-a"))
@@ -301,9 +303,9 @@ func TestApplyRefusesRolesOfAnotherTable(t *testing.T) {
 	require.NoError(t, exec.Ownership().Release(context.Background()))
 }
 
-// Deadlines given with the roles join the defaults, win over them, and are
-// checked when the roles are built.
-func TestRolesDeadlinesAreDefaultsCheckedAtBuild(t *testing.T) {
+// The roles' deadlines are those given, none implied, checked when the
+// roles are built.
+func TestRolesDeadlinesAreGivenAndCheckedAtBuild(t *testing.T) {
 	build := func(extra func(*recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim]) (*recovery.Roles[Sim], error) {
 		b := recovery.DefineRoles(simTable(t)).
 			NotStarted(SimIdle, SimError).
@@ -318,12 +320,11 @@ func TestRolesDeadlinesAreDefaultsCheckedAtBuild(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, recovery.Deadlines[Sim]{
-		SimRelocating: {After: recovery.RelocatingDeadline, Then: SimError},
-		SimStopping:   {After: time.Hour, Then: SimIdle},
-		SimStarting:   {After: time.Minute, Then: SimError},
-	}, roles.DefaultDeadlines())
-	roles.DefaultDeadlines()[SimStarting] = recovery.Deadline[Sim]{}
-	require.Equal(t, time.Minute, roles.DefaultDeadlines()[SimStarting].After, "the caller's copy is its own")
+		SimStopping: {After: time.Hour, Then: SimIdle},
+		SimStarting: {After: time.Minute, Then: SimError},
+	}, roles.Deadlines(), "no relocating deadline is implied")
+	roles.Deadlines()[SimStarting] = recovery.Deadline[Sim]{}
+	require.Equal(t, time.Minute, roles.Deadlines()[SimStarting].After, "the caller's copy is its own")
 
 	for name, extra := range map[string]func(*recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim]{
 		"to a live state": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {

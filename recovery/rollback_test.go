@@ -8,6 +8,7 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema/schematest"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
@@ -43,7 +44,7 @@ func rollback(t *testing.T) rolledBack {
 
 	old, err := transition.NewPersisted(v1.Table(), store, "job-1", transition.PersistedOptions{Actor: "ctl-v1", Clock: clock.Now})
 	require.NoError(t, err)
-	d := decider(t, v1, recovery.Policy{Now: t0, Restarts: true, Work: recovery.Restartability(true)})
+	d := decider(t, v1, recovery.Policy{Clock: clock.Now, Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
 	v, err := d.Start(bg, old, storage.Lease{Holder: "ctl-v1", TTL: time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
@@ -76,16 +77,16 @@ func (r rolledBack) unchanged(t *testing.T) {
 func TestARollbackLeavesARecordReturningToAStatusOfANewerTableAlone(t *testing.T) {
 	t.Run("Startup", func(t *testing.T) {
 		r := rollback(t)
-		_, err := recovery.Startup(r.v1, r.before, recovery.Policy{Now: t0})
+		_, err := recovery.Startup(r.v1, r.before, recovery.Policy{}, t0)
 		require.ErrorIs(t, err, recovery.ErrForeignStatus)
 		require.ErrorIs(t, err, transition.ErrUnknownState)
 		require.Contains(t, err.Error(), `"held"`)
 
 		// Past the relocation's deadline, too: a timer is a decision.
-		_, err = recovery.Startup(r.v1, r.before, recovery.Policy{Now: t0.Add(recovery.RelocatingDeadline + time.Hour)})
+		_, err = recovery.Startup(r.v1, r.before, recovery.Policy{}, t0.Add(teraslice.RelocatingDeadline+time.Hour))
 		require.ErrorIs(t, err, recovery.ErrForeignStatus)
 
-		v, err := recovery.Startup(r.v3, r.before, recovery.Policy{Now: t0})
+		v, err := recovery.Startup(r.v3, r.before, recovery.Policy{}, t0)
 		require.NoError(t, err, "the version that knows held decides")
 		require.Equal(t, "held", v.To)
 	})
@@ -104,14 +105,14 @@ func TestARollbackLeavesARecordReturningToAStatusOfANewerTableAlone(t *testing.T
 
 		v3, err := transition.NewPersisted(r.v3.Table(), r.store, "job-1", transition.PersistedOptions{Actor: "ctl-v3", Clock: r.clock.Now})
 		require.NoError(t, err)
-		v, err = decider(t, r.v3, recovery.Policy{Now: t0}).Start(bg, v3, storage.Lease{Holder: "ctl-v3", TTL: time.Hour})
+		v, err = decider(t, r.v3, recovery.Policy{Clock: r.clock.Now}).Start(bg, v3, storage.Lease{Holder: "ctl-v3", TTL: time.Hour})
 		require.NoError(t, err)
 		require.Equal(t, recovery.DecisionResume, v.Decision)
 		require.Equal(t, "held", v.To, "the version that knows held takes it back there")
 	})
 	t.Run("Terminate", func(t *testing.T) {
 		r := rollback(t)
-		a, err := recovery.Terminate(r.v1, r.before, r.old.Claim(), recovery.Policy{Now: t0, Restarts: true, Work: recovery.Restartability(true)})
+		a, err := recovery.Terminate(r.v1, r.before, r.old.Claim(), recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
 		require.NoError(t, err)
 		require.Equal(t, recovery.ActionLeave, a.Kind)
 		require.Contains(t, a.Reason, "status of another table")
@@ -149,7 +150,7 @@ func TestARollbackLeavesARecordReturningToAStatusOfANewerTableAlone(t *testing.T
 	t.Run("Reaper", func(t *testing.T) {
 		r := rollback(t)
 		require.NoError(t, r.old.Ownership().Release(bg))
-		r.clock.Advance(recovery.RelocatingDeadline + time.Hour)
+		r.clock.Advance(teraslice.RelocatingDeadline + time.Hour)
 		reaper, err := r.decider.NewReaper(r.store, recovery.ReaperOptions{Clock: r.clock})
 		require.NoError(t, err)
 		res, err := reaper.Reconcile(bg, "job-1")
@@ -220,7 +221,7 @@ func held(t *testing.T) rolledBack {
 	require.NoError(t, err)
 	old, err := transition.NewPersisted(v1.Table(), store, "job-1", transition.PersistedOptions{Actor: "ctl-v1"})
 	require.NoError(t, err)
-	d := decider(t, v1, recovery.Policy{Restarts: true, Work: recovery.Restartability(true)})
+	d := decider(t, v1, recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
 	_, err = d.Start(bg, old, storage.Lease{Holder: "ctl-v1", TTL: time.Hour})
 	require.NoError(t, err)
 	_, err = master.Fire(bg, "held", "quarantined by an operator (v3)")

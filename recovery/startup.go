@@ -79,11 +79,13 @@ type Verdict[S comparable] struct {
 	Reason   string            // for people and for the record
 	Meta     map[string]string // metadata to write with it (the restart count)
 	Err      error             // for DecisionRefuse: matches ErrTerminalStatus
-	// Restarts is, when the verdict counts an unexpected restart, the
-	// unexpected restarts within the window, this one included, and
-	// RestartBudget the budget they are counted against: Restarts above
-	// it is DecisionFail. Both are 0 for any other verdict.
-	Restarts, RestartBudget int
+	// Failovers is, when the verdict counts an unexpected restart of a
+	// controller, the unexpected restarts counted (within the window),
+	// this one included, and FailoverAllowance the allowance they are
+	// counted against ([Policy].Failovers): more than it allows is
+	// DecisionFail. Both are zero for any other verdict.
+	Failovers         int
+	FailoverAllowance Allowance
 	// RerunOf is the id of the execution this one reruns ([Rerun]), ""
 	// if it is not a rerun. A rerun that starts runs in Teraslice's
 	// recovering status after its setup (state.Recovering, not Running),
@@ -112,17 +114,18 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 //   - Stopping: Stop, finishing the drain (then its end is written).
 //   - A running state: the previous controller died without being asked
 //     (OOM kill, node loss). Resume in that state only if the platform
-//     restarts controllers, the work is restartable and the restart
-//     budget is not spent; otherwise Fail with the reason. Never "start
-//     again and leave the status as it is": that is how a crash becomes
-//     a crash loop.
+//     restarts controllers, the work is restartable and the failovers
+//     the policy allows are not spent; otherwise Fail with the reason.
+//     Never "start again and leave the status as it is": that is how a
+//     crash becomes a crash loop.
 //
-// The error is for input no decision can be made on: nil roles, an
-// invalid policy ([ErrInvalidPolicy]) or a record of another table
+// now is the time of the decision: deadlines and failovers are counted
+// to it. The error is for input no decision can be made on: nil roles,
+// an invalid policy ([ErrInvalidPolicy]) or a record of another table
 // ([ErrForeignStatus]: a status the table does not know, or a relocation
 // back to one).
-func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy) (Verdict[S], error) {
-	return startup(roles, rec, policy[S]{Policy: p})
+func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy, now time.Time) (Verdict[S], error) {
+	return startup(roles, rec, policy[S]{Policy: p}.at(now))
 }
 
 func startup[S comparable](roles *Roles[S], rec storage.Record, p policy[S]) (Verdict[S], error) {
@@ -169,8 +172,8 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p policy[S
 		v.Reason = fmt.Sprintf("controller restarted in %s: the work was over, so its end, %s, is written", rec.Status, to)
 		return v, nil
 	}
-	if dl, left, ok := deadline(rec, cur, p.Deadlines, p.Now); ok && left <= 0 {
-		u := deadlineUpdate(roles, rec, dl, p.Now)
+	if dl, left, ok := deadline(rec, cur, p.Deadlines, p.now); ok && left <= 0 {
+		u := deadlineUpdate(roles, rec, dl, p.now)
 		v.To, v.Reason, v.Meta = u.To, u.Reason, u.Meta
 		v.Decision = DecisionFail
 		if roles.stopEnd(dl.Then) {
@@ -225,22 +228,33 @@ func unexpectedRestart[S comparable](roles *Roles[S], rec storage.Record, p poli
 	if ok, why := restartability(p.Work, rec); !ok {
 		return fail(why)
 	}
-	recent, err := restartsSince(rec.Meta[MetaRestarts], p.Now.Add(-p.RestartWindow))
+	allowed := p.Failovers
+	var cutoff time.Time
+	if allowed.Window > 0 && !allowed.Unlimited {
+		cutoff = p.now.Add(-allowed.Window)
+	}
+	counted, err := parseRestarts(rec.Meta[MetaRestarts])
 	if err != nil {
 		return fail("the restart count is unreadable: " + err.Error())
 	}
-	recent = append(recent, p.Now)
-	v.Meta = map[string]string{MetaRestarts: formatRestarts(recent)}
-	v.Restarts, v.RestartBudget = len(recent), p.RestartBudget
-	if len(recent) > p.RestartBudget {
-		return fail(fmt.Sprintf("restart budget spent: %d unexpected restarts within %v, at most %d",
-			len(recent), p.RestartWindow, p.RestartBudget))
+	counted = counted.add(p.now, cutoff)
+	n := counted.since(cutoff)
+	v.Meta = map[string]string{MetaRestarts: counted.String()}
+	v.Failovers, v.FailoverAllowance = n, allowed
+	if !allowed.Unlimited && n > allowed.Count {
+		return fail(fmt.Sprintf("failovers spent: %d unexpected restarts, %s allowed", n, allowed))
 	}
 	v.Decision = DecisionResume
-	v.Reason = fmt.Sprintf("controller restarted unexpectedly in %s status; resuming (unexpected restart %d of %d within %v)",
-		rec.Status, len(recent), p.RestartBudget, p.RestartWindow)
+	v.Reason = fmt.Sprintf("controller restarted unexpectedly in %s status; resuming (unexpected restart %d, %s allowed)",
+		rec.Status, n, allowed)
 	return v
 }
+
+// maxKeptRestarts bounds the restart times a record keeps (a metadata
+// value holds 4 KB): the earlier ones are counted, not listed, so over the
+// execution's whole life the count is exact, and within a window at most
+// the last 100 are told apart.
+const maxKeptRestarts = 100
 
 func since(rec storage.Record) time.Time {
 	if rec.Since.IsZero() {
@@ -271,8 +285,7 @@ func deadlineUpdate[S comparable](roles *Roles[S], rec storage.Record, dl Deadli
 // MetaStartup is the record metadata key under which [Decider.Start]
 // leaves the decision it wrote, in the same write: the decision, "@", the
 // revision of the record it was decided on and, for an unexpected
-// restart, a space and the restarts counted and the budget
-// ("resume@41 2/3"). It is how a start retried by the controller that
+// restart, a space and the failovers counted ("resume@41 2"). It is how a start retried by the controller that
 // made it returns the verdict already written, and tells operators how
 // the current controller started.
 const MetaStartup = "execfsm.startup"
@@ -280,9 +293,6 @@ const MetaStartup = "execfsm.startup"
 func applyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], lease storage.Lease, p policy[S]) (Verdict[S], error) {
 	if exec == nil {
 		return Verdict[S]{}, errors.New("recovery: Start: nil execution")
-	}
-	if p.Now.IsZero() {
-		p.Now = time.Now()
 	}
 	if _, err := p.withDefaults(roles); err != nil {
 		return Verdict[S]{}, err
@@ -296,7 +306,7 @@ func applyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 	}
 	mine := exec.Claim()
 	carries := func(rec storage.Record) bool { return mine.Owner != "" && rec.Claim() == mine }
-	written, replayable := writtenVerdict(roles, rec, mine)
+	written, replayable := writtenVerdict(roles, rec, mine, p.Failovers)
 	switch {
 	case bugStartUnowned && rec.Owner == "", bugRestartLiveHolder && exec.Owns(rec):
 		// A reintroduced bug (reintroduced_off.go): decide as a new
@@ -325,7 +335,7 @@ func applyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 			return verdict, err
 		}
 		// Decided, not written: a restart counts only once it is.
-		verdict.Restarts, verdict.RestartBudget = 0, 0
+		verdict.Failovers, verdict.FailoverAllowance = 0, Allowance{}
 		err = fmt.Errorf("recovery: startup of %s: %w", rec.ID, err)
 		p.Observer.startup(verdict, err)
 		unwritten := Verdict[S]{From: found}
@@ -397,8 +407,8 @@ func startupUpdate[S comparable](v Verdict[S], rec storage.Record) transition.Up
 
 func formatStartup[S comparable](v Verdict[S], revision uint64) string {
 	out := v.Decision.String() + "@" + strconv.FormatUint(revision, 10)
-	if v.Restarts > 0 {
-		out += " " + strconv.Itoa(v.Restarts) + "/" + strconv.Itoa(v.RestartBudget)
+	if v.Failovers > 0 {
+		out += " " + strconv.Itoa(v.Failovers)
 	}
 	return out
 }
@@ -406,7 +416,7 @@ func formatStartup[S comparable](v Verdict[S], revision uint64) string {
 // writtenVerdict returns the verdict the start under claim wrote on rec,
 // if rec still tells it: [MetaStartup], and the audit entry claim wrote
 // it with.
-func writtenVerdict[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim) (Verdict[S], bool) {
+func writtenVerdict[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, allowance Allowance) (Verdict[S], bool) {
 	if claim.Owner == "" || rec.Claim() != claim {
 		return Verdict[S]{}, false
 	}
@@ -437,9 +447,11 @@ func writtenVerdict[S comparable](roles *Roles[S], rec storage.Record, claim sto
 	}
 	v := Verdict[S]{Decision: d, From: from, To: to, Reason: e.Reason}
 	v.RerunOf, _ = RerunOf(rec)
-	if n, b, ok := strings.Cut(counts, "/"); ok {
-		v.Restarts, _ = strconv.Atoi(n)
-		v.RestartBudget, _ = strconv.Atoi(b)
+	// "2", or "2/3" as an earlier build wrote it: the failovers counted.
+	// The allowance is this controller's, which made the start.
+	n, _, _ := strings.Cut(counts, "/")
+	if failovers, err := strconv.Atoi(n); err == nil && failovers > 0 {
+		v.Failovers, v.FailoverAllowance = failovers, allowance
 	}
 	return v, true
 }

@@ -26,7 +26,7 @@ type slicer struct{ ok bool }
 func (s slicer) IsRestartable() bool { return s.ok }
 
 func policy() recovery.Policy {
-	return recovery.Policy{Now: t0, Restarts: true, Work: slicer{true}}
+	return recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}
 }
 
 func record(status state.Status) storage.Record {
@@ -35,7 +35,7 @@ func record(status state.Status) storage.Record {
 
 func startup(t *testing.T, rec storage.Record, p recovery.Policy) recovery.Verdict[state.Status] {
 	t.Helper()
-	v, err := recovery.Startup(teraslice.Roles(), rec, p)
+	v, err := recovery.Startup(teraslice.Roles(), rec, p, t0)
 	require.NoError(t, err)
 	return v
 }
@@ -53,7 +53,7 @@ func TestStartupTerminalStatusRefusesNamingTheStatus(t *testing.T) {
 
 func TestStartupInitStatusStarts(t *testing.T) {
 	for s := range state.InitStatuses.All() {
-		v := startup(t, record(s), recovery.Policy{Now: t0})
+		v := startup(t, record(s), recovery.Policy{})
 		require.Equal(t, recovery.DecisionStart, v.Decision, "%s", s)
 		require.Equal(t, s, v.To)
 	}
@@ -64,7 +64,7 @@ func TestStartupRelocatingResumesToRememberedStatus(t *testing.T) {
 		rec := record(state.Relocating)
 		rec.Previous = left.String()
 		// Relocation is expected: no restart budget, no restartability needed.
-		v := startup(t, rec, recovery.Policy{Now: t0})
+		v := startup(t, rec, recovery.Policy{})
 		require.Equal(t, recovery.DecisionResume, v.Decision)
 		require.Equal(t, left, v.To, "a relocated %s execution comes back %s", left, left)
 		require.Nil(t, v.Meta, "a relocation is not an unexpected restart")
@@ -86,7 +86,7 @@ func TestStartupRelocatingWithoutMemoryReinitializes(t *testing.T) {
 func TestStartupRelocatingBackToAStatusOfAnotherTableIsForeign(t *testing.T) {
 	rec := record(state.Relocating)
 	rec.Previous = "garbage"
-	_, err := recovery.Startup(teraslice.Roles(), rec, policy())
+	_, err := recovery.Startup(teraslice.Roles(), rec, policy(), t0)
 	require.ErrorIs(t, err, recovery.ErrForeignStatus)
 	require.ErrorIs(t, err, transition.ErrUnknownState)
 }
@@ -104,20 +104,20 @@ func TestStartupRelocatingPastItsDeadlineFails(t *testing.T) {
 }
 
 func TestStartupStoppingFinishesTheStopAndPastTheDeadlineIsStopped(t *testing.T) {
-	v := startup(t, record(state.Stopping), recovery.Policy{Now: t0})
+	v := startup(t, record(state.Stopping), recovery.Policy{})
 	require.Equal(t, recovery.DecisionStop, v.Decision)
 	require.Equal(t, state.Stopping, v.To)
 
 	rec := record(state.Stopping)
 	rec.Since = t0.Add(-time.Hour)
-	v = startup(t, rec, recovery.Policy{Now: t0})
+	v = startup(t, rec, recovery.Policy{})
 	require.Equal(t, recovery.DecisionStop, v.Decision)
 	require.Equal(t, state.Stopped, v.To)
 	require.Nil(t, v.Meta, "a stop that timed out is no failure")
 }
 
 func TestStartupUnexpectedRestartResumesOnlyRestartableWorkOnARestartingPlatform(t *testing.T) {
-	noWork := recovery.Policy{Now: t0, Restarts: true}
+	noWork := recovery.Policy{Restarts: true, Failovers: teraslice.Failovers}
 	for _, tc := range []struct {
 		name     string
 		policy   recovery.Policy
@@ -125,13 +125,13 @@ func TestStartupUnexpectedRestartResumesOnlyRestartableWorkOnARestartingPlatform
 		want     recovery.Decision
 		reason   string
 	}{
-		{"restartable, platform restarts", policy(), "", recovery.DecisionResume, "unexpected restart 1 of 3"},
-		{"platform does not restart", recovery.Policy{Now: t0, Work: slicer{true}}, "", recovery.DecisionFail, "the platform does not restart controllers"},
-		{"work says no", recovery.Policy{Now: t0, Restarts: true, Work: slicer{false}}, "", recovery.DecisionFail, "the work is not restartable"},
-		{"work says no over the record's yes", recovery.Policy{Now: t0, Restarts: true, Work: slicer{false}}, "true", recovery.DecisionFail, "the work is not restartable"},
-		{"a plain flag", recovery.Policy{Now: t0, Restarts: true, Work: recovery.Restartability(false)}, "", recovery.DecisionFail, "the work is not restartable"},
+		{"restartable, platform restarts", policy(), "", recovery.DecisionResume, "unexpected restart 1, 3 within 30m0s allowed"},
+		{"platform does not restart", recovery.Policy{Work: slicer{true}}, "", recovery.DecisionFail, "the platform does not restart controllers"},
+		{"work says no", recovery.Policy{Restarts: true, Work: slicer{false}, Failovers: teraslice.Failovers}, "", recovery.DecisionFail, "the work is not restartable"},
+		{"work says no over the record's yes", recovery.Policy{Restarts: true, Work: slicer{false}, Failovers: teraslice.Failovers}, "true", recovery.DecisionFail, "the work is not restartable"},
+		{"a plain flag", recovery.Policy{Restarts: true, Work: recovery.Restartability(false), Failovers: teraslice.Failovers}, "", recovery.DecisionFail, "the work is not restartable"},
 		{"no work, nothing recorded", noWork, "", recovery.DecisionFail, "nothing says the work is restartable"},
-		{"no work, recorded yes", noWork, "true", recovery.DecisionResume, "unexpected restart 1 of 3"},
+		{"no work, recorded yes", noWork, "true", recovery.DecisionResume, "unexpected restart 1, 3 within 30m0s allowed"},
 		{"no work, recorded no", noWork, "false", recovery.DecisionFail, "the execution's recorded flag says its work is not restartable"},
 		{"no work, recorded garbage", noWork, "yes", recovery.DecisionFail, `the recorded execfsm.relocatable="yes" is neither true nor false`},
 	} {
@@ -170,7 +170,7 @@ func TestStartupRecordsWhatTheWorkSaysAboutRestarting(t *testing.T) {
 			_, written := v.Meta[recovery.MetaRelocatable]
 			require.False(t, written, "an unchanged flag is not written again")
 		}
-		v := startup(t, record(s), recovery.Policy{Now: t0})
+		v := startup(t, record(s), recovery.Policy{})
 		_, written := v.Meta[recovery.MetaRelocatable]
 		require.False(t, written, "without Work nothing is known to record")
 	}
@@ -221,26 +221,22 @@ func TestStartupUnreadableRestartCountFailsInsteadOfLooping(t *testing.T) {
 func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {
 	good := policy()
 	for name, p := range map[string]recovery.Policy{
-		"negative budget":       {Now: t0, RestartBudget: -1},
-		"huge budget":           {Now: t0, RestartBudget: 1 << 40},
-		"negative window":       {Now: t0, RestartWindow: -time.Second},
-		"overflowing exit code": {Now: t0, RelocateExitCode: 256},
-		"no time":               {},
+		"negative failovers":    {Failovers: recovery.Allowance{Count: -1}},
+		"negative window":       {Failovers: recovery.Allowance{Count: 3, Window: -time.Second}},
+		"overflowing exit code": {RelocateExitCode: 256},
 	} {
-		_, err := recovery.Startup(teraslice.Roles(), record(state.Running), p)
+		_, err := recovery.Startup(teraslice.Roles(), record(state.Running), p, t0)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 		_, err = recovery.Terminate(teraslice.Roles(), record(state.Running), storage.Claim{}, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
-		if name != "no time" { // a Decider takes each decision's time itself
-			_, err = recovery.NewDecider(teraslice.Roles(), p)
-			require.ErrorIs(t, err, recovery.ErrInvalidPolicy, "NewDecider: %s", name)
-		}
+		_, err = recovery.NewDecider(teraslice.Roles(), p)
+		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, "NewDecider: %s", name)
 	}
 	rec := record(state.Running)
 	rec.Status = "Running"
-	_, err := recovery.Startup(teraslice.Roles(), rec, good)
+	_, err := recovery.Startup(teraslice.Roles(), rec, good, t0)
 	require.ErrorIs(t, err, transition.ErrUnknownState)
-	_, err = recovery.Startup[state.Status](nil, record(state.Running), good)
+	_, err = recovery.Startup[state.Status](nil, record(state.Running), good, t0)
 	require.ErrorIs(t, err, recovery.ErrInvalidPolicy, "nil roles")
 }
 
@@ -288,19 +284,18 @@ func crashed(t *testing.T, exec *transition.Persisted[state.Status], pod string)
 func lease(pod string) storage.Lease { return storage.Lease{Holder: pod, TTL: time.Minute} }
 
 // A crash loop is impossible by construction: 100 consecutive unexpected
-// restarts resume exactly the budget, then fail, then refuse.
-func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T) {
+// restarts resume exactly the failovers allowed (none for a zero
+// allowance: a count means what it says), then fail, then refuse.
+func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheAllowance(t *testing.T) {
 	for _, budget := range []int{0, 1, 3, 7} {
 		now := t0
 		exec, _ := newExecution(t, state.Running, func() time.Time { return now })
 		want := budget
-		if want == 0 {
-			want = recovery.DefaultRestartBudget
-		}
 		var decisions []recovery.Decision
 		for k := range 100 {
 			now = now.Add(time.Second) // all within the window
-			p := recovery.Policy{Now: now, Restarts: true, Work: slicer{true}, RestartBudget: budget}
+			p := recovery.Policy{Clock: func() time.Time { return now }, Restarts: true, Work: slicer{true},
+				Failovers: recovery.Allowance{Count: budget, Window: 30 * time.Minute}}
 			owned := controllerOf(t, exec, fmt.Sprintf("pod-%d", k+1))
 			v, err := decider(t, teraslice.Roles(), p).Start(context.Background(), owned, lease(fmt.Sprintf("pod-%d", k+1)))
 			decisions = append(decisions, v.Decision)
@@ -326,8 +321,8 @@ func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheBudget(t *testing.T)
 		cur, rec, err := exec.Load(context.Background())
 		require.NoError(t, err)
 		require.Equal(t, state.Failed, cur)
-		require.Contains(t, rec.Reason, "restart budget spent")
-		require.Contains(t, rec.Meta[recovery.MetaFailure], "restart budget spent")
+		require.Contains(t, rec.Reason, "failovers spent")
+		require.Contains(t, rec.Meta[recovery.MetaFailure], "failovers spent")
 	}
 }
 
@@ -406,7 +401,7 @@ func TestStartupOwnershipOnMemory(t *testing.T) {
 
 func TestStartupReasonsAreForPeople(t *testing.T) {
 	rec := record(state.Paused)
-	v := startup(t, rec, recovery.Policy{Now: t0, Restarts: true, Work: slicer{true}, RestartBudget: 1})
+	v := startup(t, rec, recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: recovery.Allowance{Count: 1}})
 	require.True(t, strings.HasPrefix(v.Reason, "controller restarted unexpectedly in paused status; resuming"), v.Reason)
 	require.Equal(t, "resume", v.Decision.String())
 	require.Equal(t, "Decision(9)", recovery.Decision(9).String())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/execfsm/execfsm/storage"
 
@@ -144,9 +143,6 @@ func terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p policy[S], checkpoint func(context.Context) error) (Action, error) {
 	if exec == nil {
 		return Action{}, errors.New("recovery: Terminate: nil execution")
-	}
-	if p.Now.IsZero() {
-		p.Now = time.Now()
 	}
 	if _, err := p.withDefaults(roles); err != nil {
 		return Action{}, err

@@ -47,9 +47,9 @@ func TestTerminateInARunningStatusRelocatesRestartableWork(t *testing.T) {
 
 func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
 	for name, p := range map[string]recovery.Policy{
-		"platform does not restart": {Now: t0, Work: slicer{true}},
-		"work not restartable":      {Now: t0, Restarts: true, Work: slicer{false}},
-		"work that says nothing":    {Now: t0, Restarts: true},
+		"platform does not restart": {Work: slicer{true}},
+		"work not restartable":      {Restarts: true, Work: slicer{false}},
+		"work that says nothing":    {Restarts: true},
 	} {
 		a := terminate(t, state.Running, p)
 		require.Equal(t, recovery.ActionShutdown, a.Kind, name)
@@ -62,7 +62,7 @@ func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
 // A SIGTERM may come before the controller has loaded its work: the flag
 // recorded on the execution answers for it.
 func TestTerminateAsksTheRecordedFlagWhenTheWorkCannotAnswer(t *testing.T) {
-	noWork := recovery.Policy{Now: t0, Restarts: true}
+	noWork := recovery.Policy{Restarts: true}
 	for flag, want := range map[string]recovery.ActionKind{"true": recovery.ActionRelocate, "false": recovery.ActionShutdown, "": recovery.ActionShutdown} {
 		rec := record(state.Running)
 		rec.Meta = map[string]string{recovery.MetaRelocatable: flag}
@@ -110,7 +110,7 @@ func TestDeciderTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *
 	exec, store := newExecution(t, state.Paused, time.Now)
 	owned := owner(t, exec, "pod-0")
 	checkpoints := 0
-	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}}).Terminate(context.Background(), owned, func(context.Context) error {
+	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), owned, func(context.Context) error {
 		checkpoints++
 		rec, _ := store.Get(context.Background(), "ex-1")
 		require.Equal(t, "paused", rec.Status, "checkpoint runs before the status changes")
@@ -144,7 +144,7 @@ func TestDeciderTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	errFlush := errors.New("flush failed")
 	a, err := decider(t, teraslice.Roles(),
-		recovery.Policy{Restarts: true, Work: slicer{true}}).Terminate(context.Background(), owner(t, exec, "pod-0"),
+		recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), owner(t, exec, "pod-0"),
 		func(context.Context) error { return errFlush })
 
 	require.NoError(t, err)
@@ -167,7 +167,7 @@ func TestDeciderTerminateBeforeAnyStartLeavesAndWritesNothing(t *testing.T) {
 	before, _ := store.Get(context.Background(), "ex-1")
 	successor, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "pod-1"})
 	require.NoError(t, err)
-	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}}).Terminate(context.Background(), successor, nil)
+	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), successor, nil)
 
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
@@ -201,7 +201,7 @@ func TestDeciderTerminateByAFencedControllerLeaves(t *testing.T) {
 	stale := crashed(t, exec, "pod-0")
 	owner(t, exec, "pod-1")
 	before, _ := store.Get(context.Background(), "ex-1")
-	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}}).Terminate(context.Background(), stale, nil)
+	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), stale, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
 	require.Equal(t, recovery.DefaultRelocateExitCode, a.ExitCode)
@@ -236,7 +236,7 @@ func TestDeciderTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *test
 		go func() {
 			defer wg.Done()
 			<-start
-			action, termErr = decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}}).Terminate(context.Background(), controller, nil)
+			action, termErr = decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), controller, nil)
 		}()
 		go func() {
 			defer wg.Done()
@@ -301,14 +301,15 @@ func tableRecord(s state.Status) storage.Record {
 
 func startCell(t *testing.T, s state.Status, budgetSpent bool) string {
 	rec := tableRecord(s)
-	p := policy()
+	now := t0
 	if budgetSpent {
 		// Three unexpected restarts already within the window.
 		rec.Meta = map[string]string{recovery.MetaRestarts: strings.Repeat("1764676800000,", 2) + "1764676800000"}
-		p.Now = time.UnixMilli(1764676800000).Add(time.Minute)
-		rec.Since, rec.UpdatedAt = p.Now.Add(-time.Second), p.Now.Add(-time.Second)
+		now = time.UnixMilli(1764676800000).Add(time.Minute)
+		rec.Since, rec.UpdatedAt = now.Add(-time.Second), now.Add(-time.Second)
 	}
-	v := startup(t, rec, p)
+	v, err := recovery.Startup(teraslice.Roles(), rec, policy(), now)
+	require.NoError(t, err)
 	cell := v.Decision.String()
 	if v.To != v.From && (v.Decision == recovery.DecisionResume || v.Decision == recovery.DecisionFail) {
 		cell += " → " + v.To.String()

@@ -105,7 +105,7 @@ func TestUnknownStatusInAStoredRecordIsRefusedAndLeftAlone(t *testing.T) {
 			_, err = decider(t, teraslice.Roles(), recovery.Policy{}).Start(context.Background(), exec, storage.Lease{Holder: "pod-a", TTL: time.Minute})
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			require.ErrorIs(t, err, recovery.ErrForeignStatus)
-			_, err = recovery.Startup(teraslice.Roles(), after(t, store), recovery.Policy{Now: time.Now()})
+			_, err = recovery.Startup(teraslice.Roles(), after(t, store), recovery.Policy{}, time.Now())
 			require.ErrorIs(t, err, transition.ErrUnknownState)
 			// The start took nothing over, so a SIGTERM now leaves
 			// without reading the record.
@@ -131,13 +131,13 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 	rec := storage.Record{ID: "ex-1", Status: "running"}
 	now := time.Now()
 	for name, p := range map[string]recovery.Policy{
-		"negative restart budget":    {Now: now, RestartBudget: -1},
-		"overflowing restart budget": {Now: now, RestartBudget: 1 << 62},
-		"negative restart window":    {Now: now, RestartWindow: -time.Hour},
-		"exit code above 255":        {Now: now, RelocateExitCode: 1 << 20},
-		"negative exit code":         {Now: now, RelocateExitCode: -1},
+		"negative failovers":      {Failovers: recovery.Allowance{Count: -1}},
+		"negative failover count": {Failovers: recovery.Allowance{Count: -1 << 62, Window: time.Hour}},
+		"negative window":         {Failovers: recovery.Allowance{Count: 3, Window: -time.Hour}},
+		"exit code above 255":     {RelocateExitCode: 1 << 20},
+		"negative exit code":      {RelocateExitCode: -1},
 	} {
-		_, err := recovery.Startup(teraslice.Roles(), rec, p)
+		_, err := recovery.Startup(teraslice.Roles(), rec, p, now)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 		_, err = recovery.Terminate(teraslice.Roles(), rec, storage.Claim{}, p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)

@@ -119,14 +119,41 @@ var roles = sync.OnceValues(func() (*recovery.Roles[state.Status], error) {
 		// they end by deadline, like Teraslice's slicer_timeout.
 		Deadline(state.Scheduling, StrandedAfter, state.Failed).
 		Deadline(state.Initializing, StrandedAfter, state.Failed).
+		Deadline(state.Relocating, RelocatingDeadline, state.Failed).
+		Deadline(state.Stopping, StoppingDeadline, state.Stopped).
 		Build()
 })
 
-// StrandedAfter is how long an execution may stay scheduling or
-// initializing: past it, recovery.Reaper fails it (the placement or the
-// controller's setup never finished, and nothing retries them). A
-// controller that starts before the reaper gets there takes it normally.
-const StrandedAfter = 10 * time.Minute
+// Teraslice's times, spelled out: nothing in package recovery implies them.
+const (
+	// StrandedAfter is how long an execution may stay scheduling or
+	// initializing: past it, recovery.Reaper fails it (the placement or
+	// the controller's setup never finished, and nothing retries them).
+	// A controller that starts before the reaper gets there takes it
+	// normally.
+	StrandedAfter = 10 * time.Minute
+	// RelocatingDeadline is how long a relocation may wait for a
+	// controller to take over before it fails: longer than the longest
+	// wait Kubernetes' Job controller puts between a failed pod and its
+	// replacement, ten minutes, plus a pod's start, so a quick run of
+	// node drains does not fail a healthy execution.
+	RelocatingDeadline = 15 * time.Minute
+	// StoppingDeadline is how long a stop may take before it is
+	// considered done, in stopped (Teraslice's cluster master reaps stuck
+	// stopping executions after its shutdown timeout the same way).
+	StoppingDeadline = 5 * time.Minute
+	// AbandonedAfter is how long a running execution may go on with no
+	// live holder before a recovery.Reaper fails it
+	// (recovery.ReaperOptions.Abandoned): as long as a relocation may
+	// wait, for the same reason, a controller killed unasked being
+	// replaced by its platform within that time.
+	AbandonedAfter = RelocatingDeadline
+)
+
+// Failovers are the unexpected restarts of a controller (OOM kills, lost
+// nodes) Teraslice's platform is allowed before the execution fails
+// (recovery.Policy.Failovers): three within thirty minutes.
+var Failovers = recovery.Allowance{Count: 3, Window: 30 * time.Minute}
 
 // Roles returns what each status means to the decisions of package
 // recovery: the init statuses are not started; running, recovering,
@@ -135,8 +162,9 @@ const StrandedAfter = 10 * time.Minute
 // initializing); stopping ends in stopped; work that finished writes
 // completed, work shut down before it finished terminated; a failure
 // writes failed; scheduling and initializing have deadlines
-// (StrandedAfter) on top of relocating's and stopping's; the
-// terminal statuses are terminal. Pass it to recovery.Startup,
+// (StrandedAfter), relocating (RelocatingDeadline, then failed) and
+// stopping (StoppingDeadline, then stopped) too; the terminal statuses
+// are terminal. Pass it to recovery.Startup,
 // Terminate, their Apply helpers and the Reaper. Built once and shared;
 // Roles are immutable.
 func Roles() *recovery.Roles[state.Status] {

@@ -87,10 +87,13 @@ func (p *printer) record(rec storage.Record) error {
 // times as times, not Unix milliseconds); any other as it is.
 func metaValue(rec storage.Record, k string) string {
 	if k == recovery.MetaRestarts {
-		if times, err := recovery.RestartTimes(rec); err == nil {
+		if times, dropped, err := recovery.RestartTimes(rec); err == nil {
 			shown := make([]string, len(times))
 			for i, t := range times {
 				shown[i] = when(t)
+			}
+			if dropped > 0 {
+				return fmt.Sprintf("%d unexpected restarts, the last %d: %s", dropped+len(times), len(times), strings.Join(shown, ", "))
 			}
 			return fmt.Sprintf("%d unexpected restarts: %s", len(times), strings.Join(shown, ", "))
 		}

@@ -23,7 +23,7 @@ func TestEveryScenarioPassesOnEtcd(t *testing.T) {
 		require.Contains(t, out.String(), "PASS "+name)
 	}
 	require.Contains(t, out.String(), "late write fenced", "the overlap's old controller was fenced")
-	require.Contains(t, out.String(), "restart budget spent")
+	require.Contains(t, out.String(), "failovers spent")
 	requireOwnershipMoves(t, out.String())
 }
 

@@ -392,7 +392,7 @@ func oom(ctx context.Context, s *supervisor, id string) error {
 	if err != nil {
 		return err
 	}
-	return expect(rec.Status == "failed" && strings.Contains(rec.Reason, "restart budget spent"),
+	return expect(rec.Status == "failed" && strings.Contains(rec.Reason, "failovers spent"),
 		"want failed with the budget as reason, got %s: %q", rec.Status, rec.Reason)
 }
 

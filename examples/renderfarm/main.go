@@ -154,7 +154,7 @@ func printTrails(farm Farm, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		restarts, err := recovery.RestartTimes(rec)
+		restarts, _, err := recovery.RestartTimes(rec)
 		if err != nil {
 			return err
 		}

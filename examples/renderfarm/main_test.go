@@ -28,7 +28,7 @@ func TestTheShotIsRenderedThroughACrashAndAMove(t *testing.T) {
 	require.NoError(t, play(context.Background(), Farm{Dir: t.TempDir()}, &out))
 	t.Log(out.String())
 	for _, want := range []string{
-		"start shot-1: resume rendering → rendering (controller restarted unexpectedly in rendering status; resuming (unexpected restart 1 of 3",
+		"start shot-1: resume rendering → rendering (controller restarted unexpectedly in rendering status; resuming (unexpected restart 1, 3 within 30m0s allowed)",
 		"end trailer: cancelled",
 		"sigterm shot-1: relocate",
 		"start shot-1: resume moving → rendering (relocated controller took over; back to rendering)",

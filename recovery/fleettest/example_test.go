@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/recovery/fleettest"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -36,6 +38,8 @@ func Example() {
 		Running("running", "paused").
 		Relocating("moving", "starting").
 		Stopping("stopping", "stopped").
+		Deadline("moving", 15*time.Minute, "error").
+		Deadline("stopping", 5*time.Minute, "stopped").
 		Ends("done", "killed").
 		Failed("error").
 		Build()
@@ -45,7 +49,8 @@ func Example() {
 	}
 	fleet := fleettest.Fleet[string]{
 		Roles:  roles,
-		Policy: recovery.Policy{Restarts: true, Work: recovery.Restartability(true)},
+		Policy: recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers},
+		Reaper: recovery.ReaperOptions{Abandoned: teraslice.AbandonedAfter},
 		Master: fleettest.Master[string]{Moves: []fleettest.Move[string]{
 			{Name: "pause", From: "running", To: "paused"},
 			{Name: "resume", From: "paused", To: "running"},

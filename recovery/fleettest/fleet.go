@@ -16,8 +16,8 @@ import (
 type Fleet[S comparable] struct {
 	// Roles are the table's roles; required.
 	Roles *recovery.Roles[S]
-	// Policy is what every controller decides with. Its Now is ignored:
-	// the explorer's clock gives each decision its time. The cluster
+	// Policy is what every controller decides with. Its Clock is
+	// ignored: the explorer's clock gives each decision its time. The cluster
 	// master records Policy.Work's restartability on the executions it
 	// creates (recovery.MetaRelocatable), as a cluster master that
 	// validated the job does.
@@ -81,12 +81,12 @@ const (
 	// take-over is fenced.
 	InvariantOneOwnerWrites = "OneOwnerWrites"
 	// InvariantNoCrashLoop: the executions resumed after unexpected
-	// restarts within the policy's restart window never exceed its
-	// budget.
+	// restarts never exceed the failovers the policy allows (within its
+	// window).
 	InvariantNoCrashLoop = "NoCrashLoop"
-	// InvariantRestartsAreCrashes: a restart is counted against the
-	// budget only for a controller that died unasked (killed, or cut off
-	// with its node): no more are counted than happened.
+	// InvariantRestartsAreCrashes: a failover is counted only for a
+	// controller that died unasked (killed, or cut off with its node): no
+	// more are counted than happened.
 	InvariantRestartsAreCrashes = "RestartsAreCrashes"
 	// InvariantStopNeverLost: the master's stop of a running or
 	// relocating execution is always written, and a stopped execution is
@@ -255,9 +255,7 @@ func (f Fleet[S]) validate(b Bound) (*settings[S], error) {
 	case f.Master.Reruns < 0:
 		return nil, bad("negative Master.Reruns")
 	}
-	p := f.Policy
-	p.Now = epoch()
-	if _, err := recovery.NewDecider(f.Roles, p); err != nil {
+	if _, err := recovery.NewDecider(f.Roles, f.Policy); err != nil {
 		return nil, bad("%v", err)
 	}
 	table := f.Roles.Table()
@@ -287,20 +285,13 @@ func (f Fleet[S]) validate(b Bound) (*settings[S], error) {
 	for _, r := range requeued {
 		s.requeued[r] = true
 	}
-	s.deadlines = f.Roles.DefaultDeadlines()
+	if f.Reaper.Abandoned < 0 {
+		return nil, bad("negative Reaper.Abandoned")
+	}
+	s.deadlines = f.Roles.Deadlines()
 	s.restartable = f.Policy.Work != nil && f.Policy.Work.IsRestartable()
-	s.window = f.Policy.RestartWindow
-	if s.window == 0 {
-		s.window = recovery.DefaultRestartWindow
-	}
-	s.budget = f.Policy.RestartBudget
-	if s.budget == 0 {
-		s.budget = recovery.DefaultRestartBudget
-	}
+	s.failovers = f.Policy.Failovers
 	s.abandoned = f.Reaper.Abandoned
-	if s.abandoned == 0 {
-		s.abandoned = recovery.AbandonedDeadline
-	}
 	return s, nil
 }
 

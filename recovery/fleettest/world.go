@@ -24,8 +24,7 @@ type settings[S comparable] struct {
 	requeued    map[S]bool
 	deadlines   recovery.Deadlines[S]
 	restartable bool
-	window      time.Duration
-	budget      int
+	failovers   recovery.Allowance
 	abandoned   time.Duration
 }
 
@@ -177,13 +176,13 @@ func (stopped) Stop() bool          { return true }
 // counts the restarts its starts write.
 func (w *world[S]) decider(ex *execution[S]) (*recovery.Decider[S], error) {
 	p := w.s.fleet.Policy
-	p.Now = w.now
+	p.Clock = func() time.Time { return w.now }
 	d, err := recovery.NewDecider(w.s.fleet.Roles, p)
 	if err != nil || ex == nil {
 		return d, err
 	}
 	return d.WithObserver(recovery.Observer[S]{Startup: func(v recovery.Verdict[S], err error) {
-		if err == nil && v.Restarts > 0 {
+		if err == nil && v.Failovers > 0 {
 			ex.counted++
 			if v.Decision == recovery.DecisionResume {
 				ex.resumes = append(ex.resumes, w.now)
@@ -805,7 +804,7 @@ func (w *world[S]) reap(ex *execution[S]) {
 	_, hasDeadline := w.s.deadlines[cur]
 	_, held, _ := w.mem.Held(w.ctx, ex.id)
 	switch {
-	case w.reaperWrote || hasDeadline || role != recovery.RoleRunning || rec.Owner == "" || w.s.abandoned < 0 || held:
+	case w.reaperWrote || hasDeadline || role != recovery.RoleRunning || rec.Owner == "" || w.s.abandoned == 0 || held:
 		ex.seen = nil
 	case ex.seen == nil || *ex.seen != rec.Claim():
 		claim := rec.Claim()
@@ -814,11 +813,11 @@ func (w *world[S]) reap(ex *execution[S]) {
 }
 
 // recentResumes are ex's resumes after unexpected restarts within the
-// restart window.
+// failovers' window (all of them without one).
 func (w *world[S]) recentResumes(ex *execution[S]) []time.Time {
 	var out []time.Time
 	for _, t := range ex.resumes {
-		if w.now.Sub(t) < w.s.window {
+		if window := w.s.failovers.Window; window == 0 || w.now.Sub(t) < window {
 			out = append(out, t)
 		}
 	}
@@ -850,9 +849,11 @@ func (w *world[S]) nextDue() (time.Time, bool) {
 		if ex.seen != nil && w.s.abandoned > 0 {
 			consider(ex.seenSince.Add(w.s.abandoned))
 		}
-		times, _ := recovery.RestartTimes(rec)
-		for _, t := range times {
-			consider(t.Add(w.s.window))
+		if window := w.s.failovers.Window; window > 0 {
+			times, _, _ := recovery.RestartTimes(rec)
+			for _, t := range times {
+				consider(t.Add(window))
+			}
 		}
 	}
 	return next, !next.IsZero()
@@ -879,8 +880,8 @@ func (w *world[S]) check() {
 		cur, role := w.status(rec)
 		recent := len(w.recentResumes(ex))
 		switch {
-		case recent > s.budget:
-			w.fail(InvariantNoCrashLoop, "%s resumed after %d unexpected restarts within %v; the budget is %d", ex.id, recent, s.window, s.budget)
+		case !s.failovers.Unlimited && recent > s.failovers.Count:
+			w.fail(InvariantNoCrashLoop, "%s resumed after %d unexpected restarts; the policy allows %s", ex.id, recent, s.failovers)
 		case ex.counted > ex.deaths:
 			w.fail(InvariantRestartsAreCrashes, "%d unexpected restarts of %s counted, but %d of its controllers died", ex.counted, ex.id, ex.deaths)
 		case ex.stopAsked && role != recovery.RoleStopping && !w.ended(cur):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/recovery/fleettest"
@@ -51,6 +52,8 @@ func simulator(t *testing.T, stopFromPaused bool) fleettest.Fleet[string] {
 		Running("running", "paused").
 		Relocating("moving", "starting").
 		Stopping("stopping", "stopped").
+		Deadline("moving", 15*time.Minute, "error").
+		Deadline("stopping", 5*time.Minute, "stopped").
 		Ends("done", "killed").
 		Failed("error").
 		Deadline("starting", 10*60e9, "error").
@@ -58,7 +61,8 @@ func simulator(t *testing.T, stopFromPaused bool) fleettest.Fleet[string] {
 	require.NoError(t, err)
 	return fleettest.Fleet[string]{
 		Roles:  roles,
-		Policy: recovery.Policy{Restarts: true, Work: recovery.Restartability(true)},
+		Policy: recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers},
+		Reaper: recovery.ReaperOptions{Abandoned: teraslice.AbandonedAfter},
 		Master: fleettest.Master[string]{Moves: []fleettest.Move[string]{
 			{Name: "pause", From: "running", To: "paused"},
 			{Name: "resume", From: "paused", To: "running"},

@@ -214,7 +214,7 @@ func TakeBackAfterOutages(t *testing.T, store storage.Store, outage Outage) *tra
 		require.NoError(t, err, "outage %d", k)
 		require.Equal(t, recovery.DecisionResume, v.Decision, "outage %d", k)
 		require.Equal(t, state.Running, v.To)
-		require.Zero(t, v.Restarts)
+		require.Zero(t, v.Failovers)
 		rec := get(t, store, "ex-1")
 		require.Empty(t, rec.Meta[recovery.MetaRestarts], "outage %d counted a restart", k)
 		require.Greater(t, rec.Epoch, before.Epoch, "outage %d: taken back at a new epoch", k)
@@ -235,7 +235,7 @@ func holderTakesBackCountingNothing(t *testing.T, store storage.Store) {
 	v, again, err := startup(t, store, "ex-1", "pod-a", lease("")) // the same name, another process
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
-	require.Equal(t, 1, v.Restarts, "a new process under the same name is a crash")
+	require.Equal(t, 1, v.Failovers, "a new process under the same name is a crash")
 	require.NotEmpty(t, get(t, store, "ex-1").Meta[recovery.MetaRestarts])
 	require.NoError(t, probe(bounded(t), again, "drives it"))
 }

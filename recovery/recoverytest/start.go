@@ -138,7 +138,7 @@ func retriedStartByLiveHolder(t *testing.T, store storage.Store) {
 	first, err := start(t, exec, "pod-a", lease(""))
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, first.Decision)
-	require.Equal(t, 1, first.Restarts)
+	require.Equal(t, 1, first.Failovers)
 	written := get(t, store, "ex-1")
 	for k := range 4 {
 		again, err := start(t, exec, "pod-a", lease(""))
@@ -147,8 +147,8 @@ func retriedStartByLiveHolder(t *testing.T, store storage.Store) {
 		require.Equal(t, first.From, again.From)
 		require.Equal(t, first.To, again.To)
 		require.Equal(t, first.Reason, again.Reason)
-		require.Equal(t, first.Restarts, again.Restarts)
-		require.Equal(t, first.RestartBudget, again.RestartBudget)
+		require.Equal(t, first.Failovers, again.Failovers)
+		require.Equal(t, first.FailoverAllowance, again.FailoverAllowance)
 		now := get(t, store, "ex-1")
 		require.Equal(t, written.Revision, now.Revision, "retry %d wrote nothing", k)
 	}
@@ -188,7 +188,7 @@ func retriedStartAfterUnknownOutcome(t *testing.T, store storage.Store) {
 	v, err := start(t, exec, "pod-a", lease(""))
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
-	require.Zero(t, v.Restarts, "the retry counted nothing")
+	require.Zero(t, v.Failovers, "the retry counted nothing")
 	rec := get(t, store, "ex-1")
 	require.Equal(t, counted, rec.Meta[recovery.MetaRestarts], "one restart counted in all")
 	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: landed.Epoch + 1}, rec.Claim(), "taken back at a new epoch")

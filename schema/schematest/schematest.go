@@ -6,6 +6,7 @@ package schematest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
@@ -69,6 +70,7 @@ func CIJobs(t testing.TB, parked string) *recovery.Roles[string] {
 	require.NoError(t, err)
 	roles, err := recovery.DefineRoles(table).NotStarted("queued", "starting").Running(running...).
 		Relocating("migrating", "starting").Stopping("draining", "cancelled").
+		Deadline("migrating", 15*time.Minute, "failed").Deadline("draining", 5*time.Minute, "cancelled").
 		Failed("failed").Ends("passed", "cancelled").Build()
 	require.NoError(t, err)
 	return roles
