@@ -137,6 +137,9 @@ func Compare(recorded, next Document) Changes {
 	}
 	wasDl, isDl := deadlines(recorded), deadlines(next)
 	for _, s := range is.States {
+		if !slices.Contains(was.States, s) {
+			continue // an added state's deadline comes with the addition
+		}
 		if a, b := wasDl[s], isDl[s]; a != b {
 			c.Deadlines = append(c.Deadlines, fmt.Sprintf("deadline of %s: was %s, is %s", s, orNone(a), orNone(b)))
 		}
