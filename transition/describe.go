@@ -26,6 +26,16 @@ type Description struct {
 	Returns []Edge `json:"returns,omitempty"`
 	// Guarded are the moves guards judge, return edges included.
 	Guarded []Edge `json:"guarded,omitempty"`
+	// Counted are the moves that add to a counter (see Builder.Count), so
+	// that a tool writing through the rebuilt table counts them as the
+	// controller does.
+	Counted []CountedEdge `json:"counted,omitempty"`
+}
+
+// CountedEdge is a move that adds to a counter.
+type CountedEdge struct {
+	Counter string `json:"counter"`
+	Edge
 }
 
 // Edge is one move, from a state to another, by their names.
@@ -56,6 +66,9 @@ func (t *Table[S]) Describe() Description {
 			if t.Guarded(from, to) {
 				d.Guarded = append(d.Guarded, e)
 			}
+			for _, counter := range t.Counters(from, to) {
+				d.Counted = append(d.Counted, CountedEdge{Counter: counter, Edge: e})
+			}
 		}
 	}
 	return d
@@ -68,7 +81,8 @@ var ErrInvalidDescription = errors.New("invalid table description")
 // Rebuild builds the table d describes, with the states' names as its
 // states and no guards (a guarded move is allowed as any other: a tool
 // that writes through a rebuilt table must not rely on the guard having
-// run). Everything Build checks is checked; a description that names a
+// run). Counted moves count as they do in the described table.
+// Everything Build checks is checked; a description that names a
 // state it does not list, or lists one twice, is refused too. The error
 // matches ErrInvalidDescription, and ErrInvalidTable when Build refused.
 func Rebuild(d Description) (*Table[string], error) {
@@ -89,7 +103,11 @@ func Rebuild(d Description) (*Table[string], error) {
 	for _, s := range d.Terminal {
 		check("terminal state", s)
 	}
-	for _, list := range [][]Edge{d.Edges, d.Returns, d.Guarded} {
+	counted := make([]Edge, len(d.Counted))
+	for k, c := range d.Counted {
+		counted[k] = c.Edge
+	}
+	for _, list := range [][]Edge{d.Edges, d.Returns, d.Guarded, counted} {
 		for _, e := range list {
 			check("edge "+e.String()+": state", e.From)
 			check("edge "+e.String()+": state", e.To)
@@ -113,6 +131,9 @@ func Rebuild(d Description) (*Table[string], error) {
 	}
 	for _, e := range d.Returns {
 		b.Return(e.From, e.To)
+	}
+	for _, c := range d.Counted {
+		b.Count(c.Counter, c.From, c.To)
 	}
 	table, err := b.Build()
 	if err != nil {

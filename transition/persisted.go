@@ -350,7 +350,10 @@ func (p *Persisted[S]) planTakeOver(ctx context.Context, cur S, rec storage.Reco
 			return Change[S]{}, nil, err
 		}
 	}
-	meta, _ := mergeMeta(rec.Meta, u.Meta, u.Unset)
+	meta, changed := mergeMeta(rec.Meta, u.Meta, u.Unset)
+	if i != j {
+		meta = t.countMove(i, j, meta, changed, c.At)
+	}
 	probe := storage.Record{ID: p.id, Status: t.names[j], Reason: u.Reason, Meta: meta}
 	if err := probe.Validate(); err != nil { // the reason and the metadata: the rest came from the store
 		return Change[S]{}, nil, err
@@ -927,6 +930,9 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec *storage.Record, u U
 	meta, metaChanged := mergeMeta(rec.Meta, u.Meta, u.Unset)
 	if !moves && !metaChanged {
 		return c, false, nil
+	}
+	if moves {
+		meta = t.countMove(i, j, meta, metaChanged, c.At)
 	}
 	if err := ctx.Err(); err != nil {
 		return Change[S]{}, false, err

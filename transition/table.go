@@ -65,6 +65,7 @@ type Table[S comparable] struct {
 	guards   map[int][]Guard[S] // by edge from*n+to
 	anyGuard []Guard[S]
 	guarded  bool // any guard at all: Fire then takes its slower path
+	counters map[int][]string // by edge from*n+to: the counters a move adds to
 }
 
 // Builder collects the pieces of a [Table]. Its methods record what they
@@ -80,6 +81,7 @@ type Builder[S comparable] struct {
 	terminal []S
 	guards   []guardDecl[S]
 	anyGuard []Guard[S]
+	counts   []countDecl[S]
 }
 
 type edgeDecl[S comparable] struct {
@@ -90,6 +92,12 @@ type edgeDecl[S comparable] struct {
 type guardDecl[S comparable] struct {
 	from, to S
 	g        Guard[S]
+}
+
+type countDecl[S comparable] struct {
+	counter string
+	from    S
+	to      []S
 }
 
 // New starts a table whose executions begin in initial.
@@ -164,6 +172,16 @@ func (b *Builder[S]) GuardAll(g Guard[S]) *Builder[S] {
 	return b
 }
 
+// Count makes every move from → each of to add its time to the
+// record's counter, in the same write as the move (see [Count]). The
+// moves must be allowed; a move may add to several counters. Restarts
+// of a job (Running → Restarting) are a count; so are submissions, or
+// preemptions counted apart from failures.
+func (b *Builder[S]) Count(counter string, from S, to ...S) *Builder[S] {
+	b.counts = append(b.counts, countDecl[S]{counter: counter, from: from, to: to})
+	return b
+}
+
 // Build validates the table and returns it. The error, a [*BuildError]
 // matching [ErrInvalidTable], lists every problem: a state named but not
 // declared, a duplicate edge or state, an edge leaving a terminal state, a
@@ -171,8 +189,9 @@ func (b *Builder[S]) GuardAll(g Guard[S]) *Builder[S] {
 // which no terminal state can be reached (in a table without terminal
 // states: from which the initial state cannot be reached again), a return
 // edge that can never be taken, a guard on a move that is not allowed, a
-// nil guard, two states with the same text form, more than [MaxStates]
-// states.
+// nil guard, a count on a move that is not allowed or with a counter name
+// that is not one, two states with the same text form, more than
+// [MaxStates] states.
 func (b *Builder[S]) Build() (*Table[S], error) {
 	if b == nil {
 		return nil, &BuildError{Problems: []string{"nil Builder (use transition.New)"}}
@@ -188,6 +207,7 @@ func (b *Builder[S]) Build() (*Table[S], error) {
 	t.addEdges(b.edges, p)
 	t.checkReturnEdges(p)
 	t.addGuards(b.guards, b.anyGuard, p)
+	t.addCounts(b.counts, p)
 	t.dense.addEdges(t.edges, t.n)
 	if t.n > 0 {
 		p.list = append(p.list, t.graphProblems()...)
