@@ -64,7 +64,7 @@ type Table[S comparable] struct {
 	n        int
 	guards   map[int][]Guard[S] // by edge from*n+to
 	anyGuard []Guard[S]
-	guarded  bool // any guard at all: Fire then takes its slower path
+	guarded  bool             // any guard at all: Fire then takes its slower path
 	counters map[int][]string // by edge from*n+to: the counters a move adds to
 }
 
