@@ -18,6 +18,7 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
 )
 
 //go:embed page.html
@@ -408,17 +409,14 @@ func orDash(s string) string {
 // metaValue shows the library's own machine values readably (the
 // restart times as times).
 func metaValue(rec storage.Record, k string) string {
-	if k == recovery.MetaRestarts {
-		if times, dropped, err := recovery.RestartTimes(rec); err == nil {
-			shown := make([]string, len(times))
-			for i, t := range times {
-				shown[i] = when(t)
-			}
-			if dropped > 0 {
-				return fmt.Sprintf("%d unexpected restarts, the last %d: %s", dropped+len(times), len(times), strings.Join(shown, ", "))
-			}
-			return fmt.Sprintf("%d unexpected restarts: %s", len(times), strings.Join(shown, ", "))
-		}
+	nouns := "unexpected restarts"
+	if counter, ok := transition.CounterOfKey(k); ok {
+		nouns = counter + " moves counted"
+	} else if k != recovery.MetaFailovers {
+		return rec.Meta[k]
+	}
+	if c, err := transition.ParseCount(rec.Meta[k]); err == nil {
+		return c.Text(nouns, when)
 	}
 	return rec.Meta[k]
 }

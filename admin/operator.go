@@ -437,8 +437,11 @@ func (o *StoreOperator) unheld(ctx context.Context, id string, claim storage.Cla
 		who = fmt.Sprintf("its owner %s@%d holds it no more", claim.Owner, claim.Epoch)
 	}
 	then := "nothing ends it before then"
-	if dl, ok := roles.Deadlines()[stopping]; ok {
-		then = fmt.Sprintf("or a Reaper ends it once it has been %s for %v (the table's deadline)", stopping, dl.After)
+	for _, t := range roles.TimersOf(stopping) {
+		if t.After > 0 && t.Since == "" {
+			then = fmt.Sprintf("or a Reaper ends it once it has been %s for %v (the table's deadline)", stopping, t.After)
+			break
+		}
 	}
 	return fmt.Sprintf("no controller holds %s now (%s): the stop is carried out by the controller that takes it over, %s", id, who, then)
 }

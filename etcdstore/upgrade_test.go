@@ -47,7 +47,7 @@ func tables(version int) (*recovery.Roles[string], error) {
 		table.States = slices.DeleteFunc(slices.Clone(table.States), func(s string) bool { return s == "relocating" })
 		table.Edges, table.Returns, table.Guarded = without(table.Edges), without(table.Returns), without(table.Guarded)
 		roles.Relocating = nil
-		roles.Deadlines = slices.DeleteFunc(slices.Clone(roles.Deadlines), func(d recovery.DeadlineDescription) bool { return d.State == "relocating" })
+		roles.Timers = slices.DeleteFunc(slices.Clone(roles.Timers), func(d recovery.TimerDescription) bool { return d.State == "relocating" })
 	}
 	t, err := transition.Rebuild(table)
 	if err != nil {
@@ -245,7 +245,7 @@ func TestARollingUpgradeNeverHasAnOldControllerTouchANewerRecord(t *testing.T) {
 
 	final, err := store.Get(bg, "ex-1")
 	require.NoError(t, err)
-	require.Empty(t, final.Meta[recovery.MetaRestarts], "no restart was ever counted")
+	require.Empty(t, final.Meta[recovery.MetaFailovers], "no restart was ever counted")
 	var timeline []string
 	for _, e := range final.History.Entries() {
 		line := fmt.Sprintf("%-14s %s@%d  %s → %s", e.Actor, e.Owner, e.Epoch, e.From, e.To)

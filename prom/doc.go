@@ -13,13 +13,12 @@
 //     included) with zeros, kept from a store's List and Watch:
 //     [NewStatuses] and its Run — execfsm_executions,
 //     execfsm_unreadable_records;
-//   - startup decisions and SIGTERM actions by kind, unexpected restarts,
-//     spent restart budgets and enforced deadlines: [RecoveryObserver],
-//     given to recovery.Decider.WithObserver —
-//     execfsm_startup_decisions_total, execfsm_sigterm_actions_total,
-//     execfsm_unexpected_restarts_total,
-//     execfsm_restart_budgets_spent_total,
-//     execfsm_deadlines_enforced_total;
+//   - startup decisions and SIGTERM actions by kind, failovers, spent
+//     failover allowances and the moves made because a timer or a budget
+//     fell due: [RecoveryObserver], given to
+//     recovery.Decider.WithObserver — execfsm_startup_decisions_total,
+//     execfsm_sigterm_actions_total, execfsm_failovers_total,
+//     execfsm_failovers_spent_total, execfsm_enforced_moves_total;
 //   - a reconcile.Loop, under controller-runtime's names and labels so
 //     existing dashboards and alerts work: [ReconcileObserver] —
 //     controller_runtime_reconcile_total{controller,result},

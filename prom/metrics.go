@@ -33,9 +33,9 @@ type Metrics struct {
 
 	startups        *prometheus.CounterVec
 	terminations    *prometheus.CounterVec
-	restarts        prometheus.Counter
-	budgetsSpent    prometheus.Counter
-	deadlines       *prometheus.CounterVec
+	failovers       prometheus.Counter
+	failoversSpent  prometheus.Counter
+	enforced        *prometheus.CounterVec
 	reconciles      *prometheus.CounterVec
 	reconcileErrors *prometheus.CounterVec
 	terminalErrors  *prometheus.CounterVec
@@ -76,18 +76,18 @@ func New() *Metrics {
 			"Moves of executions by the state they left, the state they asked for and their result (done, not_allowed, guard, conflict, fenced, error).",
 			"from", "to", "result"),
 		startups: counter("execfsm_startup_decisions_total",
-			"Startup decisions carried out by Decider.Start, by decision (start, resume, stop, fail, refuse) and result (ok, held, error).",
+			"Startup decisions carried out by Decider.Start, by decision (start, resume, stop, fail, refuse, wait, finish) and result (ok, held, error).",
 			"decision", "result"),
 		terminations: counter("execfsm_sigterm_actions_total",
 			"SIGTERM actions carried out by Decider.Terminate, by action (shutdown, relocate, leave) and result (ok, error).",
 			"action", "result"),
-		restarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "execfsm_unexpected_restarts_total",
-			Help: "Unexpected restarts (a running status found on startup without a relocation) counted against restart budgets."}),
-		budgetsSpent: prometheus.NewCounter(prometheus.CounterOpts{Name: "execfsm_restart_budgets_spent_total",
-			Help: "Executions failed on startup because their restart budget was spent."}),
-		deadlines: counter("execfsm_deadlines_enforced_total",
-			"Deadlines the Reaper enforced, by the state that lasted too long and the state it was moved to.",
-			"from", "to"),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "execfsm_failovers_total",
+			Help: "Failovers: unexpected restarts of a controller (a running status found on startup without a relocation) counted against the failover allowance."}),
+		failoversSpent: prometheus.NewCounter(prometheus.CounterOpts{Name: "execfsm_failovers_spent_total",
+			Help: "Executions failed on startup because their failover allowance was spent."}),
+		enforced: counter("execfsm_enforced_moves_total",
+			"Moves made because something fell due, by the state left, the state entered and the cause (timer, budget, abandoned).",
+			"from", "to", "cause"),
 		reconciles: counter("controller_runtime_reconcile_total",
 			"Total number of reconciliations per controller", "controller", "result"),
 		reconcileErrors: counter("controller_runtime_reconcile_errors_total",
@@ -117,7 +117,7 @@ func New() *Metrics {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.transitions, m.startups, m.terminations, m.restarts, m.budgetsSpent, m.deadlines,
+	return []prometheus.Collector{m.transitions, m.startups, m.terminations, m.failovers, m.failoversSpent, m.enforced,
 		m.reconciles, m.reconcileErrors, m.terminalErrors, m.panics, m.reconcileTime, m.retries,
 		m.adopted, m.gone, m.adoptionErrors}
 }

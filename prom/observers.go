@@ -12,10 +12,10 @@ import (
 
 // RecoveryObserver counts what a recovery.Decider carried out: startup
 // decisions (execfsm_startup_decisions_total), SIGTERM actions
-// (execfsm_sigterm_actions_total), unexpected restarts and spent restart
-// budgets, and the deadlines its Reapers enforced. Give it to
-// Decider.WithObserver. The table names the states of enforced
-// deadlines.
+// (execfsm_sigterm_actions_total), failovers and spent failover
+// allowances, and the moves it and its Reapers made because a timer or a
+// budget fell due. Give it to Decider.WithObserver. The table names the
+// states of those moves.
 func RecoveryObserver[S comparable](m *Metrics, table *transition.Table[S]) (recovery.Observer[S], error) {
 	if m == nil || table == nil {
 		return recovery.Observer[S]{}, errors.New("prom: RecoveryObserver: nil Metrics or table")
@@ -35,10 +35,10 @@ func RecoveryObserver[S comparable](m *Metrics, table *transition.Table[S]) (rec
 				return // nothing written: no restart was counted
 			}
 			if v.Failovers > 0 {
-				m.restarts.Inc()
+				m.failovers.Inc()
 			}
 			if v.Decision == recovery.DecisionFail && v.Failovers > 0 {
-				m.budgetsSpent.Inc() // a failover counted and the execution failed: the allowance is spent
+				m.failoversSpent.Inc() // a failover counted and the execution failed: the allowance is spent
 			}
 		},
 		Terminate: func(a recovery.Action, err error) {
@@ -48,8 +48,8 @@ func RecoveryObserver[S comparable](m *Metrics, table *transition.Table[S]) (rec
 			}
 			m.terminations.WithLabelValues(a.Kind.String(), result).Inc()
 		},
-		Deadline: func(e recovery.Enforced[S]) {
-			m.deadlines.WithLabelValues(stateLabel(table, e.From), stateLabel(table, e.To)).Inc()
+		Enforced: func(e recovery.Enforced[S]) {
+			m.enforced.WithLabelValues(stateLabel(table, e.From), stateLabel(table, e.To), e.Cause.String()).Inc()
 		},
 	}, nil
 }

@@ -184,7 +184,7 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	}
 
 	golden(t, m, "recovery", "execfsm_startup_decisions_total", "execfsm_sigterm_actions_total",
-		"execfsm_unexpected_restarts_total", "execfsm_restart_budgets_spent_total", "execfsm_deadlines_enforced_total")
+		"execfsm_failovers_total", "execfsm_failovers_spent_total", "execfsm_enforced_moves_total")
 }
 
 // A Loop's calls are counted under controller-runtime's names and labels,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -177,4 +178,67 @@ func (d *Decider[S]) NewReaper(store storage.Store, opts ReaperOptions) (*Reaper
 		return nil, errZeroDecider
 	}
 	return newReaper(d.roles, store, opts, d.p.Observer)
+}
+
+// Advance makes the move that has fallen due for the execution exec
+// drives (see [Roles.Due]): an exhausted budget's, or a timer's. It is
+// what a controller calls from its own loop (a manager's reconcile of
+// each execution) so that budgets and timers hold while it drives the
+// execution, where the [Reaper] would be later; exec writes as whoever
+// it is (its owner's claim, or an outside authority). It writes by
+// compare-and-swap, deciding again on a record that changed meanwhile.
+//
+// It returns the move made (Cause zero when nothing was due) and how long
+// until the next thing falls due (zero: nothing will). Its observer is
+// told of the move. The error is the store's, a fenced write's, or a
+// record of another table or whose counts, limits or durations do not
+// read ([storage.ErrInvalidRecord]); nothing is written then.
+func (d *Decider[S]) Advance(ctx context.Context, exec *transition.Persisted[S]) (Enforced[S], time.Duration, error) {
+	if d == nil || d.roles == nil {
+		return Enforced[S]{}, 0, errZeroDecider
+	}
+	if exec == nil {
+		return Enforced[S]{}, 0, errors.New("recovery: Advance: nil execution")
+	}
+	if err := d.roles.fits(exec.Table()); err != nil {
+		return Enforced[S]{}, 0, err
+	}
+	var (
+		enforced Enforced[S]
+		wait     time.Duration
+	)
+	c, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
+		enforced, wait = Enforced[S]{}, 0
+		now := d.p.clock()
+		due, ok, err := d.roles.nextDue(rec, cur, now, true)
+		switch {
+		case err != nil:
+			return transition.Update[S]{}, err
+		case !ok:
+			return transition.To(cur), nil
+		case due.Due.After(now):
+			wait = due.Due.Sub(now)
+			return transition.To(cur), nil
+		}
+		enforced = due.enforced(now)
+		return due.update(now), nil
+	})
+	if err != nil {
+		return Enforced[S]{}, 0, err
+	}
+	if !c.Changed() {
+		return Enforced[S]{}, wait, nil
+	}
+	if d.p.Observer.Enforced != nil {
+		d.p.Observer.Enforced(enforced)
+	}
+	// What falls due next is in the state the move entered.
+	_, rec, err := exec.Load(ctx)
+	if err != nil {
+		return enforced, 0, nil // the move is made; the next look finds the rest
+	}
+	if next, ok, err := d.roles.Due(rec, d.p.clock()); err == nil && ok {
+		wait = max(time.Nanosecond, next.Due.Sub(d.p.clock()))
+	}
+	return enforced, wait, nil
 }

@@ -11,8 +11,7 @@ import (
 // RolesDescription is a table's roles as data, by the states' names: what
 // a store keeps beside the table's description (transition.Description)
 // so that a tool outside the controller's process decides as the
-// controller does. Deadlines are those given with RolesBuilder.Deadline;
-// the default ones follow from the roles.
+// controller does, timers and budgets included.
 type RolesDescription struct {
 	NotStarted []string `json:"not_started,omitempty"`
 	Running    []string `json:"running"`
@@ -27,9 +26,10 @@ type RolesDescription struct {
 	Finishing []EndDescription `json:"finishing,omitempty"`
 	Failed    string           `json:"failed"`
 	// Completed and Terminated are RolesBuilder.Ends', empty without.
-	Completed  string                `json:"completed,omitempty"`
-	Terminated string                `json:"terminated,omitempty"`
-	Deadlines  []DeadlineDescription `json:"deadlines,omitempty"`
+	Completed  string              `json:"completed,omitempty"`
+	Terminated string              `json:"terminated,omitempty"`
+	Timers     []TimerDescription  `json:"timers,omitempty"`
+	Budgets    []BudgetDescription `json:"budgets,omitempty"`
 }
 
 // EndDescription is a state of a role that leads somewhere, and where: a
@@ -40,12 +40,28 @@ type EndDescription struct {
 	Then  string `json:"then"`
 }
 
-// DeadlineDescription is one deadline a table's roles give a state.
-type DeadlineDescription struct {
-	State string `json:"state"`
-	// After is a Go duration ("10m0s").
-	After string `json:"after"`
-	Then  string `json:"then"`
+// TimerDescription is a [Timer] as data; durations are Go durations
+// ("10m0s").
+type TimerDescription struct {
+	State  string `json:"state"`
+	After  string `json:"after,omitempty"`
+	Since  string `json:"since,omitempty"`
+	Budget string `json:"budget,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Then   string `json:"then"`
+}
+
+// BudgetDescription is a [Budget] as data; durations are Go durations,
+// Growth is fixed, linear or exponential.
+type BudgetDescription struct {
+	Counter   string `json:"counter"`
+	Count     int    `json:"count"`
+	Window    string `json:"window,omitempty"`
+	Unlimited bool   `json:"unlimited,omitempty"`
+	Initial   string `json:"backoff,omitempty"`
+	Max       string `json:"backoff_max,omitempty"`
+	Growth    string `json:"growth,omitempty"`
+	Exhausted string `json:"exhausted"`
 }
 
 // Describe returns the roles as data (see [RolesDescription]), the states
@@ -64,9 +80,6 @@ func (r *Roles[S]) Describe() RolesDescription {
 		case RoleFinishing:
 			d.Finishing = append(d.Finishing, EndDescription{State: name(s), Then: name(r.finishing[s])})
 		}
-		if dl, ok := r.deadlines[s]; ok {
-			d.Deadlines = append(d.Deadlines, DeadlineDescription{State: name(s), After: dl.After.String(), Then: name(dl.Then)})
-		}
 	}
 	for _, s := range r.relocating {
 		d.Relocating = append(d.Relocating, EndDescription{State: name(s), Then: name(r.relocations[s])})
@@ -77,7 +90,52 @@ func (r *Roles[S]) Describe() RolesDescription {
 	if r.hasEnds {
 		d.Completed, d.Terminated = name(r.completed), name(r.terminated)
 	}
+	for _, t := range r.timerOrder {
+		d.Timers = append(d.Timers, TimerDescription{State: name(t.State), After: duration(t.After), Since: t.Since,
+			Budget: t.Budget, Name: t.Name, Then: name(t.Then)})
+	}
+	for _, counter := range r.budgetOrder {
+		b := r.budgets[counter]
+		bd := BudgetDescription{Counter: counter, Count: b.Allowance.Count, Window: duration(b.Allowance.Window),
+			Unlimited: b.Allowance.Unlimited, Initial: duration(b.Backoff.Initial), Max: duration(b.Backoff.Max),
+			Exhausted: name(b.Exhausted)}
+		if b.Backoff.Growth != GrowthFixed {
+			bd.Growth = b.Backoff.Growth.String()
+		}
+		d.Budgets = append(d.Budgets, bd)
+	}
 	return d
+}
+
+// duration is d as a description holds it: "" for none.
+func duration(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+// durationField is a description's duration, its label for the error
+// and where it goes.
+type durationField struct {
+	label, text string
+	into        *time.Duration
+}
+
+// parseDurations reads a description's durations, "" as zero.
+func parseDurations(what string, fields ...durationField) error {
+	for _, f := range fields {
+		if f.text == "" {
+			*f.into = 0
+			continue
+		}
+		d, err := time.ParseDuration(f.text)
+		if err != nil {
+			return fmt.Errorf("recovery: %w: %s %s: %v", ErrInvalidRolesDescription, what, f.label, err)
+		}
+		*f.into = d
+	}
+	return nil
 }
 
 // ErrInvalidRolesDescription is matched by the error [RebuildRoles]
@@ -106,12 +164,29 @@ func RebuildRoles(table *transition.Table[string], d RolesDescription) (*Roles[s
 	if d.Completed != "" || d.Terminated != "" {
 		b.Ends(d.Completed, d.Terminated)
 	}
-	for _, dl := range d.Deadlines {
-		after, err := time.ParseDuration(dl.After)
-		if err != nil {
-			return nil, fmt.Errorf("recovery: %w: deadline of %q: %v", ErrInvalidRolesDescription, dl.State, err)
+	for _, td := range d.Timers {
+		t := Timer[string]{State: td.State, Since: td.Since, Budget: td.Budget, Name: td.Name, Then: td.Then}
+		if err := parseDurations(fmt.Sprintf("timer of %q", td.State), durationField{"after", td.After, &t.After}); err != nil {
+			return nil, err
 		}
-		b.Deadline(dl.State, after, dl.Then)
+		b.Timer(t)
+	}
+	for _, bd := range d.Budgets {
+		budget := Budget[string]{Counter: bd.Counter, Allowance: Allowance{Count: bd.Count, Unlimited: bd.Unlimited}, Exhausted: bd.Exhausted}
+		what := fmt.Sprintf("budget %q", bd.Counter)
+		if err := parseDurations(what, durationField{"window", bd.Window, &budget.Allowance.Window},
+			durationField{"backoff", bd.Initial, &budget.Backoff.Initial},
+			durationField{"backoff_max", bd.Max, &budget.Backoff.Max}); err != nil {
+			return nil, err
+		}
+		if bd.Growth != "" {
+			g, err := ParseGrowth(bd.Growth)
+			if err != nil {
+				return nil, fmt.Errorf("recovery: %w: %s: growth %.32q, want fixed, linear or exponential", ErrInvalidRolesDescription, what, bd.Growth)
+			}
+			budget.Backoff.Growth = g
+		}
+		b.Budget(budget)
 	}
 	roles, err := b.Build()
 	if err != nil {

@@ -50,10 +50,10 @@ func TestRolesRebuiltFromTheirDescriptionDecideTheSame(t *testing.T) {
 	}
 }
 
-func TestGivenDeadlinesAreDescribedAndDefaultsFollow(t *testing.T) {
+func TestGivenTimersAreDescribedAndRebuilt(t *testing.T) {
 	d := teraslice.Roles().Describe()
-	require.NotEmpty(t, d.Deadlines, "scheduling and initializing have deadlines of their own")
-	for _, dl := range d.Deadlines {
+	require.NotEmpty(t, d.Timers, "scheduling and initializing have deadlines of their own")
+	for _, dl := range d.Timers {
 		_, err := time.ParseDuration(dl.After)
 		require.NoError(t, err)
 	}
@@ -61,13 +61,13 @@ func TestGivenDeadlinesAreDescribedAndDefaultsFollow(t *testing.T) {
 	require.NoError(t, err)
 	roles, err := recovery.RebuildRoles(table, d)
 	require.NoError(t, err)
-	want := teraslice.Roles().Deadlines()
-	got := roles.Deadlines()
+	want := teraslice.Roles().Timers()
+	got := roles.Timers()
 	require.Len(t, got, len(want))
-	for s, dl := range want {
-		require.Equal(t, dl.After, got[s.String()].After, "%s", s)
-		require.Equal(t, dl.Then.String(), got[s.String()].Then, "%s", s)
+	for k, dl := range want {
+		require.Equal(t, recovery.Timer[string]{State: dl.State.String(), After: dl.After, Then: dl.Then.String()}, got[k])
 	}
+	require.Equal(t, d, roles.Describe())
 }
 
 func TestARolesDescriptionThatDoesNotFitIsRefused(t *testing.T) {
@@ -77,12 +77,12 @@ func TestARolesDescriptionThatDoesNotFitIsRefused(t *testing.T) {
 	for name, edit := range map[string]func(d *recovery.RolesDescription){
 		"unknown failed":     func(d *recovery.RolesDescription) { d.Failed = "gone" },
 		"state without role": func(d *recovery.RolesDescription) { d.Running = d.Running[1:] },
-		"bad duration":       func(d *recovery.RolesDescription) { d.Deadlines[0].After = "soon" },
+		"bad duration":       func(d *recovery.RolesDescription) { d.Timers[0].After = "soon" },
 		"half a relocation":  func(d *recovery.RolesDescription) { d.Relocating = []recovery.EndDescription{{State: "relocating"}} },
 	} {
 		d := good
 		d.Running = append([]string(nil), good.Running...)
-		d.Deadlines = append([]recovery.DeadlineDescription(nil), good.Deadlines...)
+		d.Timers = append([]recovery.TimerDescription(nil), good.Timers...)
 		edit(&d)
 		_, err := recovery.RebuildRoles(table, d)
 		require.ErrorIs(t, err, recovery.ErrInvalidRolesDescription, name)

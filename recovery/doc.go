@@ -1,6 +1,7 @@
 // Package recovery holds the decisions an execution controller makes when
-// it starts and when it is told to terminate, the deadlines of statuses
-// that must not last, and the reaper that enforces them. The loop that
+// it starts, when it is told to terminate and when its work ends, the
+// budgets and timers that move an execution on without anyone asking,
+// and the reaper that enforces them. The loop that
 // runs a reconciler (the reaper, or a controller's own) is package
 // reconcile.
 //
@@ -53,12 +54,12 @@
 //	failed         refuse            shutdown               refused         refuse
 //	terminated     refuse            shutdown               refused         refuse
 //
-// "start" is [Startup] within the restart budget; "crash, budget spent"
-// is [Startup] after the controller died in that status (an OOM kill:
-// nothing is written, the status stays) once more than the budget of
-// unexpected restarts happened within the window. A crash loop is
-// impossible by construction: the restart that exceeds the budget fails
-// the execution. Where the work is not restartable or the platform does
+// "start" is [Startup] within the failover allowance ([Policy].Failovers);
+// "crash, budget spent" is [Startup] after the controller died in that
+// status (an OOM kill: nothing is written, the status stays) once more
+// unexpected restarts than the allowance happened within its window. A
+// crash loop is impossible by construction: the restart past the
+// allowance fails the execution. Where the work is not restartable or the platform does
 // not restart controllers, every "resume" after a crash is "fail" and
 // every "relocate" is "shutdown". "stop requested" is the cluster master
 // writing stopping. The package's tests enumerate this table from the
@@ -109,18 +110,34 @@
 // [Startup] tells the new execution's controller what it reruns
 // (Verdict.RerunOf), so it runs recovering before running.
 //
-// # Deadlines
+// # Budgets and timers
 //
-// Some statuses must not last: relocating that nobody takes over, stopping
-// past the shutdown timeout, and whatever a table's roles add with
-// [RolesBuilder.Deadline] (the execution lifecycle's scheduling and
-// initializing, which nothing retries when their owner dies). [Deadlines]
-// say for how long and what comes next; [Startup] honours them (a stale
-// relocating record is failed, not resumed, or relocating would become
-// the new "stuck in running"), and [Reaper] is the reconciler that
-// enforces them while nobody starts. The Reaper also fails an abandoned
-// execution: running, with no live holder ([storage.Store].Held), and
-// taken over by nobody for [Reaper].Abandoned.
+// A table counts moves ([transition.Builder.Count]): Running → Restarting
+// adds to "failures" in the same write, whoever makes it. A [Budget]
+// limits a counter: its allowance (zero allows none; an execution may
+// carry its own, [LimitKey]), its window, its backoff, and the end an
+// exhausted budget moves to. Budgets are kept apart: a job's failures,
+// its submissions, its disruptions (a preemption spends no failure
+// budget unless the table counts it as one), and a controller's own
+// failovers ([Policy].Failovers) are each their own.
+//
+// A [Timer] moves an execution on from a state once it falls due: after
+// a time in the state (a deadline: relocating that nobody takes over,
+// stopping past the shutdown timeout, [RolesBuilder.Deadline]), after a
+// time since the execution's start across restarts (a job-wide active
+// deadline), or once a budget's backoff is over (a pending retry
+// resubmitted), to any state the table allows. An execution may carry its
+// own duration ([TimerKey]). Nothing is implied: no state has a timer the
+// roles do not give, and teraslice.Roles() spells out Teraslice's.
+//
+// [Roles.Due] says what falls due next and when. [Startup] honours it (a
+// stale relocating record is failed, not resumed, or relocating would
+// become the new "stuck in running"; a controller started during a
+// backoff waits, [Verdict].Until); [Decider.Advance] makes the move from
+// a controller's own loop; the [Reaper] makes it, as an outside
+// authority, while nobody else looks. The Reaper also fails an abandoned
+// execution, when asked ([ReaperOptions].Abandoned): running, with no
+// live holder ([storage.Store].Held), and taken over by nobody in time.
 //
 // When the platform gives up on an execution (its Kubernetes Job failed or
 // was deleted), nothing needs to wait for a deadline: the cluster master

@@ -33,7 +33,7 @@ const (
 // each with its end (Aborting → Aborted, Terminating → Terminated,
 // Completing → Completed), a restart that drains back to Pending, and
 // Aborted parked until a user resumes it.
-func volcano(t testing.TB, deadlines ...recovery.Deadlines[Phase]) *recovery.Roles[Phase] {
+func volcano(t testing.TB, timers ...recovery.Timer[Phase]) *recovery.Roles[Phase] {
 	t.Helper()
 	table, err := transition.New(Pending).
 		Allow(Pending, Running, Restarting, Aborting, Completing, Terminating).
@@ -47,12 +47,7 @@ func volcano(t testing.TB, deadlines ...recovery.Deadlines[Phase]) *recovery.Rol
 	require.NoError(t, err)
 	b := recovery.DefineRoles(table).NotStarted(Pending).Running(Running).
 		Stopping(Terminating, Terminated).Stopping(Aborting, Aborted).Stopping(Completing, Completed).
-		Stopping(Restarting, Pending).Parked(Aborted).Failed(Failed)
-	for _, d := range deadlines {
-		for s, dl := range d {
-			b.Deadline(s, dl.After, dl.Then)
-		}
-	}
+		Stopping(Restarting, Pending).Parked(Aborted).Failed(Failed).Timer(timers...)
 	roles, err := b.Build()
 	require.NoError(t, err)
 	return roles
@@ -105,8 +100,8 @@ func TestFinishWritesEachDrainsOwnEnd(t *testing.T) {
 // No deadline ends a parked job unless the roles give one; a drain given
 // one ends in its own end at it.
 func TestTheReaperLeavesAParkedJobAndEndsEachDrainInItsEnd(t *testing.T) {
-	roles := volcano(t, recovery.Deadlines[Phase]{Completing: {After: 5 * time.Minute, Then: Completed}})
-	require.NotContains(t, roles.Deadlines(), Aborted)
+	roles := volcano(t, recovery.Timer[Phase]{State: Completing, After: 5 * time.Minute, Then: Completed})
+	require.Empty(t, roles.TimersOf(Aborted))
 	clock := reconciletest.NewClock(t0)
 	store := storage.NewMemory()
 	master, err := transition.NewPersisted(roles.Table(), store, "job-1", transition.PersistedOptions{Actor: "user", Clock: clock.Now})

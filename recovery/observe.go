@@ -1,7 +1,5 @@
 package recovery
 
-import "time"
-
 // Observer is told what a [Decider] and its [Reaper] carried out,
 // for metrics and logs (the prom module counts from one). Every field
 // may be nil. The functions run on the caller's goroutine before the
@@ -19,18 +17,10 @@ type Observer[S comparable] struct {
 	// action (ActionLeave when the write was fenced) and the error that
 	// ended it, if any.
 	Terminate func(a Action, err error)
-	// Deadline is told of each deadline a Reaper enforced, once the
-	// write that enforced it landed.
-	Deadline func(e Enforced[S])
-}
-
-// Enforced is a deadline the [Reaper] enforced: the execution stayed in
-// From longer than Deadline allows and was moved to To.
-type Enforced[S comparable] struct {
-	ID       string
-	From, To S
-	Deadline time.Duration // the state's deadline
-	Overdue  time.Duration // how long it had lasted past it
+	// Enforced is told of each move a Reaper or [Decider.Advance] made
+	// because something fell due (a timer, an exhausted budget, an
+	// abandoned execution), once the write that made it landed.
+	Enforced func(e Enforced[S])
 }
 
 func (o Observer[S]) startup(v Verdict[S], err error) {

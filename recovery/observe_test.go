@@ -29,7 +29,7 @@ func (o *observed) observer() recovery.Observer[state.Status] {
 			o.verdicts, o.vErrs = append(o.verdicts, v), append(o.vErrs, err)
 		},
 		Terminate: func(a recovery.Action, err error) { o.actions, o.aErrs = append(o.actions, a), append(o.aErrs, err) },
-		Deadline:  func(e recovery.Enforced[state.Status]) { o.enforced = append(o.enforced, e) },
+		Enforced:  func(e recovery.Enforced[state.Status]) { o.enforced = append(o.enforced, e) },
 	}
 }
 
@@ -122,5 +122,7 @@ func TestObserverSeesEveryDeadlineTheReaperEnforced(t *testing.T) {
 	_, err = reaper.Reconcile(context.Background(), "ex-1") // failed now: nothing to enforce
 	require.NoError(t, err)
 	require.Equal(t, []recovery.Enforced[state.Status]{{ID: "ex-1", From: state.Relocating, To: state.Failed,
-		Deadline: teraslice.RelocatingDeadline, Overdue: time.Minute}}, o.enforced)
+		Cause: recovery.CauseTimer, Reason: "relocating for 16m0s, past its deadline of 15m0s",
+		Timer: recovery.Timer[state.Status]{State: state.Relocating, After: teraslice.RelocatingDeadline, Then: state.Failed},
+		Due:   entered.Add(teraslice.RelocatingDeadline), Overdue: time.Minute}}, o.enforced)
 }

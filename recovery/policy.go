@@ -112,60 +112,10 @@ func (a Allowance) check(what string) error {
 	return nil
 }
 
-// Deadline says that a state must not last longer than After, counted
-// from when the record entered it ([storage.Record.Since]), and which
-// state to move it to then.
-type Deadline[S comparable] struct {
-	After time.Duration
-	Then  S
-}
-
-// Deadlines maps a state to its deadline. States not in the map may last
-// forever. [Roles.Deadlines] are the roles'.
-type Deadlines[S comparable] map[S]Deadline[S]
-
-// ErrInvalidPolicy is matched by the error for a [Policy] or [Deadlines]
-// that cannot be honoured; nothing is decided or written with it.
+// ErrInvalidPolicy is matched by the error for a [Policy] that cannot be
+// honoured, and for a question about a budget the roles do not give;
+// nothing is decided or written with it.
 var ErrInvalidPolicy = errors.New("invalid recovery policy")
-
-// Validate checks that every deadline is positive and moves a state of
-// the roles' table, where the table allows, to a state that ends the
-// wait: a terminal state, or the roles' Failed or stopped state (a
-// simulator's error, or idle after a stop). Moving to another live state
-// would only start a new wait.
-func (d Deadlines[S]) Validate(roles *Roles[S]) error {
-	if roles == nil {
-		return fmt.Errorf("recovery: %w: nil roles", ErrInvalidPolicy)
-	}
-	if problem := d.problem(roles); problem != "" {
-		return fmt.Errorf("recovery: %w: %s", ErrInvalidPolicy, problem)
-	}
-	return nil
-}
-
-// problem says what is wrong with d under roles, or "" when nothing is:
-// the roles builder reports it among its own problems.
-func (d Deadlines[S]) problem(roles *Roles[S]) string {
-	t := roles.table
-	name := func(s S) string { n, _ := t.Name(s); return n }
-	for s, dl := range d {
-		role, known := roles.Role(s)
-		then, thenKnown := roles.Role(dl.Then)
-		switch {
-		case !known:
-			return fmt.Sprintf("deadline for %q, not a state of the table", name(s))
-		case dl.After <= 0:
-			return fmt.Sprintf("deadline for %s is %v, want a positive duration", name(s), dl.After)
-		case role == RoleTerminal:
-			return fmt.Sprintf("deadline for terminal %s, which lasts by definition", name(s))
-		case !thenKnown || !t.Allowed(s, dl.Then):
-			return fmt.Sprintf("deadline moves %s to %q, which the table does not allow", name(s), name(dl.Then))
-		case then != RoleTerminal && !roles.ends(dl.Then):
-			return fmt.Sprintf("deadline moves %s to %s, a %s state; want a terminal one or the roles' Failed or stopped state", name(s), name(dl.Then), then)
-		}
-	}
-	return ""
-}
 
 // Policy is what a controller knows about itself and its platform when it
 // decides, on startup or on SIGTERM, what the stored status means. Its
@@ -187,7 +137,7 @@ type Policy struct {
 	// running status found on startup without a relocation: an OOM kill,
 	// a lost node) are resumed; the one past them fails the execution.
 	// They are a budget of their own, kept in the record's metadata
-	// ([MetaRestarts]), apart from the work's failures. The zero
+	// ([MetaFailovers]), apart from the work's failures. The zero
 	// Allowance resumes none: the first unexpected restart fails the
 	// execution (teraslice.Failovers is Teraslice's: 3 within 30
 	// minutes).
@@ -206,18 +156,14 @@ type Policy struct {
 }
 
 // policy is a Policy as the decisions use it: with the time of the
-// decision, the roles' deadlines (states that must not last; Startup
-// honours them too, so a stale relocating record is failed, not resumed)
-// and who is told what the Decider carried out.
+// decision and who is told what the Decider carried out.
 type policy[S comparable] struct {
 	Policy
-	now       time.Time
-	Deadlines Deadlines[S]
-	Observer  Observer[S]
+	now      time.Time
+	Observer Observer[S]
 }
 
-// withDefaults checks p against roles and fills in its defaults and the
-// roles' deadlines.
+// withDefaults checks p against roles and fills in its defaults.
 func (p policy[S]) withDefaults(roles *Roles[S]) (policy[S], error) {
 	switch {
 	case roles == nil:
@@ -231,7 +177,6 @@ func (p policy[S]) withDefaults(roles *Roles[S]) (policy[S], error) {
 	if p.RelocateExitCode == 0 {
 		p.RelocateExitCode = DefaultRelocateExitCode
 	}
-	p.Deadlines = roles.Deadlines()
 	return p, nil
 }
 

@@ -14,9 +14,11 @@ import (
 )
 
 // Reaper is a [reconcile.Reconciler] of execution ids that enforces the
-// roles' [Deadlines]: an execution relocating with nobody taking over, or
-// stopping past the shutdown timeout, is moved on where its deadline
-// says, as Teraslice's cluster master reaps stuck stopping executions.
+// roles' timers and budgets ([Roles.Due]): an execution relocating with
+// nobody taking over, or stopping past the shutdown timeout, is moved on
+// where its timer says, as Teraslice's cluster master reaps stuck
+// stopping executions; a retry whose backoff is over is moved on; an
+// exhausted budget moves to its end.
 // With [ReaperOptions].Abandoned it also ends an abandoned execution: one
 // in a running state whose controller holds it no more (it died, or lost
 // its lease and never took the execution back) and that no controller
@@ -24,7 +26,7 @@ import (
 // [reconcile.Loop] whose Known lists the executions' ids
 // (reconcile.StoreKeys(store)). It writes as
 // an outside authority (no ownership claim) and asks to be called again
-// when the next deadline falls due, so deadlines hold between resyncs.
+// when the next timer falls due, so timers hold between resyncs.
 //
 // A holder's lease ending writes nothing to the record, so the Reaper
 // notices an abandoned execution when it next looks at it: at the Loop's
@@ -36,7 +38,6 @@ import (
 type Reaper[S comparable] struct {
 	roles        *Roles[S]
 	store        storage.Store
-	deadlines    Deadlines[S]
 	now          func() time.Time
 	actor        string
 	observer     Observer[S]
@@ -46,8 +47,8 @@ type Reaper[S comparable] struct {
 	unheld map[string]unheld // executions seen running with no live holder
 }
 
-// ReaperOptions are a [Reaper]'s settings. The deadlines are the roles'
-// (RolesBuilder.Deadline), and the observer the Decider's.
+// ReaperOptions are a [Reaper]'s settings. The timers and budgets are the
+// roles', and the observer the Decider's.
 type ReaperOptions struct {
 	Clock reconcile.Clock // nil: the system clock
 	Actor string          // recorded as the writer; default "deadline-reaper"
@@ -67,7 +68,7 @@ func newReaper[S comparable](roles *Roles[S], store storage.Store, opts ReaperOp
 	if opts.Abandoned < 0 {
 		return nil, fmt.Errorf("recovery: NewReaper: %w: Abandoned %v is negative (zero never fails an abandoned execution)", ErrInvalidPolicy, opts.Abandoned)
 	}
-	r := &Reaper[S]{roles: roles, store: store, deadlines: roles.Deadlines(), now: time.Now, actor: opts.Actor,
+	r := &Reaper[S]{roles: roles, store: store, now: time.Now, actor: opts.Actor,
 		observer: observer, abandonAfter: opts.Abandoned}
 	if opts.Clock != nil {
 		r.now = opts.Clock.Now
@@ -90,7 +91,7 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 	if r == nil || r.roles == nil {
 		return reconcile.Result{}, reconcile.TerminalError(errors.New("recovery: Reaper: make one with Decider.NewReaper"))
 	}
-	now, deadlines := r.now, r.deadlines
+	now := r.now
 	exec, err := transition.NewPersisted(r.roles.table, r.store, id, transition.PersistedOptions{Actor: r.actor, Clock: now})
 	if err != nil {
 		return reconcile.Result{}, reconcile.TerminalError(err)
@@ -102,18 +103,21 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 			return transition.Update[S]{}, err
 		}
 		at := now()
-		dl, left, ok := deadline(rec, cur, deadlines, at)
 		wait, enforced = 0, Enforced[S]{}
+		d, ok, err := r.roles.nextDue(rec, cur, at, true)
+		if err != nil {
+			return transition.Update[S]{}, err
+		}
 		if !ok {
 			return r.abandoned(ctx, cur, rec, at, &wait, &enforced)
 		}
 		r.forget(id)
-		if left > 0 {
-			wait = left
+		if d.Due.After(at) {
+			wait = d.Due.Sub(at)
 			return transition.To(cur), nil
 		}
-		enforced = Enforced[S]{ID: id, From: cur, To: dl.Then, Deadline: dl.After, Overdue: -left}
-		return deadlineUpdate(r.roles, rec, dl, at), nil
+		enforced = d.enforced(at)
+		return d.update(at), nil
 	})
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
@@ -125,20 +129,25 @@ func (r *Reaper[S]) Reconcile(ctx context.Context, id string) (reconcile.Result,
 		// at again at the next resync.
 		r.forget(id)
 		return reconcile.Result{}, nil
+	case errors.Is(err, storage.ErrInvalidRecord):
+		// A count, limit or duration an operator wrote by hand that does
+		// not read: retrying reads it again. Left as it is, said once; the
+		// next write of the record brings it back.
+		r.forget(id)
+		return reconcile.Result{}, reconcile.TerminalError(err)
 	case err != nil:
 		return reconcile.Result{}, err
 	}
 	if c.Changed() {
 		r.forget(id)
-		if r.observer.Deadline != nil {
-			r.observer.Deadline(enforced)
+		if r.observer.Enforced != nil {
+			r.observer.Enforced(enforced)
 		}
 	}
 	return reconcile.Result{RequeueAfter: wait}, nil
 }
 
-// abandoned decides on rec, in cur, a state without a deadline of its
-// own: a running state whose claim nobody holds ends once it has gone
+// abandoned decides on rec, in cur, a state with no timer running: a running state whose claim nobody holds ends once it has gone
 // unheld for the Abandoned time.
 func (r *Reaper[S]) abandoned(ctx context.Context, cur S, rec storage.Record, at time.Time, wait *time.Duration, enforced *Enforced[S]) (transition.Update[S], error) {
 	keep := transition.To(cur)
@@ -161,7 +170,8 @@ func (r *Reaper[S]) abandoned(ctx context.Context, cur S, rec storage.Record, at
 	}
 	reason := fmt.Sprintf("abandoned: %s status with nobody holding it for %v (controller %s, epoch %d, holds it no more and no controller took it over)",
 		rec.Status, gone.Round(time.Second), rec.Owner, rec.Epoch)
-	*enforced = Enforced[S]{ID: rec.ID, From: cur, To: r.roles.failed, Deadline: after, Overdue: gone - after}
+	*enforced = Enforced[S]{ID: rec.ID, From: cur, To: r.roles.failed, Cause: CauseAbandoned, Reason: reason,
+		Due: since.Add(after), Overdue: gone - after}
 	return transition.Update[S]{To: r.roles.failed, Reason: reason, Meta: map[string]string{MetaFailure: reason}}, nil
 }
 

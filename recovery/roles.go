@@ -3,11 +3,11 @@ package recovery
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/metaname"
 	"github.com/execfsm/execfsm/transition"
 )
 
@@ -98,7 +98,11 @@ type Roles[S comparable] struct {
 	completed    S // what work that finished well writes
 	terminated   S // what work shut down before it finished writes
 	hasEnds      bool
-	deadlines    Deadlines[S] // given with RolesBuilder.Deadline
+	timers       map[S][]Timer[S] // by state, in the order given
+	timerOrder   []Timer[S]
+	budgets      map[string]Budget[S] // by counter
+	budgetOrder  []string
+	spentIn      map[S][]string // the budgets' counters whose moves enter a state
 }
 
 // RolesBuilder collects the roles of a table's states; see [DefineRoles].
@@ -112,6 +116,8 @@ type RolesBuilder[S comparable] struct {
 	relocations []pair[S]
 	stops       []pair[S]
 	finishing   []pair[S]
+	timers      []Timer[S]
+	budgets     []Budget[S]
 }
 
 type roleGiven[S comparable] struct {
@@ -214,21 +220,28 @@ func (b *RolesBuilder[S]) Ends(completed, terminated S) *RolesBuilder[S] {
 	return b
 }
 
-// Deadline gives state s a deadline: it must not last longer
-// than after, and then moves to then (a terminal state, or the Failed or
-// a stop's end), as [Deadline] says. It is part of
-// [Roles.Deadlines], checked with the roles when they are built.
-// A status nobody retries when its owner dies belongs here (Teraslice
-// re-queues only pending executions after a cluster master restart:
-// scheduling and initializing would be stranded forever).
+// Timer gives the roles timers (see [Timer]); a state may have several,
+// and the first to fall due moves it. They are checked with the roles
+// when they are built.
+func (b *RolesBuilder[S]) Timer(timers ...Timer[S]) *RolesBuilder[S] {
+	b.timers = append(b.timers, timers...)
+	return b
+}
+
+// Deadline gives state s a deadline: after it has lasted after, it moves
+// to then. It is the most common [Timer]:
+// Timer{State: s, After: after, Then: then}. A status nobody retries when
+// its owner dies belongs here (Teraslice re-queues only pending
+// executions after a cluster master restart: scheduling and
+// initializing would be stranded forever).
 func (b *RolesBuilder[S]) Deadline(s S, after time.Duration, then S) *RolesBuilder[S] {
-	if b.r.deadlines == nil {
-		b.r.deadlines = Deadlines[S]{}
-	}
-	if _, twice := b.r.deadlines[s]; twice {
-		b.twice = append(b.twice, fmt.Sprintf("the deadline for %v is given twice", s))
-	}
-	b.r.deadlines[s] = Deadline[S]{After: after, Then: then}
+	return b.Timer(Timer[S]{State: s, After: after, Then: then})
+}
+
+// Budget gives the roles a budget for one of the table's counters (see
+// [Budget]); a counter has at most one.
+func (b *RolesBuilder[S]) Budget(budget Budget[S]) *RolesBuilder[S] {
+	b.budgets = append(b.budgets, budget)
 	return b
 }
 
@@ -256,11 +269,8 @@ func (b *RolesBuilder[S]) Build() (*Roles[S], error) {
 	c.paths("Stopping", b.stops, &c.r.stops, &c.r.stopping)
 	c.paths("Finishing", b.finishing, &c.r.finishing, nil)
 	c.ends()
-	if len(c.problems) == 0 && len(c.r.deadlines) > 0 {
-		if problem := c.r.deadlines.problem(&c.r); problem != "" {
-			c.add("%s", problem)
-		}
-	}
+	c.budgets()
+	c.timers()
 	if len(c.problems) > 0 {
 		return nil, fmt.Errorf("recovery: %w:\n  %s", ErrInvalidRoles, strings.Join(c.problems, "\n  "))
 	}
@@ -510,11 +520,22 @@ func (r *Roles[S]) Ends() (completed, terminated S, ok bool) {
 	return r.completed, r.terminated, r.hasEnds
 }
 
-// Deadlines returns the deadlines the roles give ([RolesBuilder.Deadline]):
-// none is implied (teraslice.Roles spells out Teraslice's). It returns a
-// new map each time: the caller may change it.
-func (r *Roles[S]) Deadlines() Deadlines[S] {
-	return maps.Clone(r.deadlines)
+// Timers returns the timers the roles give ([RolesBuilder.Timer],
+// [RolesBuilder.Deadline]) in the order given: none is implied
+// (teraslice.Roles spells out Teraslice's). The slice is the caller's.
+func (r *Roles[S]) Timers() []Timer[S] { return slices.Clone(r.timerOrder) }
+
+// TimersOf returns the timers of state s, in the order given.
+func (r *Roles[S]) TimersOf(s S) []Timer[S] { return slices.Clone(r.timers[s]) }
+
+// Budgets returns the budgets the roles give ([RolesBuilder.Budget]) in
+// the order given. The slice is the caller's.
+func (r *Roles[S]) Budgets() []Budget[S] {
+	out := make([]Budget[S], len(r.budgetOrder))
+	for k, counter := range r.budgetOrder {
+		out[k] = r.budgets[counter]
+	}
+	return out
 }
 
 // ends reports whether s is what a failure or a finished drain writes.
@@ -550,4 +571,101 @@ func (r *Roles[S]) fits(table *transition.Table[S]) error {
 		}
 	}
 	return fmt.Errorf("recovery: %w: the execution's table has other states than the roles' table", ErrInvalidRoles)
+}
+
+// budgets checks each budget: a counter of the table, given once, a
+// valid allowance and backoff, and an end every state its counted moves
+// enter can move to.
+func (c *rolesCheck[S]) budgets() {
+	r := &c.r
+	r.budgets, r.spentIn = map[string]Budget[S]{}, map[S][]string{}
+	for _, b := range c.b.budgets {
+		if _, twice := r.budgets[b.Counter]; twice {
+			c.add("the budget for counter %q is given twice", b.Counter)
+			continue
+		}
+		if !c.t.HasCounter(b.Counter) {
+			c.add("budget for counter %q, which no move of the table counts (transition.Builder.Count)", b.Counter)
+			continue
+		}
+		r.budgets[b.Counter] = b
+		r.budgetOrder = append(r.budgetOrder, b.Counter)
+		if err := b.Allowance.check("budget " + b.Counter + " Allowance"); err != nil {
+			c.add("%s", strings.TrimPrefix(err.Error(), "recovery: "+ErrInvalidPolicy.Error()+": "))
+		}
+		if problem := b.Backoff.check(); problem != "" {
+			c.add("budget %s: %s", b.Counter, problem)
+		}
+		if !c.t.Has(b.Exhausted) || !c.ending(b.Exhausted) {
+			c.add("budget %s: Exhausted %s must be a terminal, not-started or parked state of the table", b.Counter, c.name(b.Exhausted))
+			continue
+		}
+		for _, s := range c.spentInto(b.Counter) {
+			r.spentIn[s] = append(r.spentIn[s], b.Counter)
+			if s != b.Exhausted && r.role[s] != RoleTerminal && !c.t.Allowed(s, b.Exhausted) {
+				c.add("budget %s: %s, which its counted moves enter, cannot move to Exhausted %s", b.Counter, c.name(s), c.name(b.Exhausted))
+			}
+		}
+	}
+}
+
+// spentInto returns the states counter's moves enter, in the table's
+// order, but terminal ones (nothing moves on from them).
+func (c *rolesCheck[S]) spentInto(counter string) []S {
+	var into []S
+	for _, to := range c.t.States() {
+		if c.t.IsTerminal(to) {
+			continue
+		}
+		for _, from := range c.t.States() {
+			if slices.Contains(c.t.Counters(from, to), counter) {
+				into = append(into, to)
+				break
+			}
+		}
+	}
+	return into
+}
+
+// timers checks each timer: a live state of the table, a duration or a
+// budget to wait for, counters and budgets the roles have, and a move the
+// table allows to a state a timer may write.
+func (c *rolesCheck[S]) timers() {
+	r := &c.r
+	r.timers = map[S][]Timer[S]{}
+	for _, t := range c.b.timers {
+		role, known := r.role[t.State]
+		then, thenKnown := r.role[t.Then]
+		switch {
+		case !known:
+			c.add("timer for %s, not a state of the table", c.name(t.State))
+			continue
+		case role == RoleTerminal:
+			c.add("timer for terminal %s, which lasts by definition", c.name(t.State))
+			continue
+		case t.After < 0:
+			c.add("timer for %s is %v, want a positive duration", c.name(t.State), t.After)
+		case t.After == 0 && t.Budget == "" && t.Name == "":
+			c.add("timer for %s is %v, want a positive duration (or a Budget's backoff, or a Name for the execution's own)", c.name(t.State), t.After)
+		}
+		switch {
+		case !thenKnown || !c.t.Allowed(t.State, t.Then):
+			c.add("timer moves %s to %s, which the table does not allow", c.name(t.State), c.name(t.Then))
+		case then == RoleRelocating || then == RoleFinishing:
+			c.add("timer moves %s to %s, a %s state: a controller enters it with the work in hand, never a timer", c.name(t.State), c.name(t.Then), then)
+		}
+		if t.Since != "" && !c.t.HasCounter(t.Since) {
+			c.add("timer for %s measures since counter %q, which no move of the table counts", c.name(t.State), t.Since)
+		}
+		if _, ok := r.budgets[t.Budget]; t.Budget != "" && !ok {
+			c.add("timer for %s waits for budget %q, which the roles do not give", c.name(t.State), t.Budget)
+		}
+		if t.Name != "" {
+			if err := metaname.Check("timer", t.Name); err != nil {
+				c.add("timer for %s: %v", c.name(t.State), err)
+			}
+		}
+		r.timers[t.State] = append(r.timers[t.State], t)
+		r.timerOrder = append(r.timerOrder, t)
+	}
 }

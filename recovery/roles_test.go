@@ -78,10 +78,10 @@ func TestRolesOfAUserTable(t *testing.T) {
 	_, ok := roles.Role("exploded")
 	require.False(t, ok)
 	require.Equal(t, SimError, roles.Failed())
-	require.Equal(t, recovery.Deadlines[Sim]{
-		SimRelocating: {After: teraslice.RelocatingDeadline, Then: SimError},
-		SimStopping:   {After: 5 * time.Minute, Then: SimIdle},
-	}, roles.Deadlines())
+	require.Equal(t, []recovery.Timer[Sim]{
+		{State: SimRelocating, After: teraslice.RelocatingDeadline, Then: SimError},
+		{State: SimStopping, After: 5 * time.Minute, Then: SimIdle},
+	}, roles.Timers())
 }
 
 // The execution lifecycle's roles agree with the status sets of package
@@ -220,7 +220,7 @@ func TestDecisionsOnAUserTable(t *testing.T) {
 	// A crash past the budget fails into the roles' failure state.
 	p.Failovers = recovery.Allowance{Count: 1, Window: time.Hour}
 	crashed := rec(SimRunning, "")
-	crashed.Meta = map[string]string{recovery.MetaRestarts: strconv.FormatInt(t0.Add(-time.Minute).UnixMilli(), 10)}
+	crashed.Meta = map[string]string{recovery.MetaFailovers: strconv.FormatInt(t0.Add(-time.Minute).UnixMilli(), 10)}
 	v, err := recovery.Startup(roles, crashed, p, t0)
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionFail, v.Decision)
@@ -319,30 +319,49 @@ func TestRolesDeadlinesAreGivenAndCheckedAtBuild(t *testing.T) {
 		return b.Deadline(SimStarting, time.Minute, SimError).Deadline(SimStopping, time.Hour, SimIdle)
 	})
 	require.NoError(t, err)
-	require.Equal(t, recovery.Deadlines[Sim]{
-		SimStopping: {After: time.Hour, Then: SimIdle},
-		SimStarting: {After: time.Minute, Then: SimError},
-	}, roles.Deadlines(), "no relocating deadline is implied")
-	roles.Deadlines()[SimStarting] = recovery.Deadline[Sim]{}
-	require.Equal(t, time.Minute, roles.Deadlines()[SimStarting].After, "the caller's copy is its own")
+	require.Equal(t, []recovery.Timer[Sim]{
+		{State: SimStarting, After: time.Minute, Then: SimError},
+		{State: SimStopping, After: time.Hour, Then: SimIdle},
+	}, roles.Timers(), "no relocating deadline is implied")
+	roles.Timers()[0].After = time.Hour
+	require.Equal(t, time.Minute, roles.Timers()[0].After, "the caller's copy is its own")
+	require.Equal(t, []recovery.Timer[Sim]{{State: SimStopping, After: time.Hour, Then: SimIdle}}, roles.TimersOf(SimStopping))
+
+	roles, err = build(func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+		return b.Deadline(SimStarting, time.Minute, SimRunning).Deadline(SimStarting, time.Hour, SimError)
+	})
+	require.NoError(t, err, "a timer may move to a live state, and a state may have several")
+	require.Len(t, roles.TimersOf(SimStarting), 2)
 
 	for name, extra := range map[string]func(*recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim]{
-		"to a live state": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
-			return b.Deadline(SimStarting, time.Minute, SimRunning)
+		"to a relocating state": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+			return b.Deadline(SimRunning, time.Minute, SimRelocating)
+		},
+		"a move the table does not have": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+			return b.Deadline(SimIdle, time.Minute, SimPaused)
 		},
 		"not positive": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
 			return b.Deadline(SimStarting, 0, SimError)
 		},
-		"twice": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
-			return b.Deadline(SimStarting, time.Minute, SimError).Deadline(SimStarting, time.Hour, SimError)
+		"negative": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+			return b.Deadline(SimStarting, -time.Minute, SimError)
 		},
 		"for a terminal state": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
 			return b.Deadline(SimGone, time.Minute, SimError)
 		},
+		"since a counter the table does not have": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+			return b.Timer(recovery.Timer[Sim]{State: SimRunning, After: time.Hour, Since: "starts", Then: SimError})
+		},
+		"for a budget the roles do not give": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+			return b.Timer(recovery.Timer[Sim]{State: SimIdle, Budget: "failures", Then: SimStarting})
+		},
+		"with a name no metadata key can carry": func(b *recovery.RolesBuilder[Sim]) *recovery.RolesBuilder[Sim] {
+			return b.Timer(recovery.Timer[Sim]{State: SimRunning, Name: "Active Deadline", Then: SimError})
+		},
 	} {
 		_, err := build(extra)
 		require.ErrorIs(t, err, recovery.ErrInvalidRoles, name)
-		require.ErrorContains(t, err, "deadline", name)
+		require.ErrorContains(t, err, "timer", name)
 		require.NotContains(t, err.Error(), "policy", "%s: a roles error says what is wrong with the roles, once: %v", name, err)
 	}
 }

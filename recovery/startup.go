@@ -20,33 +20,40 @@ type Decision uint8
 // The startup decisions.
 const (
 	// DecisionStart: the execution has not started (a not-started
-	// state); set it up, then move it to its running state with
-	// transition.Persisted.Walk: a not-started state may be several moves
-	// from it (Teraslice's pending is three), and Fire only makes one.
+	// state, To: a timer may just have moved it to one); set it up, then
+	// move it to its running state with transition.Persisted.Walk: a
+	// not-started state may be several moves from it (Teraslice's
+	// pending is three), and Fire only makes one.
 	DecisionStart Decision = iota + 1
 	// DecisionResume: carry on in Verdict.To as the execution's new
-	// owner, after a relocation (To is the state it was relocated from)
-	// or within the restart budget after a crash (To is the state it
-	// had).
+	// owner, after a relocation (To is the state it was relocated from),
+	// within the failover allowance after a crash (To is the state it
+	// had), or where a timer moved it (a retry resubmitted).
 	DecisionResume
 	// DecisionStop: the execution was being stopped when its controller
-	// went away. To is the stopping state (finish the shutdown, then
-	// write the stop's end) or, past the stopping deadline, its end.
+	// went away, or a timer stops it. To is the stopping state (finish
+	// the shutdown, then write the stop's end) or, past the stopping
+	// deadline, its end.
 	DecisionStop
 	// DecisionFail: the execution cannot go on; the roles' Failed state
-	// is written with the reason. Do not run it.
+	// (or the terminal state a timer or an exhausted budget names) is
+	// written with the reason. Do not run it.
 	DecisionFail
 	// DecisionRefuse: the execution is over (a terminal state). Write
 	// nothing, do not run; Verdict.Err says why.
 	DecisionRefuse
-	// DecisionWait: the execution is parked (a suspended job): do not run
-	// it. An outside authority moves it on (a user's resume); watch its
-	// record, or let it go and exit 0.
+	// DecisionWait: do not run the execution yet. Parked (a suspended
+	// job): an outside authority moves it on (a user's resume); watch its
+	// record, or let it go and exit 0. Not-started with a backoff running
+	// (Verdict.Until): start it once that time has come (a timer moves it
+	// on; Decider.Advance or the Reaper make the move).
 	DecisionWait
 	// DecisionFinish: the work was over when its controller went away
-	// (a finishing state): To, the end it earned, is written. Do not run
-	// the work again.
+	// (a finishing state), or a timer ended it in a terminal state that
+	// is no failure: To, the end, is written. Do not run the work again.
 	DecisionFinish
+
+	lastDecision = DecisionFinish
 )
 
 func (d Decision) String() string {
@@ -77,8 +84,12 @@ type Verdict[S comparable] struct {
 	From     S                 // the state found
 	To       S                 // the state to write (From for DecisionStart and DecisionRefuse)
 	Reason   string            // for people and for the record
-	Meta     map[string]string // metadata to write with it (the restart count)
+	Meta     map[string]string // metadata to write with it (the failover count)
 	Err      error             // for DecisionRefuse: matches ErrTerminalStatus
+	// Until is, for a DecisionWait in a not-started state, when the wait
+	// is over: a budget's backoff ([Budget]) runs until then. Zero for a
+	// parked execution, which waits for an outside authority.
+	Until time.Time
 	// Failovers is, when the verdict counts an unexpected restart of a
 	// controller, the unexpected restarts counted (within the window),
 	// this one included, and FailoverAllowance the allowance they are
@@ -103,11 +114,17 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 //
 //   - A terminal state: Refuse ("invalid state: terminal", as Teraslice
 //     says), writing nothing.
-//   - A not-started state: Start.
-//   - A parked state: Wait, unless a deadline the roles give it is past.
+//   - An exhausted budget ([Budget]) in the state its counted moves
+//     enter: its end, with the reason.
+//   - A not-started state: Start; but Wait while a budget's backoff runs
+//     (Verdict.Until), and past it the timer's move. The state's plain
+//     timers are for executions nobody picks up: this controller does.
 //   - A finishing state: Finish, writing the end the roles name for it.
-//   - A state past its deadline ([Policy].Deadlines): what the deadline
-//     says (Stop if that is the stop's end, Fail otherwise).
+//   - A state with a timer that is due ([Roles.Due]): the timer's move,
+//     and the decision its state calls for (Fail for a failure, Stop for
+//     a stop's end or a drain, Finish for another terminal state, Start,
+//     Wait, or Resume in a running state).
+//   - A parked state: Wait.
 //   - Relocating: Resume, back to the running state it was relocated
 //     from (a paused execution comes back paused), or to the roles'
 //     restart state when the record does not say.
@@ -119,11 +136,12 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 //     Never "start again and leave the status as it is": that is how a
 //     crash becomes a crash loop.
 //
-// now is the time of the decision: deadlines and failovers are counted
-// to it. The error is for input no decision can be made on: nil roles,
-// an invalid policy ([ErrInvalidPolicy]) or a record of another table
-// ([ErrForeignStatus]: a status the table does not know, or a relocation
-// back to one).
+// now is the time of the decision: timers, budgets and failovers are
+// counted to it. The error is for input no decision can be made on: nil
+// roles, an invalid policy ([ErrInvalidPolicy]), a record of another
+// table ([ErrForeignStatus]: a status the table does not know, or a
+// relocation back to one), or one whose counts, own limits or own
+// durations do not read ([storage.ErrInvalidRecord]).
 func Startup[S comparable](roles *Roles[S], rec storage.Record, p Policy, now time.Time) (Verdict[S], error) {
 	return startup(roles, rec, policy[S]{Policy: p}.at(now))
 }
@@ -162,6 +180,21 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p policy[S
 		v.Err = fmt.Errorf("recovery: %s: %w", v.Reason, ErrTerminalStatus)
 		return v, nil
 	case RoleNotStarted:
+		// A not-started state's plain timers are for executions nobody
+		// picks up, and this controller is picking it up; a budget's
+		// backoff is waited out.
+		d, ok, err := roles.nextDue(rec, cur, p.now, false)
+		if err != nil {
+			return v, err
+		}
+		switch {
+		case ok && d.Due.After(p.now):
+			v.Decision, v.Until = DecisionWait, d.Due
+			v.Reason = fmt.Sprintf("controller started for %s execution: not due before %s", rec.Status, d.Due.Format(time.RFC3339))
+			return v, nil
+		case ok:
+			return roles.enforce(v, d, p.now), nil
+		}
 		v.Decision = DecisionStart
 		v.Reason = fmt.Sprintf("controller started for %s execution", rec.Status)
 		return v, nil
@@ -172,14 +205,12 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p policy[S
 		v.Reason = fmt.Sprintf("controller restarted in %s: the work was over, so its end, %s, is written", rec.Status, to)
 		return v, nil
 	}
-	if dl, left, ok := deadline(rec, cur, p.Deadlines, p.now); ok && left <= 0 {
-		u := deadlineUpdate(roles, rec, dl, p.now)
-		v.To, v.Reason, v.Meta = u.To, u.Reason, u.Meta
-		v.Decision = DecisionFail
-		if roles.stopEnd(dl.Then) {
-			v.Decision = DecisionStop
-		}
-		return v, nil
+	d, ok, err := roles.nextDue(rec, cur, p.now, true)
+	if err != nil {
+		return v, err
+	}
+	if ok && !d.Due.After(p.now) {
+		return roles.enforce(v, d, p.now), nil
 	}
 	switch role {
 	case RoleParked:
@@ -233,13 +264,16 @@ func unexpectedRestart[S comparable](roles *Roles[S], rec storage.Record, p poli
 	if allowed.Window > 0 && !allowed.Unlimited {
 		cutoff = p.now.Add(-allowed.Window)
 	}
-	counted, err := parseRestarts(rec.Meta[MetaRestarts])
+	counted, err := FailoverCount(rec)
 	if err != nil {
-		return fail("the restart count is unreadable: " + err.Error())
+		return fail("the failover count is unreadable: " + err.Error())
 	}
-	counted = counted.add(p.now, cutoff)
-	n := counted.since(cutoff)
-	v.Meta = map[string]string{MetaRestarts: counted.String()}
+	if !cutoff.IsZero() {
+		counted = counted.After(cutoff) // out of the window: they count for nothing any more
+	}
+	counted = counted.Add(p.now)
+	n := counted.Since(cutoff)
+	v.Meta = map[string]string{MetaFailovers: counted.String()}
 	v.Failovers, v.FailoverAllowance = n, allowed
 	if !allowed.Unlimited && n > allowed.Count {
 		return fail(fmt.Sprintf("failovers spent: %d unexpected restarts, %s allowed", n, allowed))
@@ -250,36 +284,33 @@ func unexpectedRestart[S comparable](roles *Roles[S], rec storage.Record, p poli
 	return v
 }
 
-// maxKeptRestarts bounds the restart times a record keeps (a metadata
-// value holds 4 KB): the earlier ones are counted, not listed, so over the
-// execution's whole life the count is exact, and within a window at most
-// the last 100 are told apart.
-const maxKeptRestarts = 100
+// enforce is the verdict of a start that finds d due: d's move, and what
+// the controller does in the state it moves to.
+func (r *Roles[S]) enforce(v Verdict[S], d due[S], now time.Time) Verdict[S] {
+	u := d.update(now)
+	v.To, v.Reason, v.Meta = u.To, u.Reason, u.Meta
+	switch role := r.role[d.To]; {
+	case d.failure:
+		v.Decision = DecisionFail
+	case r.stopEnd(d.To) || role == RoleStopping:
+		v.Decision = DecisionStop
+	case role == RoleTerminal:
+		v.Decision = DecisionFinish
+	case role == RoleNotStarted:
+		v.Decision = DecisionStart
+	case role == RoleParked:
+		v.Decision = DecisionWait
+	default: // running: a timer's Then is never relocating or finishing
+		v.Decision = DecisionResume
+	}
+	return v
+}
 
 func since(rec storage.Record) time.Time {
 	if rec.Since.IsZero() {
 		return rec.UpdatedAt
 	}
 	return rec.Since
-}
-
-// deadline returns the deadline of cur, if it has one, and how much of it
-// is left (zero or less: overdue).
-func deadline[S comparable](rec storage.Record, cur S, d Deadlines[S], now time.Time) (Deadline[S], time.Duration, bool) {
-	dl, ok := d[cur]
-	return dl, dl.After - now.Sub(since(rec)), ok
-}
-
-// deadlineUpdate is the write that ends an overdue state. A deadline
-// that ends in anything but the stop's end is a failure, and says so in
-// the record's metadata.
-func deadlineUpdate[S comparable](roles *Roles[S], rec storage.Record, dl Deadline[S], now time.Time) transition.Update[S] {
-	reason := fmt.Sprintf("%s for %v, past its deadline of %v", rec.Status, now.Sub(since(rec)).Round(time.Second), dl.After)
-	u := transition.To(dl.Then).Because(reason)
-	if !roles.stopEnd(dl.Then) {
-		u.Meta = map[string]string{MetaFailure: reason}
-	}
-	return u
 }
 
 // MetaStartup is the record metadata key under which [Decider.Start]
@@ -306,7 +337,7 @@ func applyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 	}
 	mine := exec.Claim()
 	carries := func(rec storage.Record) bool { return mine.Owner != "" && rec.Claim() == mine }
-	written, replayable := writtenVerdict(roles, rec, mine, p.Failovers)
+	written, replayable := writtenVerdict(roles, rec, mine, p)
 	switch {
 	case bugStartUnowned && rec.Owner == "", bugRestartLiveHolder && exec.Owns(rec):
 		// A reintroduced bug (reintroduced_off.go): decide as a new
@@ -416,7 +447,7 @@ func formatStartup[S comparable](v Verdict[S], revision uint64) string {
 // writtenVerdict returns the verdict the start under claim wrote on rec,
 // if rec still tells it: [MetaStartup], and the audit entry claim wrote
 // it with.
-func writtenVerdict[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, allowance Allowance) (Verdict[S], bool) {
+func writtenVerdict[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, p policy[S]) (Verdict[S], bool) {
 	if claim.Owner == "" || rec.Claim() != claim {
 		return Verdict[S]{}, false
 	}
@@ -428,7 +459,7 @@ func writtenVerdict[S comparable](roles *Roles[S], rec storage.Record, claim sto
 		return Verdict[S]{}, false
 	}
 	var d Decision
-	for k := DecisionStart; k <= DecisionRefuse; k++ {
+	for k := DecisionStart; k <= lastDecision; k++ {
 		if k.String() == name {
 			d = k
 		}
@@ -451,7 +482,12 @@ func writtenVerdict[S comparable](roles *Roles[S], rec storage.Record, claim sto
 	// The allowance is this controller's, which made the start.
 	n, _, _ := strings.Cut(counts, "/")
 	if failovers, err := strconv.Atoi(n); err == nil && failovers > 0 {
-		v.Failovers, v.FailoverAllowance = failovers, allowance
+		v.Failovers, v.FailoverAllowance = failovers, p.Failovers
+	}
+	if role, _ := roles.Role(to); d == DecisionWait && role == RoleNotStarted {
+		if due, ok, err := roles.nextDue(rec, to, p.now, false); err == nil && ok && due.Due.After(p.now) {
+			v.Until = due.Due
+		}
 	}
 	return v, true
 }

@@ -204,18 +204,19 @@ func TestStartupRestartsOutsideTheWindowDoNotCount(t *testing.T) {
 	rec := record(state.Running)
 	old := t0.Add(-2 * time.Hour).UnixMilli()
 	recent := t0.Add(-time.Minute).UnixMilli()
-	rec.Meta = map[string]string{recovery.MetaRestarts: fmt.Sprintf("%d,%d,%d,%d", old, old, old, recent)}
+	rec.Meta = map[string]string{recovery.MetaFailovers: fmt.Sprintf("%d,%d,%d,%d", old, old, old, recent)}
 	v := startup(t, rec, policy())
 	require.Equal(t, recovery.DecisionResume, v.Decision)
-	require.Equal(t, fmt.Sprintf("%d,%d", recent, t0.UnixMilli()), v.Meta[recovery.MetaRestarts], "old restarts are dropped")
+	require.Equal(t, fmt.Sprintf("0@%d:%d,%d", old, recent, t0.UnixMilli()), v.Meta[recovery.MetaFailovers],
+		"old restarts are dropped; the first is remembered")
 }
 
-func TestStartupUnreadableRestartCountFailsInsteadOfLooping(t *testing.T) {
+func TestStartupUnreadableFailoverCountFailsInsteadOfLooping(t *testing.T) {
 	rec := record(state.Running)
-	rec.Meta = map[string]string{recovery.MetaRestarts: "yesterday,-5"}
+	rec.Meta = map[string]string{recovery.MetaFailovers: "yesterday,-5"}
 	v := startup(t, rec, policy())
 	require.Equal(t, recovery.DecisionFail, v.Decision)
-	require.Contains(t, v.Reason, "the restart count is unreadable")
+	require.Contains(t, v.Reason, "the failover count is unreadable")
 }
 
 func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {

@@ -304,7 +304,7 @@ func startCell(t *testing.T, s state.Status, budgetSpent bool) string {
 	now := t0
 	if budgetSpent {
 		// Three unexpected restarts already within the window.
-		rec.Meta = map[string]string{recovery.MetaRestarts: strings.Repeat("1764676800000,", 2) + "1764676800000"}
+		rec.Meta = map[string]string{recovery.MetaFailovers: strings.Repeat("1764676800000,", 2) + "1764676800000"}
 		now = time.UnixMilli(1764676800000).Add(time.Minute)
 		rec.Since, rec.UpdatedAt = now.Add(-time.Second), now.Add(-time.Second)
 	}

@@ -37,7 +37,7 @@ func TestAnOldControllerLeavesARecordOfANewerTableAlone(t *testing.T) {
 	after, err := store.Get(bg, "job-1")
 	require.NoError(t, err)
 	require.Equal(t, before.Revision, after.Revision, "nothing written")
-	require.Empty(t, after.Meta[recovery.MetaRestarts], "no restart counted")
+	require.Empty(t, after.Meta[recovery.MetaFailovers], "no restart counted")
 	_, held, err := store.Held(bg, "job-1")
 	require.NoError(t, err)
 	require.False(t, held, "nothing taken over")

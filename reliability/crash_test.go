@@ -262,7 +262,7 @@ func TestSIGKILLAtRandomPointsLosesNothingAndDecisionsAgree(t *testing.T) {
 }
 
 func restartsIn(rec storage.Record) string {
-	v := rec.Meta[recovery.MetaRestarts]
+	v := rec.Meta[recovery.MetaFailovers]
 	if v == "" {
 		return "0"
 	}

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -23,19 +24,20 @@ type Changes struct {
 	// the stop an outside authority asks for, ...), an edge that became
 	// or stopped being a return edge.
 	Changed []string
-	// Deadlines says which deadlines differ. They are policy, not
-	// shape: a table that changes only them is compatible.
-	Deadlines []string
+	// Policy says which timers, budgets and counted moves differ. They
+	// are policy, not shape: a table that changes only them is
+	// compatible.
+	Policy []string
 }
 
 // Same reports whether the tables are the same.
 func (c Changes) Same() bool {
-	return len(c.AddedStates)+len(c.AddedEdges)+len(c.RemovedStates)+len(c.RemovedEdges)+len(c.Changed)+len(c.Deadlines) == 0
+	return len(c.AddedStates)+len(c.AddedEdges)+len(c.RemovedStates)+len(c.RemovedEdges)+len(c.Changed)+len(c.Policy) == 0
 }
 
 // Compatible reports whether a table with these changes can replace the
 // recorded one under live records: it only adds states and edges (and
-// may change deadlines).
+// may change timers, budgets and counts).
 func (c Changes) Compatible() bool {
 	return len(c.RemovedStates)+len(c.RemovedEdges)+len(c.Changed) == 0
 }
@@ -56,7 +58,7 @@ func (c Changes) String() string {
 		lines = append(lines, "move removed: "+e.String())
 	}
 	lines = append(lines, c.Changed...)
-	lines = append(lines, c.Deadlines...)
+	lines = append(lines, c.Policy...)
 	return strings.Join(lines, "\n")
 }
 
@@ -135,16 +137,34 @@ func Compare(recorded, next Document) Changes {
 			c.Changed = append(c.Changed, fmt.Sprintf("the %s status: was %s, is %s", named.what, named.was, orNone(named.is)))
 		}
 	}
-	wasDl, isDl := deadlines(recorded), deadlines(next)
+	wasTimers, isTimers := timers(recorded), timers(next)
 	for _, s := range is.States {
 		if !slices.Contains(was.States, s) {
-			continue // an added state's deadline comes with the addition
+			continue // an added state's timers come with the addition
 		}
-		if a, b := wasDl[s], isDl[s]; a != b {
-			c.Deadlines = append(c.Deadlines, fmt.Sprintf("deadline of %s: was %s, is %s", s, orNone(a), orNone(b)))
+		if a, b := wasTimers[s], isTimers[s]; a != b {
+			c.Policy = append(c.Policy, fmt.Sprintf("timers of %s: were %s, are %s", s, orNone(a), orNone(b)))
 		}
 	}
+	c.Policy = append(c.Policy, differ("budget", budgets(recorded), budgets(next))...)
+	c.Policy = append(c.Policy, differ("count", counts(recorded), counts(next))...)
 	return c
+}
+
+// differ says, in key order, what differs between was and is, a what each.
+func differ(what string, was, is map[string]string) []string {
+	var lines []string
+	for _, k := range slices.Sorted(maps.Keys(is)) {
+		if a, b := was[k], is[k]; a != b {
+			lines = append(lines, fmt.Sprintf("%s %s: was %s, is %s", what, k, orNone(a), orNone(b)))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(was)) {
+		if _, ok := is[k]; !ok {
+			lines = append(lines, fmt.Sprintf("%s %s: was %s, is %s", what, k, was[k], orNone("")))
+		}
+	}
+	return lines
 }
 
 func orNone(s string) string {
@@ -205,11 +225,47 @@ func firstState(paths []recovery.EndDescription) string {
 	return paths[0].State
 }
 
-// deadlines maps each state with a deadline of its own to "after → then".
-func deadlines(d Document) map[string]string {
-	out := make(map[string]string, len(d.Roles.Deadlines))
-	for _, dl := range d.Roles.Deadlines {
-		out[dl.State] = dl.After + " → " + dl.Then
+// timers maps each state with timers of its own to what they say.
+func timers(d Document) map[string]string {
+	out := make(map[string]string, len(d.Roles.Timers))
+	for _, t := range d.Roles.Timers {
+		say := t.After
+		if t.Since != "" {
+			say += " since " + t.Since
+		}
+		if t.Budget != "" {
+			say += " after " + t.Budget + "'s backoff"
+		}
+		if t.Name != "" {
+			say += " (" + t.Name + ")"
+		}
+		say = strings.TrimSpace(say + " → " + t.Then)
+		if out[t.State] != "" {
+			say = out[t.State] + ", " + say
+		}
+		out[t.State] = say
+	}
+	return out
+}
+
+// budgets maps each budget's counter to what it allows.
+func budgets(d Document) map[string]string {
+	out := make(map[string]string, len(d.Roles.Budgets))
+	for _, b := range d.Roles.Budgets {
+		out[b.Counter] = fmt.Sprintf("%d within %s, unlimited %t, backoff %s to %s %s, then %s",
+			b.Count, orNone(b.Window), b.Unlimited, orNone(b.Initial), orNone(b.Max), orNone(b.Growth), b.Exhausted)
+	}
+	return out
+}
+
+// counts maps each counter to the moves it counts.
+func counts(d Document) map[string]string {
+	out := map[string]string{}
+	for _, c := range d.Table.Counted {
+		if out[c.Counter] != "" {
+			out[c.Counter] += ", "
+		}
+		out[c.Counter] += c.Edge.String()
 	}
 	return out
 }

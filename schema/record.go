@@ -198,7 +198,7 @@ func put(ctx context.Context, keeper storage.TableKeeper, rev uint64, d Document
 // only adds to it. Then it returns the recorded document.
 func olderThan(recorded, next Document) (Document, bool) {
 	back := Compare(next, recorded)
-	if back.Compatible() && len(back.Deadlines) == 0 {
+	if back.Compatible() && len(back.Policy) == 0 {
 		return recorded, true
 	}
 	return Document{}, false

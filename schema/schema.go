@@ -152,25 +152,35 @@ type documentV1 struct {
 	Earlier []Version              `json:"earlier,omitempty"`
 	Table   transition.Description `json:"table"`
 	Roles   struct {
-		NotStarted []string                       `json:"not_started,omitempty"`
-		Running    []string                       `json:"running"`
-		Relocating string                         `json:"relocating,omitempty"`
-		Restart    string                         `json:"restart,omitempty"`
-		Stopping   string                         `json:"stopping,omitempty"`
-		Stopped    string                         `json:"stopped,omitempty"`
-		Failed     string                         `json:"failed"`
-		Completed  string                         `json:"completed,omitempty"`
-		Terminated string                         `json:"terminated,omitempty"`
-		Deadlines  []recovery.DeadlineDescription `json:"deadlines,omitempty"`
+		NotStarted []string     `json:"not_started,omitempty"`
+		Running    []string     `json:"running"`
+		Relocating string       `json:"relocating,omitempty"`
+		Restart    string       `json:"restart,omitempty"`
+		Stopping   string       `json:"stopping,omitempty"`
+		Stopped    string       `json:"stopped,omitempty"`
+		Failed     string       `json:"failed"`
+		Completed  string       `json:"completed,omitempty"`
+		Terminated string       `json:"terminated,omitempty"`
+		Deadlines  []deadlineV1 `json:"deadlines,omitempty"`
 	} `json:"roles"`
+}
+
+// deadlineV1 is a deadline as format 1 recorded it: a timer from entry.
+type deadlineV1 struct {
+	State string `json:"state"`
+	After string `json:"after"`
+	Then  string `json:"then"`
 }
 
 // upgraded is the same document in this build's format.
 func (v documentV1) upgraded() Document {
 	r := v.Roles
 	d := Document{Format: Format, Name: v.Name, Version: v.Version, Earlier: v.Earlier, Table: v.Table, Roles: recovery.RolesDescription{
-		NotStarted: r.NotStarted, Running: r.Running, Failed: r.Failed, Completed: r.Completed, Terminated: r.Terminated, Deadlines: r.Deadlines,
+		NotStarted: r.NotStarted, Running: r.Running, Failed: r.Failed, Completed: r.Completed, Terminated: r.Terminated,
 	}}
+	for _, dl := range r.Deadlines {
+		d.Roles.Timers = append(d.Roles.Timers, recovery.TimerDescription{State: dl.State, After: dl.After, Then: dl.Then})
+	}
 	if r.Relocating != "" || r.Restart != "" {
 		d.Roles.Relocating = []recovery.EndDescription{{State: r.Relocating, Then: r.Restart}}
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/internal/metaname"
 	"github.com/execfsm/execfsm/storage"
 )
 
@@ -22,7 +22,7 @@ import (
 // nothing.
 
 // MaxCounterLen bounds a counter's name.
-const MaxCounterLen = 64
+const MaxCounterLen = metaname.MaxLen
 
 // countKeyPrefix starts the record metadata key of every counter.
 const countKeyPrefix = "execfsm.count."
@@ -31,15 +31,24 @@ const countKeyPrefix = "execfsm.count."
 // counter's count: "execfsm.count." and the counter's name.
 func CountKey(counter string) string { return countKeyPrefix + counter }
 
+// CounterOfKey returns the counter whose count key is key (see
+// [CountKey]), and false if key is no count key.
+func CounterOfKey(key string) (string, bool) {
+	counter, ok := strings.CutPrefix(key, countKeyPrefix)
+	return counter, ok && checkCounter(counter) == nil
+}
+
 // maxCountTimes is how many times a count keeps: a metadata value holds 4
 // KB, and the earlier times are counted, not listed.
 const maxCountTimes = 100
 
 // Count is what a record counts of a counter: the times of the last moves
-// counted (at most 100), oldest first, and how many earlier ones were
-// dropped to keep the value bounded. Over the record's whole life the
+// counted (at most 100), oldest first, how many earlier ones were dropped
+// to keep the value bounded, and the time of the first move ever counted
+// (a job-wide deadline runs from it). Over the record's whole life the
 // count is exact; within a window at most the last 100 are told apart.
 type Count struct {
+	First   time.Time
 	Times   []time.Time
 	Dropped int
 }
@@ -52,8 +61,8 @@ func CountOf(rec storage.Record, counter string) (Count, error) {
 }
 
 // ParseCount reads a count as it is stored: comma-separated Unix
-// milliseconds, oldest first, after "N:" when N earlier ones were
-// dropped.
+// milliseconds, oldest first, after "N@F:" when N earlier ones were
+// dropped or the first move, at F, is no longer among them.
 func ParseCount(value string) (Count, error) {
 	var c Count
 	if value == "" {
@@ -62,12 +71,17 @@ func ParseCount(value string) (Count, error) {
 	bad := func() (Count, error) {
 		return Count{}, fmt.Errorf("transition: %w: %.64q is not a count (comma-separated Unix milliseconds)", storage.ErrInvalidRecord, value)
 	}
-	if n, rest, ok := strings.Cut(value, ":"); ok {
+	if head, rest, ok := strings.Cut(value, ":"); ok {
+		n, first, ok := strings.Cut(head, "@")
 		dropped, err := strconv.Atoi(n)
-		if err != nil || dropped < 0 {
+		if !ok || err != nil || dropped < 0 {
 			return bad()
 		}
-		c.Dropped, value = dropped, rest
+		ms, err := strconv.ParseInt(first, 10, 64)
+		if err != nil || ms < 0 {
+			return bad()
+		}
+		c.Dropped, c.First, value = dropped, time.UnixMilli(ms).UTC(), rest
 		if value == "" {
 			return c, nil
 		}
@@ -78,6 +92,9 @@ func ParseCount(value string) (Count, error) {
 			return bad()
 		}
 		c.Times = append(c.Times, time.UnixMilli(ms).UTC())
+	}
+	if c.First.IsZero() {
+		c.First = c.Times[0]
 	}
 	return c, nil
 }
@@ -109,9 +126,13 @@ func (c Count) Last() (time.Time, bool) {
 }
 
 // Add returns c with one more move counted at t, keeping the last 100
-// times.
+// times and the first.
 func (c Count) Add(t time.Time) Count {
-	c.Times = append(slices.Clone(c.Times), t.UTC())
+	t = t.UTC().Truncate(time.Millisecond)
+	c.Times = append(slices.Clone(c.Times), t)
+	if c.First.IsZero() {
+		c.First = t
+	}
 	if over := len(c.Times) - maxCountTimes; over > 0 {
 		c.Times, c.Dropped = c.Times[over:], c.Dropped+over
 	}
@@ -119,11 +140,27 @@ func (c Count) Add(t time.Time) Count {
 }
 
 // After returns c without the moves at or before cutoff (a window's
-// start): what a count limited to a window needs to keep.
+// start): what a count limited to a window needs to keep. The first move
+// stays known.
 func (c Count) After(cutoff time.Time) Count {
 	c.Times = slices.DeleteFunc(slices.Clone(c.Times), func(t time.Time) bool { return !t.After(cutoff) })
 	c.Dropped = 0
 	return c
+}
+
+// Text says the count as people read it, nouns ("unexpected restarts")
+// counted and each time written by when: "2 unexpected restarts: 09:00,
+// 09:05", or "150 unexpected restarts, the last 100: ..." once the earlier
+// ones are dropped.
+func (c Count) Text(nouns string, when func(time.Time) string) string {
+	shown := make([]string, len(c.Times))
+	for k, t := range c.Times {
+		shown[k] = when(t)
+	}
+	if c.Dropped > 0 {
+		return fmt.Sprintf("%d %s, the last %d: %s", c.Total(), nouns, len(c.Times), strings.Join(shown, ", "))
+	}
+	return fmt.Sprintf("%d %s: %s", c.Total(), nouns, strings.Join(shown, ", "))
 }
 
 // String is the count as it is stored.
@@ -133,23 +170,14 @@ func (c Count) String() string {
 		parts[k] = strconv.FormatInt(t.UnixMilli(), 10)
 	}
 	out := strings.Join(parts, ",")
-	if c.Dropped > 0 {
-		out = strconv.Itoa(c.Dropped) + ":" + out
+	if c.Dropped > 0 || (!c.First.IsZero() && (len(c.Times) == 0 || !c.First.Equal(c.Times[0]))) {
+		out = strconv.Itoa(c.Dropped) + "@" + strconv.FormatInt(c.First.UnixMilli(), 10) + ":" + out
 	}
 	return out
 }
 
-// checkCounter says what is wrong with a counter's name: 1 to 64 bytes of
-// lower-case letters, digits, '-', '_' and '.', so that its key is a
-// metadata key of every store (a Kubernetes annotation's name included).
-func checkCounter(name string) error {
-	if name == "" || len(name) > MaxCounterLen || strings.ContainsFunc(name, func(r rune) bool {
-		return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '_' && r != '.'
-	}) {
-		return fmt.Errorf("counter %s: want 1 to %d lower-case letters, digits, '-', '_' or '.'", quote.Limited(name), MaxCounterLen)
-	}
-	return nil
-}
+// checkCounter says what is wrong with a counter's name.
+func checkCounter(name string) error { return metaname.Check("counter", name) }
 
 // addCounts attaches the counters to their edges.
 func (t *Table[S]) addCounts(counts []countDecl[S], p *problems) {

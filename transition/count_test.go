@@ -49,7 +49,7 @@ func TestACountedMoveAddsItsTimeInTheSameWrite(t *testing.T) {
 		require.NoError(t, err)
 	}
 	rec := mustGet(t, store)
-	require.Equal(t, transition.Count{Times: held}, countOf(t, rec, "restarts"))
+	require.Equal(t, transition.Count{First: held[0], Times: held}, countOf(t, rec, "restarts"))
 	require.Equal(t, "alice", rec.Meta["owner"], "the caller's metadata stays")
 	require.Zero(t, countOf(t, rec, "disruptions").Total())
 
@@ -60,7 +60,7 @@ func TestACountedMoveAddsItsTimeInTheSameWrite(t *testing.T) {
 	require.NoError(t, err)
 	rec = mustGet(t, store)
 	require.Equal(t, "n2", rec.Meta["node"])
-	require.Equal(t, transition.Count{Times: []time.Time{c.At}}, countOf(t, rec, "disruptions"))
+	require.Equal(t, transition.Count{First: c.At, Times: []time.Time{c.At}}, countOf(t, rec, "disruptions"))
 
 	// An operator resets the count with the move that counts: it starts at one.
 	_, err = p.Fire(bg, Work, "back")
@@ -69,7 +69,7 @@ func TestACountedMoveAddsItsTimeInTheSameWrite(t *testing.T) {
 		return transition.Update[Job]{To: Hold, Unset: []string{transition.CountKey("restarts")}}, nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, transition.Count{Times: []time.Time{c.At}}, countOf(t, mustGet(t, store), "restarts"))
+	require.Equal(t, transition.Count{First: c.At, Times: []time.Time{c.At}}, countOf(t, mustGet(t, store), "restarts"))
 
 	// Metadata alone moves nothing and counts nothing.
 	before := countOf(t, mustGet(t, store), "restarts")
@@ -91,7 +91,7 @@ func TestACountThatDoesNotReadStartsAgainRatherThanBlockTheMove(t *testing.T) {
 
 	c, err := p.Fire(bg, Hold, "pod failed")
 	require.NoError(t, err)
-	require.Equal(t, transition.Count{Times: []time.Time{c.At}}, countOf(t, mustGet(t, store), "restarts"))
+	require.Equal(t, transition.Count{First: c.At, Times: []time.Time{c.At}}, countOf(t, mustGet(t, store), "restarts"))
 }
 
 func TestATakeOverThatMovesCountsTheMove(t *testing.T) {
@@ -107,7 +107,7 @@ func TestATakeOverThatMovesCountsTheMove(t *testing.T) {
 		return transition.Update[Job]{To: Moving, Reason: "drained"}, nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, transition.Count{Times: []time.Time{c.At}}, countOf(t, rec, "disruptions"))
+	require.Equal(t, transition.Count{First: c.At, Times: []time.Time{c.At}}, countOf(t, rec, "disruptions"))
 	require.Equal(t, rec, mustGet(t, store))
 }
 
@@ -170,8 +170,12 @@ func TestCountBoundsWhatItKeeps(t *testing.T) {
 	require.Equal(t, 150, c.Since(time.Time{}))
 	require.LessOrEqual(t, len(c.String()), storage.MaxMetaValueLen)
 
+	require.Equal(t, start, c.First, "the first move stays known")
 	window := c.After(start.Add(145 * time.Minute))
-	require.Equal(t, transition.Count{Times: c.Times[96:]}, window)
+	require.Equal(t, transition.Count{First: start, Times: c.Times[96:]}, window)
+	back, err := transition.ParseCount(window.String())
+	require.NoError(t, err)
+	require.Equal(t, window, back)
 	require.Len(t, c.Times, 100, "After leaves the count it was called on")
 
 	_, ok = transition.Count{}.Last()
@@ -180,13 +184,13 @@ func TestCountBoundsWhatItKeeps(t *testing.T) {
 }
 
 func TestParseCountRefusesWhatIsNotACount(t *testing.T) {
-	for _, bad := range []string{"x", "1,,2", "-5", "1:2:3", "-1:5", "a:5", "5,", "1.5"} {
+	for _, bad := range []string{"x", "1,,2", "-5", "1:2:3", "-1@0:5", "a@0:5", "5,", "1.5", "3:5", "3@x:5", "3@-1:5"} {
 		_, err := transition.ParseCount(bad)
 		require.ErrorIs(t, err, storage.ErrInvalidRecord, bad)
 	}
-	c, err := transition.ParseCount("3:")
+	c, err := transition.ParseCount("3@1000:")
 	require.NoError(t, err)
-	require.Equal(t, transition.Count{Dropped: 3}, c)
+	require.Equal(t, transition.Count{First: time.UnixMilli(1000).UTC(), Dropped: 3}, c)
 }
 
 func TestCountStringRoundTrips(t *testing.T) {
@@ -208,7 +212,7 @@ func TestCountStringRoundTrips(t *testing.T) {
 }
 
 func FuzzParseCount(f *testing.F) {
-	for _, seed := range []string{"", "1", "1700000000000,1700000001000", "3:1,2", "3:", "x", "-1", "1:2:3"} {
+	for _, seed := range []string{"", "1", "1700000000000,1700000001000", "3@1:1,2", "3@0:", "x", "-1", "1:2:3"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, value string) {

@@ -15,6 +15,7 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
 )
 
 // printer writes results as text for people or as JSON for programs.
@@ -86,17 +87,14 @@ func (p *printer) record(rec storage.Record) error {
 // library's own keys that hold machine values, readable (the restart
 // times as times, not Unix milliseconds); any other as it is.
 func metaValue(rec storage.Record, k string) string {
-	if k == recovery.MetaRestarts {
-		if times, dropped, err := recovery.RestartTimes(rec); err == nil {
-			shown := make([]string, len(times))
-			for i, t := range times {
-				shown[i] = when(t)
-			}
-			if dropped > 0 {
-				return fmt.Sprintf("%d unexpected restarts, the last %d: %s", dropped+len(times), len(times), strings.Join(shown, ", "))
-			}
-			return fmt.Sprintf("%d unexpected restarts: %s", len(times), strings.Join(shown, ", "))
-		}
+	nouns := "unexpected restarts"
+	if counter, ok := transition.CounterOfKey(k); ok {
+		nouns = counter + " moves counted"
+	} else if k != recovery.MetaFailovers {
+		return oneLine(rec.Meta[k])
+	}
+	if c, err := transition.ParseCount(rec.Meta[k]); err == nil {
+		return c.Text(nouns, when)
 	}
 	return oneLine(rec.Meta[k])
 }

@@ -16,7 +16,7 @@ import (
 func TestTheRestartTimesAreShownAsTimes(t *testing.T) {
 	first, second := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC), time.Date(2026, 12, 4, 9, 5, 0, 0, time.UTC)
 	rec := storage.Record{ID: "ex-1", Status: "running", Meta: map[string]string{
-		recovery.MetaRestarts: "1796374800000,1796375100000",
+		recovery.MetaFailovers: "1796374800000,1796375100000",
 	}}
 	require.Equal(t, first.UnixMilli(), int64(1796374800000), "the fixture's first time")
 	require.Equal(t, second.UnixMilli(), int64(1796375100000), "the fixture's second time")
@@ -24,7 +24,7 @@ func TestTheRestartTimesAreShownAsTimes(t *testing.T) {
 	require.NoError(t, (&printer{w: &out}).record(rec))
 	require.Contains(t, out.String(), "2 unexpected restarts: 2026-12-04T09:00:00Z, 2026-12-04T09:05:00Z")
 
-	rec.Meta[recovery.MetaRestarts] = "soon"
+	rec.Meta[recovery.MetaFailovers] = "soon"
 	out.Reset()
 	require.NoError(t, (&printer{w: &out}).record(rec))
 	require.Contains(t, out.String(), "soon")

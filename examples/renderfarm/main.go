@@ -112,7 +112,7 @@ func play(ctx context.Context, farm Farm, out io.Writer) error {
 		return err
 	}
 	if err := run.await(ctx, "a counted restart and the trailer cancelled", func(m *metrics) (bool, error) {
-		return m.value("execfsm_unexpected_restarts_total") >= 1 &&
+		return m.value("execfsm_failovers_total") >= 1 &&
 			m.value("execfsm_transitions_total", "from", "cancelling", "to", "cancelled", "result", "done") >= 1, nil
 	}); err != nil {
 		return run.fail(err)
@@ -154,11 +154,11 @@ func printTrails(farm Farm, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		restarts, _, err := recovery.RestartTimes(rec)
+		restarts, err := recovery.FailoverCount(rec)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "%s: %s, %s of %s frames, %d unexpected restart(s)\n", id, rec.Status, rec.Meta[metaRendered], rec.Meta[metaFrames], len(restarts))
+		fmt.Fprintf(out, "%s: %s, %s of %s frames, %d unexpected restart(s)\n", id, rec.Status, rec.Meta[metaRendered], rec.Meta[metaFrames], restarts.Total())
 		for _, e := range rec.History.All() {
 			if e.From == e.To {
 				continue // progress and take-overs: the moves tell the story

@@ -288,7 +288,6 @@ func (f Fleet[S]) validate(b Bound) (*settings[S], error) {
 	if f.Reaper.Abandoned < 0 {
 		return nil, bad("negative Reaper.Abandoned")
 	}
-	s.deadlines = f.Roles.Deadlines()
 	s.restartable = f.Policy.Work != nil && f.Policy.Work.IsRestartable()
 	s.failovers = f.Policy.Failovers
 	s.abandoned = f.Reaper.Abandoned

@@ -22,7 +22,6 @@ type settings[S comparable] struct {
 	table       *transition.Table[S]
 	running     S // what a controller that starts an execution walks to
 	requeued    map[S]bool
-	deadlines   recovery.Deadlines[S]
 	restartable bool
 	failovers   recovery.Allowance
 	abandoned   time.Duration
@@ -800,11 +799,11 @@ func (w *world[S]) reap(ex *execution[S]) {
 	// execution from when it first saw it so): its rule, on the record
 	// its last decision saw, which is the record now unless it wrote.
 	rec := w.record(ex)
-	cur, role := w.status(rec)
-	_, hasDeadline := w.s.deadlines[cur]
+	_, role := w.status(rec)
+	_, timed, _ := w.s.fleet.Roles.Due(rec, w.now)
 	_, held, _ := w.mem.Held(w.ctx, ex.id)
 	switch {
-	case w.reaperWrote || hasDeadline || role != recovery.RoleRunning || rec.Owner == "" || w.s.abandoned == 0 || held:
+	case w.reaperWrote || timed || role != recovery.RoleRunning || rec.Owner == "" || w.s.abandoned == 0 || held:
 		ex.seen = nil
 	case ex.seen == nil || *ex.seen != rec.Claim():
 		claim := rec.Claim()
@@ -835,23 +834,19 @@ func (w *world[S]) nextDue() (time.Time, bool) {
 	}
 	for _, ex := range w.execs {
 		rec := w.record(ex)
-		cur, role := w.status(rec)
+		_, role := w.status(rec)
 		if role == 0 || role == recovery.RoleTerminal {
 			continue
 		}
-		since := rec.Since
-		if since.IsZero() {
-			since = rec.UpdatedAt
-		}
-		if dl, ok := w.s.deadlines[cur]; ok {
-			consider(since.Add(dl.After))
+		if d, ok, _ := w.s.fleet.Roles.Due(rec, w.now); ok {
+			consider(d.Due)
 		}
 		if ex.seen != nil && w.s.abandoned > 0 {
 			consider(ex.seenSince.Add(w.s.abandoned))
 		}
 		if window := w.s.failovers.Window; window > 0 {
-			times, _, _ := recovery.RestartTimes(rec)
-			for _, t := range times {
+			counted, _ := recovery.FailoverCount(rec)
+			for _, t := range counted.Times {
 				consider(t.Add(window))
 			}
 		}
@@ -926,7 +921,7 @@ func (w *world[S]) stranded(ex *execution[S], rec storage.Record, cur S, role re
 	if w.reaper == nil {
 		return true
 	}
-	if _, ok := s.deadlines[cur]; ok {
+	if _, timed, _ := s.fleet.Roles.Due(rec, w.now); timed {
 		return false
 	}
 	return !(role == recovery.RoleRunning && s.abandoned > 0 && rec.Owner != "")

@@ -216,7 +216,7 @@ func TakeBackAfterOutages(t *testing.T, store storage.Store, outage Outage) *tra
 		require.Equal(t, state.Running, v.To)
 		require.Zero(t, v.Failovers)
 		rec := get(t, store, "ex-1")
-		require.Empty(t, rec.Meta[recovery.MetaRestarts], "outage %d counted a restart", k)
+		require.Empty(t, rec.Meta[recovery.MetaFailovers], "outage %d counted a restart", k)
 		require.Greater(t, rec.Epoch, before.Epoch, "outage %d: taken back at a new epoch", k)
 		require.Equal(t, "running", rec.Status)
 		require.NoError(t, probe(bounded(t), exec, "drives it again"))
@@ -236,7 +236,7 @@ func holderTakesBackCountingNothing(t *testing.T, store storage.Store) {
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Equal(t, 1, v.Failovers, "a new process under the same name is a crash")
-	require.NotEmpty(t, get(t, store, "ex-1").Meta[recovery.MetaRestarts])
+	require.NotEmpty(t, get(t, store, "ex-1").Meta[recovery.MetaFailovers])
 	require.NoError(t, probe(bounded(t), again, "drives it"))
 }
 

@@ -233,7 +233,7 @@ func noAPITakesOverALiveHolder(t *testing.T, store storage.Store) {
 
 	after := get(t, store, "ex-1")
 	require.Equal(t, before.Revision, after.Revision, "nothing was written")
-	require.Equal(t, before.Meta[recovery.MetaRestarts], after.Meta[recovery.MetaRestarts], "no restart was counted")
+	require.Equal(t, before.Meta[recovery.MetaFailovers], after.Meta[recovery.MetaFailovers], "no restart was counted")
 	select {
 	case <-podA.Ownership().Lost():
 		t.Fatal("pod-a lost its ownership")
@@ -255,14 +255,14 @@ func secondJustAfterFirstIsHeld(t *testing.T, store storage.Store) {
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	before := get(t, store, "ex-1")
-	require.Contains(t, before.Meta, recovery.MetaRestarts, "the crash before pod-a counted once")
+	require.Contains(t, before.Meta, recovery.MetaFailovers, "the crash before pod-a counted once")
 
 	_, podB, err := startup(t, store, "ex-1", "pod-b", lease(""))
 	require.ErrorIs(t, err, storage.ErrHeld)
 	require.Nil(t, podB.Ownership(), "pod-b holds nothing")
 	after := get(t, store, "ex-1")
 	require.Equal(t, before.Revision, after.Revision)
-	require.Equal(t, before.Meta[recovery.MetaRestarts], after.Meta[recovery.MetaRestarts], "pod-b counted no restart")
+	require.Equal(t, before.Meta[recovery.MetaFailovers], after.Meta[recovery.MetaFailovers], "pod-b counted no restart")
 	require.NoError(t, probe(bounded(t), podA, "pod-a was not fenced"))
 }
 
@@ -298,7 +298,7 @@ func startupWaitsForCrashedPredecessor(t *testing.T, store storage.Store) {
 		require.NoError(t, r.err)
 		require.Equal(t, recovery.DecisionResume, r.v.Decision)
 		require.Equal(t, storage.Claim{Owner: "pod-b", Epoch: 2}, r.exec.Claim())
-		restarts := get(t, store, "ex-1").Meta[recovery.MetaRestarts]
+		restarts := get(t, store, "ex-1").Meta[recovery.MetaFailovers]
 		require.NotEmpty(t, restarts, "the crash was counted")
 	case <-time.After(30 * time.Second):
 		t.Fatal("pod-b did not take over after pod-a's ownership ended")
@@ -381,7 +381,7 @@ func twoControllersStartingTogether(t *testing.T, store storage.Store, rounds in
 		require.Equal(t, "running", rec.Status)
 		require.Equal(t, storage.Claim{Owner: pods[winner], Epoch: before.Epoch + 1}, storage.Claim{Owner: rec.Owner, Epoch: rec.Epoch},
 			"round %d: taken over exactly once", round)
-		require.Equal(t, before.Meta[recovery.MetaRestarts], rec.Meta[recovery.MetaRestarts], "round %d: no restart counted", round)
+		require.Equal(t, before.Meta[recovery.MetaFailovers], rec.Meta[recovery.MetaFailovers], "round %d: no restart counted", round)
 		require.NoError(t, probe(bounded(t), execs[winner], "the winner drives it"))
 		require.NoError(t, execs[winner].Ownership().Release(bounded(t)))
 	}

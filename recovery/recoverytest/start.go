@@ -182,7 +182,7 @@ func retriedStartAfterUnknownOutcome(t *testing.T, store storage.Store) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	landed := get(t, store, "ex-1")
 	require.Equal(t, "pod-a", landed.Owner, "the start landed")
-	counted := landed.Meta[recovery.MetaRestarts]
+	counted := landed.Meta[recovery.MetaFailovers]
 	require.NotEmpty(t, counted, "and counted the OOM kill")
 
 	v, err := start(t, exec, "pod-a", lease(""))
@@ -190,7 +190,7 @@ func retriedStartAfterUnknownOutcome(t *testing.T, store storage.Store) {
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 	require.Zero(t, v.Failovers, "the retry counted nothing")
 	rec := get(t, store, "ex-1")
-	require.Equal(t, counted, rec.Meta[recovery.MetaRestarts], "one restart counted in all")
+	require.Equal(t, counted, rec.Meta[recovery.MetaFailovers], "one restart counted in all")
 	require.Equal(t, storage.Claim{Owner: "pod-a", Epoch: landed.Epoch + 1}, rec.Claim(), "taken back at a new epoch")
 	require.Equal(t, rec.Claim(), exec.Claim())
 	require.NoError(t, probe(bounded(t), exec, "drives it"))
