@@ -109,7 +109,7 @@ func Lifecycle(guarded Guarded) (*transition.Table[state.Status], error) {
 		if err != nil {
 			return nil, err
 		}
-		b.Guard(from, to, func(context.Context, transition.Change[state.Status]) error { return nil })
+		b.Guard(from, to, func(context.Context, transition.Change[state.Status], transition.View) error { return nil })
 	}
 	return b.Build()
 }

@@ -173,7 +173,7 @@ func TestAnEventTheStoreRefusesIsCancelled(t *testing.T) {
 				}
 			}
 		}
-		table, err := b.Terminal("broken").Guard("closed", "open", func(context.Context, transition.Change[string]) error { return errAlarm }).Build()
+		table, err := b.Terminal("broken").Guard("closed", "open", func(context.Context, transition.Change[string], transition.View) error { return errAlarm }).Build()
 		require.NoError(t, err)
 		p, err := transition.NewPersisted(table, store, doorID, transition.PersistedOptions{})
 		require.NoError(t, err)

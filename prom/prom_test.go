@@ -72,7 +72,7 @@ func execution(t *testing.T, store storage.Store, id string, s state.Status, opt
 // conflict, fenced, error.
 func TestTransitionsAreCountedByFromToAndResult(t *testing.T) {
 	m := prom.New()
-	guarded, err := teraslice.LifecycleBuilder().Guard(state.Running, state.Stopping, func(context.Context, transition.Change[state.Status]) error {
+	guarded, err := teraslice.LifecycleBuilder().Guard(state.Running, state.Stopping, func(context.Context, transition.Change[state.Status], transition.View) error {
 		return errors.New("maintenance window")
 	}).Build()
 	require.NoError(t, err)

@@ -291,7 +291,7 @@ func TestApplyRefusesRolesOfAnotherTable(t *testing.T) {
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
 
 	// A table from the same builder with a guard added fits.
-	guarded, err := simBuilder().Guard(SimIdle, SimStarting, func(context.Context, transition.Change[Sim]) error { return nil }).Build()
+	guarded, err := simBuilder().Guard(SimIdle, SimStarting, func(context.Context, transition.Change[Sim], transition.View) error { return nil }).Build()
 	require.NoError(t, err)
 	exec, err = transition.NewPersisted(guarded, storage.NewMemory(), "sim-1", transition.PersistedOptions{})
 	require.NoError(t, err)

@@ -65,7 +65,7 @@ func Example_relocation() {
 // the canonical lifecycle with one guard of its own.
 func ExampleLifecycleBuilder() {
 	workers := 0
-	workersConnected := func(context.Context, transition.Change[state.Status]) error {
+	workersConnected := func(context.Context, transition.Change[state.Status], transition.View) error {
 		if workers == 0 {
 			return errors.New("no worker connected yet")
 		}

@@ -129,7 +129,7 @@ func TestLifecycleProperties(t *testing.T) {
 }
 
 func TestLifecycleBuilderTakesGuards(t *testing.T) {
-	noWorkers := func(context.Context, transition.Change[state.Status]) error {
+	noWorkers := func(context.Context, transition.Change[state.Status], transition.View) error {
 		return context.DeadlineExceeded
 	}
 	table, err := teraslice.LifecycleBuilder().Guard(state.Initializing, state.Running, noWorkers).Build()

@@ -46,8 +46,8 @@ func BenchmarkMachineFireRejected(b *testing.B) {
 
 func BenchmarkMachineFireGuarded(b *testing.B) {
 	table, err := teraslice.LifecycleBuilder().
-		Guard(state.Running, state.Paused, func(context.Context, transition.Change[state.Status]) error { return nil }).
-		Guard(state.Paused, state.Running, func(context.Context, transition.Change[state.Status]) error { return nil }).
+		Guard(state.Running, state.Paused, func(context.Context, transition.Change[state.Status], transition.View) error { return nil }).
+		Guard(state.Paused, state.Running, func(context.Context, transition.Change[state.Status], transition.View) error { return nil }).
 		Build()
 	if err != nil {
 		b.Fatal(err)

@@ -1,6 +1,8 @@
 package transition_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -226,4 +228,67 @@ func FuzzParseCount(f *testing.F) {
 		require.Equal(t, c.Total(), again.Total())
 		require.Equal(t, len(c.Times), len(again.Times))
 	})
+}
+
+// A guard judges by the record it would be written over: "hold only
+// while fewer than two holds were counted" needs no read of its own.
+func TestAGuardSeesTheRecordItWouldBeWrittenOver(t *testing.T) {
+	errSpent := errors.New("holds spent")
+	var seen []string
+	table, err := jobBuilder().
+		Count("restarts", Work, Hold).
+		Guard(Work, Hold, func(_ context.Context, c transition.Change[Job], rec transition.View) error {
+			require.True(t, rec.Exists())
+			owner, _ := rec.Meta("owner")
+			seen = append(seen, owner)
+			copied := rec.Record()
+			copied.Meta["owner"] = "mallory" // the guard's own copy
+			n, err := rec.Count("restarts")
+			if err != nil {
+				return err
+			}
+			if n.Total() >= 2 {
+				return errSpent
+			}
+			return nil
+		}).Build()
+	require.NoError(t, err)
+	store := storage.NewMemory()
+	p, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{Clock: fixedClock()})
+	require.NoError(t, err)
+	_, err = p.Create(bg, transition.Update[Job]{To: Work, Meta: map[string]string{"owner": "alice"}})
+	require.NoError(t, err)
+	for range 2 {
+		_, err = p.Fire(bg, Hold, "")
+		require.NoError(t, err)
+		_, err = p.Fire(bg, Work, "")
+		require.NoError(t, err)
+	}
+	_, err = p.Fire(bg, Hold, "")
+	require.ErrorIs(t, err, transition.ErrGuard)
+	require.ErrorIs(t, err, errSpent)
+	require.GreaterOrEqual(t, len(seen), 3, "once a Fire, and again when a veto is checked on a fresh read")
+	require.NotContains(t, seen, "mallory", "no guard's copy leaked into the record another saw")
+	require.Equal(t, "alice", mustGet(t, store).Meta["owner"], "the copy was the guard's")
+
+}
+
+func TestAMachinesGuardSeesNoRecord(t *testing.T) {
+	var view transition.View
+	table, err := jobBuilder().Guard(Work, Hold, func(_ context.Context, _ transition.Change[Job], rec transition.View) error {
+		view = rec
+		return nil
+	}).Build()
+	require.NoError(t, err)
+	m, err := transition.NewMachineAt(table, Work, transition.MachineOptions{})
+	require.NoError(t, err)
+	_, err = m.Fire(bg, Hold, "")
+	require.NoError(t, err)
+	require.False(t, view.Exists())
+	_, ok := view.Meta("owner")
+	require.False(t, ok)
+	c, err := view.Count("restarts")
+	require.NoError(t, err)
+	require.Zero(t, c.Total())
+	require.Equal(t, storage.Record{}, view.Record())
 }

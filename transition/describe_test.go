@@ -11,7 +11,7 @@ import (
 // A table rebuilt from its description is the same table, by its names:
 // the same states, moves, return edges and terminal states.
 func TestATableRebuiltFromItsDescriptionIsTheSameTable(t *testing.T) {
-	guarded, err := jobBuilder().Guard(Work, Done, func(context.Context, transition.Change[Job]) error { return nil }).Build()
+	guarded, err := jobBuilder().Guard(Work, Done, func(context.Context, transition.Change[Job], transition.View) error { return nil }).Build()
 	require.NoError(t, err)
 	d := guarded.Describe()
 	require.Equal(t, "queued", d.Initial)

@@ -23,7 +23,7 @@ func (f *failures[S]) observe(x transition.Failure[S]) { f.got = append(f.got, x
 func TestPersistedTellsOnFailureOfEveryFailedMove(t *testing.T) {
 	var seen failures[Job]
 	veto := errors.New("not on fridays")
-	table, err := jobBuilder().Guard(Work, Hold, func(context.Context, transition.Change[Job]) error { return veto }).Build()
+	table, err := jobBuilder().Guard(Work, Hold, func(context.Context, transition.Change[Job], transition.View) error { return veto }).Build()
 	require.NoError(t, err)
 	store := storage.NewMemory()
 	opts, observers := transition.PersistedOptions{Actor: "ctl", Clock: fixedClock()}, transition.Observers[Job]{OnFailure: []func(transition.Failure[Job]){seen.observe}}

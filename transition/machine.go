@@ -203,7 +203,7 @@ func (m *Machine[S]) fireSlow(ctx context.Context, j int, to S, reason string) (
 		}
 		c.At = m.clock()
 		if flags&edgeGuarded != 0 || len(t.anyGuard) > 0 {
-			if err := runGuards(ctx, t, i, j, c); err != nil {
+			if err := runGuards(ctx, t, i, j, c, View{}); err != nil {
 				return c, err
 			}
 			if err := ctx.Err(); err != nil {

@@ -78,7 +78,7 @@ func TestMachineRefusesAStateTheTableDoesNotKnow(t *testing.T) {
 func TestMachineGuardVetoUnwrapsToTheGuardsError(t *testing.T) {
 	errNoLicense := errors.New("no simulator license")
 	var seen []transition.Change[SimState]
-	table, err := simBuilder().Guard(Idle, Starting, func(_ context.Context, c transition.Change[SimState]) error {
+	table, err := simBuilder().Guard(Idle, Starting, func(_ context.Context, c transition.Change[SimState], _ transition.View) error {
 		seen = append(seen, c)
 		if c.Reason != "licensed" {
 			return errNoLicense
@@ -127,8 +127,8 @@ func TestMachineObserversGetTheWholeChangeFireReturnsItsStep(t *testing.T) {
 func TestMachineTableWideGuardsRunFirst(t *testing.T) {
 	var order []string
 	table, err := simBuilder().
-		Guard(Idle, Starting, func(context.Context, transition.Change[SimState]) error { order = append(order, "edge"); return nil }).
-		GuardAll(func(context.Context, transition.Change[SimState]) error { order = append(order, "all"); return nil }).
+		Guard(Idle, Starting, func(context.Context, transition.Change[SimState], transition.View) error { order = append(order, "edge"); return nil }).
+		GuardAll(func(context.Context, transition.Change[SimState], transition.View) error { order = append(order, "all"); return nil }).
 		Build()
 	require.NoError(t, err)
 	_, err = newMachine(t, table, transition.MachineOptions{}).Fire(bg, Starting, "")
@@ -145,7 +145,7 @@ func TestMachineHonoursContextBeforeAndAfterGuards(t *testing.T) {
 	require.Equal(t, Idle, m.State())
 
 	live, cancelLive := context.WithCancel(bg)
-	table, err := simBuilder().Guard(Idle, Starting, func(context.Context, transition.Change[SimState]) error {
+	table, err := simBuilder().Guard(Idle, Starting, func(context.Context, transition.Change[SimState], transition.View) error {
 		cancelLive() // the caller gives up while the guard runs
 		return nil
 	}).Build()

@@ -977,7 +977,7 @@ func (p *Persisted[S]) checkMove(ctx context.Context, i, j int, rec *storage.Rec
 		return err
 	}
 	if flags&edgeGuarded != 0 || len(t.anyGuard) > 0 {
-		return runGuards(ctx, t, i, j, c)
+		return runGuards(ctx, t, i, j, c, View{rec})
 	}
 	return nil
 }

@@ -126,7 +126,7 @@ func TestPersistedWritingTheCurrentStateWritesNothing(t *testing.T) {
 
 func TestPersistedRefusedMovesWriteNothing(t *testing.T) {
 	errNope := errors.New("nope")
-	table, err := jobBuilder().Guard(Work, Done, func(context.Context, transition.Change[Job]) error { return errNope }).Build()
+	table, err := jobBuilder().Guard(Work, Done, func(context.Context, transition.Change[Job], transition.View) error { return errNope }).Build()
 	require.NoError(t, err)
 	store := storage.NewMemory()
 	p, err := transition.NewPersisted(table, store, "ex-1", transition.PersistedOptions{})
@@ -847,7 +847,7 @@ func (s *countingStore) CompareAndSwap(ctx context.Context, id string, expect ui
 func TestPersistedGuardsAndDecideMayCallBackIntoTheirPersisted(t *testing.T) {
 	store := storage.NewMemory()
 	var p *transition.Persisted[Job]
-	table, err := jobBuilder().Guard(Queued, Work, func(context.Context, transition.Change[Job]) error {
+	table, err := jobBuilder().Guard(Queued, Work, func(context.Context, transition.Change[Job], transition.View) error {
 		cur, _, err := p.Load(context.Background())
 		if err != nil {
 			return err

@@ -72,7 +72,7 @@ func problemsOf(t *testing.T, err error) []string {
 }
 
 func TestBuildListsEveryProblemAtOnce(t *testing.T) {
-	noop := func(context.Context, transition.Change[SimState]) error { return nil }
+	noop := func(context.Context, transition.Change[SimState], transition.View) error { return nil }
 	for name, tc := range map[string]struct {
 		b    *transition.Builder[SimState]
 		want []string
@@ -226,7 +226,7 @@ func TestTableStatesIsACopy(t *testing.T) {
 }
 
 func TestMermaidIsStableAndMarksReturnAndGuardedEdges(t *testing.T) {
-	noop := func(context.Context, transition.Change[string]) error { return nil }
+	noop := func(context.Context, transition.Change[string], transition.View) error { return nil }
 	table, err := transition.New("on").
 		Allow("on", "moving", "off").
 		Return("moving", "on").

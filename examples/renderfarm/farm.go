@@ -127,7 +127,7 @@ var errFramesMissing = errors.New("frames missing")
 // decisions give its states. A job is done only when every frame is on
 // disk: the guard asks the world.
 func (f Farm) Lifecycle() (*transition.Table[Status], *recovery.Roles[Status], error) {
-	allRendered := func(ctx context.Context, c transition.Change[Status]) error {
+	allRendered := func(ctx context.Context, c transition.Change[Status], _ transition.View) error {
 		jobs, err := f.Jobs()
 		if err != nil {
 			return err

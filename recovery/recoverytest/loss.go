@@ -22,7 +22,7 @@ func guarded(t *testing.T, entered chan<- struct{}, proceed <-chan struct{}) *tr
 		Allow("queued", "running").
 		Allow("running", "done").
 		Terminal("done").
-		Guard("running", "done", func(ctx context.Context, _ transition.Change[string]) error {
+		Guard("running", "done", func(ctx context.Context, _ transition.Change[string], _ transition.View) error {
 			select {
 			case entered <- struct{}{}:
 			default: // entered again (a retry): the test is already told

@@ -29,7 +29,7 @@ func TestCheckPassesATableWhoseGuardsVeto(t *testing.T) {
 	flip := false
 	table, err := transition.New(0).
 		Allow(0, 1).Allow(1, 0, 2).Terminal(2).
-		Guard(0, 1, func(context.Context, transition.Change[int]) error {
+		Guard(0, 1, func(context.Context, transition.Change[int], transition.View) error {
 			flip = !flip
 			if flip {
 				return errors.New("not now")
