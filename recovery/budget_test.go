@@ -2,6 +2,8 @@ package recovery_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -453,4 +455,85 @@ func TestARetriedStartDuringABackoffReturnsTheVerdictWritten(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, v, again)
 	require.Equal(t, written, j.record())
+}
+
+// A failure the caller calls retryable takes the counted move instead of
+// failing; the one past the allowance ends the job in the same Finish.
+// The controller exits so that the next one comes while the job goes on.
+func TestARetryableFailureSpendsItsBudgetInsteadOfFailing(t *testing.T) {
+	roles := retryingRoles(t)
+	j := newJob(t, nil)
+	j.move(Submitted, Working)
+	d := decider(t, roles, recovery.Policy{Restarts: true, Work: recovery.Restartability(true),
+		Failovers: recovery.Allowance{Unlimited: true}, Clock: j.clock.Now})
+	ctl := func(holder string) *transition.Persisted[Run] {
+		p, err := transition.NewPersisted(roles.Table(), j.store, "job-1", transition.PersistedOptions{Actor: holder, Clock: j.clock.Now})
+		require.NoError(t, err)
+		_, err = d.Start(bg, p, storage.Lease{Holder: holder, TTL: time.Minute})
+		require.NoError(t, err)
+		return p
+	}
+	crashed := recovery.Ending{Err: errors.New("exit code 137"), Retry: "failures"}
+
+	for k := range 2 {
+		e, err := d.Finish(bg, ctl(fmt.Sprint("ctl-", k)), crashed, nil)
+		require.NoError(t, err)
+		require.Equal(t, recovery.EndWrite, e.Kind)
+		require.Equal(t, Backoff, e.To)
+		require.Equal(t, "retried (failures): exit code 137", e.Reason)
+		require.Equal(t, recovery.DefaultRelocateExitCode, e.ExitCode, "the job goes on: a controller must come")
+		_, held, err := j.store.Held(bg, "job-1")
+		require.NoError(t, err)
+		require.False(t, held, "released")
+		j.clock.Advance(time.Minute) // past the backoff
+		j.move(Submitted, Working)
+	}
+	e, err := d.Finish(bg, ctl("ctl-2"), crashed, nil)
+	require.NoError(t, err)
+	require.Equal(t, Errored, e.To)
+	require.Equal(t, "retried (failures): exit code 137; budget failures exhausted: 3 counted, 2 ever allowed", e.Reason)
+	require.Zero(t, e.ExitCode, "the job is over")
+	require.Equal(t, string(Errored), j.record().Status)
+
+	_, err = recovery.Finish(roles, storage.Record{ID: "job-1", Status: string(Submitted)}, storage.Claim{},
+		recovery.Ending{Err: errors.New("no"), Retry: "preemptions"})
+	require.ErrorIs(t, err, recovery.ErrInvalidEnding)
+	_, err = recovery.Finish(roles, storage.Record{ID: "job-1", Status: string(Working)}, storage.Claim{},
+		recovery.Ending{Finished: true, Retry: "failures"})
+	require.ErrorIs(t, err, recovery.ErrInvalidRoles, "no failure, nothing to retry, and no Ends to say what finishing writes")
+}
+
+// Work names the end it earned; the table decides whether it may.
+func TestFinishAsWritesTheEndTheWorkEarned(t *testing.T) {
+	roles := retryingRoles(t)
+	j := newJob(t, nil)
+	j.move(Submitted, Working)
+	d := decider(t, roles, recovery.Policy{Restarts: true, Work: recovery.Restartability(true),
+		Failovers: recovery.Allowance{Unlimited: true}, Clock: j.clock.Now})
+	ctl, err := transition.NewPersisted(roles.Table(), j.store, "job-1", transition.PersistedOptions{Actor: "ctl", Clock: j.clock.Now})
+	require.NoError(t, err)
+	_, err = d.Start(bg, ctl, storage.Lease{Holder: "ctl", TTL: time.Minute})
+	require.NoError(t, err)
+
+	_, err = d.FinishAs(bg, ctl, Queued, "", nil)
+	require.ErrorIs(t, err, transition.ErrNotAllowed, "working cannot go back to queued")
+	_, err = d.FinishAs(bg, ctl, Run("vanished"), "", nil)
+	require.ErrorIs(t, err, transition.ErrNotAllowed)
+	e, err := d.FinishAs(bg, ctl, Succeeded, "3 of 4 tasks succeeded; minAvailable is 3", map[string]string{"tasks": "3/4"})
+	require.NoError(t, err)
+	require.Equal(t, recovery.End[Run]{Kind: recovery.EndWrite, From: Working, To: Succeeded,
+		Reason: "3 of 4 tasks succeeded; minAvailable is 3"}, e)
+	rec := j.record()
+	require.Equal(t, string(Succeeded), rec.Status)
+	require.Equal(t, "3/4", rec.Meta["tasks"])
+
+	// Ended already: kept, whatever the caller names.
+	e, err = recovery.FinishAs(roles, rec, storage.Claim{Owner: "ctl", Epoch: rec.Epoch}, Errored, "late")
+	require.NoError(t, err)
+	require.Equal(t, recovery.EndKeep, e.Kind)
+	e, err = recovery.FinishAs(roles, storage.Record{ID: "job-1", Status: string(Working)}, storage.Claim{}, Errored, "")
+	require.NoError(t, err)
+	require.Equal(t, "the work ended in errored", e.Reason)
+	_, err = recovery.FinishAs[Run](nil, rec, storage.Claim{}, Errored, "")
+	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
 }

@@ -158,16 +158,38 @@ func (d *Decider[S]) Terminate(ctx context.Context, exec *transition.Persisted[S
 // A controller's handle that holds no live ownership decides Leave at
 // once, without reading the store (as [Decider.Terminate] does).
 //
-// After writing it releases exec's ownership: the execution is over, or
-// stopped, and nothing more is written. The controller then exits with
-// End.ExitCode: 0, but after a Leave on a platform that restarts
-// controllers the relocation's, so that the controller that finishes the
-// execution comes.
+// A retry (Ending.Retry) that spent its budget past the allowance is
+// moved on to the budget's end in a second write, at once; End.To and
+// End.Reason then say so.
+//
+// After writing it releases exec's ownership: the execution is over,
+// stopped, or retried by the next controller, and this one writes
+// nothing more. The controller then exits with End.ExitCode: 0, but on
+// a platform that restarts controllers the relocation's after a Leave or
+// a retry that goes on, so that the controller that drives the
+// execution on comes.
 func (d *Decider[S]) Finish(ctx context.Context, exec *transition.Persisted[S], ending Ending, meta map[string]string) (End[S], error) {
 	if d == nil || d.roles == nil {
 		return End[S]{}, errZeroDecider
 	}
-	return applyFinish(ctx, d.roles, exec, d.p.Policy, ending, meta)
+	if err := checkFinish(d.roles, ending); err != nil {
+		return End[S]{}, err
+	}
+	return applyFinish(ctx, d.roles, exec, d.p, meta, func(rec storage.Record, claim storage.Claim) (End[S], error) {
+		return Finish(d.roles, rec, claim, ending)
+	})
+}
+
+// FinishAs writes the end the caller names for the execution exec drives,
+// as [FinishAs] decides it, with meta in the same write, and lets the
+// execution go, as [Decider.Finish] does.
+func (d *Decider[S]) FinishAs(ctx context.Context, exec *transition.Persisted[S], to S, reason string, meta map[string]string) (End[S], error) {
+	if d == nil || d.roles == nil {
+		return End[S]{}, errZeroDecider
+	}
+	return applyFinish(ctx, d.roles, exec, d.p, meta, func(rec storage.Record, claim storage.Claim) (End[S], error) {
+		return FinishAs(d.roles, rec, claim, to, reason)
+	})
 }
 
 // NewReaper returns the Reaper of the executions store keeps, enforcing
@@ -229,9 +251,7 @@ func (d *Decider[S]) Advance(ctx context.Context, exec *transition.Persisted[S])
 	if !c.Changed() {
 		return Enforced[S]{}, wait, nil
 	}
-	if d.p.Observer.Enforced != nil {
-		d.p.Observer.Enforced(enforced)
-	}
+	d.p.Observer.enforce(enforced)
 	// What falls due next is in the state the move entered.
 	_, rec, err := exec.Load(ctx)
 	if err != nil {

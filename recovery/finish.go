@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/execfsm/execfsm/internal/quote"
@@ -24,8 +25,17 @@ type Ending struct {
 	// finished execution. It must not be negative.
 	Failures int
 	// Err is an error that ended the work (a setup error, the slicer's
-	// error). It fails the execution, whatever else the Ending says.
+	// error). It fails the execution, whatever else the Ending says,
+	// unless Retry says the failure is retryable.
 	Err error
+	// Retry is "" or a counter of the table: the caller classifies the
+	// failure (Err, or Failures of finished work) as retryable (an exit
+	// code in a retryable range, a disruption), so instead of failing,
+	// the execution takes the move from its state that Retry counts
+	// (Running → Restarting counts "failures"), spending that budget.
+	// [Decider.Finish] then moves an exhausted budget on to its end at
+	// once. Without a failure it says nothing.
+	Retry string
 }
 
 // ErrInvalidEnding is matched by the error [Finish] returns for an
@@ -84,6 +94,7 @@ type End[S comparable] struct {
 	ReleaseErr error
 
 	foreign bool // a Leave because the record is of another table
+	retried bool // the move is a retry (Ending.Retry)
 }
 
 // Finish decides the final status of the execution in rec for the
@@ -101,8 +112,11 @@ type End[S comparable] struct {
 //     execution). A parked state: Keep (it waits to be resumed).
 //   - A finishing state: the end the roles name for it, whatever the
 //     ending says (the work had ended already).
-//   - ending.Err: the Failed state, with the error as the reason.
-//   - Finished with failures: Failed, saying how many.
+//   - ending.Err: the Failed state, with the error as the reason; with
+//     Retry, the move from the state found that Retry counts instead
+//     (a retry, spending that budget).
+//   - Finished with failures: Failed, saying how many (with Retry, the
+//     retry).
 //   - Finished: the Ends' completed state, from stopping too (the work
 //     finished before the stop did).
 //   - Shut down before finishing: the drain's end while stopping (the
@@ -112,40 +126,28 @@ type End[S comparable] struct {
 // while its record is still initializing) is an error matching
 // [transition.ErrNotAllowed]; nil roles, roles without Ends where the end
 // is completed or terminated ([ErrInvalidRoles]) and an invalid ending
-// ([ErrInvalidEnding]) are errors too.
+// ([ErrInvalidEnding]: a negative failure count, a Retry no move from
+// the state found counts) are errors too. Work that earned another end
+// than these rules give says so with [FinishAs].
 func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, ending Ending) (End[S], error) {
 	if err := checkFinish(roles, ending); err != nil {
 		return End[S]{}, err
 	}
-	t := roles.table
-	cur, err := roles.StateOf(rec)
-	if err != nil {
-		return endForeign[S](err), nil
-	}
-	end := End[S]{Kind: EndWrite, From: cur, To: cur}
-	if why, ok := ownedByAnother(rec, claim); ok {
-		end.Kind, end.Reason = EndLeave, why
+	end, role, done := finishing(roles, rec, claim)
+	if done {
 		return end, nil
 	}
-	role, _ := roles.Role(cur)
+	cur := end.From
+	failed := ending.Err != nil || (ending.Finished && ending.Failures > 0)
 	switch {
-	case role == RoleRelocating:
-		end.Kind, end.Reason = EndLeave, "execution is relocating: the controller that takes it over finishes it"
-		return end, nil
-	case role == RoleTerminal:
-		end.Kind, end.Reason = EndKeep, fmt.Sprintf("execution has already ended in %s status", rec.Status)
-		return end, nil
-	case role == RoleParked:
-		end.Kind, end.Reason = EndKeep, fmt.Sprintf("execution is parked in %s status: it waits to be resumed", rec.Status)
-		return end, nil
-	case role == RoleFinishing:
-		end.To, _ = roles.End(cur)
-		end.Reason = fmt.Sprintf("the work was over in %s status", rec.Status)
-		return end, nil
-	case ending.Err != nil:
-		end.To, end.Reason = roles.failed, reasonOf(ending.Err)
-	case ending.Finished && ending.Failures > 0:
-		end.To, end.Reason = roles.failed, fmt.Sprintf("the work finished with %d failures", ending.Failures)
+	case failed && ending.Retry != "":
+		to, ok := roles.countedFrom(cur, ending.Retry)
+		if !ok {
+			return End[S]{}, fmt.Errorf("recovery: %w: no move from %s counts %.64q, so the failure cannot be retried", ErrInvalidEnding, rec.Status, ending.Retry)
+		}
+		end.To, end.Reason, end.retried = to, "retried ("+ending.Retry+"): "+failureReason(ending), true
+	case failed:
+		end.To, end.Reason = roles.failed, failureReason(ending)
 	case ending.Finished:
 		if !roles.hasEnds {
 			return End[S]{}, errNoEnds
@@ -160,12 +162,96 @@ func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Cla
 		}
 		end.To, end.Reason = roles.terminated, "shut down before the work could finish"
 	}
-	if !t.Allowed(cur, end.To) {
-		to, _ := t.Name(end.To)
-		return End[S]{}, fmt.Errorf("recovery: execution %s: the work ended in %s status, which cannot move to %s: %w",
-			quote.Limited(rec.ID), rec.Status, to, transition.ErrNotAllowed)
+	return end, allowedEnd(roles, rec, end)
+}
+
+// FinishAs decides as [Finish] does, but the caller names the end the
+// work earned: to, any state the table allows from the state found (a
+// job whose failed pods it tolerates completes; a drain ends where the
+// scheduler says), with reason. Leave and Keep are decided as Finish
+// decides them, and a finishing state still writes its own end; anything
+// else writes to, or is an error matching [transition.ErrNotAllowed] when
+// the table has no such move. Ends are not needed.
+func FinishAs[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, to S, reason string) (End[S], error) {
+	if roles == nil {
+		return End[S]{}, checkFinish(roles, Ending{})
 	}
-	return end, nil
+	end, _, done := finishing(roles, rec, claim)
+	if done {
+		return end, nil
+	}
+	if !roles.table.Has(to) {
+		return End[S]{}, fmt.Errorf("recovery: FinishAs: %w: %v is not a state of the table", transition.ErrNotAllowed, to)
+	}
+	end.To, end.Reason = to, reason
+	if end.Reason == "" {
+		name, _ := roles.table.Name(to)
+		end.Reason = "the work ended in " + name
+	}
+	return end, allowedEnd(roles, rec, end)
+}
+
+// finishing decides what Finish and FinishAs decide whatever the work
+// says: a record of another table, another owner's, relocating,
+// terminal, parked or finishing. done is false when it is the caller's
+// to decide; end then has From and To set to the state found.
+func finishing[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim) (end End[S], role Role, done bool) {
+	cur, err := roles.StateOf(rec)
+	if err != nil {
+		return endForeign[S](err), 0, true
+	}
+	end = End[S]{Kind: EndWrite, From: cur, To: cur}
+	if why, ok := ownedByAnother(rec, claim); ok {
+		end.Kind, end.Reason = EndLeave, why
+		return end, 0, true
+	}
+	role, _ = roles.Role(cur)
+	switch role {
+	case RoleRelocating:
+		end.Kind, end.Reason = EndLeave, "execution is relocating: the controller that takes it over finishes it"
+	case RoleTerminal:
+		end.Kind, end.Reason = EndKeep, fmt.Sprintf("execution has already ended in %s status", rec.Status)
+	case RoleParked:
+		end.Kind, end.Reason = EndKeep, fmt.Sprintf("execution is parked in %s status: it waits to be resumed", rec.Status)
+	case RoleFinishing:
+		end.To, _ = roles.End(cur)
+		end.Reason = fmt.Sprintf("the work was over in %s status", rec.Status)
+	default:
+		return end, role, false
+	}
+	return end, role, true
+}
+
+// failureReason says why ending is a failure.
+func failureReason(ending Ending) string {
+	if ending.Err != nil {
+		return reasonOf(ending.Err)
+	}
+	return fmt.Sprintf("the work finished with %d failures", ending.Failures)
+}
+
+// allowedEnd refuses an end the table has no move for.
+func allowedEnd[S comparable](roles *Roles[S], rec storage.Record, end End[S]) error {
+	if roles.table.Allowed(end.From, end.To) {
+		return nil
+	}
+	to, _ := roles.table.Name(end.To)
+	return fmt.Errorf("recovery: execution %s: the work ended in %s status, which cannot move to %s: %w",
+		quote.Limited(rec.ID), rec.Status, to, transition.ErrNotAllowed)
+}
+
+// countedFrom returns the state the move from s that counter counts
+// enters, and false if no move from s counts it (or more than one does:
+// the retry would not know where to go, which Build does not check).
+func (r *Roles[S]) countedFrom(s S, counter string) (S, bool) {
+	var to S
+	found := 0
+	for _, next := range r.table.Next(s) {
+		if slices.Contains(r.table.Counters(s, next), counter) {
+			to, found = next, found+1
+		}
+	}
+	return to, found == 1
 }
 
 // errNoEnds is Finish's error for work that ended in a running or
@@ -198,13 +284,11 @@ func reasonOf(err error) string {
 	return s + cut
 }
 
-// applyFinish is [Decider.Finish].
-func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p Policy, ending Ending, meta map[string]string) (End[S], error) {
+// applyFinish is [Decider.Finish] and [Decider.FinishAs]: decide is
+// Finish or FinishAs on the record found.
+func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p policy[S], meta map[string]string, decide func(storage.Record, storage.Claim) (End[S], error)) (End[S], error) {
 	if exec == nil {
 		return End[S]{}, errors.New("recovery: Finish: nil execution")
-	}
-	if err := checkFinish(roles, ending); err != nil {
-		return End[S]{}, err
 	}
 	if err := roles.fits(exec.Table()); err != nil {
 		return End[S]{}, err
@@ -214,7 +298,7 @@ func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 	}
 	var end End[S]
 	_, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
-		e, err := Finish(roles, rec, exec.Claim(), ending)
+		e, err := decide(rec, exec.Claim())
 		if err != nil {
 			return transition.Update[S]{}, err
 		}
@@ -236,6 +320,17 @@ func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 	if err != nil {
 		return End[S]{}, err
 	}
+	if end.retried {
+		// The retry spent its budget: one spent past the allowance ends
+		// the execution now, not when the next controller looks.
+		if err := exhaustNow(ctx, roles, exec, p, &end); err != nil {
+			return end, err
+		}
+	}
+	if end.retried && !roles.over(end.To) {
+		// Retried, the execution goes on: a controller must come.
+		end.ExitCode = p.LeaveExitCode()
+	}
 	switch {
 	case end.foreign:
 		end.ReleaseErr = release(ctx, exec)
@@ -245,6 +340,29 @@ func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 		end.ReleaseErr = release(ctx, exec)
 	}
 	return end, nil
+}
+
+// exhaustNow makes the move of a budget the retry in end exhausted, and
+// says so in end.
+func exhaustNow[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p policy[S], end *End[S]) error {
+	var enforced Enforced[S]
+	c, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
+		now := p.clock()
+		d, ok, err := roles.nextDue(rec, cur, now, false)
+		if err != nil || !ok || d.Cause != CauseBudget {
+			return transition.To(cur), err
+		}
+		enforced = d.enforced(now)
+		return d.update(now), nil
+	})
+	if err != nil {
+		return err
+	}
+	if c.Changed() {
+		end.To, end.Reason, end.retried = enforced.To, end.Reason+"; "+enforced.Reason, false
+		p.Observer.enforce(enforced)
+	}
+	return nil
 }
 
 // endForeign is Finish's Leave for a record of another table, as

@@ -34,3 +34,9 @@ func (o Observer[S]) terminate(a Action, err error) {
 		o.Terminate(a, err)
 	}
 }
+
+func (o Observer[S]) enforce(e Enforced[S]) {
+	if o.Enforced != nil && e.Cause != 0 {
+		o.Enforced(e)
+	}
+}
