@@ -538,9 +538,6 @@ func (r *Roles[S]) Budgets() []Budget[S] {
 	return out
 }
 
-// ends reports whether s is what a failure or a finished drain writes.
-func (r *Roles[S]) ends(s S) bool { return s == r.failed || r.stopEnd(s) }
-
 // over reports whether an execution in s needs no controller: it has
 // ended, or is parked until an outside authority moves it on.
 func (r *Roles[S]) over(s S) bool {
