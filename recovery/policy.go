@@ -153,6 +153,18 @@ type Policy struct {
 	// Clock is a [Decider]'s clock, read once a decision (nil:
 	// time.Now). The pure decisions take the time as an argument.
 	Clock func() time.Time
+
+	// Manager: the controller is a manager (an operator, a Volcano
+	// controller-manager, a simulator manager) that drives many
+	// executions whose work does not run in its process. When it goes,
+	// every execution stays as it is: on SIGTERM each is handed over
+	// ([ActionHandOver]: its ownership released, nothing written), and
+	// the next manager's start takes it over at once, resuming a running
+	// execution without counting a failover (the manager's end did not
+	// touch the work). A manager's policy leaves Restarts, Work,
+	// Failovers and RelocateExitCode unset: they are about a controller
+	// whose process is the execution's.
+	Manager bool
 }
 
 // policy is a Policy as the decisions use it: with the time of the
@@ -173,6 +185,16 @@ func (p policy[S]) withDefaults(roles *Roles[S]) (policy[S], error) {
 	}
 	if err := p.Failovers.check("Failovers"); err != nil {
 		return p, err
+	}
+	if p.Manager {
+		for _, set := range []struct {
+			what string
+			set  bool
+		}{{"Restarts", p.Restarts}, {"Work", p.Work != nil}, {"Failovers", p.Failovers != Allowance{}}, {"RelocateExitCode", p.RelocateExitCode != 0}} {
+			if set.set {
+				return p, fmt.Errorf("recovery: %w: a Manager's policy sets %s, which says nothing for a manager (its executions' work does not run in its process)", ErrInvalidPolicy, set.what)
+			}
+		}
 	}
 	if p.RelocateExitCode == 0 {
 		p.RelocateExitCode = DefaultRelocateExitCode

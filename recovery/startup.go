@@ -129,6 +129,8 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 //     from (a paused execution comes back paused), or to the roles'
 //     restart state when the record does not say.
 //   - Stopping: Stop, finishing the drain (then its end is written).
+//   - A running state found by a manager ([Policy].Manager): Resume,
+//     counting no failover (the previous manager went; the work did not).
 //   - A running state: the previous controller died without being asked
 //     (OOM kill, node loss). Resume in that state only if the platform
 //     restarts controllers, the work is restartable and the failovers
@@ -232,6 +234,11 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p policy[S
 	case RoleStopping:
 		v.Decision = DecisionStop
 		v.Reason = "controller restarted while stopping; finishing the stop"
+		return v, nil
+	}
+	if p.Manager {
+		v.Decision = DecisionResume
+		v.Reason = fmt.Sprintf("manager took over the execution in %s status: its work does not run in a manager's process; no failover counted", rec.Status)
 		return v, nil
 	}
 	if takingBack {

@@ -29,6 +29,13 @@ const (
 	// anything down: on a platform that restarts controllers that is the
 	// relocation's, so that another controller comes.
 	ActionLeave
+	// ActionHandOver: a manager ([Policy].Manager) is going; the
+	// execution stays as it is, its ownership released (nothing else is
+	// written) so that the next manager takes it over at once. Exit 0
+	// once every execution is handed over: a Deployment replaces the pod
+	// anyway, and systemd counts an exit 0 after SIGTERM as a clean stop
+	// (143 would need SuccessExitStatus=143).
+	ActionHandOver
 )
 
 func (k ActionKind) String() string {
@@ -39,6 +46,8 @@ func (k ActionKind) String() string {
 		return "relocate"
 	case ActionLeave:
 		return "leave"
+	case ActionHandOver:
+		return "handover"
 	}
 	return fmt.Sprintf("ActionKind(%d)", uint8(k))
 }
@@ -98,6 +107,9 @@ type Action struct {
 //     otherwise Shutdown (Teraslice skips the shutdown even for work
 //     that cannot be restarted, which then dies on restart).
 //   - A not-started, parked, finishing or terminal state: Shutdown.
+//
+// A manager's ([Policy].Manager) SIGTERM hands every execution it holds
+// over, whatever its state: HandOver.
 func Terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, p Policy) (Action, error) {
 	return terminate(roles, rec, claim, policy[S]{Policy: p})
 }
@@ -113,6 +125,9 @@ func terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 	}
 	if why, ok := ownedByAnother(rec, claim); ok {
 		return Action{Kind: ActionLeave, Reason: why, ExitCode: p.LeaveExitCode()}, nil
+	}
+	if p.Manager {
+		return Action{Kind: ActionHandOver, Reason: fmt.Sprintf("SIGTERM: the manager hands the execution over in %s status; it stays as it is", rec.Status)}, nil
 	}
 	shutdown := func(reason string) (Action, error) { return Action{Kind: ActionShutdown, Reason: reason}, nil }
 	role, _ := roles.Role(cur)
@@ -175,7 +190,7 @@ func applyTerminate[S comparable](ctx context.Context, roles *Roles[S], exec *tr
 		return Action{}, err
 	}
 	first, err := terminate(roles, rec, exec.Claim(), p)
-	if err == nil && first.foreign {
+	if err == nil && (first.foreign || first.Kind == ActionHandOver) {
 		first.ReleaseErr = release(ctx, exec)
 	}
 	if err != nil || first.Kind != ActionRelocate {
