@@ -222,7 +222,7 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p policy[S
 	case RoleRelocating:
 		v.Decision = DecisionResume
 		back, err := t.Parse(rec.Previous)
-		if err != nil || !t.IsReturn(cur, back) {
+		if rec.Previous == "" || err != nil || !t.IsReturn(cur, back) { // "" is no previous, even where it is an alias
 			v.To, _ = roles.End(cur)
 			restart, _ := t.Name(v.To)
 			v.Reason = fmt.Sprintf("relocated controller took over; the record does not say what it was relocated from, so it goes back to %s", restart)

@@ -292,3 +292,39 @@ func TestAMachinesGuardSeesNoRecord(t *testing.T) {
 	require.Zero(t, c.Total())
 	require.Equal(t, storage.Record{}, view.Record())
 }
+
+// A custom resource's zero value reads as its first phase; every write
+// stores the state's own name.
+func TestAnAliasReadsAsItsStateAndIsNeverWritten(t *testing.T) {
+	table, err := jobBuilder().Alias(Queued, "", "pending").Build()
+	require.NoError(t, err)
+	for _, name := range []string{"", "pending", "queued"} {
+		s, err := table.Parse(name)
+		require.NoError(t, err, "%q", name)
+		require.Equal(t, Queued, s)
+	}
+	require.Equal(t, []string{"", "pending"}, table.Aliases(Queued))
+	require.Empty(t, table.Aliases(Work))
+	name, _ := table.Name(Queued)
+	require.Equal(t, "queued", name)
+
+	d := table.Describe()
+	require.Equal(t, []transition.Alias{{Name: "", State: "queued"}, {Name: "pending", State: "queued"}}, d.Aliases)
+	rebuilt, err := transition.Rebuild(d)
+	require.NoError(t, err)
+	s, err := rebuilt.Parse("")
+	require.NoError(t, err)
+	require.Equal(t, "queued", s)
+	d.Aliases = append(d.Aliases, transition.Alias{Name: "x", State: "gone"})
+	_, err = transition.Rebuild(d)
+	require.ErrorIs(t, err, transition.ErrInvalidDescription)
+
+	_, err = jobBuilder().Alias(Queued, "working").Alias(Work, "pending").Alias(Hold, "pending").Alias(Job("nowhere"), "x").Build()
+	var be *transition.BuildError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, []string{
+		`alias "working" of queued is the text form of working`,
+		`alias "pending" is given to working and held`,
+		"alias for nowhere, an unknown state",
+	}, be.Problems)
+}

@@ -30,6 +30,15 @@ type Description struct {
 	// that a tool writing through the rebuilt table counts them as the
 	// controller does.
 	Counted []CountedEdge `json:"counted,omitempty"`
+	// Aliases are the other names records may carry for a state (see
+	// Builder.Alias), so that a rebuilt table reads them too.
+	Aliases []Alias `json:"aliases,omitempty"`
+}
+
+// Alias is another name a state is read from.
+type Alias struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
 }
 
 // CountedEdge is a move that adds to a counter.
@@ -52,6 +61,9 @@ func (t *Table[S]) Describe() Description {
 	d.Initial, _ = t.Name(t.Initial())
 	for i, from := range t.states {
 		d.States = append(d.States, t.names[i])
+		for _, name := range t.Aliases(from) {
+			d.Aliases = append(d.Aliases, Alias{Name: name, State: t.names[i]})
+		}
 		if t.IsTerminal(from) {
 			d.Terminal = append(d.Terminal, t.names[i])
 		}
@@ -107,6 +119,9 @@ func Rebuild(d Description) (*Table[string], error) {
 	for k, c := range d.Counted {
 		counted[k] = c.Edge
 	}
+	for _, a := range d.Aliases {
+		check(fmt.Sprintf("alias %q: state", a.Name), a.State)
+	}
 	for _, list := range [][]Edge{d.Edges, d.Returns, d.Guarded, counted} {
 		for _, e := range list {
 			check("edge "+e.String()+": state", e.From)
@@ -134,6 +149,9 @@ func Rebuild(d Description) (*Table[string], error) {
 	}
 	for _, c := range d.Counted {
 		b.Count(c.Counter, c.From, c.To)
+	}
+	for _, a := range d.Aliases {
+		b.Alias(a.State, a.Name)
 	}
 	table, err := b.Build()
 	if err != nil {

@@ -127,8 +127,14 @@ func TestMachineObserversGetTheWholeChangeFireReturnsItsStep(t *testing.T) {
 func TestMachineTableWideGuardsRunFirst(t *testing.T) {
 	var order []string
 	table, err := simBuilder().
-		Guard(Idle, Starting, func(context.Context, transition.Change[SimState], transition.View) error { order = append(order, "edge"); return nil }).
-		GuardAll(func(context.Context, transition.Change[SimState], transition.View) error { order = append(order, "all"); return nil }).
+		Guard(Idle, Starting, func(context.Context, transition.Change[SimState], transition.View) error {
+			order = append(order, "edge")
+			return nil
+		}).
+		GuardAll(func(context.Context, transition.Change[SimState], transition.View) error {
+			order = append(order, "all")
+			return nil
+		}).
 		Build()
 	require.NoError(t, err)
 	_, err = newMachine(t, table, transition.MachineOptions{}).Fire(bg, Starting, "")

@@ -66,6 +66,7 @@ type Table[S comparable] struct {
 	anyGuard []Guard[S]
 	guarded  bool             // any guard at all: Fire then takes its slower path
 	counters map[int][]string // by edge from*n+to: the counters a move adds to
+	aliases  map[string]uint8 // other names Parse reads a state from
 }
 
 // Builder collects the pieces of a [Table]. Its methods record what they
@@ -82,6 +83,12 @@ type Builder[S comparable] struct {
 	guards   []guardDecl[S]
 	anyGuard []Guard[S]
 	counts   []countDecl[S]
+	aliases  []aliasDecl[S]
+}
+
+type aliasDecl[S comparable] struct {
+	state S
+	names []string
 }
 
 type edgeDecl[S comparable] struct {
@@ -172,6 +179,17 @@ func (b *Builder[S]) GuardAll(g Guard[S]) *Builder[S] {
 	return b
 }
 
+// Alias makes [Table.Parse] read each of names as s, besides s's own
+// text form, which is still what every write stores. A custom resource
+// whose zero value means its first phase (a Volcano Job is created with
+// an empty phase and is then pending) aliases "" to that state; a state
+// renamed keeps its old name as an alias while old records remain. A
+// name may alias one state, and no state's own text form.
+func (b *Builder[S]) Alias(s S, names ...string) *Builder[S] {
+	b.aliases = append(b.aliases, aliasDecl[S]{state: s, names: names})
+	return b
+}
+
 // Count makes every move from → each of to add its time to the
 // record's counter, in the same write as the move (see [Count]). The
 // moves must be allowed; a move may add to several counters. Restarts
@@ -208,6 +226,7 @@ func (b *Builder[S]) Build() (*Table[S], error) {
 	t.checkReturnEdges(p)
 	t.addGuards(b.guards, b.anyGuard, p)
 	t.addCounts(b.counts, p)
+	t.addAliases(b.aliases, p)
 	t.dense.addEdges(t.edges, t.n)
 	if t.n > 0 {
 		p.list = append(p.list, t.graphProblems()...)
@@ -623,6 +642,9 @@ var ErrUnknownState = unknown.ErrState
 // [ErrUnknownState] and lists the table's states.
 func (t *Table[S]) Parse(text string) (S, error) {
 	if i, ok := t.byName[text]; ok {
+		return t.states[i], nil
+	}
+	if i, ok := t.aliases[text]; ok {
 		return t.states[i], nil
 	}
 	var zero S
