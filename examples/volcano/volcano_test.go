@@ -73,7 +73,7 @@ var upstreamCases = []jobCase{
 	// Upstream keeps this case's minAvailable in the Job's status (1); the
 	// spec carries it here.
 	{name: "RestartingState- RetryCount is less than MaxRetry", phase: Restarting, action: RestartJob,
-		spec: Spec{MaxRetry: 3, MinAvailable: 1, Tasks: []Task{{Name: "task1", Replicas: 1}, {Name: "task2", Replicas: 1}}},
+		spec:    Spec{MaxRetry: 3, MinAvailable: 1, Tasks: []Task{{Name: "task1", Replicas: 1}, {Name: "task2", Replicas: 1}}},
 		retries: 1, want: Pending, wantRetry: 1},
 
 	{name: "RunningState- RestartJobAction case and Terminating Pods not equal to 0", phase: Running, action: RestartJob,
