@@ -246,8 +246,10 @@ func (b *RolesBuilder[S]) Budget(budget Budget[S]) *RolesBuilder[S] {
 }
 
 // Failed names the state a failure writes (an unexpected restart past
-// the budget, a relocation nobody took over): a terminal or a not-started
-// state every running state can move to. Required.
+// the budget, a relocation nobody took over): a terminal, not-started or
+// parked state every running state can move to (parked: a failed job
+// that waits for its spec to change, as a Flink deployment does).
+// Required.
 func (b *RolesBuilder[S]) Failed(failed S) *RolesBuilder[S] {
 	if b.once("Failed", b.hasFail) {
 		b.r.failed, b.hasFail = failed, true
@@ -339,8 +341,8 @@ func (c *rolesCheck[S]) failed() {
 	switch r := &c.r; {
 	case !c.b.hasFail:
 		c.add("no Failed state")
-	case !c.t.Has(r.failed) || (r.role[r.failed] != RoleTerminal && r.role[r.failed] != RoleNotStarted):
-		c.add("Failed %s must be a terminal or a not-started state of the table", c.name(r.failed))
+	case !c.t.Has(r.failed) || !c.ending(r.failed):
+		c.add("Failed %s must be a terminal, not-started or parked state of the table", c.name(r.failed))
 	default:
 		c.eachRunning(func(s S) {
 			if !c.t.Allowed(s, r.failed) {

@@ -131,7 +131,7 @@ func TestRolesThatDoNotFitTheirTableAreRefusedWithEveryProblem(t *testing.T) {
 		"a state without role":  {recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimRunning, SimPaused).Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimIdle).Failed(SimError), `"starting" has no role`},
 		"nothing running":       {recovery.DefineRoles(table).NotStarted(SimIdle, SimError, SimStarting, SimRunning, SimPaused).Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimIdle).Failed(SimError), "no state is running"},
 		"no failure":            {full(), "no Failed state"},
-		"failure is running":    {full().Failed(SimRunning), `Failed "running" must be a terminal or a not-started state`},
+		"failure is running":    {full().Failed(SimRunning), `Failed "running" must be a terminal, not-started or parked state`},
 		"given twice":           {full().Failed(SimError).Failed(SimGone), "Failed is given twice"},
 		"running reaches no failure": {
 			recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning, SimPaused).

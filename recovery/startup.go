@@ -86,9 +86,9 @@ type Verdict[S comparable] struct {
 	Reason   string            // for people and for the record
 	Meta     map[string]string // metadata to write with it (the failover count)
 	Err      error             // for DecisionRefuse: matches ErrTerminalStatus
-	// Until is, for a DecisionWait in a not-started state, when the wait
-	// is over: a budget's backoff ([Budget]) runs until then. Zero for a
-	// parked execution, which waits for an outside authority.
+	// Until is, for a DecisionWait, when a timer ends the wait (a
+	// budget's backoff, [Budget]); zero when the execution waits for an
+	// outside authority (a parked one's resume).
 	Until time.Time
 	// Failovers is, when the verdict counts an unexpected restart of a
 	// controller, the unexpected restarts counted (within the window),
@@ -218,6 +218,10 @@ func decideStartup[S comparable](roles *Roles[S], rec storage.Record, p policy[S
 	case RoleParked:
 		v.Decision = DecisionWait
 		v.Reason = fmt.Sprintf("controller started for %s execution: parked, it waits to be resumed", rec.Status)
+		if ok {
+			v.Until = d.Due
+			v.Reason = fmt.Sprintf("controller started for %s execution: parked until %s, when a timer moves it on to %v", rec.Status, d.Due.Format(time.RFC3339), d.To)
+		}
 		return v, nil
 	case RoleRelocating:
 		v.Decision = DecisionResume
@@ -491,8 +495,8 @@ func writtenVerdict[S comparable](roles *Roles[S], rec storage.Record, claim sto
 	if failovers, err := strconv.Atoi(n); err == nil && failovers > 0 {
 		v.Failovers, v.FailoverAllowance = failovers, p.Failovers
 	}
-	if role, _ := roles.Role(to); d == DecisionWait && role == RoleNotStarted {
-		if due, ok, err := roles.nextDue(rec, to, p.now, false); err == nil && ok && due.Due.After(p.now) {
+	if role, _ := roles.Role(to); d == DecisionWait && (role == RoleNotStarted || role == RoleParked) {
+		if due, ok, err := roles.nextDue(rec, to, p.now, role == RoleParked); err == nil && ok && due.Due.After(p.now) {
 			v.Until = due.Due
 		}
 	}

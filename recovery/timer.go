@@ -43,7 +43,8 @@ type Timer[S comparable] struct {
 	// once that counter has counted.
 	Since string
 	// Budget is "" or the counter of a [Budget]: the timer is not due
-	// before the budget's not-before time (its backoff).
+	// before the budget's not-before time (its backoff), and does not
+	// run once the budget is exhausted (no retry past the allowance).
 	Budget string
 	// Name is "" or the timer's name: an execution may carry its own
 	// After under TimerKey(Name), a Go duration ("90s").
@@ -136,8 +137,8 @@ func (r *Roles[S]) nextDue(rec storage.Record, cur S, now time.Time, plainTimers
 		if err != nil {
 			return due[S]{}, false, err
 		}
-		if !s.Exhausted {
-			continue
+		if !s.Exhausted || b.Exhausted == cur {
+			continue // not exhausted, or ended where an exhausted budget ends
 		}
 		d := due[S]{Enforced: Enforced[S]{ID: rec.ID, From: cur, To: b.Exhausted, Cause: CauseBudget, Budget: counter, Due: s.Last}}
 		d.Reason = fmt.Sprintf("budget %s exhausted: %d counted, %s allowed", counter, s.Spent, s.Allowance)
@@ -197,10 +198,12 @@ func (r *Roles[S]) timerDue(t Timer[S], rec storage.Record, now time.Time) (at t
 	at = base.Add(after)
 	if t.Budget != "" {
 		s, err := spending(r.budgets[t.Budget], rec, now)
-		if err != nil {
+		switch {
+		case err != nil:
 			return time.Time{}, 0, false, err
-		}
-		if s.NotBefore.After(at) {
+		case s.Exhausted:
+			return time.Time{}, 0, false, nil // no retry past the allowance
+		case s.NotBefore.After(at):
 			at = s.NotBefore
 		}
 	}

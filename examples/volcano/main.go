@@ -40,6 +40,7 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/volcano"
 )
 
 func main() {
@@ -277,10 +278,7 @@ func createJobs(ctx context.Context, cfg stores.Config, worldDir string) error {
 		return err
 	}
 	defer closeStore()
-	table, _, err := Lifecycle()
-	if err != nil {
-		return err
-	}
+	table := volcano.Lifecycle()
 	for _, j := range jobs {
 		user, err := transition.NewPersisted(table, store, j.id, transition.PersistedOptions{Actor: "vcctl"})
 		if err != nil {

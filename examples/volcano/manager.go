@@ -20,6 +20,7 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/volcano"
 )
 
 // managerConfig is what the supervisor tells a controller-manager.
@@ -63,11 +64,7 @@ func runManager(raw json.RawMessage) int {
 		return 1
 	}
 	defer closeStore()
-	table, roles, err := Lifecycle()
-	if err != nil {
-		fmt.Println("error", err)
-		return 1
-	}
+	table, roles := volcano.Lifecycle(), volcano.Roles()
 	decide, err := recovery.NewDecider(roles, recovery.Policy{Manager: true})
 	if err != nil {
 		fmt.Println("error", err)

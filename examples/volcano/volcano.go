@@ -6,24 +6,24 @@ import (
 
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/volcano"
 )
 
-// Phase is a Volcano batch Job's phase (volcano.sh/apis batch/v1alpha1
-// JobPhase), the user's own state type.
-type Phase string
+// Phase is a Volcano Job's phase, the preset's.
+type Phase = volcano.Phase
 
 // Volcano's Job phases.
 const (
-	Pending     Phase = "Pending"
-	Running     Phase = "Running"
-	Restarting  Phase = "Restarting"
-	Aborting    Phase = "Aborting"
-	Aborted     Phase = "Aborted"
-	Completing  Phase = "Completing"
-	Completed   Phase = "Completed"
-	Terminating Phase = "Terminating"
-	Terminated  Phase = "Terminated"
-	Failed      Phase = "Failed"
+	Pending     = volcano.Pending
+	Running     = volcano.Running
+	Restarting  = volcano.Restarting
+	Aborting    = volcano.Aborting
+	Aborted     = volcano.Aborted
+	Completing  = volcano.Completing
+	Completed   = volcano.Completed
+	Terminating = volcano.Terminating
+	Terminated  = volcano.Terminated
+	Failed      = volcano.Failed
 )
 
 // Action is a bus action a Job's controller-manager is asked to carry
@@ -42,59 +42,6 @@ const (
 	SyncJob      Action = "SyncJob"
 	Enqueue      Action = "EnqueueJob"
 )
-
-// retries is the counter of a Job's restarts: Volcano's RetryCount, which
-// every move into Restarting adds to.
-const retries = "retries"
-
-// Lifecycle is Volcano's Job lifecycle in execfsm terms. The table is
-// Volcano's state machine (pkg/controllers/job/state): a Job is created
-// with an empty phase, which is Pending; every move into Restarting
-// counts a retry, in the same write, whoever makes it. The roles: three
-// drains, each with its end (Terminating → Terminated is the stop an
-// outside authority asks for, Aborting → Aborted, Completing →
-// Completed), a restart that drains back to Pending, Aborted parked
-// until a user resumes it, and a retries budget that fails a Restarting
-// Job once it has restarted maxRetry times (a Job's own maxRetry is its
-// limit, recovery.LimitKey; the default, 3, allows two retries).
-func Lifecycle() (*transition.Table[Phase], *recovery.Roles[Phase], error) {
-	table, err := transition.New(Pending).
-		Allow(Pending, Running, Restarting, Aborting, Completing, Terminating).
-		Allow(Running, Pending, Restarting, Aborting, Completing, Terminating, Completed, Failed).
-		Allow(Restarting, Pending, Failed).
-		Allow(Aborting, Aborted, Restarting).
-		Allow(Aborted, Restarting).
-		Allow(Completing, Completed).
-		Allow(Terminating, Terminated).
-		Terminal(Completed, Terminated, Failed).
-		Alias(Pending, "").
-		Count(retries, Pending, Restarting).
-		Count(retries, Running, Restarting).
-		Count(retries, Aborting, Restarting).
-		Count(retries, Aborted, Restarting).
-		Build()
-	if err != nil {
-		return nil, nil, err
-	}
-	roles, err := recovery.DefineRoles(table).
-		NotStarted(Pending).
-		Running(Running).
-		Stopping(Terminating, Terminated).
-		Stopping(Aborting, Aborted).
-		Stopping(Completing, Completed).
-		Stopping(Restarting, Pending).
-		Parked(Aborted).
-		Failed(Failed).
-		Budget(recovery.Budget[Phase]{Counter: retries, Allowance: recovery.Allowance{Count: defaultMaxRetry - 1}, Exhausted: Failed}).
-		Build()
-	if err != nil {
-		return nil, nil, err
-	}
-	return table, roles, nil
-}
-
-// defaultMaxRetry is a Job's maxRetry when its spec leaves it out.
-const defaultMaxRetry = 3
 
 // Task is one task of a Job's spec.
 type Task struct {
@@ -124,13 +71,8 @@ type Pods struct {
 }
 
 // limitMeta is the metadata that gives a Job created with spec its own
-// retry limit: maxRetry restarts fail it, so maxRetry-1 are allowed.
-func limitMeta(spec Spec) map[string]string {
-	if spec.MaxRetry <= 0 {
-		return nil
-	}
-	return map[string]string{recovery.LimitKey(retries): fmt.Sprint(spec.MaxRetry - 1)}
-}
+// retry limit.
+func limitMeta(spec Spec) map[string]string { return volcano.MaxRetry(int(spec.MaxRetry)) }
 
 // Manager carries out actions on Jobs, as Volcano's controller-manager
 // does (pkg/controllers/job/state/*.go), through execfsm: the moves

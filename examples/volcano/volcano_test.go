@@ -9,6 +9,7 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/volcano"
 	"github.com/stretchr/testify/require"
 )
 
@@ -134,7 +135,7 @@ func retried(n int, meta map[string]string) map[string]string {
 	for k := range n {
 		c = c.Add(time.Date(2026, 12, 1, 0, k, 0, 0, time.UTC))
 	}
-	out[transition.CountKey(retries)] = c.String()
+	out[transition.CountKey(volcano.Retries)] = c.String()
 	return out
 }
 
@@ -143,8 +144,7 @@ func retried(n int, meta map[string]string) map[string]string {
 // the retries counted by the table, the budget, the ends of the drains
 // and the end the work earned.
 func TestVolcanosOwnCasesHoldThroughExecfsm(t *testing.T) {
-	table, roles, err := Lifecycle()
-	require.NoError(t, err)
+	table, roles := volcano.Lifecycle(), volcano.Roles()
 	decide, err := recovery.NewDecider(roles, recovery.Policy{Manager: true})
 	require.NoError(t, err)
 	m := Manager{Roles: roles, Decide: decide}
@@ -167,7 +167,7 @@ func TestVolcanosOwnCasesHoldThroughExecfsm(t *testing.T) {
 			rec, err := store.Get(bg, id)
 			require.NoError(t, err)
 			require.Equal(t, string(tc.want), rec.Status, "the record says so")
-			count, err := transition.CountOf(rec, retries)
+			count, err := transition.CountOf(rec, volcano.Retries)
 			require.NoError(t, err)
 			require.Equal(t, tc.wantRetry, count.Total(), "RetryCount")
 			if tc.want == Failed && tc.phase == Restarting {
@@ -183,8 +183,7 @@ func TestVolcanosOwnCasesHoldThroughExecfsm(t *testing.T) {
 // a running one is resumed without counting anything against it, an
 // ended one is left.
 func TestAManagerStartingFindsEachPhaseWhereVolcanoLeavesIt(t *testing.T) {
-	_, roles, err := Lifecycle()
-	require.NoError(t, err)
+	roles := volcano.Roles()
 	for phase, want := range map[Phase]recovery.Decision{
 		"":          recovery.DecisionStart,
 		Pending:     recovery.DecisionStart,
