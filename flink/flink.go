@@ -92,7 +92,10 @@ func LifecycleBuilder() *transition.Builder[JobStatus] {
 		Allow(Running, Failing, Restarting, Cancelling, Finished, Failed, Suspended, Reconciling).
 		Allow(Failing, Restarting, Running, Failed, Cancelling, Reconciling).
 		Allow(Restarting, Created, Initializing, Running, Failing, Failed, Cancelling, Reconciling).
-		Allow(Cancelling, Canceled, Finished, Failed).
+		// A job whose cancel was asked ends cancelled, or finished (a
+		// stop-with-savepoint): a failure meanwhile is no reason to
+		// resubmit what the user stopped.
+		Allow(Cancelling, Canceled, Finished).
 		// Redeployed: an upgrade, a resume, a spec change, a restart on
 		// failure.
 		Allow(Canceled, Reconciling).

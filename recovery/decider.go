@@ -95,8 +95,13 @@ func (d *Decider[S]) Roles() *Roles[S] {
 // Retrying is safe, with the same exec:
 //
 //   - By the live holder (a retry after a timeout, a second call by
-//     mistake): it writes nothing, counts nothing and returns the verdict
-//     already written (from [MetaStartup] and the start's audit entry).
+//     mistake): while the record is still where its start left it, it
+//     writes nothing, counts nothing and returns the verdict already
+//     written (from [MetaStartup] and the start's audit entry). Once the
+//     record has moved on (the controller set up and ran, the cluster
+//     master stopped it), that verdict is stale: it decides again on the
+//     record as it is, counting no restart, so a retried start never
+//     sets up an execution that is running or being stopped.
 //   - By a controller whose ownership ended while it lived (a store
 //     outage outlasted its lease), or that never learned whether its
 //     take-over landed: if the record still carries its claim, nobody

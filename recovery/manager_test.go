@@ -105,3 +105,39 @@ func TestTheNextManagerTakesEveryJobOverAtOnce(t *testing.T) {
 	require.Empty(t, rec.Meta[recovery.MetaFailovers])
 	require.Contains(t, rec.Reason, "no failover counted")
 }
+
+// A start retried by its live holder after the record moved on (it set
+// up and ran, or the master stopped it) decides again on the record as it
+// is: a stale "start" would set up a running or stopping execution.
+func TestARetriedStartAfterTheRecordMovedOnDecidesAgain(t *testing.T) {
+	store := storage.NewMemory()
+	now := t0
+	clock := func() time.Time { return now }
+	master, err := transition.NewPersisted(volcano(t).Table(), store, "job-1", transition.PersistedOptions{Actor: "user", Clock: clock})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.To(Pending))
+	require.NoError(t, err)
+	d := decider(t, volcano(t), recovery.Policy{Manager: true, Clock: clock})
+	exec, err := transition.NewPersisted(volcano(t).Table(), store, "job-1", transition.PersistedOptions{Actor: "manager", Clock: clock})
+	require.NoError(t, err)
+	lease := storage.Lease{Holder: "manager", TTL: time.Minute}
+	v, err := d.Start(bg, exec, lease)
+	require.NoError(t, err)
+	require.Equal(t, recovery.DecisionStart, v.Decision)
+	again, err := d.Start(bg, exec, lease)
+	require.NoError(t, err)
+	require.Equal(t, v, again, "nothing moved: the verdict written")
+
+	_, err = exec.Fire(bg, Running, "pods running")
+	require.NoError(t, err)
+	again, err = d.Start(bg, exec, lease)
+	require.NoError(t, err)
+	require.Equal(t, recovery.DecisionResume, again.Decision, "running now: not set up again")
+	require.Zero(t, again.Failovers)
+
+	_, err = master.Fire(bg, Terminating, "vcctl job delete")
+	require.NoError(t, err)
+	again, err = d.Start(bg, exec, lease)
+	require.NoError(t, err)
+	require.Equal(t, recovery.DecisionStop, again.Decision, "being stopped: the drain goes on")
+}

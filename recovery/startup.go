@@ -358,11 +358,13 @@ func applyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 		_, _, err := exec.Apply(ctx, startupDecider(roles, p, takingBack, &verdict))
 		p.Observer.startup(verdict, err)
 		return verdict, err
-	case exec.Owns(rec) && replayable:
+	case exec.Owns(rec) && replayable && found == written.To:
 		return written, nil // a retry by the live holder
 	case exec.Owns(rec):
 		// The live holder took the execution over without a startup
-		// (Persisted.Acquire): decide as taking back, under its claim.
+		// (Persisted.Acquire), or its start's verdict is stale (the
+		// record moved on since: it set up and ran, or it was stopped):
+		// decide again as taking back, under its claim.
 		return applyUnderClaim(ctx, roles, exec, p)
 	case carries(rec) && replayable:
 		if role, _ := roles.Role(found); role == RoleTerminal {

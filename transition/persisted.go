@@ -586,17 +586,26 @@ func (p *Persisted[S]) Fire(ctx context.Context, to S, reason string) (Change[S]
 // its running state, however many moves away (Teraslice's pending is
 // three: scheduling, initializing, running).
 //
-// Every move is decided on the record as it is then, so a concurrent write
-// is walked from, not over: if the cluster master moved the record
-// meanwhile, the rest of the path is planned from where it is. A record
-// already in to writes nothing. When to cannot be reached from where the
-// record is, Walk stops there with an error matching ErrNotAllowed and
-// the changes made so far; so it does on any other error.
+// Every move is decided on the record as it is then. Until Walk's first
+// move lands, the path is planned from wherever the record is; from then
+// on, the walk keeps to that path: another writer that moved the record
+// along it (the cluster master placed it while the controller set up) is
+// walked from, but one that moved it anywhere else (a stop) ends the walk
+// there, with an error matching ErrNotAllowed and the changes made so far.
+// Planning again from the stop would walk over it in a table where a
+// stop's end leads back to the start. A record already in to writes
+// nothing. When to cannot be reached from where the record is, Walk stops
+// there with an error matching ErrNotAllowed and the changes made so far;
+// so it does on any other error.
 func (p *Persisted[S]) Walk(ctx context.Context, to S, reason string) ([]Change[S], error) {
 	if err := p.check(ctx, "Walk"); err != nil {
 		return nil, p.failures.fail(p.undecided(), err)
 	}
-	var changes []Change[S]
+	var (
+		changes []Change[S]
+		plan    []S // the path of the first move that landed, its start first
+		planned []S // the path the last decision planned
+	)
 	// A path is at most every state long; writes by others may lengthen
 	// the walk, but never past this without the record going round.
 	for range 4 * p.table.Len() {
@@ -604,12 +613,22 @@ func (p *Persisted[S]) Walk(ctx context.Context, to S, reason string) ([]Change[
 			if cur == to {
 				return To(cur), nil
 			}
+			if plan != nil {
+				k := slices.Index(plan, cur)
+				if k < 0 || k+1 >= len(plan) {
+					from, _ := p.table.Name(cur)
+					target, _ := p.table.Name(to)
+					return Update[S]{}, &Error{ID: p.id, From: from, To: target, Reason: "another writer moved it off the walk's path"}
+				}
+				return To(plan[k+1]).Because(reason), nil
+			}
 			path := p.table.Path(cur, to)
 			if len(path) == 0 {
 				from, _ := p.table.Name(cur)
 				target, _ := p.table.Name(to)
 				return Update[S]{}, &Error{ID: p.id, From: from, To: target, Reason: "no path leads there in the table"}
 			}
+			planned = append([]S{cur}, path...)
 			return To(path[0]).Because(reason), nil
 		}}, nil)
 		if err != nil {
@@ -617,6 +636,9 @@ func (p *Persisted[S]) Walk(ctx context.Context, to S, reason string) ([]Change[
 		}
 		if !c.Changed() {
 			return changes, nil // in to
+		}
+		if plan == nil {
+			plan = planned
 		}
 		changes = append(changes, c)
 	}

@@ -1175,3 +1175,60 @@ func ExamplePersisted_Observe() {
 	// ex-1 queued → queued
 	// ex-2 queued → working
 }
+
+// In a table where a stop's end leads back to the start, a stop written
+// in the middle of a walk ends the walk: planning again from it would
+// walk over the stop and start the execution again.
+func TestWalkNeverWalksOverAStopInACyclicTable(t *testing.T) {
+	table, err := transition.New("idle").
+		Allow("idle", "starting").
+		Allow("starting", "ready", "stopping").
+		Allow("ready", "running", "stopping").
+		Allow("running", "stopping").
+		Allow("stopping", "idle").
+		Build()
+	require.NoError(t, err)
+	store := storage.NewMemory()
+	master, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions{Actor: "master"})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.To("idle"))
+	require.NoError(t, err)
+	var stopped, alongThePath bool
+	p, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions{Actor: "manager"}, transition.Observers[string]{
+		OnChange: []func(transition.Change[string]){func(c transition.Change[string]) {
+			switch {
+			case c.To == "starting" && !alongThePath:
+				// Another writer moves it along the walk's own path: walked from.
+				alongThePath = true
+				_, err := master.Fire(bg, "ready", "placed")
+				require.NoError(t, err)
+			}
+		}},
+	})
+	require.NoError(t, err)
+	changes, err := p.Walk(bg, "running", "set up")
+	require.NoError(t, err)
+	require.Len(t, changes, 2, "idle → starting by the walk, ready by the master, running by the walk")
+
+	_, err = master.Fire(bg, "stopping", "stop")
+	require.NoError(t, err)
+	_, err = master.Fire(bg, "idle", "stopped")
+	require.NoError(t, err)
+	p, err = transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions{Actor: "manager"}, transition.Observers[string]{
+		OnChange: []func(transition.Change[string]){func(c transition.Change[string]) {
+			if c.To == "starting" && !stopped {
+				stopped = true
+				_, err := master.Fire(bg, "stopping", "user stop")
+				require.NoError(t, err)
+			}
+		}},
+	})
+	require.NoError(t, err)
+	changes, err = p.Walk(bg, "running", "set up")
+	require.ErrorIs(t, err, transition.ErrNotAllowed)
+	require.ErrorContains(t, err, "another writer moved it off the walk's path")
+	require.Len(t, changes, 1)
+	cur, _, err := p.Load(bg)
+	require.NoError(t, err)
+	require.Equal(t, "stopping", cur, "the stop stands")
+}

@@ -32,6 +32,11 @@ type Fleet[S comparable] struct {
 	Reaper recovery.ReaperOptions
 	// Invariants are checked at every state after the built-in ones.
 	Invariants []Invariant
+	// Ends are the ends a controller's work may earn besides the roles'
+	// Ends (recovery.Decider.FinishAs): each is a step of a working
+	// controller. A table without Ends (Volcano's, Flink's) gives its
+	// own here; with neither, work never finishes but by failing.
+	Ends []S
 }
 
 // Master is what the cluster master of an explored fleet does, as an
@@ -42,7 +47,9 @@ type Master[S comparable] struct {
 	// stopping state.
 	NoStop bool
 	// Moves are further moves the master writes whenever the execution
-	// is in their From state (Teraslice's pause and resume).
+	// is in their From state (Teraslice's pause and resume), until it
+	// asks the execution to stop: a stopped execution is not moved on
+	// again (a redeploy after a stop would be a new request).
 	Moves []Move[S]
 	// Abandons: when an execution's platform gives up (its Job can make no
 	// more pods), the master ends it with Decider.Abandon, as the kube
@@ -265,6 +272,11 @@ func (f Fleet[S]) validate(b Bound) (*settings[S], error) {
 		}
 		if !table.Allowed(m.From, m.To) {
 			return nil, bad("master move %s: the table does not allow it", m.Name)
+		}
+	}
+	for _, end := range f.Ends {
+		if !table.Has(end) {
+			return nil, bad("end %v is not a state of the table", end)
 		}
 	}
 	for _, inv := range f.Invariants {

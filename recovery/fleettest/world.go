@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ const (
 	phaseStopping                  // finishing a stop
 	phaseExited                    // exited on its own
 	phaseKilled                    // SIGKILLed
+	phaseWaiting                   // a manager holding a parked execution, or one whose backoff runs
 )
 
 // pod is one controller process of an execution.
@@ -226,6 +228,9 @@ func (w *world[S]) ended(cur S) bool {
 	if _, stopped, ok := roles.Stopping(); ok && cur == stopped {
 		return true
 	}
+	if slices.Contains(w.s.fleet.Ends, cur) {
+		return true
+	}
 	completed, terminated, ok := roles.Ends()
 	return ok && (cur == completed || cur == terminated)
 }
@@ -261,16 +266,69 @@ func (w *world[S]) podActions(out []action, ex *execution[S], role recovery.Role
 		case phaseSetup:
 			out = append(out, action{p.name + " run", p.name, func() { w.run(p) }})
 		case phaseWorking:
+			out = w.endActions(out, p)
 			out = append(out,
-				action{p.name + " finish", p.name, func() { w.finish(p, recovery.Ending{Finished: true}) }},
 				action{p.name + " fail", p.name, func() { w.finish(p, recovery.Ending{Err: errors.New("the work failed")}) }},
 				action{p.name + " retry", p.name, func() { w.start(p, true) }})
+		case phaseWaiting:
+			if role == recovery.RoleNotStarted {
+				// Moved on (a resume, a backoff's timer): the manager
+				// sets it up again.
+				out = append(out, action{p.name + " setup", "", func() { w.setUp(p) }})
+			}
 		}
-		if p.phase == phaseStopping || (role == recovery.RoleStopping && (p.phase == phaseSetup || p.phase == phaseWorking)) {
+		waits := p.phase == phaseSetup || p.phase == phaseWorking || p.phase == phaseWaiting
+		if p.phase == phaseStopping || (role == recovery.RoleStopping && waits) {
 			out = append(out, action{p.name + " stop", p.name, func() { w.finish(p, recovery.Ending{}) }})
+		}
+		if w.s.fleet.Policy.Manager && p.phase != phaseCreated && w.due(ex) {
+			out = append(out, action{p.name + " advance", p.name, func() { w.advance(p) }})
 		}
 	}
 	return out
+}
+
+// endActions are how p's work may end: finished (the roles' Ends), or
+// in each end the fleet names (FinishAs).
+func (w *world[S]) endActions(out []action, p *pod[S]) []action {
+	if _, _, ok := w.s.fleet.Roles.Ends(); ok {
+		out = append(out, action{p.name + " finish", p.name, func() { w.finish(p, recovery.Ending{Finished: true}) }})
+	}
+	for _, end := range w.s.fleet.Ends {
+		name, _ := w.s.table.Name(end)
+		out = append(out, action{p.name + " finish " + name, p.name, func() { w.finishAs(p, end) }})
+	}
+	return out
+}
+
+// due reports whether a timer or a budget of ex's record is due now.
+func (w *world[S]) due(ex *execution[S]) bool {
+	d, ok, err := w.s.fleet.Roles.Due(w.record(ex), w.now)
+	return err == nil && ok && !d.Due.After(w.now)
+}
+
+// advance is a manager's loop making the move that fell due.
+func (w *world[S]) advance(p *pod[S]) {
+	d, err := w.decider(p.ex)
+	if err != nil {
+		w.unexpected(p.name+" advance", err)
+		return
+	}
+	_, _, err = d.Advance(w.ctx, p.exec)
+	if errors.Is(err, storage.ErrFenced) {
+		w.exitWith(p, 0, "fenced: "+err.Error())
+		return
+	}
+	if err != nil {
+		w.unexpected(p.name+" advance", err)
+	}
+}
+
+// setUp is a waiting manager seeing its execution moved to a not-started
+// state: it sets it up again.
+func (w *world[S]) setUp(p *pod[S]) {
+	p.phase = phaseSetup
+	w.say(p.name, "sets %s up again", p.ex.id)
 }
 
 // platformActions are what ex's platform does: signals, lost nodes
@@ -313,7 +371,7 @@ func (w *world[S]) masterActions(out []action, ex *execution[S], cur S, role rec
 		out = append(out, action{"master stop " + ex.id, "master", func() { w.stop(ex) }})
 	}
 	for _, m := range master.Moves {
-		if cur == m.From {
+		if cur == m.From && !ex.stopAsked { // a stopped execution is not moved on again
 			out = append(out, action{"master " + m.Name + " " + ex.id, "master", func() { w.move(ex, m) }})
 		}
 	}
@@ -549,7 +607,8 @@ func (w *world[S]) spawn(ex *execution[S]) {
 func (w *world[S]) exitWith(p *pod[S], code int, why string) {
 	p.phase, p.exit = phaseExited, code
 	w.say(p.name, "exits %d: %s", code, why)
-	if code != 0 || p.lost {
+	if code != 0 || p.lost || w.s.fleet.Policy.Manager {
+		// A manager's Deployment replaces it whatever it exits with.
 		return
 	}
 	p.ex.jobDone = true
@@ -590,11 +649,17 @@ func (w *world[S]) start(p *pod[S], retry bool) {
 	case recovery.DecisionResume:
 		p.phase = phaseWorking
 	case recovery.DecisionStop:
-		if stopping, _, _ := roles.Stopping(); v.To == stopping {
+		if role, _ := roles.Role(v.To); role == recovery.RoleStopping {
 			p.phase = phaseStopping
 		} else {
 			w.exitWith(p, 0, "the stop had ended")
 		}
+	case recovery.DecisionWait:
+		if w.s.fleet.Policy.Manager {
+			p.phase = phaseWaiting // a manager keeps what it holds
+			return
+		}
+		w.exitWith(p, 0, v.Decision.String()+": "+v.Reason)
 	default:
 		w.exitWith(p, 0, v.Decision.String()+": "+v.Reason)
 	}
@@ -641,6 +706,25 @@ func (w *world[S]) finish(p *pod[S], ending recovery.Ending) {
 		w.unexpected(p.name+" finish", err)
 	default:
 		w.exitWith(p, end.ExitCode, end.Kind.String())
+	}
+}
+
+// finishAs is p's work ending in end.
+func (w *world[S]) finishAs(p *pod[S], end S) {
+	d, err := w.decider(p.ex)
+	if err != nil {
+		w.unexpected(p.name+" finish", err)
+		return
+	}
+	name, _ := w.s.table.Name(end)
+	e, err := d.FinishAs(w.ctx, p.exec, end, "the work ended in "+name, nil)
+	switch {
+	case errors.Is(err, transition.ErrNotAllowed):
+		w.exitWith(p, 1, err.Error())
+	case err != nil:
+		w.unexpected(p.name+" finish", err)
+	default:
+		w.exitWith(p, e.ExitCode, e.Kind.String())
 	}
 }
 
@@ -904,13 +988,16 @@ func (w *world[S]) check() {
 // stranded reports whether nothing will ever move ex on.
 func (w *world[S]) stranded(ex *execution[S], rec storage.Record, cur S, role recovery.Role) bool {
 	s := w.s
-	if role == 0 || role == recovery.RoleTerminal || w.ended(cur) || s.requeued[cur] {
-		return false
+	if role == 0 || role == recovery.RoleTerminal || role == recovery.RoleParked || w.ended(cur) || s.requeued[cur] {
+		return false // over, parked for an outside authority, or placed again
 	}
 	for _, p := range ex.pods {
 		if p.alive() && !p.cut {
 			return false // it holds it, will start, or can take it back
 		}
+	}
+	if s.fleet.Policy.Manager {
+		return false // a manager's Deployment replaces it for as long as it exists
 	}
 	if !ex.jobDone && len(ex.pods) < s.bound.Pods {
 		return false // its platform makes a replacement
