@@ -163,7 +163,7 @@ func pod(t *testing.T, ns, id, name string) (*exec.Cmd, <-chan string) {
 	return podWithBudget(t, ns, id, name, 2)
 }
 
-// podWithBudget is pod with a restart budget of its own.
+// podWithBudget is pod with a failover allowance of its own.
 func podWithBudget(t *testing.T, ns, id, name string, budget int) (*exec.Cmd, <-chan string) {
 	t.Helper()
 	raw, err := json.Marshal(controllerSpec{Host: controllerCfg.Host, CA: controllerCfg.CAData, Cert: controllerCfg.CertData, Key: controllerCfg.KeyData,

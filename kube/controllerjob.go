@@ -43,7 +43,7 @@ const DefaultControllerBackoffLimit = 6
 // exit code or that carries the DisruptionTarget condition (eviction,
 // node drain, preemption, taint eviction), while an OOM kill (137) and
 // every other crash still count against BackoffLimit. The execution's
-// own restart budget ([recovery.Policy]) and the Job's limit then bound
+// own failover allowance ([recovery.Policy]) and the Job's limit then bound
 // crashes from both sides, whichever is reached first; a Job that fails
 // first is reported by [JobFailure], for the cluster master to fail the
 // execution with its reason.
@@ -279,7 +279,7 @@ func LabelJob(ctx context.Context, client kubernetes.Interface, namespace, name 
 // condition's reason and message: BackoffLimitExceeded when controller
 // crashes exhausted its limit, PodFailurePolicy, DeadlineExceeded). The
 // cluster master fails the execution with it, when the Job's limit was
-// reached before the execution's restart budget and no controller is
+// reached before the execution's failover allowance and no controller is
 // left to write the end (see the example).
 func JobFailure(job *batchv1.Job) (string, bool) {
 	if job == nil {

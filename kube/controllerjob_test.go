@@ -333,11 +333,11 @@ func TestControllerJobALeaveBeforeTheFirstStartIsReplaced(t *testing.T) {
 	require.Zero(t, job.Status.Failed, "the pod that left is not a failed pod")
 }
 
-// OOM kills count, against the execution's restart budget (1) and the
+// OOM kills count, against the execution's failover allowance (1) and the
 // Job's crash limit (6): the budget is spent first, so the execution
 // fails with its reason, the last controller exits 0 and the Job
 // completes having counted exactly the OOM kills.
-func TestControllerJobRestartBudgetEndsOOMsBeforeTheJobLimit(t *testing.T) {
+func TestControllerJobFailoverAllowanceEndsOOMsBeforeTheJobLimit(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	master, k := oomTwice(t, ns, 6, 1)
@@ -352,7 +352,7 @@ func TestControllerJobRestartBudgetEndsOOMsBeforeTheJobLimit(t *testing.T) {
 }
 
 // When the Job's crash limit (1) is reached before the execution's
-// restart budget (5), the Job fails with its reason and nothing is left
+// failover allowance (5), the Job fails with its reason and nothing is left
 // to write the end: the cluster master fails the execution with the
 // Job's reason.
 func TestControllerJobLimitReachedFirstFailsTheExecutionWithItsReason(t *testing.T) {
@@ -374,7 +374,7 @@ func TestControllerJobLimitReachedFirstFailsTheExecutionWithItsReason(t *testing
 }
 
 // oomTwice submits an execution with the Job's crash limit and the
-// controllers' restart budget, lets its controller run, and OOM-kills it
+// controllers' failover allowance, lets its controller run, and OOM-kills it
 // twice: the first restart resumes, what follows the second is the test's.
 func oomTwice(t *testing.T, ns string, limit int32, budget int) (*transition.Persisted[state.Status], *kubelet) {
 	t.Helper()

@@ -47,7 +47,7 @@
 // pod marked DisruptionTarget by a drain or an eviction) is never a
 // failed pod while an OOM kill still is. [LabelJob] keeps the labels
 // current; [JobFailure] says when the Job's crash limit was reached
-// before the execution's restart budget.
+// before the execution's failover allowance.
 //
 // # Nothing stranded
 //

@@ -63,7 +63,7 @@ func ExampleJobs() {
 }
 
 // The cluster master ends an execution whose controller Job gave up (its
-// crash limit reached before the execution's restart budget) or was
+// crash limit reached before the execution's failover allowance) or was
 // deleted, as soon as the Job's events say so: no controller is left to
 // write the end, and a relocating one would otherwise wait for the
 // Reaper's deadline.

@@ -17,7 +17,7 @@ import (
 // deletes the controller's pod (SIGTERM), which writes relocating and
 // exits 143; a new pod takes the Lease and resumes where it was. Then
 // OOM kills (SIGKILL): each restart waits for the dead pod's Lease to
-// expire, resumes within the restart budget, and the one past the budget
+// expire, resumes within the failover allowance, and the one past the allowance
 // fails the execution instead of crash-looping.
 func TestTerasliceControllerRelocatesAndSurvivesOOMWithinItsBudgetOnKubernetes(t *testing.T) {
 	ns := namespace(t)

@@ -13,7 +13,9 @@ import (
 // because the platform gave up on it: its Kubernetes Job failed or was
 // deleted, the process manager stopped restarting it. Nothing else would
 // end it soon: a relocating or running record waits for a successor that
-// will not come, until the Reaper's deadline (15 minutes by default).
+// will not come, until the Reaper's timer or its Abandoned time
+// (teraslice.RelocatingDeadline and teraslice.AbandonedAfter: 15 minutes),
+// if it has them.
 //
 // exec is the cluster master's handle, an outside authority's (see
 // transition.Persisted); a controller's is refused. Reading the record

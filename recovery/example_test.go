@@ -14,7 +14,7 @@ import (
 )
 
 // A controller restarted after an OOM kill finds its execution running.
-// Within the restart budget it resumes; the restart after that fails the
+// Within the failover allowance it resumes; the restart after that fails the
 // execution instead of crash-looping.
 func ExampleStartup() {
 	rec := storage.Record{ID: "ex-1", Status: "running"}

@@ -63,7 +63,7 @@ func TestStartupRelocatingResumesToRememberedStatus(t *testing.T) {
 	for _, left := range []state.Status{state.Running, state.Recovering, state.Failing, state.Paused} {
 		rec := record(state.Relocating)
 		rec.Previous = left.String()
-		// Relocation is expected: no restart budget, no restartability needed.
+		// Relocation is expected: no failover allowance, no restartability needed.
 		v := startup(t, rec, recovery.Policy{})
 		require.Equal(t, recovery.DecisionResume, v.Decision)
 		require.Equal(t, left, v.To, "a relocated %s execution comes back %s", left, left)

@@ -19,7 +19,7 @@
 // takes the execution over and returns to the status it was relocated
 // from. A controller that simply dies (an OOM kill) leaves a running
 // status behind, which its successor reads as a crash, not a relocation,
-// and handles within a restart budget instead of crash-looping.
+// and handles within a failover allowance instead of crash-looping.
 //
 // The text form of a status is its lowercase name, Teraslice's `_status`
 // values, and is what [Status.MarshalText] writes and [Parse] reads.

@@ -62,7 +62,7 @@ const (
 	// SIGTERM handler to Relocating. Found on startup without having been
 	// marked Relocating: the previous controller died without being asked
 	// (OOM kill, node loss); recovery.Startup decides between resuming
-	// within a restart budget and Failed, never "keep running".
+	// within a failover allowance and Failed, never "keep running".
 	//
 	// Moves to: relocating, failing, paused, stopping, completed, failed,
 	// terminated.
@@ -147,7 +147,7 @@ const (
 	Rejected
 
 	// Failed: the execution ended because of an error: slice failures,
-	// a setup error, a crash outside the restart budget, a relocation no
+	// a setup error, a crash past the failover allowance, a relocation no
 	// controller took over. The record's reason says which. Terminal.
 	//
 	// Moves to: nothing.

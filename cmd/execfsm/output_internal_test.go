@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The restart budget's bookkeeping is shown as times, not as the Unix
+// The failovers' bookkeeping is shown as times, not as the Unix
 // milliseconds the record keeps; a value that is not such a list is shown
 // as it is.
-func TestTheRestartTimesAreShownAsTimes(t *testing.T) {
+func TestTheFailoverTimesAreShownAsTimes(t *testing.T) {
 	first, second := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC), time.Date(2026, 12, 4, 9, 5, 0, 0, time.UTC)
 	rec := storage.Record{ID: "ex-1", Status: "running", Meta: map[string]string{
 		recovery.MetaFailovers: "1796374800000,1796375100000",

@@ -82,7 +82,7 @@ func simulatorRoles(table *transition.Table[SimState]) (*recovery.Roles[SimState
 
 // simulatorPolicy: a manager is restarted by its platform, and the
 // simulators it drives live on without it, so a manager that died
-// unasked is resumed (within the restart budget) and one being moved
+// unasked is resumed (within the failover allowance) and one being moved
 // relocates.
 var simulatorPolicy = recovery.Policy{Restarts: true, Work: recovery.Restartability(true),
 	Failovers: recovery.Allowance{Count: 3, Window: 30 * time.Minute}}
@@ -315,7 +315,7 @@ var errOver = errors.New("the simulator's record is over")
 // own returns the handle through which this manager drives simulator
 // uuid, taking it over the first time with the startup decision an
 // execution controller makes: the record says what the previous manager
-// left (running after a crash: resume within the restart budget;
+// left (running after a crash: resume within the failover allowance;
 // relocating: back to where it was; gone: refuse). A dead predecessor's
 // lease is waited for; a live one is never taken over.
 func (m *manager) own(ctx context.Context, uuid string) (*transition.Persisted[SimState], error) {

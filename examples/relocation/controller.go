@@ -40,7 +40,7 @@ type controllerConfig struct {
 // any other code would start a replacement that refuses.
 const (
 	exitRefused = 3 // Startup refused: the execution is over
-	exitFailed  = 4 // Startup failed the execution (restart budget spent)
+	exitFailed  = 4 // Startup failed the execution (failover allowance spent)
 	exitError   = 5 // something went wrong
 )
 

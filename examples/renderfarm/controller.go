@@ -249,7 +249,7 @@ func (c *controller) take(ctx context.Context, id string) (*transition.Persisted
 	}
 	fmt.Fprintf(c.out, "start %s: %s %s → %s (%s)\n", id, verdict.Decision, verdict.From, verdict.To, verdict.Reason)
 	if verdict.Decision == recovery.DecisionFail {
-		return nil, nil // failed is written: the restart budget is spent
+		return nil, nil // failed is written: the failover allowance is spent
 	}
 	c.mu.Lock()
 	c.owned[id] = job

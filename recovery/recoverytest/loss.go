@@ -50,7 +50,7 @@ type Outage struct {
 	// reached again.
 	End func(t *testing.T, own storage.Ownership)
 	// Times is how many outages TakeBackAfterOutages plays in a row;
-	// zero is four, more than the default restart budget.
+	// zero is four, more than teraslice.Failovers allows.
 	Times int
 }
 
@@ -184,7 +184,7 @@ func terminateAndFinishAfterLossLeave(t *testing.T, store storage.Store) {
 // TakeBackAfterOutages checks on store that a live controller whose
 // ownership outage.End ends, and that nobody takes over meanwhile, takes
 // its execution back at a new epoch without counting a restart, outage
-// after outage, past the restart budget, and drives it again each time.
+// after outage, past the failover allowance, and drives it again each time.
 // It returns the controller's handle, owning the execution "ex-1".
 func TakeBackAfterOutages(t *testing.T, store storage.Store, outage Outage) *transition.Persisted[state.Status] {
 	t.Helper()
