@@ -24,7 +24,6 @@ var updateLifecycles = flag.Bool("update-docs", false, "rewrite the generated se
 // lifecycleDoc is one lifecycle of docs/lifecycles.md: its roles, the
 // policy its controllers decide with, and what it calls its states.
 type lifecycleDoc[S comparable] struct {
-	marker string
 	roles  *recovery.Roles[S]
 	policy recovery.Policy
 	prev   func(S) (S, bool) // the state a relocating one was entered from

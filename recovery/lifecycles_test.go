@@ -9,46 +9,31 @@ import (
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
+	volcanojob "github.com/execfsm/execfsm/volcano"
 	"github.com/stretchr/testify/require"
 )
 
-// Phase is a Volcano batch Job's phase (volcano-sh/volcano,
-// pkg/controllers/job/state), as a user of the library would type it.
-type Phase string
+// Phase is a Volcano batch Job's phase, the preset's (package volcano).
+type Phase = volcanojob.Phase
 
 const (
-	Pending     Phase = "Pending"
-	Running     Phase = "Running"
-	Restarting  Phase = "Restarting"
-	Aborting    Phase = "Aborting"
-	Aborted     Phase = "Aborted"
-	Completing  Phase = "Completing"
-	Completed   Phase = "Completed"
-	Terminating Phase = "Terminating"
-	Terminated  Phase = "Terminated"
-	Failed      Phase = "Failed"
+	Pending     = volcanojob.Pending
+	Running     = volcanojob.Running
+	Restarting  = volcanojob.Restarting
+	Aborting    = volcanojob.Aborting
+	Aborted     = volcanojob.Aborted
+	Completing  = volcanojob.Completing
+	Completed   = volcanojob.Completed
+	Terminating = volcanojob.Terminating
+	Terminated  = volcanojob.Terminated
+	Failed      = volcanojob.Failed
 )
 
-// volcano returns the roles of Volcano's Job lifecycle: three drains,
-// each with its end (Aborting → Aborted, Terminating → Terminated,
-// Completing → Completed), a restart that drains back to Pending, and
-// Aborted parked until a user resumes it.
+// volcano returns the roles of Volcano's Job lifecycle (the preset's),
+// with timers added.
 func volcano(t testing.TB, timers ...recovery.Timer[Phase]) *recovery.Roles[Phase] {
 	t.Helper()
-	table, err := transition.New(Pending).
-		Allow(Pending, Running, Restarting, Aborting, Completing, Terminating).
-		Allow(Running, Pending, Restarting, Aborting, Completing, Terminating, Completed, Failed).
-		Allow(Restarting, Pending, Failed).
-		Allow(Aborting, Aborted, Restarting).
-		Allow(Aborted, Restarting).
-		Allow(Completing, Completed).
-		Allow(Terminating, Terminated).
-		Terminal(Completed, Terminated, Failed).Build()
-	require.NoError(t, err)
-	b := recovery.DefineRoles(table).NotStarted(Pending).Running(Running).
-		Stopping(Terminating, Terminated).Stopping(Aborting, Aborted).Stopping(Completing, Completed).
-		Stopping(Restarting, Pending).Parked(Aborted).Failed(Failed).Timer(timers...)
-	roles, err := b.Build()
+	roles, err := volcanojob.RolesBuilder().Timer(timers...).Build()
 	require.NoError(t, err)
 	return roles
 }

@@ -101,7 +101,9 @@ func Lifecycle() *transition.Table[Phase] {
 	return t
 }
 
-var roles = sync.OnceValues(func() (*recovery.Roles[Phase], error) {
+// RolesBuilder returns a builder holding the roles [Roles] builds, for a
+// caller who adds timers or budgets first (a job-wide deadline).
+func RolesBuilder() *recovery.RolesBuilder[Phase] {
 	return recovery.DefineRoles(Lifecycle()).
 		NotStarted(Pending).
 		Running(Running).
@@ -111,9 +113,10 @@ var roles = sync.OnceValues(func() (*recovery.Roles[Phase], error) {
 		Stopping(Restarting, Pending).
 		Parked(Aborted).
 		Failed(Failed).
-		Budget(recovery.Budget[Phase]{Counter: Retries, Allowance: recovery.Allowance{Count: DefaultMaxRetry - 1}, Exhausted: Failed}).
-		Build()
-})
+		Budget(recovery.Budget[Phase]{Counter: Retries, Allowance: recovery.Allowance{Count: DefaultMaxRetry - 1}, Exhausted: Failed})
+}
+
+var roles = sync.OnceValues(func() (*recovery.Roles[Phase], error) { return RolesBuilder().Build() })
 
 // Roles returns what each phase means to the decisions of package
 // recovery: Pending is not started; Running runs; Terminating (the stop an

@@ -52,35 +52,13 @@ import (
 	"github.com/execfsm/execfsm/storage"
 )
 
-func main() {
-	spec, isChild, err := proc.ChildSpec()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if isChild {
-		os.Exit(child(spec))
-	}
-	os.Exit(supervise(os.Args[1:], os.Stdout))
-}
+// roles are this binary's: the example's children, and its supervisor.
+var roles = proc.Roles{Run: map[string]func(json.RawMessage) int{"manager": runManager, "simulator": runSimulator}, Supervise: supervise}
 
-func child(spec proc.Spec) int {
-	switch spec.Role {
-	case "manager":
-		return runManager(spec.Config)
-	case "simulator":
-		return runSimulator(spec.Config)
-	case "supervisor":
-		var args []string
-		if err := json.Unmarshal(spec.Config, &args); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return supervise(args, os.Stdout)
-	}
-	fmt.Fprintf(os.Stderr, "unknown role %q\n", spec.Role)
-	return 1
-}
+func main() { roles.Main() }
+
+// child runs this binary as one of the example's children.
+func child(spec proc.Spec) int { return roles.Child(spec) }
 
 func supervise(args []string, out io.Writer) int {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)

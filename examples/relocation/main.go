@@ -48,35 +48,13 @@ import (
 	"github.com/execfsm/execfsm/examples/internal/stores"
 )
 
-func main() {
-	spec, isChild, err := proc.ChildSpec()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(exitError)
-	}
-	if isChild {
-		os.Exit(child(spec))
-	}
-	os.Exit(supervise(os.Args[1:], os.Stdout))
-}
+// roles are this binary's: the example's children, and its supervisor.
+var roles = proc.Roles{Run: map[string]func(json.RawMessage) int{"controller": runController}, Supervise: supervise, ErrorCode: exitError}
 
-// child runs this binary's child roles: a controller, or (for the tests
-// of Ctrl-C) the supervisor itself started as a child.
-func child(spec proc.Spec) int {
-	switch spec.Role {
-	case "controller":
-		return runController(spec.Config)
-	case "supervisor":
-		var args []string
-		if err := json.Unmarshal(spec.Config, &args); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return exitError
-		}
-		return supervise(args, os.Stdout)
-	}
-	fmt.Fprintf(os.Stderr, "unknown role %q\n", spec.Role)
-	return exitError
-}
+func main() { roles.Main() }
+
+// child runs this binary as one of the example's children.
+func child(spec proc.Spec) int { return roles.Child(spec) }
 
 // options are the supervisor's flags.
 type options struct {

@@ -690,12 +690,25 @@ func (w *world[S]) run(p *pod[S]) {
 
 // finish is the end of p's work, or its shutdown (a zero ending).
 func (w *world[S]) finish(p *pod[S], ending recovery.Ending) {
+	w.end(p, func(d *recovery.Decider[S]) (recovery.End[S], error) { return d.Finish(w.ctx, p.exec, ending, nil) })
+}
+
+// finishAs is p's work ending in end.
+func (w *world[S]) finishAs(p *pod[S], end S) {
+	name, _ := w.s.table.Name(end)
+	w.end(p, func(d *recovery.Decider[S]) (recovery.End[S], error) {
+		return d.FinishAs(w.ctx, p.exec, end, "the work ended in "+name, nil)
+	})
+}
+
+// end writes the end decide decides and exits p as it says.
+func (w *world[S]) end(p *pod[S], decide func(*recovery.Decider[S]) (recovery.End[S], error)) {
 	d, err := w.decider(p.ex)
 	if err != nil {
 		w.unexpected(p.name+" finish", err)
 		return
 	}
-	end, err := d.Finish(w.ctx, p.exec, ending, nil)
+	end, err := decide(d)
 	switch {
 	case errors.Is(err, transition.ErrNotAllowed):
 		// Work cannot end in a status whose table has no such move
@@ -706,25 +719,6 @@ func (w *world[S]) finish(p *pod[S], ending recovery.Ending) {
 		w.unexpected(p.name+" finish", err)
 	default:
 		w.exitWith(p, end.ExitCode, end.Kind.String())
-	}
-}
-
-// finishAs is p's work ending in end.
-func (w *world[S]) finishAs(p *pod[S], end S) {
-	d, err := w.decider(p.ex)
-	if err != nil {
-		w.unexpected(p.name+" finish", err)
-		return
-	}
-	name, _ := w.s.table.Name(end)
-	e, err := d.FinishAs(w.ctx, p.exec, end, "the work ended in "+name, nil)
-	switch {
-	case errors.Is(err, transition.ErrNotAllowed):
-		w.exitWith(p, 1, err.Error())
-	case err != nil:
-		w.unexpected(p.name+" finish", err)
-	default:
-		w.exitWith(p, e.ExitCode, e.Kind.String())
 	}
 }
 
