@@ -3,6 +3,7 @@ package boltstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/execfsm/execfsm/internal/locallease"
@@ -20,8 +21,12 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 	if err := lease.Validate(); err != nil {
 		return nil, storage.Record{}, err
 	}
+	parent, err := s.parent(id, lease.Under)
+	if err != nil {
+		return nil, storage.Record{}, err
+	}
 	var written storage.Record
-	h, err := s.owners.Acquire(ctx, id, lease.Wait, func() (string, uint64, error) {
+	h, err := s.owners.Acquire(ctx, id, lease.Wait, parent, func() (string, uint64, error) {
 		var err error
 		written, err = s.write(ctx, func(v *batchView) (storage.Record, error) {
 			cur, err := s.current(v, id)
@@ -32,6 +37,9 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 		})
 		return written.Owner, written.Epoch, err
 	})
+	if errors.Is(err, locallease.ErrParentEnded) {
+		return nil, storage.Record{}, storage.UnderEnded(id, lease.Under)
+	}
 	if err != nil {
 		var busy *locallease.BusyError
 		if errors.As(err, &busy) {
@@ -44,6 +52,23 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 		return nil, storage.Record{}, err
 	}
 	return ownership{h: h, store: s, id: id}, written, nil
+}
+
+// parent returns the hold of the ownership a record is to be taken under
+// ([storage.Lease].Under), nil for none: one of this DB's, not itself
+// taken under another.
+func (s *Store) parent(id string, under storage.Ownership) (*locallease.Held, error) {
+	if under == nil {
+		return nil, nil
+	}
+	o, ok := under.(ownership)
+	switch {
+	case !ok || !s.owners.Owns(o.h):
+		return nil, fmt.Errorf("boltstore: lease for %q: %w: Under is not an ownership of this DB", id, storage.ErrInvalidLease)
+	case o.h.Under():
+		return nil, fmt.Errorf("boltstore: lease for %q: %w: Under was itself taken under another ownership", id, storage.ErrInvalidLease)
+	}
+	return o.h, nil
 }
 
 // Held implements [storage.Store].

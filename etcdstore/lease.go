@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/execfsm/execfsm/internal/writegate"
@@ -26,6 +27,12 @@ type Ownership struct {
 	// gate lets the ownership's writes through while it lasts: Lost
 	// closes only once those in flight have returned.
 	gate *writegate.Gate
+	// parent is the ownership this one was taken under, whose lease it
+	// shares (nil: its lease is its own); children those taken under
+	// this one, ended with it.
+	parent   *Ownership
+	mu       sync.Mutex
+	children map[*Ownership]struct{}
 }
 
 var _ storage.Ownership = (*Ownership)(nil)
@@ -42,8 +49,32 @@ func (o *Ownership) Lost() <-chan struct{} { return o.gate.Lost() }
 // Lease returns the etcd lease the ownership lives on.
 func (o *Ownership) Lease() clientv3.LeaseID { return o.lease }
 
-// end closes Lost, once the writes in flight have returned.
-func (o *Ownership) end() { o.gate.End() }
+// end closes Lost, once the writes in flight have returned, and ends the
+// ownerships taken under this one.
+func (o *Ownership) end() {
+	o.gate.End()
+	o.mu.Lock()
+	children := o.children
+	o.children = nil
+	o.mu.Unlock()
+	for c := range children {
+		c.end()
+	}
+}
+
+// adopt takes c under o; false if o has ended (c is then ended too).
+func (o *Ownership) adopt(c *Ownership) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if storage.Ended(o) {
+		return false
+	}
+	if o.children == nil {
+		o.children = map[*Ownership]struct{}{}
+	}
+	o.children[c] = struct{}{}
+	return true
+}
 
 // Release implements [storage.Ownership]: it revokes the lease, which
 // deletes the ownership key, so the next controller need not wait for it
@@ -51,7 +82,13 @@ func (o *Ownership) end() { o.gate.End() }
 // expired, is no error. If etcd cannot be reached the ownership ends
 // here all the same (no write of it is sent again) and the lease expires
 // in etcd after its TTL.
+//
+// An ownership taken under another ([storage.Lease].Under) shares its
+// lease: its Release deletes only its own ownership key.
 func (o *Ownership) Release(ctx context.Context) error {
+	if o.parent != nil {
+		return o.releaseOne(ctx)
+	}
 	o.stop()
 	defer o.end()
 	ctx, cancel, err := o.store.call(ctx, "Release")
@@ -60,6 +97,29 @@ func (o *Ownership) Release(ctx context.Context) error {
 	}
 	defer cancel()
 	if _, err := o.store.client.Revoke(ctx, o.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return wrap("Release", o.id, err)
+	}
+	return nil
+}
+
+// releaseOne ends an ownership taken under another: its ownership key is
+// deleted if it is still bound to the shared lease, and the lease lives on.
+func (o *Ownership) releaseOne(ctx context.Context) error {
+	o.parent.mu.Lock()
+	delete(o.parent.children, o)
+	o.parent.mu.Unlock()
+	defer o.end()
+	ctx, cancel, err := o.store.call(ctx, "Release")
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	ownerKey := o.store.ownerKey(o.id)
+	_, err = o.store.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(ownerKey), "=", o.lease)).
+		Then(clientv3.OpDelete(ownerKey)).
+		Commit()
+	if err != nil {
 		return wrap("Release", o.id, err)
 	}
 	return nil
@@ -143,6 +203,9 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 		return nil, storage.Record{}, err
 	}
 	defer cancel()
+	if lease.Under != nil {
+		return s.acquireUnder(ctx, id, lease)
+	}
 	ttl := lease.TTLOrDefault()
 	secs := int64(ttl / time.Second)
 	if ttl%time.Second != 0 {
@@ -154,6 +217,11 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 			return nil, storage.Record{}, wrap("Acquire", id, err)
 		}
 		o, rec, heldAt, err := s.takeOver(ctx, id, lease, granted.ID)
+		if err == nil && heldAt == 0 {
+			if err = o.keepAlive(); err != nil {
+				err = wrap("Acquire", id, err)
+			}
+		}
 		if err != nil || heldAt > 0 {
 			// Nobody else may use this lease; let it go now rather than
 			// at its expiry.
@@ -171,6 +239,48 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 			return nil, storage.Record{}, err
 		}
 	}
+}
+
+// acquireUnder takes id over under the ownership lease.Under, on its
+// lease: no lease of its own, nothing to keep alive, ended with it.
+func (s *Store) acquireUnder(ctx context.Context, id string, lease storage.Lease) (storage.Ownership, storage.Record, error) {
+	parent, ok := lease.Under.(*Ownership)
+	switch {
+	case !ok || parent.store != s:
+		return nil, storage.Record{}, fmt.Errorf("etcdstore: lease for %q: %w: Under is not an ownership of this store", id, storage.ErrInvalidLease)
+	case parent.parent != nil:
+		return nil, storage.Record{}, fmt.Errorf("etcdstore: lease for %q: %w: Under was itself taken under another ownership", id, storage.ErrInvalidLease)
+	}
+	for {
+		if storage.Ended(parent) {
+			return nil, storage.Record{}, storage.UnderEnded(id, parent)
+		}
+		o, rec, heldAt, err := s.takeOver(ctx, id, lease, parent.lease)
+		if err != nil {
+			if errors.Is(err, errLeaseGone) || isLeaseNotFound(err) {
+				parent.end()
+				return nil, storage.Record{}, storage.UnderEnded(id, parent)
+			}
+			return nil, storage.Record{}, err
+		}
+		if heldAt == 0 {
+			o.parent = parent
+			if !parent.adopt(o) {
+				o.end()
+				return nil, storage.Record{}, storage.UnderEnded(id, parent)
+			}
+			return o, rec, nil
+		}
+		if err := s.waitReleased(ctx, id, heldAt); err != nil {
+			return nil, storage.Record{}, err
+		}
+	}
+}
+
+// isLeaseNotFound reports whether err is etcd's refusal of a put on a lease
+// that no longer exists.
+func isLeaseNotFound(err error) bool {
+	return errors.Is(err, rpctypes.ErrLeaseNotFound) || strings.Contains(err.Error(), rpctypes.ErrLeaseNotFound.Error())
 }
 
 // takeOver tries once to take id over with the granted lease. heldAt is
@@ -204,12 +314,7 @@ func (s *Store) takeOver(ctx context.Context, id string, lease storage.Lease, gr
 		}
 		if resp.Succeeded {
 			next.Revision = uint64(resp.Header.Revision)
-			o := &Ownership{claim: next.Claim(), id: id, store: s,
-				lease: granted, gate: writegate.New()}
-			if err := o.keepAlive(); err != nil {
-				return nil, storage.Record{}, 0, wrap("Acquire", id, err)
-			}
-			return o, next, 0, nil
+			return &Ownership{claim: next.Claim(), id: id, store: s, lease: granted, gate: writegate.New()}, next, 0, nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 			if !lease.Wait {

@@ -168,3 +168,15 @@ func TestAControllerWhoseLeaseAnOutageEndedTakesItBackCountingNothing(t *testing
 	})
 	require.NoError(t, exec.Ownership().Release(bg))
 }
+
+// A manager's executions are held under its one lease: when etcd
+// revokes it, every execution's ownership ends with it, and the next
+// manager takes each over at once.
+func TestAManagersExecutionsEndWithItsRevokedLease(t *testing.T) {
+	recoverytest.ManagerLosesItsLease(t, newStore(t, etcdstore.Options{}), recoverytest.Outage{
+		End: func(t *testing.T, own storage.Ownership) {
+			_, err := client(t, shared).Revoke(bg, own.(*etcdstore.Ownership).Lease())
+			require.NoError(t, err)
+		},
+	})
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +38,12 @@ type Ownership struct {
 	// monotonic-free wall clock: the Lease lasts a duration from then by
 	// the holder's reckoning.
 	renewed atomic.Int64
+	// parent is the ownership this one was taken under, whose Lease's
+	// expiry is its own (nil: its Lease is renewed for itself); children
+	// those taken under this one, ended with it.
+	parent   *Ownership
+	mu       sync.Mutex
+	children map[*Ownership]struct{}
 }
 
 var _ storage.Ownership = (*Ownership)(nil)
@@ -50,12 +59,39 @@ func (o *Ownership) Claim() storage.Claim { return o.claim }
 // controller): the next renewal, or the next write, ends the ownership.
 func (o *Ownership) Lost() <-chan struct{} { return o.gate.Lost() }
 
-// end closes Lost, once the writes in flight have returned.
-func (o *Ownership) end() { o.gate.End() }
+// end closes Lost, once the writes in flight have returned, and ends the
+// ownerships taken under this one.
+func (o *Ownership) end() {
+	o.gate.End()
+	o.mu.Lock()
+	children := o.children
+	o.children = nil
+	o.mu.Unlock()
+	for c := range children {
+		c.end()
+	}
+}
+
+// adopt takes c under o; false if o has ended.
+func (o *Ownership) adopt(c *Ownership) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if storage.Ended(o) {
+		return false
+	}
+	if o.children == nil {
+		o.children = map[*Ownership]struct{}{}
+	}
+	o.children[c] = struct{}{}
+	return true
+}
 
 // expiry is when the Lease ends by the holder's reckoning unless it is
-// renewed.
+// renewed: the parent's, for an ownership taken under one.
 func (o *Ownership) expiry() time.Time {
+	if o.parent != nil {
+		return o.parent.expiry()
+	}
 	return time.Unix(0, o.renewed.Load()).Add(o.duration)
 }
 
@@ -110,7 +146,14 @@ func (s *Store) Held(ctx context.Context, id string) (storage.Claim, bool, error
 		return storage.Claim{}, false, wrap("Held", id, err)
 	}
 	h := lease.Spec.HolderIdentity
-	if h == nil || *h == "" || !live(lease, time.Now()) {
+	if h == nil || *h == "" {
+		return storage.Claim{}, false, nil
+	}
+	alive, err := s.alive(ctx, lease, time.Now())
+	if err != nil {
+		return storage.Claim{}, false, wrap("Held", id, err)
+	}
+	if !alive {
 		return storage.Claim{}, false, nil
 	}
 	claim := storage.Claim{Owner: *h}
@@ -124,9 +167,18 @@ func (s *Store) Held(ctx context.Context, id string) (storage.Claim, bool, error
 // the Lease's holder, so the next controller need not wait for it to
 // expire. Releasing twice, or a Lease someone else holds by now, is no
 // error.
+//
+// An ownership taken under another ([storage.Lease].Under) clears its own
+// Lease's holder; the Lease it was under lives on.
 func (o *Ownership) Release(ctx context.Context) error {
-	o.stop()
-	<-o.done
+	if o.parent != nil {
+		o.parent.mu.Lock()
+		delete(o.parent.children, o)
+		o.parent.mu.Unlock()
+	} else {
+		o.stop()
+		<-o.done
+	}
 	o.end()
 	return o.store.dropLease(ctx, "Release", o.id, o.name, o.claim)
 }
@@ -212,18 +264,30 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 	}
 	defer cancel()
 	name := s.Name(id)
+	var parent *Ownership
+	if lease.Under != nil {
+		if parent, err = s.parent(id, lease.Under); err != nil {
+			return nil, storage.Record{}, err
+		}
+	}
 	ttl := lease.TTLOrDefault()
 	duration := ttl.Round(time.Second)
 	if duration < ttl {
 		duration += time.Second // never shorter than asked
+	}
+	if parent != nil {
+		duration = parent.duration
 	}
 	for attempt := 0; ; attempt++ {
 		cm, rec, err := s.getConfigMap(ctx, id)
 		if err != nil {
 			return nil, storage.Record{}, err
 		}
+		if parent != nil && storage.Ended(parent) {
+			return nil, storage.Record{}, storage.UnderEnded(id, parent)
+		}
 		taken := time.Now() // before the Lease's renewTime is written: the holder's reckoning never runs late
-		epoch, held, err := s.takeLease(ctx, name, id, lease.Holder, duration, rec.Epoch, recordOwner(cm))
+		epoch, held, err := s.takeLease(ctx, name, id, lease.Holder, duration, rec.Epoch, recordOwner(cm), parent)
 		switch {
 		case errors.Is(err, storage.ErrConflict) && attempt < 16:
 			continue
@@ -263,9 +327,17 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 			}
 			return nil, storage.Record{}, err // a move decided on a record that moved on: the caller decides again
 		}
-		renewCtx, stop := context.WithCancel(context.Background())
 		o := &Ownership{claim: storage.Claim{Owner: lease.Holder, Epoch: epoch}, id: id, store: s, name: name,
-			duration: duration, stop: stop, done: make(chan struct{}), gate: writegate.New()}
+			duration: duration, gate: writegate.New(), parent: parent}
+		if parent != nil {
+			if !parent.adopt(o) {
+				o.end()
+				return nil, storage.Record{}, storage.UnderEnded(id, parent)
+			}
+			return o, written, nil
+		}
+		renewCtx, stop := context.WithCancel(context.Background())
+		o.stop, o.done = stop, make(chan struct{})
 		o.renewed.Store(taken.UnixNano())
 		go o.renew(renewCtx)
 		return o, written, nil
@@ -278,7 +350,10 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 //
 // The Lease is owned by the record's ConfigMap (owner), so that deleting
 // the record deletes its Lease too (Kubernetes' garbage collector does).
-func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration time.Duration, recordEpoch uint64, owner metav1.OwnerReference) (uint64, *coordinationv1.Lease, error) {
+//
+// Under parent, the Lease names parent's (UnderAnnotation) and is live
+// while parent's is.
+func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration time.Duration, recordEpoch uint64, owner metav1.OwnerReference, parent *Ownership) (uint64, *coordinationv1.Lease, error) {
 	leases := s.client.CoordinationV1().Leases(s.ns)
 	now := metav1.NewMicroTime(time.Now())
 	secs := int32(duration / time.Second)
@@ -286,9 +361,13 @@ func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration
 	if apierrors.IsNotFound(err) {
 		epoch := recordEpoch + 1
 		transitions := int32(epoch)
+		annotations := map[string]string{IDAnnotation: id}
+		if parent != nil {
+			annotations[UnderAnnotation] = underValue(parent)
+		}
 		lease = &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns, Labels: map[string]string{ManagedLabel: s.label()},
-				Annotations: map[string]string{IDAnnotation: id}, OwnerReferences: []metav1.OwnerReference{owner}},
+				Annotations: annotations, OwnerReferences: []metav1.OwnerReference{owner}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
 				AcquireTime: &now, RenewTime: &now, LeaseTransitions: &transitions},
 		}
@@ -304,8 +383,14 @@ func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration
 	if err != nil {
 		return 0, nil, wrap("Acquire", id, err)
 	}
-	if h := lease.Spec.HolderIdentity; h != nil && *h != "" && live(lease, time.Now()) {
-		return 0, lease, nil
+	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+		alive, err := s.alive(ctx, lease, time.Now())
+		if err != nil {
+			return 0, nil, wrap("Acquire", id, err)
+		}
+		if alive {
+			return 0, lease, nil
+		}
 	}
 	var transitions uint64
 	if lease.Spec.LeaseTransitions != nil {
@@ -316,6 +401,13 @@ func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration
 	lease.Spec = coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
 		AcquireTime: &now, RenewTime: &now, LeaseTransitions: &t}
 	lease.OwnerReferences = []metav1.OwnerReference{owner} // the record may have been made again since
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	delete(lease.Annotations, UnderAnnotation)
+	if parent != nil {
+		lease.Annotations[UnderAnnotation] = underValue(parent)
+	}
 	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); apierrors.IsConflict(err) {
 		return 0, nil, storage.ErrConflict
 	} else if err != nil {
@@ -362,6 +454,48 @@ func (s *Store) waitSettled(ctx context.Context, id string, held *coordinationv1
 	}
 }
 
+// parent returns the ownership a record is to be taken under: one of
+// this store's, not itself taken under another, still live.
+func (s *Store) parent(id string, under storage.Ownership) (*Ownership, error) {
+	parent, ok := under.(*Ownership)
+	switch {
+	case !ok || parent.store != s:
+		return nil, fmt.Errorf("kube: lease for %q: %w: Under is not an ownership of this store", id, storage.ErrInvalidLease)
+	case parent.parent != nil:
+		return nil, fmt.Errorf("kube: lease for %q: %w: Under was itself taken under another ownership", id, storage.ErrInvalidLease)
+	case storage.Ended(parent):
+		return nil, storage.UnderEnded(id, parent)
+	}
+	return parent, nil
+}
+
+// underValue is the UnderAnnotation of a Lease taken under parent.
+func underValue(parent *Ownership) string {
+	return parent.name + "/" + strconv.FormatUint(parent.claim.Epoch, 10)
+}
+
+// alive reports whether the Lease's holder holds it at now: it renewed it
+// within its duration, or, for a Lease taken under another
+// (UnderAnnotation), that one is live, held by the same holder at the
+// epoch named.
+func (s *Store) alive(ctx context.Context, l *coordinationv1.Lease, now time.Time) (bool, error) {
+	under, ok := l.Annotations[UnderAnnotation]
+	if !ok {
+		return live(l, now), nil
+	}
+	name, epoch, _ := strings.Cut(under, "/")
+	parent, err := s.client.CoordinationV1().Leases(s.ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	e, err := strconv.ParseUint(epoch, 10, 64)
+	return err == nil && l.Spec.HolderIdentity != nil && holds(parent, storage.Claim{Owner: *l.Spec.HolderIdentity, Epoch: e}) &&
+		live(parent, now), nil
+}
+
 // live reports whether the Lease's holder renewed it within its duration.
 func live(l *coordinationv1.Lease, now time.Time) bool {
 	return now.Before(expiry(l))
@@ -404,8 +538,16 @@ func (s *Store) waitFree(ctx context.Context, id string, held *coordinationv1.Le
 		changed = ch
 	}
 	// A small margin past the expiry: the holder's clock and ours differ
-	// by the time a renewal takes to travel.
-	timer := time.NewTimer(time.Until(expiry(held)) + 100*time.Millisecond)
+	// by the time a renewal takes to travel. A Lease taken under another
+	// lasts as long as that one.
+	until := expiry(held)
+	if under, ok := held.Annotations[UnderAnnotation]; ok {
+		name, _, _ := strings.Cut(under, "/")
+		if parent, err := s.client.CoordinationV1().Leases(s.ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			until = expiry(parent)
+		}
+	}
+	timer := time.NewTimer(time.Until(until) + 100*time.Millisecond)
 	defer timer.Stop()
 	select {
 	case <-changed:

@@ -159,3 +159,11 @@ func TestAnAcquireDuringATakeOverThatFailsIsNotToldHeld(t *testing.T) {
 		t.Fatal("pod-b never got an answer")
 	}
 }
+
+// A manager cut off from the API server longer than its Lease loses it,
+// and with it every execution held under it; the next manager takes them
+// over once the Lease has expired.
+func TestAManagersExecutionsEndWithItsExpiredLease(t *testing.T) {
+	s, cut := partitionable(t, namespace(t))
+	recoverytest.ManagerLosesItsLease(t, s, recoverytest.Outage{TTL: 2 * time.Second, End: cutOff(cut)})
+}

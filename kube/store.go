@@ -36,6 +36,11 @@ const (
 	// IDAnnotation holds the record's id, which a ConfigMap name may not
 	// be able to carry as it is.
 	IDAnnotation = "execfsm.io/id"
+	// UnderAnnotation, on a record's Lease, names the Lease it is held
+	// under and that Lease's epoch ("name/epoch", storage.Lease.Under):
+	// the record is held while that Lease is, by the same holder at that
+	// epoch, and its own Lease is never renewed.
+	UnderAnnotation = "execfsm.io/under"
 	// ReplacesAnnotation holds the revision a write replaced. It makes
 	// every write differ from the object it replaces: the API server
 	// turns an update that changes nothing into a no-op that keeps the

@@ -117,8 +117,12 @@ func (s *Memory) Acquire(ctx context.Context, id string, lease Lease) (Ownership
 	if err := lease.Validate(); err != nil {
 		return nil, Record{}, err
 	}
+	parent, err := localParent(&s.owners, id, lease.Under)
+	if err != nil {
+		return nil, Record{}, err
+	}
 	var written Record
-	h, err := s.owners.Acquire(ctx, id, lease.Wait, func() (string, uint64, error) {
+	h, err := s.owners.Acquire(ctx, id, lease.Wait, parent, func() (string, uint64, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		cur, ok := s.records[id]
@@ -136,9 +140,26 @@ func (s *Memory) Acquire(ctx context.Context, id string, lease Lease) (Ownership
 		return written.Owner, written.Epoch, nil
 	})
 	if err != nil {
-		return nil, Record{}, localHeld(id, s.statusOf, err)
+		return nil, Record{}, localHeld(id, s.statusOf, lease.Under, err)
 	}
 	return localOwnership{h: h, id: id, cas: s.CompareAndSwap}, written, nil
+}
+
+// localParent returns the hold of the ownership a record is to be taken
+// under, nil for none: it must be one of table's, not itself taken under
+// another (ErrInvalidLease).
+func localParent(table *locallease.Table, id string, under Ownership) (*locallease.Held, error) {
+	if under == nil {
+		return nil, nil
+	}
+	local, ok := under.(localOwnership)
+	if !ok || !table.Owns(local.h) {
+		return nil, fmt.Errorf("storage: lease for %s: %w: Under is not an ownership of this store", quote.Limited(id), ErrInvalidLease)
+	}
+	if local.h.Under() {
+		return nil, fmt.Errorf("storage: lease for %s: %w: Under was itself taken under another ownership", quote.Limited(id), ErrInvalidLease)
+	}
+	return local.h, nil
 }
 
 // Held implements [Store].
@@ -187,13 +208,25 @@ func (o localOwnership) CompareAndSwap(ctx context.Context, expect uint64, next 
 }
 
 // localHeld turns a local lease table's refusal into a [*HeldError],
-// with the record's status.
-func localHeld(id string, statusOf func(id string) string, err error) error {
+// with the record's status, or a [*FencedError] when the ownership it
+// was to be taken under has ended.
+func localHeld(id string, statusOf func(id string) string, under Ownership, err error) error {
 	var busy *locallease.BusyError
-	if errors.As(err, &busy) {
+	switch {
+	case errors.As(err, &busy):
 		return &HeldError{ID: id, Holder: busy.Holder, Status: statusOf(id), Waited: busy.Waited}
+	case errors.Is(err, locallease.ErrParentEnded):
+		return UnderEnded(id, under)
 	}
 	return err
+}
+
+// UnderEnded is Acquire's error for a record to be taken under an
+// ownership that has ended ([Lease].Under): a [*FencedError] with its
+// claim, Lost set.
+func UnderEnded(id string, under Ownership) error {
+	c := under.Claim()
+	return &FencedError{ID: id, Owner: c.Owner, Epoch: c.Epoch, Lost: true}
 }
 
 // put stores a copy of rec in slot, at the next revision, and returns rec

@@ -62,6 +62,16 @@ type Lease struct {
 	// a controller starting takes the record over and writes what it
 	// decided on it at once, or writes nothing. See [Move].
 	Move *Move
+	// Under, if set, takes the record over under an ownership the holder
+	// already has in the same store (of its own record: a manager's),
+	// instead of a lease of its own: one lease for all of a manager's
+	// executions, as a leader-elected operator holds one. The record is
+	// held while Under lasts, nothing renews it on its own, and its
+	// ownership ends when Under's does; releasing it lets this record go
+	// alone. Under must be held by Holder and still live; TTL is Under's
+	// and must be left zero. An ownership Acquire returned with Under may
+	// not be the Under of another.
+	Under Ownership
 }
 
 // Move is a change of status and metadata made in the same atomic write
@@ -102,6 +112,14 @@ func (l Lease) Validate() error {
 	}
 	if l.TTL != 0 && (l.TTL < MinLeaseTTL || l.TTL > MaxLeaseTTL) {
 		return bad("TTL %v, want %v to %v (0: %v)", l.TTL, MinLeaseTTL, MaxLeaseTTL, DefaultLeaseTTL)
+	}
+	if l.Under != nil {
+		switch owner := l.Under.Claim().Owner; {
+		case owner != l.Holder:
+			return bad("under an ownership of %s: a holder takes records under its own", quote.Limited(owner))
+		case l.TTL != 0:
+			return bad("TTL %v under another ownership, which has its own", l.TTL)
+		}
 	}
 	if m := l.Move; m != nil {
 		if err := checkText("move's status", m.Status, MaxStatusLen, false); err != nil {

@@ -37,6 +37,12 @@ import (
 //     the [*ConflictError]. Another acquirer's take-over still being
 //     written is waited for, not reported as held: it may yet fail, and
 //     then nobody held the record.
+//   - With a [Lease].Under, Acquire takes the record over under that
+//     ownership (this store's, the holder's, live, not itself taken under
+//     another; otherwise ErrInvalidLease, or a [*FencedError] when it has
+//     ended): no lease of its own; the record is held while Under lasts,
+//     and its ownership ends when Under's does. Releasing it lets that
+//     record go alone.
 //   - Held reports the claim of the live holder of a record, if any.
 //   - Revisions are positive and strictly increase with every write of a
 //     record; a store may share one counter among all its records.

@@ -8,14 +8,16 @@
 // tests check them against every case of Volcano's own unit tests. This
 // demo is the controller-manager's life. The supervisor creates Jobs in
 // eight phases, each with the pods a fake kubelet reports for it (a file
-// per Job). Manager A starts in execfsm's manager mode
+// per Job). The managers are leader-elected: each holds one lease, on
+// the leader record, and every Job it drives is held under it
+// (storage.Lease.Under). Manager A starts in execfsm's manager mode
 // (recovery.Policy.Manager), adopts every Job through a reconcile.Loop
 // and syncs each. It is sent SIGTERM: it hands every Job over (nothing
-// written, its ownership released) and exits 0. Manager B takes every Job
-// over at once, not waiting out A's one-minute leases; each is in its
-// phase and nothing was counted against it. B is SIGKILLed; manager C
-// waits out B's two-second leases and takes every Job over, again in its
-// phase. It prints what each manager did and PASS or FAIL, and exits
+// written, its ownership released), lets its lease go and exits 0.
+// Manager B takes every Job over at once, not waiting out A's one-minute
+// lease; each is in its phase and nothing was counted against it. B is
+// SIGKILLed; manager C waits out B's two-second lease, once, and takes
+// every Job over, again in its phase. It prints what each manager did and PASS or FAIL, and exits
 // non-zero on FAIL. Ctrl-C stops everything and removes what it created.
 //
 //	go run ./examples/volcano
@@ -149,8 +151,8 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 		}
 	}
 	defer g.KillAll()
-	manager := func(name string, ttl time.Duration, wait bool) (*proc.Child, error) {
-		c, err := g.Start(name, "manager", managerConfig{Store: cfg, World: worldDir, Holder: name, TTL: ttl, Wait: wait})
+	manager := func(name string, ttl time.Duration) (*proc.Child, error) {
+		c, err := g.Start(name, "manager", managerConfig{Store: cfg, World: worldDir, Holder: name, TTL: ttl})
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +174,7 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 	}
 
 	fmt.Fprintln(out, "\nmanager-a starts and adopts every job")
-	a, err := manager("manager-a", handedOverTTL, false)
+	a, err := manager("manager-a", handedOverTTL)
 	if err != nil {
 		return false, err
 	}
@@ -201,13 +203,13 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 
 	fmt.Fprintln(out, "\nmanager-b starts at once: a handed-over job is free")
 	started := time.Now()
-	b, err := manager("manager-b", crashedTTL, false)
+	b, err := manager("manager-b", crashedTTL)
 	if err != nil {
 		return false, err
 	}
 	took := time.Since(started)
-	fmt.Fprintf(out, "manager-b took every job over in %v (manager-a's leases would have lasted %v)\n", took.Round(time.Millisecond), handedOverTTL)
-	check(took < handedOverTTL, "manager-b waited for manager-a's leases")
+	fmt.Fprintf(out, "manager-b took every job over in %v (manager-a's lease would have lasted %v)\n", took.Round(time.Millisecond), handedOverTTL)
+	check(took < handedOverTTL, "manager-b waited for manager-a's lease")
 	atB, err := phases(cfg)
 	if err != nil {
 		return false, err
@@ -216,14 +218,14 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 	check(ownedBy(atB, "manager-b"), "manager-b does not own every live job: %s", owners(atB))
 	check(noFailovers(atB), "a failover was counted")
 
-	fmt.Fprintln(out, "\nmanager-b is SIGKILLed; manager-c waits out its leases")
+	fmt.Fprintln(out, "\nmanager-b is SIGKILLed; manager-c waits out its lease")
 	if err := b.Signal(syscall.SIGKILL); err != nil {
 		return false, err
 	}
 	if _, err := b.Wait(ctx, waitLong); err != nil {
 		return false, err
 	}
-	c, err := manager("manager-c", crashedTTL, true)
+	c, err := manager("manager-c", crashedTTL)
 	if err != nil {
 		return false, err
 	}
@@ -246,7 +248,7 @@ func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool
 		fmt.Fprintln(out, "FAIL:\n  "+strings.Join(failures, "\n  "))
 		return false, nil
 	}
-	fmt.Fprintln(out, "PASS: every job stayed in its phase through a hand-over and a crash of its manager; the hand-over waited for nothing")
+	fmt.Fprintln(out, "PASS: every job stayed in its phase through a hand-over and a crash of its manager, all held under one lease; the hand-over waited for nothing")
 	return true, nil
 }
 
@@ -259,6 +261,10 @@ func createJobs(ctx context.Context, cfg stores.Config, worldDir string) error {
 	}
 	defer closeStore()
 	table := volcano.Lifecycle()
+	// The managers elect their leader on a record of their own.
+	if _, err := store.Create(ctx, storage.Record{ID: leaderID, Status: "leading"}); err != nil {
+		return err
+	}
 	for _, j := range jobs {
 		user, err := transition.NewPersisted(table, store, j.id, transition.PersistedOptions{Actor: "vcctl"})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,9 +29,12 @@ type managerConfig struct {
 	Store  stores.Config `json:"store"`
 	World  string        `json:"world"`  // a file per Job: its spec and its pods (the fake kubelet's)
 	Holder string        `json:"holder"` // this manager, as the owner of the Jobs it drives
-	TTL    time.Duration `json:"ttl"`    // of its ownership of each Job
-	Wait   bool          `json:"wait"`   // wait for a dead manager's ownership to expire
+	TTL    time.Duration `json:"ttl"`    // of its lease, the one all its Jobs are held under
 }
+
+// leaderID is the record the managers elect their leader on: the one
+// whose ownership is the lease every Job is held under.
+const leaderID = "controller-manager"
 
 // world is what the fake kubelet keeps of a Job: its spec and its pods.
 type world struct {
@@ -46,6 +50,7 @@ type controllerManager struct {
 	table  *transition.Table[Phase]
 	m      Manager
 	store  storage.Store
+	leader storage.Ownership // the lease all its Jobs are held under
 	mu     sync.Mutex
 	driven map[string]*transition.Persisted[Phase]
 }
@@ -70,8 +75,16 @@ func runManager(raw json.RawMessage) int {
 		fmt.Println("error", err)
 		return 1
 	}
+	// One lease for all the Jobs it drives, as a leader-elected
+	// controller-manager holds: the leader record's. A manager whose
+	// predecessor died waits for that lease to expire, once.
+	leader, _, err := store.Acquire(ctx, leaderID, storage.Lease{Holder: cfg.Holder, TTL: cfg.TTL, Wait: true, Reason: "elected"})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
 	cm := &controllerManager{cfg: cfg, table: table, m: Manager{Roles: roles, Decide: decide}, store: store,
-		driven: map[string]*transition.Persisted[Phase]{}}
+		leader: leader, driven: map[string]*transition.Persisted[Phase]{}}
 	if err := cm.run(ctx); err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -83,7 +96,7 @@ func runManager(raw json.RawMessage) int {
 // ready and drives them until SIGTERM.
 func (cm *controllerManager) run(ctx context.Context) error {
 	loop, err := reconcile.NewLoop(reconcile.Options[string]{
-		Reconciler: cm, Adopter: cm, World: cm.list, Known: reconcile.StoreKeys(cm.store.(storage.Lister)),
+		Reconciler: cm, Adopter: cm, World: cm.list, Known: cm.known,
 		Resync: 500 * time.Millisecond, AdoptWorkers: 4, Workers: 2,
 	})
 	if err != nil {
@@ -110,6 +123,12 @@ func (cm *controllerManager) run(ctx context.Context) error {
 	return err
 }
 
+// known are the Jobs of the store: its records but the leader's.
+func (cm *controllerManager) known(ctx context.Context) ([]string, error) {
+	ids, err := reconcile.StoreKeys(cm.store.(storage.Lister))(ctx)
+	return slices.DeleteFunc(ids, func(id string) bool { return id == leaderID }), err
+}
+
 // list is the world's Jobs: the fake kubelet's files.
 func (cm *controllerManager) list(context.Context) ([]reconcile.Item[string], error) {
 	entries, err := os.ReadDir(cm.cfg.World)
@@ -125,15 +144,15 @@ func (cm *controllerManager) list(context.Context) ([]reconcile.Item[string], er
 	return items, nil
 }
 
-// Adopt takes a Job over: a manager's start, deciding on the Job as it
-// finds it. A Job handed over by the last manager is free at once; one
-// whose manager died is free once its ownership expires (cfg.Wait).
+// Adopt takes a Job over under the manager's lease: a manager's start,
+// deciding on the Job as it finds it. A Job handed over by the last
+// manager is free, and so is one whose manager's lease has expired.
 func (cm *controllerManager) Adopt(ctx context.Context, item reconcile.Item[string]) error {
 	exec, err := transition.NewPersisted(cm.table, cm.store, item.Key, transition.PersistedOptions{Actor: cm.cfg.Holder})
 	if err != nil {
 		return err
 	}
-	v, err := cm.m.Decide.Start(ctx, exec, storage.Lease{Holder: cm.cfg.Holder, TTL: cm.cfg.TTL, Wait: cm.cfg.Wait,
+	v, err := cm.m.Decide.Start(ctx, exec, storage.Lease{Holder: cm.cfg.Holder, Under: cm.leader,
 		Reason: "controller-manager took the job over"})
 	switch {
 	case errors.Is(err, recovery.ErrTerminalStatus):
@@ -184,7 +203,8 @@ func (cm *controllerManager) Reconcile(ctx context.Context, id string) (reconcil
 }
 
 // handOver is the manager's SIGTERM: every Job it drives stays as it is,
-// its ownership released for the next manager; then it exits 0.
+// its ownership released for the next manager, then the leader's lease;
+// then it exits 0.
 func (cm *controllerManager) handOver() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -209,6 +229,10 @@ func (cm *controllerManager) handOver() int {
 			fmt.Printf("%s %s\n", a.Kind, id)
 			code = max(code, a.ExitCode)
 		}
+	}
+	if err := cm.leader.Release(ctx); err != nil {
+		fmt.Printf("error releasing the leader's lease: %v\n", err)
+		code = 1
 	}
 	proc.Emit("handed-over", "jobs", fmt.Sprint(len(ids)))
 	return code

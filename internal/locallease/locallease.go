@@ -11,6 +11,7 @@ package locallease
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/execfsm/execfsm/internal/writegate"
@@ -32,19 +33,49 @@ type Held struct {
 	pending bool          // the take-over write is still under way
 	settled chan struct{} // closed once it is no longer: written, or failed
 	gate    *writegate.Gate
+	// parent is the ownership this one was taken under (nil: none), and
+	// children those taken under this one; both under table.mu.
+	parent   *Held
+	children map[*Held]struct{}
 }
 
 // Lost is closed when the ownership ends.
 func (h *Held) Lost() <-chan struct{} { return h.gate.Lost() }
 
-// Release ends the ownership; it is idempotent.
+// Release ends the ownership, and those taken under it; it is
+// idempotent.
 func (h *Held) Release() {
 	h.table.mu.Lock()
 	if h.table.held[h.id] == h {
 		delete(h.table.held, h.id)
 	}
+	if h.parent != nil {
+		delete(h.parent.children, h)
+	}
+	children := h.children
+	h.children = nil
 	h.table.mu.Unlock()
 	h.end()
+	for c := range children {
+		c.Release()
+	}
+}
+
+// Owns reports whether h is one of t's ownerships.
+func (t *Table) Owns(h *Held) bool { return h != nil && h.table == t }
+
+// Under reports whether h was taken under another ownership.
+func (h *Held) Under() bool {
+	h.table.mu.Lock()
+	defer h.table.mu.Unlock()
+	return h.parent != nil
+}
+
+// Live reports whether h still holds its record.
+func (h *Held) Live() bool {
+	h.table.mu.Lock()
+	defer h.table.mu.Unlock()
+	return h.table.held[h.id] == h && !h.pending
 }
 
 // Write runs write while the ownership lasts and reports true, or
@@ -87,7 +118,16 @@ func (e *BusyError) Error() string { return "locallease: held by " + e.Holder }
 // write, or ctx), whatever wait says: it may fail (a move decided on a
 // record that has moved on), and then nobody held the record, so an
 // answer of "held" would be untrue.
-func (t *Table) Acquire(ctx context.Context, id string, wait bool, takeOver func() (owner string, epoch uint64, err error)) (*Held, error) {
+//
+// With a parent (an ownership of this table, not itself taken under
+// another), the ownership is taken under it: it ends when the parent's
+// does. A parent that has ended fails Acquire with ErrParentEnded,
+// before the take-over is written or, if it ends meanwhile, after (the
+// write stands, the hold does not).
+func (t *Table) Acquire(ctx context.Context, id string, wait bool, parent *Held, takeOver func() (owner string, epoch uint64, err error)) (*Held, error) {
+	if parent != nil && !parent.Live() {
+		return nil, ErrParentEnded
+	}
 	for {
 		t.mu.Lock()
 		if t.closed != nil {
@@ -132,6 +172,9 @@ func (t *Table) Acquire(ctx context.Context, id string, wait bool, takeOver func
 	if err == nil && t.closed != nil {
 		err = t.closed // closed while writing: the write stands, the hold does not
 	}
+	if err == nil && parent != nil && (t.held[parent.id] != parent || parent.pending) {
+		err = ErrParentEnded // likewise
+	}
 	if err != nil {
 		if t.held[id] == h {
 			delete(t.held, id)
@@ -140,8 +183,19 @@ func (t *Table) Acquire(ctx context.Context, id string, wait bool, takeOver func
 		return nil, err
 	}
 	h.pending, h.Owner, h.Epoch = false, owner, epoch
+	if parent != nil {
+		h.parent = parent
+		if parent.children == nil {
+			parent.children = map[*Held]struct{}{}
+		}
+		parent.children[h] = struct{}{}
+	}
 	return h, nil
 }
+
+// ErrParentEnded is Acquire's error when the ownership a record was to be
+// taken under has ended.
+var ErrParentEnded = errors.New("locallease: the ownership to hold it under has ended")
 
 // Close ends every ownership (their Lost channels close) and makes later
 // calls to Acquire fail with err, which must not be nil.

@@ -22,7 +22,7 @@ func TestAnAcquireDuringATakeOverThatFailsTakesTheRecord(t *testing.T) {
 	writing, fail := make(chan struct{}), make(chan struct{})
 	first := make(chan error, 1)
 	go func() {
-		_, err := table.Acquire(ctx, "ex-1", false, func() (string, uint64, error) {
+		_, err := table.Acquire(ctx, "ex-1", false, nil, func() (string, uint64, error) {
 			close(writing)
 			<-fail
 			return "", 0, errors.New("the record moved on")
@@ -33,7 +33,7 @@ func TestAnAcquireDuringATakeOverThatFailsTakesTheRecord(t *testing.T) {
 	second := make(chan error, 1)
 	var got *Held
 	go func() {
-		h, err := table.Acquire(ctx, "ex-1", false, func() (string, uint64, error) { return "pod-b", 2, nil })
+		h, err := table.Acquire(ctx, "ex-1", false, nil, func() (string, uint64, error) { return "pod-b", 2, nil })
 		got = h
 		second <- err
 	}()
@@ -57,7 +57,7 @@ func TestAnAcquireDuringATakeOverThatFailsTakesTheRecord(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "pod-b", owner)
 	require.Equal(t, uint64(2), epoch)
-	_, err := table.Acquire(ctx, "ex-1", false, func() (string, uint64, error) { return "pod-c", 3, nil })
+	_, err := table.Acquire(ctx, "ex-1", false, nil, func() (string, uint64, error) { return "pod-c", 3, nil })
 	var busy *BusyError
 	require.ErrorAs(t, err, &busy)
 	require.Equal(t, "pod-b", busy.Holder)
@@ -67,7 +67,7 @@ func TestAnAcquireDuringATakeOverThatFailsTakesTheRecord(t *testing.T) {
 // end it runs nothing.
 func TestWritesLandBeforeTheEndOrNotAtAll(t *testing.T) {
 	var table Table
-	h, err := table.Acquire(context.Background(), "ex-1", false, func() (string, uint64, error) { return "pod-a", 1, nil })
+	h, err := table.Acquire(context.Background(), "ex-1", false, nil, func() (string, uint64, error) { return "pod-a", 1, nil })
 	require.NoError(t, err)
 	inWrite, finish := make(chan struct{}), make(chan struct{})
 	wrote := make(chan bool, 1)
@@ -89,4 +89,41 @@ func TestWritesLandBeforeTheEndOrNotAtAll(t *testing.T) {
 	}
 	<-h.Lost()
 	require.False(t, h.Write(func() { t.Error("a write ran after the end") }))
+}
+
+// Holds taken under another end with it; one released alone leaves the
+// others; a parent that has ended holds nothing more.
+func TestHoldsUnderAParentEndWithIt(t *testing.T) {
+	var table Table
+	take := func(id string, parent *Held) (*Held, error) {
+		return table.Acquire(context.Background(), id, false, parent, func() (string, uint64, error) { return "mgr", 1, nil })
+	}
+	parent, err := take("leader", nil)
+	require.NoError(t, err)
+	one, err := take("job-1", parent)
+	require.NoError(t, err)
+	two, err := take("job-2", parent)
+	require.NoError(t, err)
+	require.True(t, one.Under())
+	require.False(t, parent.Under())
+	require.True(t, table.Owns(one))
+	require.False(t, (&Table{}).Owns(one))
+
+	one.Release()
+	require.False(t, one.Live())
+	require.True(t, two.Live(), "a sibling's release leaves it")
+	require.True(t, parent.Live())
+
+	parent.Release()
+	select {
+	case <-two.Lost():
+	default:
+		t.Fatal("a hold under the parent outlived it")
+	}
+	_, _, ok := table.Holder("job-2")
+	require.False(t, ok)
+	_, err = take("job-3", parent)
+	require.ErrorIs(t, err, ErrParentEnded)
+	_, _, ok = table.Holder("job-3")
+	require.False(t, ok, "nothing held")
 }

@@ -2,6 +2,7 @@ package recoverytest
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -279,4 +280,77 @@ func deadHoldersExecutionIsEnded(t *testing.T, store storage.Store) {
 	require.NoError(t, err)
 	require.Equal(t, "running", get(t, store, "alive").Status, "a held execution runs on")
 	require.NoError(t, probe(bounded(t), alive, "its holder drives it"))
+}
+
+// ManagerLosesItsLease checks on store one lease for all of a manager's
+// executions (storage.Lease.Under): a manager takes its own record over,
+// then starts three executions under that ownership
+// (recovery.Policy.Manager). When outage.End ends the manager's
+// ownership, every execution's handle is fenced and the next manager
+// takes each over, at a new epoch, in its status, counting nothing, as
+// soon as the store lets it (at once where the outage freed the
+// records). RunOwnership runs it with the ownership released; a store's
+// tests run it with the ways the store itself loses one.
+func ManagerLosesItsLease(t *testing.T, store storage.Store, outage Outage) {
+	t.Helper()
+	d := decide(t, recovery.Policy{Manager: true})
+	lead := func(holder string) storage.Ownership {
+		t.Helper()
+		id := "manager-" + holder
+		if _, err := store.Get(bounded(t), id); errors.Is(err, storage.ErrNotFound) {
+			_, err = store.Create(bounded(t), storage.Record{ID: id, Status: "leading"})
+			require.NoError(t, err)
+		}
+		l := outage.lease(holder)
+		l.Wait = true
+		own, _, err := store.Acquire(bounded(t), id, l)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = own.Release(context.Background()) })
+		return own
+	}
+	statuses := map[string]state.Status{"ex-1": state.Running, "ex-2": state.Paused, "ex-3": state.Initializing}
+	ids := []string{"ex-1", "ex-2", "ex-3"}
+	mgrA := lead("mgr-a")
+	var execs []*transition.Persisted[state.Status]
+	for _, id := range ids {
+		master(t, store, id, statuses[id])
+		exec := controller(t, store, id, "mgr-a")
+		v, err := d.Start(bounded(t), exec, storage.Lease{Holder: "mgr-a", Under: mgrA})
+		require.NoError(t, err, id)
+		require.Zero(t, v.Failovers)
+		require.NoError(t, probe(bounded(t), exec, "driven under the manager's lease"), id)
+		_, held, err := store.Held(bounded(t), id)
+		require.NoError(t, err)
+		require.True(t, held, id)
+		execs = append(execs, exec)
+	}
+
+	outage.End(t, mgrA)
+	for k, exec := range execs {
+		select {
+		case <-exec.Ownership().Lost():
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: the manager's ownership ended, and this one never did", ids[k])
+		}
+		require.ErrorIs(t, probe(bounded(t), exec, "after the manager's lease ended"), storage.ErrFenced, ids[k])
+	}
+	mgrB := lead("mgr-b")
+	for _, id := range ids {
+		before := get(t, store, id)
+		exec := controller(t, store, id, "mgr-b")
+		v, err := d.Start(bounded(t), exec, storage.Lease{Holder: "mgr-b", Under: mgrB, Wait: true})
+		require.NoError(t, err, id)
+		require.Equal(t, statuses[id], v.To, "%s stays in its status", id)
+		require.Zero(t, v.Failovers)
+		rec := get(t, store, id)
+		require.Equal(t, "mgr-b", rec.Owner)
+		require.Greater(t, rec.Epoch, before.Epoch)
+		require.Empty(t, rec.Meta[recovery.MetaFailovers], "%s: a manager's end counts nothing", id)
+		require.NoError(t, probe(bounded(t), exec, "the next manager drives it"), id)
+	}
+}
+
+// A manager's ownership released (the way every store loses one).
+func managerLosesItsLease(t *testing.T, store storage.Store) {
+	ManagerLosesItsLease(t, store, released)
 }

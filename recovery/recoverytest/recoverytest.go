@@ -65,6 +65,7 @@ func RunOwnership(t *testing.T, newStore func(t *testing.T) storage.Store, opts 
 		{"TerminateAndFinishAfterLossLeaveWithoutReadingTheStore", terminateAndFinishAfterLossLeave},
 		{"AHolderWhoseOwnershipEndedTakesItBackCountingNothing", holderTakesBackCountingNothing},
 		{"ADeadHoldersRunningExecutionIsEndedByItsDeadline", deadHoldersExecutionIsEnded},
+		{"AManagersExecutionsHeldUnderItsLeaseAreTakenOverWhenItEnds", managerLosesItsLease},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}

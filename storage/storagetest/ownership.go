@@ -34,6 +34,9 @@ var ownershipTests = []struct {
 	{"TheHoldersWritesLandOnlyWhileItOwns", holdersWritesLandOnlyWhileItOwns},
 	{"AWriteInFlightLandsBeforeReleaseReturnsOrNotAtAll", writeInFlightLandsBeforeRelease},
 	{"HeldNamesTheLiveHolderOnly", heldNamesTheLiveHolderOnly},
+	{"UnderHoldsEveryRecordWhileItsOwnershipLasts", underHoldsWhileItsOwnershipLasts},
+	{"UnderLetsOneRecordGoAlone", underLetsOneRecordGo},
+	{"UnderRefusesAnOwnershipItCannotHoldUnder", underRefusesWhatItCannotHoldUnder},
 }
 
 // Lease returns a valid lease for holder with the given wait, for tests.
@@ -523,4 +526,139 @@ func heldNamesTheLiveHolderOnly(t *testing.T, s storage.Store) {
 	_, held, err = s.Held(ctx(t), "ex-1")
 	require.NoError(t, err)
 	require.False(t, held, "after Release")
+}
+
+// manager takes the manager's own record over: what its executions are
+// taken under ([storage.Lease].Under).
+func manager(t *testing.T, s storage.Store, holder string) storage.Ownership {
+	t.Helper()
+	_, err := s.Create(ctx(t), Unowned("manager-"+holder))
+	require.NoError(t, err)
+	own, _, err := s.Acquire(ctx(t), "manager-"+holder, Lease(holder))
+	require.NoError(t, err)
+	release(t, own)
+	return own
+}
+
+// under returns a lease for holder under own.
+func under(holder string, own storage.Ownership) storage.Lease {
+	return storage.Lease{Holder: holder, Under: own, Reason: "manager " + holder + " took it over"}
+}
+
+// One lease for all of a manager's executions: each is held while the
+// manager's ownership lasts, written only then, and free for the next
+// manager at once when it ends.
+func underHoldsWhileItsOwnershipLasts(t *testing.T, s storage.Store) {
+	mgr := manager(t, s, "mgr-a")
+	var jobs []storage.Ownership
+	for _, id := range []string{"job-1", "job-2", "job-3"} {
+		_, err := s.Create(ctx(t), Unowned(id))
+		require.NoError(t, err)
+		own, rec, err := s.Acquire(ctx(t), id, under("mgr-a", mgr))
+		require.NoError(t, err)
+		release(t, own)
+		require.Equal(t, storage.Claim{Owner: "mgr-a", Epoch: 1}, own.Claim())
+		require.Equal(t, own.Claim(), rec.Claim())
+		claim, held, err := s.Held(ctx(t), id)
+		require.NoError(t, err)
+		require.True(t, held, id)
+		require.Equal(t, own.Claim(), claim, id)
+		_, _, err = s.Acquire(ctx(t), id, Lease("mgr-b"))
+		require.ErrorIs(t, err, storage.ErrHeld, "%s is held under the manager's ownership", id)
+		next := rec
+		next.Reason = "synced"
+		_, err = own.CompareAndSwap(ctx(t), rec.Revision, next)
+		require.NoError(t, err, "%s is written while the manager's ownership lasts", id)
+		jobs = append(jobs, own)
+	}
+
+	require.NoError(t, mgr.Release(ctx(t)))
+	for k, own := range jobs {
+		requireLost(t, own, "its manager's ownership ended")
+		id := fmt.Sprintf("job-%d", k+1)
+		rec, err := s.Get(ctx(t), id)
+		require.NoError(t, err)
+		_, err = own.CompareAndSwap(ctx(t), rec.Revision, rec)
+		require.ErrorIs(t, err, storage.ErrFenced, "%s: no write after the manager's ownership ended", id)
+		_, held, err := s.Held(ctx(t), id)
+		require.NoError(t, err)
+		require.False(t, held, id)
+		next, _, err := s.Acquire(ctx(t), id, Lease("mgr-b"))
+		require.NoError(t, err, "%s is free for the next manager at once", id)
+		release(t, next)
+		require.Equal(t, storage.Claim{Owner: "mgr-b", Epoch: 2}, next.Claim())
+	}
+}
+
+// Releasing one record taken under a manager's ownership lets that one
+// go, and nothing else.
+func underLetsOneRecordGo(t *testing.T, s storage.Store) {
+	mgr := manager(t, s, "mgr-a")
+	for _, id := range []string{"job-1", "job-2"} {
+		_, err := s.Create(ctx(t), Unowned(id))
+		require.NoError(t, err)
+	}
+	one, _, err := s.Acquire(ctx(t), "job-1", under("mgr-a", mgr))
+	require.NoError(t, err)
+	other, _, err := s.Acquire(ctx(t), "job-2", under("mgr-a", mgr))
+	require.NoError(t, err)
+	release(t, other)
+	require.NoError(t, one.Release(ctx(t)))
+	requireLost(t, one, "released")
+	require.NoError(t, one.Release(ctx(t)), "Release is idempotent")
+	requireNotLost(t, other, "its sibling's release")
+	requireNotLost(t, mgr, "one of its records' release")
+	_, held, err := s.Held(ctx(t), "job-1")
+	require.NoError(t, err)
+	require.False(t, held)
+	_, held, err = s.Held(ctx(t), "job-2")
+	require.NoError(t, err)
+	require.True(t, held)
+	again, _, err := s.Acquire(ctx(t), "job-1", under("mgr-a", mgr))
+	require.NoError(t, err, "taken again under the same ownership")
+	release(t, again)
+	require.Equal(t, uint64(2), again.Claim().Epoch)
+}
+
+// An ownership that is not this store's, another holder's, one taken
+// under another, or one that has ended holds nothing; the record is left
+// as it was.
+func underRefusesWhatItCannotHoldUnder(t *testing.T, s storage.Store) {
+	mgr := manager(t, s, "mgr-a")
+	_, err := s.Create(ctx(t), Unowned("job-1"))
+	require.NoError(t, err)
+	_, err = s.Create(ctx(t), Unowned("job-2"))
+	require.NoError(t, err)
+	before, err := s.Get(ctx(t), "job-1")
+	require.NoError(t, err)
+
+	elsewhere := storage.NewMemory()
+	_, err = elsewhere.Create(ctx(t), Unowned("manager-mgr-a"))
+	require.NoError(t, err)
+	foreign, _, err := elsewhere.Acquire(ctx(t), "manager-mgr-a", Lease("mgr-a"))
+	require.NoError(t, err)
+	release(t, foreign)
+	child, _, err := s.Acquire(ctx(t), "job-2", under("mgr-a", mgr))
+	require.NoError(t, err)
+	release(t, child)
+
+	for name, lease := range map[string]storage.Lease{
+		"another store's":     under("mgr-a", foreign),
+		"another holder's":    under("mgr-b", mgr),
+		"with a TTL":          {Holder: "mgr-a", Under: mgr, TTL: time.Minute},
+		"taken under another": under("mgr-a", child),
+	} {
+		_, _, err := s.Acquire(ctx(t), "job-1", lease)
+		require.ErrorIs(t, err, storage.ErrInvalidLease, name)
+	}
+	ended := manager(t, s, "mgr-c")
+	require.NoError(t, ended.Release(ctx(t)))
+	_, _, err = s.Acquire(ctx(t), "job-1", under("mgr-c", ended))
+	require.ErrorIs(t, err, storage.ErrFenced, "under an ownership that has ended")
+	after, err := s.Get(ctx(t), "job-1")
+	require.NoError(t, err)
+	require.Equal(t, before.Revision, after.Revision, "nothing written")
+	_, held, err := s.Held(ctx(t), "job-1")
+	require.NoError(t, err)
+	require.False(t, held)
 }
