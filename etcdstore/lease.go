@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/heldunder"
 	"github.com/execfsm/execfsm/internal/writegate"
 	"github.com/execfsm/execfsm/storage"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -31,8 +31,7 @@ type Ownership struct {
 	// shares (nil: its lease is its own); children those taken under
 	// this one, ended with it.
 	parent   *Ownership
-	mu       sync.Mutex
-	children map[*Ownership]struct{}
+	children heldunder.Set
 }
 
 var _ storage.Ownership = (*Ownership)(nil)
@@ -53,28 +52,11 @@ func (o *Ownership) Lease() clientv3.LeaseID { return o.lease }
 // ownerships taken under this one.
 func (o *Ownership) end() {
 	o.gate.End()
-	o.mu.Lock()
-	children := o.children
-	o.children = nil
-	o.mu.Unlock()
-	for c := range children {
-		c.end()
-	}
+	o.children.End()
 }
 
-// adopt takes c under o; false if o has ended (c is then ended too).
-func (o *Ownership) adopt(c *Ownership) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if storage.Ended(o) {
-		return false
-	}
-	if o.children == nil {
-		o.children = map[*Ownership]struct{}{}
-	}
-	o.children[c] = struct{}{}
-	return true
-}
+// adopt takes c under o; false if o has ended.
+func (o *Ownership) adopt(c *Ownership) bool { return o.children.Add(c, c.end) }
 
 // Release implements [storage.Ownership]: it revokes the lease, which
 // deletes the ownership key, so the next controller need not wait for it
@@ -105,9 +87,7 @@ func (o *Ownership) Release(ctx context.Context) error {
 // releaseOne ends an ownership taken under another: its ownership key is
 // deleted if it is still bound to the shared lease, and the lease lives on.
 func (o *Ownership) releaseOne(ctx context.Context) error {
-	o.parent.mu.Lock()
-	delete(o.parent.children, o)
-	o.parent.mu.Unlock()
+	o.parent.children.Remove(o)
 	defer o.end()
 	ctx, cancel, err := o.store.call(ctx, "Release")
 	if err != nil {

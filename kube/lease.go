@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/execfsm/execfsm/internal/heldunder"
 	"github.com/execfsm/execfsm/internal/writegate"
 	"github.com/execfsm/execfsm/storage"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -42,8 +42,7 @@ type Ownership struct {
 	// expiry is its own (nil: its Lease is renewed for itself); children
 	// those taken under this one, ended with it.
 	parent   *Ownership
-	mu       sync.Mutex
-	children map[*Ownership]struct{}
+	children heldunder.Set
 }
 
 var _ storage.Ownership = (*Ownership)(nil)
@@ -63,28 +62,11 @@ func (o *Ownership) Lost() <-chan struct{} { return o.gate.Lost() }
 // ownerships taken under this one.
 func (o *Ownership) end() {
 	o.gate.End()
-	o.mu.Lock()
-	children := o.children
-	o.children = nil
-	o.mu.Unlock()
-	for c := range children {
-		c.end()
-	}
+	o.children.End()
 }
 
 // adopt takes c under o; false if o has ended.
-func (o *Ownership) adopt(c *Ownership) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if storage.Ended(o) {
-		return false
-	}
-	if o.children == nil {
-		o.children = map[*Ownership]struct{}{}
-	}
-	o.children[c] = struct{}{}
-	return true
-}
+func (o *Ownership) adopt(c *Ownership) bool { return o.children.Add(c, c.end) }
 
 // expiry is when the Lease ends by the holder's reckoning unless it is
 // renewed: the parent's, for an ownership taken under one.
@@ -172,9 +154,7 @@ func (s *Store) Held(ctx context.Context, id string) (storage.Claim, bool, error
 // Lease's holder; the Lease it was under lives on.
 func (o *Ownership) Release(ctx context.Context) error {
 	if o.parent != nil {
-		o.parent.mu.Lock()
-		delete(o.parent.children, o)
-		o.parent.mu.Unlock()
+		o.parent.children.Remove(o)
 	} else {
 		o.stop()
 		<-o.done

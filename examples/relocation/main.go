@@ -37,12 +37,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/examples/internal/stores"
@@ -64,27 +60,10 @@ type options struct {
 }
 
 func supervise(args []string, out io.Writer) int {
-	fs := flag.NewFlagSet("relocation", flag.ContinueOnError)
 	var o options
-	o.store.Register(fs, "etcd")
-	fs.StringVar(&o.scenarios, "scenarios", strings.Join(scenarioNames(), ","), "scenarios to run")
-	fs.BoolVar(&o.verbose, "v", false, "echo what the controllers print")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	out = proc.SyncWriter(out)
-	passed, err := run(ctx, o, out)
-	switch {
-	case ctx.Err() != nil:
-		fmt.Fprintln(out, "interrupted; everything started was stopped and removed")
-		return 130
-	case err != nil:
-		fmt.Fprintln(out, "relocation:", err)
-		return 1
-	case !passed:
-		return 1
-	}
-	return 0
+	return proc.Supervise("relocation", args, out, func(fs *flag.FlagSet) {
+		o.store.Register(fs, "etcd")
+		fs.StringVar(&o.scenarios, "scenarios", strings.Join(scenarioNames(), ","), "scenarios to run")
+		fs.BoolVar(&o.verbose, "v", false, "echo what the controllers print")
+	}, func(ctx context.Context, out io.Writer) (bool, error) { return run(ctx, o, out) })
 }

@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -54,28 +53,12 @@ func main() { roles.Main() }
 func child(spec proc.Spec) int { return roles.Child(spec) }
 
 func supervise(args []string, out io.Writer) int {
-	fs := flag.NewFlagSet("volcano", flag.ContinueOnError)
 	var f stores.Flags
-	f.Register(fs, "etcd")
-	verbose := fs.Bool("v", false, "echo everything the managers print")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	out = proc.SyncWriter(out)
-	passed, err := run(ctx, f, *verbose, out)
-	switch {
-	case ctx.Err() != nil:
-		fmt.Fprintln(out, "interrupted; every process started was stopped and everything created removed")
-		return 130
-	case err != nil:
-		fmt.Fprintln(out, "volcano:", err)
-		return 1
-	case !passed:
-		return 1
-	}
-	return 0
+	var verbose bool
+	return proc.Supervise("volcano", args, out, func(fs *flag.FlagSet) {
+		f.Register(fs, "etcd")
+		fs.BoolVar(&verbose, "v", false, "echo everything the managers print")
+	}, func(ctx context.Context, out io.Writer) (bool, error) { return run(ctx, f, verbose, out) })
 }
 
 // waitLong bounds every wait on a manager: far longer than any step

@@ -1,10 +1,14 @@
 package proc
 
 import (
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 // SupervisorRole is the role of an example's supervisor started as a
@@ -56,4 +60,33 @@ func (r Roles) errorCode() int {
 		return 1
 	}
 	return r.ErrorCode
+}
+
+// Supervise runs an example's supervisor: it parses args with the flags
+// register adds (a usage error exits 2), runs run with a context that
+// Ctrl-C or SIGTERM ends and an out safe for the children's echoes, and
+// turns its outcome into the exit code: 0 passed, 1 failed or an error
+// (said on out, after name), 130 interrupted (everything run started is
+// stopped and removed by then).
+func Supervise(name string, args []string, out io.Writer, register func(*flag.FlagSet), run func(ctx context.Context, out io.Writer) (passed bool, err error)) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	register(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out = SyncWriter(out)
+	passed, err := run(ctx, out)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(out, "interrupted; every process started was stopped and everything created removed")
+		return 130
+	case err != nil:
+		fmt.Fprintln(out, name+":", err)
+		return 1
+	case !passed:
+		return 1
+	}
+	return 0
 }
