@@ -13,16 +13,21 @@
 //
 //   - The controller pods of its Job, made one at a time by the platform
 //     (at most Bound.Pods): each starts (Decider.Start), moves an execution
-//     it started to its first running state, then finishes its work, fails
+//     it started to its first running state, then finishes its work (the
+//     roles' Ends with Finish, each of Fleet.Ends with FinishAs), fails
 //     it, notices a stop and ends it, or retries its start as a live
-//     holder would after a timeout.
+//     holder would after a timeout. With Policy.Manager they are a
+//     manager's pods under a Deployment, which replaces any that exits: a
+//     manager keeps a parked execution it holds, sets it up again when an
+//     authority moves it to a not-started state, and makes what falls
+//     due (Decider.Advance); its SIGTERM hands the execution over.
 //   - The platform: a SIGTERM (a drain; Decider.Terminate, then the
 //     shutdown's Finish), a SIGKILL (an OOM kill), a lost node (the pod
 //     lives on out of reach, and may come back), a replacement pod when
 //     the last one died or exited non-zero; a pod exiting 0 completes
 //     the Job, which makes no more.
 //   - The cluster master: a stop, the moves of Master.Moves (pause and
-//     resume), Decider.Abandon when the Job gave up (Master.Abandons), a
+//     resume; never after its stop), Decider.Abandon when the Job gave up (Master.Abandons), a
 //     rerun of an ended execution into a new one with its own pods
 //     (Master.Reruns).
 //   - The Reaper, reconciling the execution.
