@@ -95,7 +95,7 @@ func upgradeChild(raw string) int {
 		fmt.Println("error", err)
 		return 2
 	}
-	decider, err := recovery.NewDecider(roles, recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
+	decider, err := recovery.NewDecider(roles, recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
 	if err != nil {
 		fmt.Println("error", err)
 		return 2

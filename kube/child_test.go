@@ -79,7 +79,7 @@ func controller(spec controllerSpec) (int, error) {
 	}
 	// The store-agnostic startup path: acquire (waiting for a crashed
 	// predecessor's Lease to expire), then decide.
-	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Restarts: true, Work: restartable{},
+	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: restartable{},
 		Failovers: recovery.Allowance{Count: spec.Budget, Window: teraslice.Failovers.Window}})
 	if err != nil {
 		return 0, err

@@ -70,7 +70,7 @@ func TestAStartMeetingATerminalStatusBetweenTheLeaseAndTheRecordWritesNothing(t 
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), s, "ex-1", transition.PersistedOptions{Actor: "pod-a"})
 	require.NoError(t, err)
 	v, err := decider(t, teraslice.Roles(),
-		recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}).Start(bg, exec, lease("pod-a", 10*time.Second))
+		recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}).Start(bg, exec, lease("pod-a", 10*time.Second))
 
 	require.ErrorIs(t, err, recovery.ErrTerminalStatus)
 	require.Equal(t, recovery.DecisionRefuse, v.Decision)

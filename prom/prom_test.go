@@ -129,7 +129,7 @@ func TestRecoveryDecisionsAreCounted(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	policy := func() recovery.Policy {
-		return recovery.Policy{Clock: func() time.Time { return now }, Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
+		return recovery.Policy{Clock: func() time.Time { return now }, Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
 	}
 
 	// One execution crash-loops: three resumes, then its budget is spent,

@@ -85,7 +85,7 @@ func TestAbandonKeepsAnEndedExecutionAsItIs(t *testing.T) {
 // master writes nothing, and may try again once the holder has gone.
 func TestAbandonNeverOverrulesALiveController(t *testing.T) {
 	master, store := abandoned(t, state.Running)
-	d := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
+	d := decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
 	pod, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "pod-1"})
 	require.NoError(t, err)
 	_, err = d.Start(context.Background(), pod, storage.Lease{Holder: "pod-1", TTL: time.Minute})
@@ -107,7 +107,7 @@ func TestAbandonNeverOverrulesALiveController(t *testing.T) {
 }
 
 func TestAbandonRefusesWhatItCannotDo(t *testing.T) {
-	d := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true})
+	d := decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob})
 	master, store := abandoned(t, state.Running)
 	_, err := d.Abandon(context.Background(), master, "")
 	require.ErrorContains(t, err, "say why")

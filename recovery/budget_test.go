@@ -464,7 +464,7 @@ func TestARetryableFailureSpendsItsBudgetInsteadOfFailing(t *testing.T) {
 	roles := retryingRoles(t)
 	j := newJob(t, nil)
 	j.move(Submitted, Working)
-	d := decider(t, roles, recovery.Policy{Restarts: true, Work: recovery.Restartability(true),
+	d := decider(t, roles, recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true),
 		Failovers: recovery.Allowance{Unlimited: true}, Clock: j.clock.Now})
 	ctl := func(holder string) *transition.Persisted[Run] {
 		p, err := transition.NewPersisted(roles.Table(), j.store, "job-1", transition.PersistedOptions{Actor: holder, Clock: j.clock.Now})
@@ -508,7 +508,7 @@ func TestFinishAsWritesTheEndTheWorkEarned(t *testing.T) {
 	roles := retryingRoles(t)
 	j := newJob(t, nil)
 	j.move(Submitted, Working)
-	d := decider(t, roles, recovery.Policy{Restarts: true, Work: recovery.Restartability(true),
+	d := decider(t, roles, recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true),
 		Failovers: recovery.Allowance{Unlimited: true}, Clock: j.clock.Now})
 	ctl, err := transition.NewPersisted(roles.Table(), j.store, "job-1", transition.PersistedOptions{Actor: "ctl", Clock: j.clock.Now})
 	require.NoError(t, err)

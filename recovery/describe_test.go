@@ -27,8 +27,8 @@ func TestRolesRebuiltFromTheirDescriptionDecideTheSame(t *testing.T) {
 
 	policies := []recovery.Policy{
 		{},
-		{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers},
-		{Restarts: true, Work: recovery.Restartability(true), Failovers: recovery.Allowance{Count: 1, Window: time.Hour}},
+		{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers},
+		{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: recovery.Allowance{Count: 1, Window: time.Hour}},
 	}
 	for s := range state.All.All() {
 		for k, p := range policies {

@@ -20,7 +20,7 @@ func ExampleStartup() {
 	rec := storage.Record{ID: "ex-1", Status: "running"}
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	for range 3 {
-		v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: recovery.Allowance{Count: 2, Window: time.Hour}}, now)
+		v, _ := recovery.Startup(teraslice.Roles(), rec, recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: recovery.Allowance{Count: 2, Window: time.Hour}}, now)
 		fmt.Println(v.Decision, "→", v.To)
 		rec.Meta = v.Meta // Decider.Start writes this with the decision
 		rec.Status = v.To.String()
@@ -41,7 +41,7 @@ func ExampleStartup() {
 // "relocate" when the platform is moving a controller whose work can be
 // restarted.
 func ExampleTerminate() {
-	p := recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}
+	p := recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: teraslice.Failovers}
 	for _, status := range []string{"stopping", "running"} {
 		a, _ := recovery.Terminate(teraslice.Roles(), storage.Record{ID: "ex-1", Status: status}, storage.Claim{}, p)
 		fmt.Println(status, "→", a.Kind, a.ExitCode)

@@ -135,7 +135,7 @@ func TestRolesEndsAreCheckedAgainstTheTable(t *testing.T) {
 func TestDeciderFinishWritesTheEndWithTheStatisticsAndLetsGo(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	owned := owner(t, exec, "pod-0")
-	end, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true}).Finish(context.Background(), owned, withFailure, map[string]string{"processed": "98"})
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob}).Finish(context.Background(), owned, withFailure, map[string]string{"processed": "98"})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndWrite, end.Kind)
 	require.Zero(t, end.ExitCode, "the outcome is in the record: a platform that restarts controllers must not start another")
@@ -196,7 +196,7 @@ func TestDeciderFinishByAFencedControllerLeaves(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Zero(t, end.ExitCode, "a platform that restarts nothing")
-	end, err = decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, RelocateExitCode: 75}).Finish(context.Background(), stale, finished, nil)
+	end, err = decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.Platform{Restart: recovery.RestartOnFailure, Drains: true, RelocateExitCode: 75}}).Finish(context.Background(), stale, finished, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Equal(t, 75, end.ExitCode, "pod-1 drives the execution: this exit must not complete its Job")
@@ -211,7 +211,7 @@ func TestDeciderFinishByAFencedControllerLeaves(t *testing.T) {
 func TestDeciderFinishAfterARelocationLeavesItToTheSuccessor(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	owned := owner(t, exec, "pod-0")
-	d := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers})
+	d := decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: teraslice.Failovers})
 	a, err := d.Terminate(context.Background(), owned, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionRelocate, a.Kind)

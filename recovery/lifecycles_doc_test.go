@@ -152,7 +152,7 @@ func TestLifecyclesDocIsCurrent(t *testing.T) {
 	none := func(volcanojob.Phase) (volcanojob.Phase, bool) { return "", false }
 	sections := map[string]string{
 		"teraslice": lifecycleDoc[state.Status]{roles: teraslice.Roles(),
-			policy: recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers},
+			policy: recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers},
 			prev: func(s state.Status) (state.Status, bool) {
 				return state.Running, s == state.Relocating
 			}}.render(),

@@ -140,7 +140,7 @@ func TestAFinishingStateIsEndedNeverRerun(t *testing.T) {
 
 	exec, err := transition.NewPersisted(table, store, "ci-1", transition.PersistedOptions{Actor: "runner"})
 	require.NoError(t, err)
-	v, err := decider(t, roles, recovery.Policy{Restarts: true}).Start(bg, exec, storage.Lease{Holder: "runner", TTL: time.Minute})
+	v, err := decider(t, roles, recovery.Policy{Platform: recovery.KubernetesJob}).Start(bg, exec, storage.Lease{Holder: "runner", TTL: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionFinish, v.Decision)
 	require.Equal(t, "passed", v.To)
@@ -167,7 +167,7 @@ func TestSeveralRelocatingStatesEachReturnToTheirOwn(t *testing.T) {
 		Relocating("moving-serving", "idle").Relocating("moving-batch", "idle").Failed("error").Build()
 	require.NoError(t, err)
 	store := storage.NewMemory()
-	p := recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
+	p := recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
 	for running, moving := range map[string]string{"serving": "moving-serving", "batch": "moving-batch"} {
 		id := "sim-" + running
 		master, err := transition.NewPersisted(table, store, id, transition.PersistedOptions{Actor: "master"})

@@ -35,10 +35,9 @@ func TestAManagersSigtermHandsEveryExecutionOver(t *testing.T) {
 // execution's: setting it is a mistake, said at once.
 func TestAManagersPolicyRefusesWhatSaysNothingForAManager(t *testing.T) {
 	for name, p := range map[string]recovery.Policy{
-		"Restarts":         {Manager: true, Restarts: true},
-		"Work":             {Manager: true, Work: recovery.Restartability(true)},
-		"Failovers":        {Manager: true, Failovers: recovery.Allowance{Count: 3}},
-		"RelocateExitCode": {Manager: true, RelocateExitCode: 1},
+		"Platform":  {Manager: true, Platform: recovery.SystemdOnFailure},
+		"Work":      {Manager: true, Work: recovery.Restartability(true)},
+		"Failovers": {Manager: true, Failovers: recovery.Allowance{Count: 3}},
 	} {
 		_, err := recovery.NewDecider(volcano(t), p)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)

@@ -42,7 +42,7 @@ func TestObserverSeesEveryStartupWithTheRestartsItCounted(t *testing.T) {
 	var o observed
 	for k := range 5 {
 		now = now.Add(time.Second)
-		p := recovery.Policy{Clock: func() time.Time { return now }, Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}
+		p := recovery.Policy{Clock: func() time.Time { return now }, Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: teraslice.Failovers}
 		owned := controllerOf(t, exec, fmt.Sprintf("pod-%d", k))
 		_, _ = decider(t, teraslice.Roles(), p).WithObserver(o.observer()).Start(context.Background(), owned, lease(fmt.Sprintf("pod-%d", k)))
 		if own := owned.Ownership(); own != nil {
@@ -73,7 +73,7 @@ func TestObserverSeesAStartupALiveHolderRefused(t *testing.T) {
 	exec, _ := newExecution(t, state.Running, time.Now)
 	owner(t, exec, "pod-a")
 	var o observed
-	p := recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}
+	p := recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: teraslice.Failovers}
 	_, err := decider(t, teraslice.Roles(), p).WithObserver(o.observer()).Start(context.Background(), controllerOf(t, exec, "pod-b"), lease("pod-b"))
 	require.ErrorIs(t, err, storage.ErrHeld)
 	require.Len(t, o.verdicts, 1)
@@ -85,7 +85,7 @@ func TestObserverSeesAStartupALiveHolderRefused(t *testing.T) {
 // fenced controller leaving.
 func TestObserverSeesEverySIGTERMAction(t *testing.T) {
 	var o observed
-	p := recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}
+	p := recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: teraslice.Failovers}
 
 	exec, _ := newExecution(t, state.Running, time.Now)
 	_, err := decider(t, teraslice.Roles(), p).WithObserver(o.observer()).Terminate(context.Background(), owner(t, exec, "pod-a"), nil)

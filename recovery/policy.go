@@ -71,7 +71,7 @@ func restartability(work Restartable, rec storage.Record) (bool, string) {
 }
 
 // DefaultRelocateExitCode is the exit status of a relocating controller
-// when [Policy].RelocateExitCode is zero: 128 + SIGTERM, "terminated by
+// when [Platform].RelocateExitCode is zero: 128 + SIGTERM, "terminated by
 // signal", not success. (An exit code of 0 there is never right, so zero
 // can stand for it.)
 const DefaultRelocateExitCode = 143
@@ -121,11 +121,11 @@ var ErrInvalidPolicy = errors.New("invalid recovery policy")
 // decides, on startup or on SIGTERM, what the stored status means. Its
 // zero value allows nothing it does not say: no restarts, no failover.
 type Policy struct {
-	// Restarts: the platform restarts or replaces a controller that
-	// exits (Teraslice: only the kubernetesV2 backend). Without it, a
-	// controller that finds a running status on startup fails the
-	// execution, and SIGTERM always means shut down.
-	Restarts bool
+	// Platform is what runs the controller: whether it restarts
+	// controllers (a running status found at start resumes only where it
+	// does), whether its SIGTERM drains (relocates) or stops, and the exit
+	// codes it needs. The zero Platform is Unmanaged: no restarts.
+	Platform Platform
 
 	// Work is the execution's work; it is restartable if it says so
 	// ([Restartability] for a plain flag). When it is nil (the controller
@@ -143,13 +143,6 @@ type Policy struct {
 	// minutes).
 	Failovers Allowance
 
-	// RelocateExitCode is the exit status a relocating controller exits
-	// with; zero means 143. It is never 0: on a Kubernetes Job, a pod
-	// whose container exits 0 counts as the Job's success and is not
-	// replaced, which would end a relocation with nothing running. See
-	// [Action] for what each platform needs.
-	RelocateExitCode int
-
 	// Clock is a [Decider]'s clock, read once a decision (nil:
 	// time.Now). The pure decisions take the time as an argument.
 	Clock func() time.Time
@@ -161,9 +154,9 @@ type Policy struct {
 	// ([ActionHandOver]: its ownership released, nothing written), and
 	// the next manager's start takes it over at once, resuming a running
 	// execution without counting a failover (the manager's end did not
-	// touch the work). A manager's policy leaves Restarts, Work,
-	// Failovers and RelocateExitCode unset: they are about a controller
-	// whose process is the execution's.
+	// touch the work). A manager's policy leaves Platform, Work and
+	// Failovers unset: they are about a controller whose process is the
+	// execution's.
 	Manager bool
 }
 
@@ -180,8 +173,9 @@ func (p policy[S]) withDefaults(roles *Roles[S]) (policy[S], error) {
 	switch {
 	case roles == nil:
 		return p, fmt.Errorf("recovery: %w: nil roles (teraslice.Roles() for the execution lifecycle)", ErrInvalidPolicy)
-	case p.RelocateExitCode < 0 || p.RelocateExitCode > 255:
-		return p, fmt.Errorf("recovery: %w: RelocateExitCode %d, want 1 to 255 (0: the default)", ErrInvalidPolicy, p.RelocateExitCode)
+	}
+	if err := p.Platform.check(); err != nil {
+		return p, err
 	}
 	if err := p.Failovers.check("Failovers"); err != nil {
 		return p, err
@@ -190,14 +184,11 @@ func (p policy[S]) withDefaults(roles *Roles[S]) (policy[S], error) {
 		for _, set := range []struct {
 			what string
 			set  bool
-		}{{"Restarts", p.Restarts}, {"Work", p.Work != nil}, {"Failovers", p.Failovers != Allowance{}}, {"RelocateExitCode", p.RelocateExitCode != 0}} {
+		}{{"Platform", p.Platform != Platform{}}, {"Work", p.Work != nil}, {"Failovers", p.Failovers != Allowance{}}} {
 			if set.set {
 				return p, fmt.Errorf("recovery: %w: a Manager's policy sets %s, which says nothing for a manager (its executions' work does not run in its process)", ErrInvalidPolicy, set.what)
 			}
 		}
-	}
-	if p.RelocateExitCode == 0 {
-		p.RelocateExitCode = DefaultRelocateExitCode
 	}
 	return p, nil
 }
@@ -218,21 +209,18 @@ func (p Policy) clock() time.Time {
 
 // LeaveExitCode is the exit status of a controller that leaves an
 // execution it does not hold ([ActionLeave], [EndLeave], or a start that
-// gave up waiting for a live holder). Where controllers are restarted
-// (Restarts) it is the relocation's, RelocateExitCode or its default:
-// the controller's part is not over, so the platform must start
-// another, which takes the execution over once nobody holds it, or
-// refuses it if it has ended. An exit 0 there would tell a Kubernetes
-// Job that the controller succeeded: the Job completes and replaces
-// nothing, and an execution left running under a dead holder, or
-// relocating, waits for the Reaper to fail it. Elsewhere nothing reads
-// the status: 0.
+// gave up waiting for a live holder). On a platform that restarts only
+// after a failure (a Kubernetes Job, systemd's on-failure) it is the
+// relocation's, Platform.RelocateExitCode or 143: the controller's part
+// is not over, so the platform must start another, which takes the
+// execution over once nobody holds it, or refuses it if it has ended. An
+// exit 0 there would tell a Kubernetes Job that the controller
+// succeeded: the Job completes and replaces nothing, and an execution
+// left running under a dead holder, or relocating, waits for the Reaper
+// to fail it. Where any exit is restarted, or none is, 0.
 func (p Policy) LeaveExitCode() int {
-	switch {
-	case !p.Restarts || bugLeaveExitsZero:
+	if p.Platform.Restart != RestartOnFailure || bugLeaveExitsZero {
 		return 0
-	case p.RelocateExitCode == 0:
-		return DefaultRelocateExitCode
 	}
-	return p.RelocateExitCode
+	return p.Platform.relocateExitCode()
 }

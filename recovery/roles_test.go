@@ -188,7 +188,7 @@ func TestRolesListEveryProblem(t *testing.T) {
 // lifecycle's are tested: the table a VILLAS simulator manager lives by.
 func TestDecisionsOnAUserTable(t *testing.T) {
 	roles := simRoles(t, simTable(t))
-	p := recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
+	p := recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
 	rec := func(s Sim, previous Sim) storage.Record {
 		return storage.Record{ID: "sim-1", Status: string(s), Previous: string(previous), Owner: "mgr-a", Epoch: 1,
 			UpdatedAt: t0.Add(-time.Minute), Since: t0.Add(-time.Minute)}
@@ -255,7 +255,7 @@ func TestApplyOnAUserTable(t *testing.T) {
 	_, err = manager.Fire(context.Background(), SimPaused, "the user pauses it")
 	require.NoError(t, err)
 
-	p := recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
+	p := recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}
 	mgrA, err := transition.NewPersisted(table, store, "sim-1", transition.PersistedOptions{Actor: "mgr-a"})
 	require.NoError(t, err)
 	v, err := decider(t, roles, p).Start(context.Background(), mgrA, lease("mgr-a"))

@@ -44,7 +44,7 @@ func rollback(t *testing.T) rolledBack {
 
 	old, err := transition.NewPersisted(v1.Table(), store, "job-1", transition.PersistedOptions{Actor: "ctl-v1", Clock: clock.Now})
 	require.NoError(t, err)
-	d := decider(t, v1, recovery.Policy{Clock: clock.Now, Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
+	d := decider(t, v1, recovery.Policy{Clock: clock.Now, Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
 	v, err := d.Start(bg, old, storage.Lease{Holder: "ctl-v1", TTL: time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
@@ -112,7 +112,7 @@ func TestARollbackLeavesARecordReturningToAStatusOfANewerTableAlone(t *testing.T
 	})
 	t.Run("Terminate", func(t *testing.T) {
 		r := rollback(t)
-		a, err := recovery.Terminate(r.v1, r.before, r.old.Claim(), recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
+		a, err := recovery.Terminate(r.v1, r.before, r.old.Claim(), recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
 		require.NoError(t, err)
 		require.Equal(t, recovery.ActionLeave, a.Kind)
 		require.Contains(t, a.Reason, "status of another table")
@@ -221,7 +221,7 @@ func held(t *testing.T) rolledBack {
 	require.NoError(t, err)
 	old, err := transition.NewPersisted(v1.Table(), store, "job-1", transition.PersistedOptions{Actor: "ctl-v1"})
 	require.NoError(t, err)
-	d := decider(t, v1, recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
+	d := decider(t, v1, recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
 	_, err = d.Start(bg, old, storage.Lease{Holder: "ctl-v1", TTL: time.Hour})
 	require.NoError(t, err)
 	_, err = master.Fire(bg, "held", "quarantined by an operator (v3)")

@@ -264,8 +264,8 @@ func unexpectedRestart[S comparable](roles *Roles[S], rec storage.Record, p poli
 		v.Meta[MetaFailure] = v.Reason
 		return v
 	}
-	if !p.Restarts {
-		return fail("the platform does not restart controllers")
+	if !p.Platform.restarts() {
+		return fail(fmt.Sprintf("the platform (%s) does not restart controllers", p.Platform.name()))
 	}
 	if ok, why := restartability(p.Work, rec); !ok {
 		return fail(why)

@@ -26,7 +26,7 @@ type slicer struct{ ok bool }
 func (s slicer) IsRestartable() bool { return s.ok }
 
 func policy() recovery.Policy {
-	return recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}
+	return recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: teraslice.Failovers}
 }
 
 func record(status state.Status) storage.Record {
@@ -117,7 +117,7 @@ func TestStartupStoppingFinishesTheStopAndPastTheDeadlineIsStopped(t *testing.T)
 }
 
 func TestStartupUnexpectedRestartResumesOnlyRestartableWorkOnARestartingPlatform(t *testing.T) {
-	noWork := recovery.Policy{Restarts: true, Failovers: teraslice.Failovers}
+	noWork := recovery.Policy{Platform: recovery.KubernetesJob, Failovers: teraslice.Failovers}
 	for _, tc := range []struct {
 		name     string
 		policy   recovery.Policy
@@ -126,10 +126,10 @@ func TestStartupUnexpectedRestartResumesOnlyRestartableWorkOnARestartingPlatform
 		reason   string
 	}{
 		{"restartable, platform restarts", policy(), "", recovery.DecisionResume, "unexpected restart 1, 3 within 30m0s allowed"},
-		{"platform does not restart", recovery.Policy{Work: slicer{true}}, "", recovery.DecisionFail, "the platform does not restart controllers"},
-		{"work says no", recovery.Policy{Restarts: true, Work: slicer{false}, Failovers: teraslice.Failovers}, "", recovery.DecisionFail, "the work is not restartable"},
-		{"work says no over the record's yes", recovery.Policy{Restarts: true, Work: slicer{false}, Failovers: teraslice.Failovers}, "true", recovery.DecisionFail, "the work is not restartable"},
-		{"a plain flag", recovery.Policy{Restarts: true, Work: recovery.Restartability(false), Failovers: teraslice.Failovers}, "", recovery.DecisionFail, "the work is not restartable"},
+		{"platform does not restart", recovery.Policy{Work: slicer{true}}, "", recovery.DecisionFail, "the platform (unmanaged) does not restart controllers"},
+		{"work says no", recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{false}, Failovers: teraslice.Failovers}, "", recovery.DecisionFail, "the work is not restartable"},
+		{"work says no over the record's yes", recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{false}, Failovers: teraslice.Failovers}, "true", recovery.DecisionFail, "the work is not restartable"},
+		{"a plain flag", recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(false), Failovers: teraslice.Failovers}, "", recovery.DecisionFail, "the work is not restartable"},
 		{"no work, nothing recorded", noWork, "", recovery.DecisionFail, "nothing says the work is restartable"},
 		{"no work, recorded yes", noWork, "true", recovery.DecisionResume, "unexpected restart 1, 3 within 30m0s allowed"},
 		{"no work, recorded no", noWork, "false", recovery.DecisionFail, "the execution's recorded flag says its work is not restartable"},
@@ -224,7 +224,7 @@ func TestStartupRefusesInputItCannotDecideOn(t *testing.T) {
 	for name, p := range map[string]recovery.Policy{
 		"negative failovers":    {Failovers: recovery.Allowance{Count: -1}},
 		"negative window":       {Failovers: recovery.Allowance{Count: 3, Window: -time.Second}},
-		"overflowing exit code": {RelocateExitCode: 256},
+		"overflowing exit code": {Platform: recovery.Platform{Restart: recovery.RestartOnFailure, RelocateExitCode: 256}},
 	} {
 		_, err := recovery.Startup(teraslice.Roles(), record(state.Running), p, t0)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
@@ -295,7 +295,7 @@ func TestHundredUnexpectedRestartsEndInFailedAfterExactlyTheAllowance(t *testing
 		var decisions []recovery.Decision
 		for k := range 100 {
 			now = now.Add(time.Second) // all within the window
-			p := recovery.Policy{Clock: func() time.Time { return now }, Restarts: true, Work: slicer{true},
+			p := recovery.Policy{Clock: func() time.Time { return now }, Platform: recovery.KubernetesJob, Work: slicer{true},
 				Failovers: recovery.Allowance{Count: budget, Window: 30 * time.Minute}}
 			owned := controllerOf(t, exec, fmt.Sprintf("pod-%d", k+1))
 			v, err := decider(t, teraslice.Roles(), p).Start(context.Background(), owned, lease(fmt.Sprintf("pod-%d", k+1)))
@@ -402,7 +402,7 @@ func TestStartupOwnershipOnMemory(t *testing.T) {
 
 func TestStartupReasonsAreForPeople(t *testing.T) {
 	rec := record(state.Paused)
-	v := startup(t, rec, recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: recovery.Allowance{Count: 1}})
+	v := startup(t, rec, recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: recovery.Allowance{Count: 1}})
 	require.True(t, strings.HasPrefix(v.Reason, "controller restarted unexpectedly in paused status; resuming"), v.Reason)
 	require.Equal(t, "resume", v.Decision.String())
 	require.Equal(t, "Decision(9)", recovery.Decision(9).String())

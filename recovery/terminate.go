@@ -55,23 +55,24 @@ func (k ActionKind) String() string {
 // Action is the outcome of [Terminate].
 //
 // ExitCode is the status the process should exit with so that its
-// platform does the right thing next:
+// platform ([Policy].Platform) does the right thing next:
 //
-//   - Kubernetes Job (Teraslice's kubernetesV2 execution controller): a
-//     relocating controller must exit non-zero (143 by default) or the pod
+//   - KubernetesJob (Teraslice's kubernetesV2 execution controller): a
+//     relocating controller exits non-zero (143 by default) or the pod
 //     counts as the Job's success and nothing replaces it; the Job needs a
 //     podFailurePolicy that ignores pods with the DisruptionTarget
 //     condition or exit code 143, or relocations exhaust its backoffLimit
 //     (kube.ControllerJob builds such a Job). Shutdown exits 0 and the
 //     Job completes; so does a controller whose startup failed or refused
 //     the execution: the outcome is in the record. Leave exits like a
-//     relocation when [Policy.Restarts] is set: the execution has not
-//     ended, and a Job that completed would replace nothing.
-//   - Kubernetes Deployment or StatefulSet: any exit code; the pod is
-//     replaced while the controller exists.
-//   - systemd with Restart=on-failure, Docker or Nomad "on-failure"
-//     restart policies: like a Job, only a non-zero exit is restarted.
-//     With Restart=always any code is.
+//     relocation ([Policy.LeaveExitCode]): the execution has not ended,
+//     and a Job that completed would replace nothing.
+//   - KubernetesDeployment: the pod is replaced whatever it exits with.
+//   - SystemdOnFailure (and Docker's or Nomad's on-failure policies): a
+//     SIGTERM is a stop, which shuts down and exits 0; a crash is
+//     restarted. SystemdAlways: any exit is restarted but a stop.
+//   - Unmanaged: nothing restarts the controller; exit codes say only
+//     how it went.
 type Action struct {
 	Kind     ActionKind
 	Reason   string
@@ -101,11 +102,12 @@ type Action struct {
 //     too; a controller whose table knows its status drives it.
 //   - Stopping: the cluster master asked; Shutdown.
 //   - Relocating already (a second SIGTERM): Relocate again.
-//   - A running state: the platform is moving the controller. If a
-//     relocating state returns to it, the platform restarts controllers
-//     and the work is restartable, Relocate (to that relocating state);
-//     otherwise Shutdown (Teraslice skips the shutdown even for work
-//     that cannot be restarted, which then dies on restart).
+//   - A running state: if the platform drains controllers (its SIGTERM
+//     moves a healthy one: [Platform].Drains), a relocating state returns
+//     to it and the work is restartable, Relocate (to that relocating
+//     state); otherwise Shutdown (Teraslice skips the shutdown even for
+//     work that cannot be restarted, which then dies on restart). On a
+//     platform whose SIGTERM is a stop (systemd), Shutdown.
 //   - A not-started, parked, finishing or terminal state: Shutdown.
 //
 // A manager's ([Policy].Manager) SIGTERM hands every execution it holds
@@ -136,7 +138,7 @@ func terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 	case role == RoleStopping:
 		return shutdown("SIGTERM while stopping: the cluster master asked to stop")
 	case role == RoleRelocating:
-		return Action{Kind: ActionRelocate, Reason: "SIGTERM while relocating", ExitCode: p.RelocateExitCode}, nil
+		return Action{Kind: ActionRelocate, Reason: "SIGTERM while relocating", ExitCode: p.Platform.relocateExitCode()}, nil
 	case role == RoleNotStarted, role == RoleParked:
 		return shutdown(fmt.Sprintf("SIGTERM in %s status: nothing is running", rec.Status))
 	case role == RoleFinishing:
@@ -145,13 +147,15 @@ func terminate[S comparable](roles *Roles[S], rec storage.Record, claim storage.
 		return shutdown(fmt.Sprintf("SIGTERM in %s status: the execution is over", rec.Status))
 	case !relocatable:
 		return shutdown(fmt.Sprintf("SIGTERM in %s status: no relocating state of the table returns to it", rec.Status))
-	case !p.Restarts:
-		return shutdown(fmt.Sprintf("SIGTERM in %s status: the platform does not restart controllers", rec.Status))
+	case !p.Platform.restarts():
+		return shutdown(fmt.Sprintf("SIGTERM in %s status: the platform (%s) does not restart controllers", rec.Status, p.Platform.name()))
+	case !p.Platform.Drains:
+		return shutdown(fmt.Sprintf("SIGTERM in %s status: on %s a SIGTERM is a stop, not a drain", rec.Status, p.Platform.name()))
 	}
 	if ok, why := restartability(p.Work, rec); !ok {
 		return shutdown(fmt.Sprintf("SIGTERM in %s status: %s", rec.Status, why))
 	}
-	return Action{Kind: ActionRelocate, ExitCode: p.RelocateExitCode,
+	return Action{Kind: ActionRelocate, ExitCode: p.Platform.relocateExitCode(),
 		Reason: fmt.Sprintf("SIGTERM in %s status, not stopping: the platform is moving the controller", rec.Status)}, nil
 }
 

@@ -41,18 +41,20 @@ func TestTerminateInARunningStatusRelocatesRestartableWork(t *testing.T) {
 		require.Equal(t, recovery.DefaultRelocateExitCode, a.ExitCode, "never 0: a Job would count it a success")
 	}
 	p := policy()
-	p.RelocateExitCode = 3
+	p.Platform.RelocateExitCode = 3
 	require.Equal(t, 3, terminate(t, state.Running, p).ExitCode)
 }
 
 func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
 	for name, p := range map[string]recovery.Policy{
-		"platform does not restart": {Work: slicer{true}},
-		"work not restartable":      {Restarts: true, Work: slicer{false}},
-		"work that says nothing":    {Restarts: true},
+		"platform does not restart":          {Work: slicer{true}},
+		"work not restartable":               {Platform: recovery.KubernetesJob, Work: slicer{false}},
+		"work that says nothing":             {Platform: recovery.KubernetesJob},
+		"a platform whose SIGTERM is a stop": {Platform: recovery.SystemdOnFailure, Work: slicer{true}},
 	} {
 		a := terminate(t, state.Running, p)
 		require.Equal(t, recovery.ActionShutdown, a.Kind, name)
+		require.Zero(t, a.ExitCode, name)
 	}
 	for s := range state.InitStatuses.Union(state.TerminalStatuses).All() {
 		require.Equal(t, recovery.ActionShutdown, terminate(t, s, policy()).Kind, "%s", s)
@@ -62,7 +64,7 @@ func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
 // A SIGTERM may come before the controller has loaded its work: the flag
 // recorded on the execution answers for it.
 func TestTerminateAsksTheRecordedFlagWhenTheWorkCannotAnswer(t *testing.T) {
-	noWork := recovery.Policy{Restarts: true}
+	noWork := recovery.Policy{Platform: recovery.KubernetesJob}
 	for flag, want := range map[string]recovery.ActionKind{"true": recovery.ActionRelocate, "false": recovery.ActionShutdown, "": recovery.ActionShutdown} {
 		rec := record(state.Running)
 		rec.Meta = map[string]string{recovery.MetaRelocatable: flag}
@@ -83,14 +85,14 @@ func TestTerminateLeavesAnExecutionSomeoneElseOwns(t *testing.T) {
 	rec := record(state.Running)
 	rec.Owner, rec.Epoch = "pod-b", 2
 	p := policy()
-	p.RelocateExitCode = 75
+	p.Platform.RelocateExitCode = 75
 	a, err := recovery.Terminate(teraslice.Roles(), rec, podA, p)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
 	require.Equal(t, "leave", a.Kind.String())
 	require.Equal(t, 75, a.ExitCode, "the execution has not ended: the platform must not count the controller's exit a success")
 
-	p.Restarts = false
+	p.Platform = recovery.Unmanaged
 	a, err = recovery.Terminate(teraslice.Roles(), rec, podA, p)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
@@ -101,16 +103,16 @@ func TestTerminateLeavesAnExecutionSomeoneElseOwns(t *testing.T) {
 // stopped waiting for a live holder) exits as a Leave does.
 func TestPolicyLeaveExitCode(t *testing.T) {
 	require.Equal(t, 0, recovery.Policy{}.LeaveExitCode())
-	require.Equal(t, 0, recovery.Policy{RelocateExitCode: 75}.LeaveExitCode())
-	require.Equal(t, recovery.DefaultRelocateExitCode, recovery.Policy{Restarts: true}.LeaveExitCode())
-	require.Equal(t, 75, recovery.Policy{Restarts: true, RelocateExitCode: 75}.LeaveExitCode())
+	require.Equal(t, 0, recovery.Policy{Platform: recovery.Platform{RelocateExitCode: 75}}.LeaveExitCode())
+	require.Equal(t, recovery.DefaultRelocateExitCode, recovery.Policy{Platform: recovery.KubernetesJob}.LeaveExitCode())
+	require.Equal(t, 75, recovery.Policy{Platform: recovery.Platform{Restart: recovery.RestartOnFailure, Drains: true, RelocateExitCode: 75}}.LeaveExitCode())
 }
 
 func TestDeciderTerminateCheckpointsThenWritesRelocatingRememberingTheStatus(t *testing.T) {
 	exec, store := newExecution(t, state.Paused, time.Now)
 	owned := owner(t, exec, "pod-0")
 	checkpoints := 0
-	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), owned, func(context.Context) error {
+	a, err := decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), owned, func(context.Context) error {
 		checkpoints++
 		rec, _ := store.Get(context.Background(), "ex-1")
 		require.Equal(t, "paused", rec.Status, "checkpoint runs before the status changes")
@@ -144,7 +146,7 @@ func TestDeciderTerminateRelocatesEvenWhenTheCheckpointFails(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	errFlush := errors.New("flush failed")
 	a, err := decider(t, teraslice.Roles(),
-		recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), owner(t, exec, "pod-0"),
+		recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), owner(t, exec, "pod-0"),
 		func(context.Context) error { return errFlush })
 
 	require.NoError(t, err)
@@ -167,7 +169,7 @@ func TestDeciderTerminateBeforeAnyStartLeavesAndWritesNothing(t *testing.T) {
 	before, _ := store.Get(context.Background(), "ex-1")
 	successor, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "pod-1"})
 	require.NoError(t, err)
-	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), successor, nil)
+	a, err := decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), successor, nil)
 
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
@@ -201,7 +203,7 @@ func TestDeciderTerminateByAFencedControllerLeaves(t *testing.T) {
 	stale := crashed(t, exec, "pod-0")
 	owner(t, exec, "pod-1")
 	before, _ := store.Get(context.Background(), "ex-1")
-	a, err := decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), stale, nil)
+	a, err := decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), stale, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
 	require.Equal(t, recovery.DefaultRelocateExitCode, a.ExitCode)
@@ -236,7 +238,7 @@ func TestDeciderTerminateRacingTheClusterMastersStopHasExactlyOneOutcome(t *test
 		go func() {
 			defer wg.Done()
 			<-start
-			action, termErr = decider(t, teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), controller, nil)
+			action, termErr = decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{true}, Failovers: teraslice.Failovers}).Terminate(context.Background(), controller, nil)
 		}()
 		go func() {
 			defer wg.Done()

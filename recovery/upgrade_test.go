@@ -31,7 +31,7 @@ func TestAnOldControllerLeavesARecordOfANewerTableAlone(t *testing.T) {
 	v1 := schematest.Jobs(t, false)
 	old, err := transition.NewPersisted(v1.Table(), store, "job-1", transition.PersistedOptions{Actor: "pod-v1"})
 	require.NoError(t, err)
-	_, err = decider(t, v1, recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}).Start(bg, old, storage.Lease{Holder: "pod-v1"})
+	_, err = decider(t, v1, recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}).Start(bg, old, storage.Lease{Holder: "pod-v1"})
 	require.ErrorIs(t, err, recovery.ErrForeignStatus)
 	require.ErrorIs(t, err, transition.ErrUnknownState)
 	after, err := store.Get(bg, "job-1")
@@ -53,7 +53,7 @@ func TestAnOldControllerLeavesARecordOfANewerTableAlone(t *testing.T) {
 
 	next, err := transition.NewPersisted(v2.Table(), store, "job-1", transition.PersistedOptions{Actor: "pod-v2"})
 	require.NoError(t, err)
-	v, err := decider(t, v2, recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}).Start(bg, next, storage.Lease{Holder: "pod-v2"})
+	v, err := decider(t, v2, recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers}).Start(bg, next, storage.Lease{Holder: "pod-v2"})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision)
 }

@@ -119,7 +119,7 @@ func childCrashWriter(ctx context.Context, spec childSpec) error {
 	// A killed predecessor's etcd lease must expire first: wait for it.
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Restarts: true, Work: restartable{}, Failovers: recovery.Allowance{Unlimited: true}})
+	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: restartable{}, Failovers: recovery.Allowance{Unlimited: true}})
 	if err != nil {
 		return err
 	}

@@ -134,8 +134,8 @@ func TestNegativeAndOverflowingSettingsAreRefused(t *testing.T) {
 		"negative failovers":      {Failovers: recovery.Allowance{Count: -1}},
 		"negative failover count": {Failovers: recovery.Allowance{Count: -1 << 62, Window: time.Hour}},
 		"negative window":         {Failovers: recovery.Allowance{Count: 3, Window: -time.Hour}},
-		"exit code above 255":     {RelocateExitCode: 1 << 20},
-		"negative exit code":      {RelocateExitCode: -1},
+		"exit code above 255":     {Platform: recovery.Platform{Restart: recovery.RestartOnFailure, RelocateExitCode: 1 << 20}},
+		"negative exit code":      {Platform: recovery.Platform{Restart: recovery.RestartOnFailure, RelocateExitCode: -1}},
 	} {
 		_, err := recovery.Startup(teraslice.Roles(), rec, p, now)
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)

@@ -102,7 +102,7 @@ func control(ctx context.Context, cfg controllerConfig) (int, error) {
 	if _, err := schema.Record(ctx, store, "teraslice", teraslice.Roles()); err != nil {
 		return 0, err
 	}
-	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
+	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
 	if err != nil {
 		return 0, err
 	}

@@ -78,7 +78,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	// Each controller's policy: the platform restarts controllers and the
 	// work can move, so SIGTERM relocates. Its lease is how long a
 	// successor waits if it dies without letting go.
-	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Restarts: true, Work: slicer{}, Failovers: teraslice.Failovers})
+	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: slicer{}, Failovers: teraslice.Failovers})
 	if err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ func simulatorRoles(table *transition.Table[SimState]) (*recovery.Roles[SimState
 // simulators it drives live on without it, so a manager that died
 // unasked is resumed (within the failover allowance) and one being moved
 // relocates.
-var simulatorPolicy = recovery.Policy{Restarts: true, Work: recovery.Restartability(true),
+var simulatorPolicy = recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true),
 	Failovers: recovery.Allowance{Count: 3, Window: 30 * time.Minute}}
 
 // leaseTTL is how long a dead manager's ownership of its simulators

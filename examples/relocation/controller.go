@@ -99,7 +99,7 @@ func controller(cfg controllerConfig) (int, error) {
 	// over (waiting, as a restarted pod must, for a crashed predecessor's
 	// lease to expire; a live one is never taken over), then decide.
 	work := &slicer{restartable: cfg.Restartable}
-	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Restarts: true, Work: work,
+	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: work,
 		Failovers: recovery.Allowance{Count: cfg.Budget, Window: teraslice.Failovers.Window}})
 	if err != nil {
 		return 0, err

@@ -96,7 +96,7 @@ func control(ctx context.Context, farm Farm, out io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	decider, err := recovery.NewDecider(roles, recovery.Policy{Restarts: true, Work: recovery.Restartability(true),
+	decider, err := recovery.NewDecider(roles, recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true),
 		Failovers: recovery.Allowance{Count: 3, Window: 30 * time.Minute}})
 	if err != nil {
 		return 0, err

@@ -49,7 +49,7 @@ func Example() {
 	}
 	fleet := fleettest.Fleet[string]{
 		Roles:  roles,
-		Policy: recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers},
+		Policy: recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers},
 		Reaper: recovery.ReaperOptions{Abandoned: teraslice.AbandonedAfter},
 		Master: fleettest.Master[string]{Moves: []fleettest.Move[string]{
 			{Name: "pause", From: "running", To: "paused"},

@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func lifecycle() fleettest.Fleet[state.Status] {
 	return fleettest.Fleet[state.Status]{
 		Roles:  teraslice.Roles(),
-		Policy: recovery.Policy{Restarts: true, Work: recovery.Restartability(true), Failovers: teraslice.Failovers},
+		Policy: recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers},
 		Reaper: recovery.ReaperOptions{Abandoned: teraslice.AbandonedAfter},
 		Master: fleettest.Master[state.Status]{Moves: []fleettest.Move[state.Status]{
 			{Name: "pause", From: state.Running, To: state.Paused},

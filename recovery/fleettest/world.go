@@ -614,7 +614,7 @@ func (w *world[S]) exitWith(p *pod[S], code int, why string) {
 	p.ex.jobDone = true
 	rec := w.record(p.ex)
 	cur, role := w.status(rec)
-	if w.s.fleet.Policy.Restarts && role != 0 && !w.ended(cur) && !w.s.requeued[cur] {
+	if w.s.fleet.Policy.Platform.Restart == recovery.RestartOnFailure && role != 0 && !w.ended(cur) && !w.s.requeued[cur] {
 		w.fail(InvariantJobEndsWithExecution, "%s exits 0 (%s) while %s is %s: its Job completes, and nothing replaces it", p.name, why, p.ex.id, rec.Status)
 	}
 }
@@ -750,7 +750,7 @@ func (w *world[S]) sigterm(p *pod[S]) {
 	}
 	after := w.record(p.ex)
 	if now, _ := w.status(after); owned && role == recovery.RoleRunning && !w.ended(cur) && w.ended(now) && !p.ex.stopAsked &&
-		w.s.fleet.Policy.Restarts && w.s.restartable {
+		w.s.fleet.Policy.Platform.Drains && w.s.restartable {
 		w.fail(InvariantDrainRelocates, "a SIGTERM to %s, driving restartable work in %s, ended %s in %s",
 			p.name, rec.Status, p.ex.id, after.Status)
 	}

@@ -86,7 +86,7 @@ type restartable struct{}
 func (restartable) IsRestartable() bool { return true }
 
 func policy() recovery.Policy {
-	return recovery.Policy{Restarts: true, Work: restartable{}, Failovers: teraslice.Failovers}
+	return recovery.Policy{Platform: recovery.KubernetesJob, Work: restartable{}, Failovers: teraslice.Failovers}
 }
 
 // decide is the Decider of the canonical roles under p (policy() when
