@@ -1,0 +1,410 @@
+// Package run is a controller's whole life over one execution, in one
+// call: [Run] records the table, takes the execution over and decides
+// what its stored status means, walks it to its running state, runs the
+// work with a context that a SIGTERM, a stop or the loss of the
+// ownership cancels, then relocates, shuts down or finishes, and returns
+// the exit code the platform needs. It is the sequence docs/controllers.md
+// walks through, written once; a controller that needs another order
+// builds it from packages recovery and transition as Run does. The
+// example is a whole controller.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// Work is what the controller does with the execution once it runs, in
+// state (its running state, or the one it resumed in). It returns how
+// the work ended: finished, with failures, with an error, or not finished
+// because ctx was cancelled (a SIGTERM that shuts down, a stop, the
+// ownership lost). It must return soon after ctx is cancelled.
+type Work[S comparable] func(ctx context.Context, exec *transition.Persisted[S], state S) recovery.Ending
+
+// Config is what [Run] needs. Roles, Store, ID, Platform and Work are
+// required; the rest have the defaults their comments give.
+type Config[S comparable] struct {
+	// Roles are the table's roles (teraslice.Roles() for Teraslice's).
+	Roles *recovery.Roles[S]
+	// Store keeps the execution.
+	Store storage.Store
+	// ID is the execution's.
+	ID string
+	// Table, if set, is the name the table is recorded under
+	// (schema.Record) before anything else, so tools read it and a table
+	// that would strand a record is refused here. "" records nothing.
+	Table string
+	// Holder names this process as the execution's owner: unique to it.
+	// "" is the host name and the process id.
+	Holder string
+	// Platform is what runs the controller (recovery.KubernetesJob, ...):
+	// it decides what a crash and a SIGTERM mean, and the exit codes.
+	Platform recovery.Platform
+	// Resumable says that the work can be taken up again where it was,
+	// after a crash or a relocation. False: a crash fails the execution
+	// and a SIGTERM shuts it down (that is what a forgotten field means,
+	// so it is said here, not implied).
+	Resumable bool
+	// Failovers are the unexpected restarts resumed before the execution
+	// fails (recovery.Policy.Failovers); the zero Allowance resumes none.
+	Failovers recovery.Allowance
+	// TTL is the ownership's lease (storage.Lease.TTL); zero is the
+	// store's default.
+	TTL time.Duration
+	// Running is the state a start walks the execution to before the
+	// work runs; the zero state is the first running state reachable
+	// from the table's initial one.
+	Running S
+	// Work runs the execution.
+	Work Work[S]
+	// Signals brings the SIGTERMs; nil is this process's SIGTERM and
+	// SIGINT.
+	Signals <-chan os.Signal
+	// StopCheck is how often the record is read while the work runs, to
+	// see a stop (or any move another writer made): zero is a second; a
+	// negative one never reads.
+	StopCheck time.Duration
+	// Observer is told what the decisions carried out (prom.RecoveryObserver).
+	Observer recovery.Observer[S]
+	// Log, if set, is told each step, a line each.
+	Log func(format string, args ...any)
+}
+
+// ErrInvalidConfig is matched by the error [Run] returns for a Config it
+// cannot run with; nothing is read or written then.
+var ErrInvalidConfig = errors.New("invalid run config")
+
+// exitFailed is the exit code of a controller that could not do its part
+// (the store unreachable, a table refused): the platform should try again.
+const exitFailed = 1
+
+// Run is the controller's life over the execution c.ID; it returns the
+// exit code the process should exit with, and the error that cut it
+// short, if any (the exit code is then what the platform needs all the
+// same: 1 where trying again may help).
+//
+// The exit codes, as docs/controllers.md's table has them: 0 when the
+// execution's outcome is in its record (an end written or kept, a start
+// refused or failed, a stop finished, a record of another table left
+// alone); Platform.RelocateExitCode (143) after a relocation;
+// recovery.Policy.LeaveExitCode after leaving an execution another
+// controller holds; 1 when the controller could not do its part.
+func Run[S comparable](ctx context.Context, c Config[S]) (int, error) {
+	h, err := newHarness(c)
+	if err != nil {
+		return exitFailed, err
+	}
+	signals := c.Signals
+	if signals == nil {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
+		defer signal.Stop(ch)
+		signals = ch
+	}
+	h.signals = signals
+	if c.Table != "" {
+		if _, err := schema.Record(ctx, c.Store, c.Table, c.Roles); err != nil {
+			return exitFailed, fmt.Errorf("run: recording the table: %w", err)
+		}
+	}
+	return h.run(ctx)
+}
+
+// harness is one Run.
+type harness[S comparable] struct {
+	c       Config[S]
+	decider *recovery.Decider[S]
+	policy  recovery.Policy
+	exec    *transition.Persisted[S]
+	lease   storage.Lease
+	signals <-chan os.Signal
+}
+
+func newHarness[S comparable](c Config[S]) (*harness[S], error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("run: %w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	var zero S
+	switch {
+	case c.Roles == nil:
+		return nil, bad("no Roles (teraslice.Roles() for Teraslice's lifecycle, or recovery.DefineRoles for your table)")
+	case c.Store == nil:
+		return nil, bad("no Store")
+	case c.Work == nil:
+		return nil, bad("no Work: the function that runs the execution")
+	case c.ID == "":
+		return nil, bad("no ID: the execution to run")
+	case c.TTL != 0 && (c.TTL < storage.MinLeaseTTL || c.TTL > storage.MaxLeaseTTL):
+		return nil, bad("TTL %v, want %v to %v (0: the store's default)", c.TTL, storage.MinLeaseTTL, storage.MaxLeaseTTL)
+	}
+	t := c.Roles.Table()
+	if c.Running == zero {
+		r, ok := firstRunning(c.Roles)
+		if !ok {
+			return nil, bad("no running state can be reached from the initial state %v: give Running", t.Initial())
+		}
+		c.Running = r
+	} else if role, ok := c.Roles.Role(c.Running); !ok || role != recovery.RoleRunning {
+		return nil, bad("Running %v is not a running state of the roles", c.Running)
+	}
+	if c.Holder == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "controller"
+		}
+		c.Holder = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.StopCheck == 0 {
+		c.StopCheck = time.Second
+	}
+	policy := recovery.Policy{Platform: c.Platform, Work: recovery.Restartability(c.Resumable), Failovers: c.Failovers}
+	d, err := recovery.NewDecider(c.Roles, policy)
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	exec, err := transition.NewPersisted(t, c.Store, c.ID, transition.PersistedOptions{Actor: c.Holder})
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	return &harness[S]{c: c, decider: d.WithObserver(c.Observer), policy: policy, exec: exec,
+		lease: storage.Lease{Holder: c.Holder, TTL: c.TTL, Wait: true, Reason: "controller " + c.Holder + " started"}}, nil
+}
+
+// firstRunning is the first running state reachable from the initial one.
+func firstRunning[S comparable](roles *recovery.Roles[S]) (S, bool) {
+	t := roles.Table()
+	for _, s := range t.States() {
+		if role, _ := roles.Role(s); role == recovery.RoleRunning && t.Path(t.Initial(), s) != nil {
+			return s, true
+		}
+	}
+	var zero S
+	return zero, false
+}
+
+func (h *harness[S]) log(format string, args ...any) {
+	if h.c.Log != nil {
+		h.c.Log(format, args...)
+	}
+}
+
+// run starts, runs and ends; after a lost ownership it starts again.
+func (h *harness[S]) run(ctx context.Context) (int, error) {
+	for {
+		code, again, err := h.once(ctx)
+		if !again {
+			return code, err
+		}
+		h.log("ownership of %s lost; starting again", h.c.ID)
+	}
+}
+
+// once is one start and what follows; again says the ownership was lost
+// while the work ran, and the controller starts again.
+func (h *harness[S]) once(ctx context.Context) (code int, again bool, err error) {
+	startCtx, cancel := h.untilSignal(ctx)
+	v, err := h.decider.Start(startCtx, h.exec, h.lease)
+	signalled := cancel()
+	switch {
+	case errors.Is(err, recovery.ErrTerminalStatus):
+		h.log("%s", v.Reason)
+		return 0, false, nil
+	case errors.Is(err, recovery.ErrForeignStatus):
+		h.log("left: %v", err)
+		return 0, false, nil
+	case errors.Is(err, storage.ErrHeld):
+		// Gave up waiting for a live holder (a SIGTERM, or ctx): not
+		// this controller's execution, but not over either.
+		h.log("left: %v", err)
+		return h.policy.LeaveExitCode(), false, nil
+	case signalled && err != nil:
+		return h.policy.LeaveExitCode(), false, nil
+	case err != nil:
+		return exitFailed, false, fmt.Errorf("run: start of %s: %w", h.c.ID, err)
+	}
+	h.log("%s: %s", v.Decision, v.Reason)
+	if signalled {
+		// A SIGTERM while starting: decided on now, before anything runs.
+		return h.terminate(ctx, nil)
+	}
+	switch v.Decision {
+	case recovery.DecisionStart:
+		if _, err := h.exec.Walk(ctx, h.c.Running, "set up"); err != nil {
+			return h.afterSetupFailed(ctx, err)
+		}
+		return h.work(ctx, h.c.Running)
+	case recovery.DecisionResume:
+		return h.work(ctx, v.To)
+	case recovery.DecisionStop:
+		return h.finish(ctx, recovery.Ending{})
+	case recovery.DecisionWait:
+		return h.wait(ctx, v)
+	}
+	// Fail, Finish: the outcome is written.
+	return 0, false, h.release(ctx)
+}
+
+// afterSetupFailed decides on a walk to the running state that did not
+// arrive: a stop or another writer moved the record meanwhile.
+func (h *harness[S]) afterSetupFailed(ctx context.Context, err error) (int, bool, error) {
+	if errors.Is(err, storage.ErrFenced) {
+		return h.policy.LeaveExitCode(), false, nil
+	}
+	if errors.Is(err, transition.ErrNotAllowed) {
+		h.log("set-up interrupted: %v", err)
+		return h.finish(ctx, recovery.Ending{})
+	}
+	return exitFailed, false, fmt.Errorf("run: set-up of %s: %w", h.c.ID, err)
+}
+
+// wait holds a parked execution, or one whose backoff runs, until it is
+// moved on (or the backoff is over), then starts again.
+func (h *harness[S]) wait(ctx context.Context, v recovery.Verdict[S]) (int, bool, error) {
+	tick := time.NewTicker(h.stopCheck())
+	defer tick.Stop()
+	lost := h.exec.Ownership().Lost()
+	for {
+		if !v.Until.IsZero() && !time.Now().Before(v.Until) {
+			if _, _, err := h.decider.Advance(ctx, h.exec); err != nil {
+				return exitFailed, false, fmt.Errorf("run: %s: %w", h.c.ID, err)
+			}
+			return 0, true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return h.policy.LeaveExitCode(), false, h.release(context.WithoutCancel(ctx))
+		case <-h.signals:
+			return h.terminate(ctx, nil)
+		case <-lost:
+			return 0, true, nil
+		case <-tick.C:
+		}
+		cur, _, err := h.exec.Load(ctx)
+		if err == nil && cur != v.To {
+			return 0, true, nil // moved on: decide again
+		}
+	}
+}
+
+func (h *harness[S]) stopCheck() time.Duration {
+	if h.c.StopCheck < 0 {
+		return time.Hour * 24 * 365
+	}
+	return h.c.StopCheck
+}
+
+// work runs the work in state until it returns, a SIGTERM comes, a stop
+// is written or the ownership is lost.
+func (h *harness[S]) work(ctx context.Context, state S) (int, bool, error) {
+	workCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan recovery.Ending, 1)
+	go func() { done <- h.c.Work(workCtx, h.exec, state) }()
+	tick := time.NewTicker(h.stopCheck())
+	defer tick.Stop()
+	lost := h.exec.Ownership().Lost()
+	for {
+		select {
+		case ending := <-done:
+			return h.finish(ctx, ending)
+		case <-h.signals:
+			return h.terminate(ctx, func() recovery.Ending { cancel(); return <-done })
+		case <-lost:
+			cancel()
+			<-done
+			return 0, true, nil
+		case <-ctx.Done():
+			cancel()
+			<-done
+			return h.policy.LeaveExitCode(), false, h.release(context.WithoutCancel(ctx))
+		case <-tick.C:
+			if h.stopped(ctx) {
+				cancel()
+				return h.finish(ctx, <-done)
+			}
+		}
+	}
+}
+
+// stopped reports whether the record is in a stopping state now.
+func (h *harness[S]) stopped(ctx context.Context) bool {
+	cur, _, err := h.exec.Load(ctx)
+	if err != nil {
+		return false
+	}
+	role, _ := h.c.Roles.Role(cur)
+	return role == recovery.RoleStopping
+}
+
+// terminate is a SIGTERM: relocate (the work abandoned), shut down (the
+// work stopped, then finished), or leave. stopWork stops the work and
+// returns how it ended; nil when no work runs.
+func (h *harness[S]) terminate(ctx context.Context, stopWork func() recovery.Ending) (int, bool, error) {
+	a, err := h.decider.Terminate(context.WithoutCancel(ctx), h.exec, nil)
+	if err != nil {
+		return exitFailed, false, fmt.Errorf("run: SIGTERM for %s: %w", h.c.ID, err)
+	}
+	h.log("SIGTERM: %s: %s", a.Kind, a.Reason)
+	if a.Kind != recovery.ActionShutdown {
+		if stopWork != nil {
+			stopWork()
+		}
+		return a.ExitCode, false, errors.Join(a.CheckpointErr, a.ReleaseErr)
+	}
+	ending := recovery.Ending{}
+	if stopWork != nil {
+		ending = stopWork()
+	}
+	return h.finish(ctx, ending)
+}
+
+// finish writes the end the work earned and lets the execution go.
+func (h *harness[S]) finish(ctx context.Context, ending recovery.Ending) (int, bool, error) {
+	end, err := h.decider.Finish(context.WithoutCancel(ctx), h.exec, ending, nil)
+	if err != nil {
+		return exitFailed, false, fmt.Errorf("run: finishing %s: %w", h.c.ID, err)
+	}
+	h.log("%s %v: %s", end.Kind, end.To, end.Reason)
+	return end.ExitCode, false, end.ReleaseErr
+}
+
+// release lets the execution go, if the start left it held.
+func (h *harness[S]) release(ctx context.Context) error {
+	if own := h.exec.Ownership(); own != nil {
+		return own.Release(ctx)
+	}
+	return nil
+}
+
+// untilSignal returns ctx, cancelled by a signal too; its cancel reports
+// whether a signal came.
+func (h *harness[S]) untilSignal(ctx context.Context) (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := make(chan struct{})
+	got := make(chan bool, 1)
+	go func() {
+		select {
+		case <-h.signals:
+			cancel()
+			got <- true
+		case <-stop:
+			got <- false
+		}
+	}()
+	return ctx, func() bool {
+		close(stop)
+		signalled := <-got
+		cancel()
+		return signalled
+	}
+}
