@@ -522,6 +522,20 @@ func (r *Roles[S]) Ends() (completed, terminated S, ok bool) {
 	return r.completed, r.terminated, r.hasEnds
 }
 
+// FirstRunning returns the running state a controller that starts an
+// execution walks it to: the first running state (in the table's order)
+// reachable from the initial one; false if none is.
+func (r *Roles[S]) FirstRunning() (S, bool) {
+	t := r.table
+	for _, s := range t.States() {
+		if r.role[s] == RoleRunning && t.Path(t.Initial(), s) != nil {
+			return s, true
+		}
+	}
+	var zero S
+	return zero, false
+}
+
 // Timers returns the timers the roles give ([RolesBuilder.Timer],
 // [RolesBuilder.Deadline]) in the order given: none is implied
 // (teraslice.Roles spells out Teraslice's). The slice is the caller's.

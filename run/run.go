@@ -149,7 +149,7 @@ func newHarness[S comparable](c Config[S]) (*harness[S], error) {
 	}
 	t := c.Roles.Table()
 	if c.Running == zero {
-		r, ok := firstRunning(c.Roles)
+		r, ok := c.Roles.FirstRunning()
 		if !ok {
 			return nil, bad("no running state can be reached from the initial state %v: give Running", t.Initial())
 		}
@@ -178,18 +178,6 @@ func newHarness[S comparable](c Config[S]) (*harness[S], error) {
 	}
 	return &harness[S]{c: c, decider: d.WithObserver(c.Observer), policy: policy, exec: exec,
 		lease: storage.Lease{Holder: c.Holder, TTL: c.TTL, Wait: true, Reason: "controller " + c.Holder + " started"}}, nil
-}
-
-// firstRunning is the first running state reachable from the initial one.
-func firstRunning[S comparable](roles *recovery.Roles[S]) (S, bool) {
-	t := roles.Table()
-	for _, s := range t.States() {
-		if role, _ := roles.Role(s); role == recovery.RoleRunning && t.Path(t.Initial(), s) != nil {
-			return s, true
-		}
-	}
-	var zero S
-	return zero, false
 }
 
 func (h *harness[S]) log(format string, args ...any) {

@@ -286,7 +286,7 @@ func (f Fleet[S]) validate(b Bound) (*settings[S], error) {
 	}
 	s := &settings[S]{fleet: f, bound: b, table: table}
 	var ok bool
-	if s.running, ok = firstRunning(f.Roles); !ok {
+	if s.running, ok = f.Roles.FirstRunning(); !ok {
 		return nil, bad("no running state reachable from the initial one")
 	}
 	requeued := f.Master.Requeued
@@ -304,18 +304,4 @@ func (f Fleet[S]) validate(b Bound) (*settings[S], error) {
 	s.failovers = f.Policy.Failovers
 	s.abandoned = f.Reaper.Abandoned
 	return s, nil
-}
-
-// firstRunning is the running state a controller that starts an
-// execution moves it to: the first running state of the table reachable
-// from the initial state.
-func firstRunning[S comparable](roles *recovery.Roles[S]) (S, bool) {
-	t := roles.Table()
-	for _, s := range t.States() {
-		if role, _ := roles.Role(s); role == recovery.RoleRunning && t.Path(t.Initial(), s) != nil {
-			return s, true
-		}
-	}
-	var zero S
-	return zero, false
 }
