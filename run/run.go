@@ -158,11 +158,7 @@ func newHarness[S comparable](c Config[S]) (*harness[S], error) {
 		return nil, bad("Running %v is not a running state of the roles", c.Running)
 	}
 	if c.Holder == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			host = "controller"
-		}
-		c.Holder = fmt.Sprintf("%s-%d", host, os.Getpid())
+		c.Holder = defaultHolder()
 	}
 	if c.StopCheck == 0 {
 		c.StopCheck = time.Second

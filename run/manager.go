@@ -1,0 +1,333 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/signal"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/schema"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+)
+
+// Sync is a manager's work on one execution it drives, in state: bring
+// the world in line with it (or it with the world), as a reconciler does.
+// It is called for every execution, again at every resync and whenever
+// it asks (Result.RequeueAfter); an error is retried with backoff.
+type Sync[S comparable] func(ctx context.Context, exec *transition.Persisted[S], state S) (reconcile.Result, error)
+
+// ManagerConfig is what [Manage] needs. Roles, Store and Sync are
+// required.
+type ManagerConfig[S comparable] struct {
+	// Roles are the table's roles (volcano.Roles(), flink.Roles(...), or
+	// your own).
+	Roles *recovery.Roles[S]
+	// Store keeps the executions, and the leader's record.
+	Store storage.Store
+	// Table, if set, is the name the table is recorded under first.
+	Table string
+	// Holder names this process: unique to it. "" is the host name and
+	// the process id.
+	Holder string
+	// Leader, if set, is the record the managers elect their leader on:
+	// only the manager that holds it drives, and every execution is held
+	// under its one lease (storage.Lease.Under), as a leader-elected
+	// operator holds one. "" holds a lease per execution. The record is
+	// created if the store lacks it, and is never an execution.
+	Leader string
+	// TTL is the leader's lease (or each execution's); zero is the
+	// store's default.
+	TTL time.Duration
+	// Sync is the work on each execution.
+	Sync Sync[S]
+	// World, if set, lists what the world has (the Jobs, the processes)
+	// for the Loop's adoption pass (reconcile.Options.World).
+	World func(ctx context.Context) ([]reconcile.Item[string], error)
+	// Resync is the Loop's (reconcile.Options.Resync).
+	Resync time.Duration
+	// Workers sync that many executions at once; zero is 1.
+	Workers int
+	// Signals brings the SIGTERMs; nil is this process's SIGTERM and
+	// SIGINT.
+	Signals <-chan os.Signal
+	// Observer is told what the decisions carried out.
+	Observer recovery.Observer[S]
+	// Log, if set, is told each step, a line each.
+	Log func(format string, args ...any)
+	// Ready, if set, is called once every execution known at start has
+	// been taken over and synced once, with how many are driven.
+	Ready func(driven int)
+}
+
+// Manage is a manager's life (recovery.Policy.Manager): it elects itself
+// leader (with Leader), takes over every execution of the store that has
+// not ended, in a reconcile.Loop, and syncs each; a SIGTERM hands every
+// execution over as it is (released, nothing written) and lets the
+// leader's lease go. It returns 0 then, which a Deployment and systemd
+// both read right; 1 with the error that cut it short.
+func Manage[S comparable](ctx context.Context, c ManagerConfig[S]) (int, error) {
+	m, err := newManager(c)
+	if err != nil {
+		return exitFailed, err
+	}
+	signals := c.Signals
+	if signals == nil {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
+		defer signal.Stop(ch)
+		signals = ch
+	}
+	if c.Table != "" {
+		if _, err := schema.Record(ctx, c.Store, c.Table, c.Roles); err != nil {
+			return exitFailed, fmt.Errorf("run: recording the table: %w", err)
+		}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-signals:
+			cancel()
+		case <-runCtx.Done():
+		}
+	}()
+	err = m.run(runCtx)
+	code := m.handOver(context.WithoutCancel(ctx))
+	if err != nil && runCtx.Err() == nil {
+		return exitFailed, err
+	}
+	return code, nil
+}
+
+// manager is one Manage.
+type manager[S comparable] struct {
+	c       ManagerConfig[S]
+	decider *recovery.Decider[S]
+	leader  storage.Ownership
+
+	mu     sync.Mutex
+	driven map[string]*transition.Persisted[S]
+}
+
+func newManager[S comparable](c ManagerConfig[S]) (*manager[S], error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("run: %w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Roles == nil:
+		return nil, bad("no Roles")
+	case c.Store == nil:
+		return nil, bad("no Store")
+	case c.Sync == nil:
+		return nil, bad("no Sync: the work on each execution")
+	case c.TTL != 0 && (c.TTL < storage.MinLeaseTTL || c.TTL > storage.MaxLeaseTTL):
+		return nil, bad("TTL %v, want %v to %v (0: the store's default)", c.TTL, storage.MinLeaseTTL, storage.MaxLeaseTTL)
+	}
+	if _, ok := c.Store.(storage.Lister); !ok {
+		return nil, bad("the Store cannot list its executions (storage.Lister)")
+	}
+	if c.Holder == "" {
+		c.Holder = defaultHolder()
+	}
+	if c.Workers == 0 {
+		c.Workers = 1
+	}
+	d, err := recovery.NewDecider(c.Roles, recovery.Policy{Manager: true})
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	return &manager[S]{c: c, decider: d.WithObserver(c.Observer), driven: map[string]*transition.Persisted[S]{}}, nil
+}
+
+func (m *manager[S]) log(format string, args ...any) {
+	if m.c.Log != nil {
+		m.c.Log(format, args...)
+	}
+}
+
+// run elects the leader, then runs the Loop until ctx ends.
+func (m *manager[S]) run(ctx context.Context) error {
+	if m.c.Leader != "" {
+		if err := m.lead(ctx); err != nil {
+			return err
+		}
+	}
+	opts := reconcile.Options[string]{Reconciler: m, Known: m.known, Resync: m.c.Resync, Workers: m.c.Workers}
+	if m.c.World != nil {
+		opts.World, opts.Adopter = m.c.World, m
+	}
+	loop, err := reconcile.NewLoop(opts)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	if err := loop.Idle(ctx); err == nil && m.c.Ready != nil {
+		m.mu.Lock()
+		n := len(m.driven)
+		m.mu.Unlock()
+		m.c.Ready(n)
+	}
+	return <-done
+}
+
+// lead takes the leader's record over, creating it first if need be,
+// waiting for the leader before to go.
+func (m *manager[S]) lead(ctx context.Context) error {
+	if _, err := m.c.Store.Get(ctx, m.c.Leader); errors.Is(err, storage.ErrNotFound) {
+		_, err = m.c.Store.Create(ctx, storage.Record{ID: m.c.Leader, Status: "leader"})
+		if err != nil && !errors.Is(err, storage.ErrExists) {
+			return fmt.Errorf("run: creating the leader's record: %w", err)
+		}
+	}
+	own, _, err := m.c.Store.Acquire(ctx, m.c.Leader, storage.Lease{Holder: m.c.Holder, TTL: m.c.TTL, Wait: true, Reason: "elected"})
+	if err != nil {
+		return fmt.Errorf("run: electing the leader: %w", err)
+	}
+	m.leader = own
+	m.log("%s leads", m.c.Holder)
+	return nil
+}
+
+// known are the executions of the store that have not ended: an ended
+// one needs no manager.
+func (m *manager[S]) known(ctx context.Context) ([]string, error) {
+	recs, _, err := m.c.Store.(storage.Lister).List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, rec := range recs {
+		if rec.ID == m.c.Leader {
+			continue
+		}
+		cur, err := m.c.Roles.StateOf(rec)
+		if err != nil || m.c.Roles.Table().IsTerminal(cur) {
+			continue // another table's, or ended
+		}
+		ids = append(ids, rec.ID)
+	}
+	return ids, nil
+}
+
+// Adopt implements reconcile.Adopter: the world's item taken over.
+func (m *manager[S]) Adopt(ctx context.Context, item reconcile.Item[string]) error {
+	_, err := m.take(ctx, item.Key)
+	return err
+}
+
+// take takes id over, once: a manager's start.
+func (m *manager[S]) take(ctx context.Context, id string) (*transition.Persisted[S], error) {
+	m.mu.Lock()
+	exec, ok := m.driven[id]
+	m.mu.Unlock()
+	if ok && !storage.Ended(exec.Ownership()) {
+		return exec, nil
+	}
+	exec, err := transition.NewPersisted(m.c.Roles.Table(), m.c.Store, id, transition.PersistedOptions{Actor: m.c.Holder})
+	if err != nil {
+		return nil, err
+	}
+	lease := storage.Lease{Holder: m.c.Holder, TTL: m.c.TTL, Wait: true, Reason: "manager " + m.c.Holder + " took it over"}
+	if m.leader != nil {
+		lease.TTL, lease.Under = 0, m.leader
+	}
+	v, err := m.decider.Start(ctx, exec, lease)
+	switch {
+	case errors.Is(err, recovery.ErrTerminalStatus), errors.Is(err, recovery.ErrForeignStatus):
+		return nil, nil // nothing to drive
+	case err != nil:
+		return nil, err
+	}
+	m.log("%s %s: %s", id, v.Decision, v.Reason)
+	m.mu.Lock()
+	m.driven[id] = exec
+	m.mu.Unlock()
+	return exec, nil
+}
+
+// Reconcile implements reconcile.Reconciler: take the execution over if
+// it is not yet, make what fell due, and sync it.
+func (m *manager[S]) Reconcile(ctx context.Context, id string) (reconcile.Result, error) {
+	exec, err := m.take(ctx, id)
+	if err != nil || exec == nil {
+		return reconcile.Result{}, err
+	}
+	if _, _, err := m.decider.Advance(ctx, exec); err != nil {
+		return reconcile.Result{}, err
+	}
+	cur, _, err := exec.Load(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if m.c.Roles.Table().IsTerminal(cur) {
+		m.drop(ctx, id, exec)
+		return reconcile.Result{}, nil
+	}
+	res, err := m.c.Sync(ctx, exec, cur)
+	if err != nil {
+		return res, err
+	}
+	if _, wait, err := m.decider.Advance(ctx, exec); err == nil && wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+		res.RequeueAfter = wait
+	}
+	return res, nil
+}
+
+// drop lets an ended execution go.
+func (m *manager[S]) drop(ctx context.Context, id string, exec *transition.Persisted[S]) {
+	m.mu.Lock()
+	delete(m.driven, id)
+	m.mu.Unlock()
+	if own := exec.Ownership(); own != nil {
+		_ = own.Release(ctx)
+	}
+}
+
+// handOver is the SIGTERM: every execution handed over, then the
+// leader's lease let go.
+func (m *manager[S]) handOver(ctx context.Context) int {
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.driven))
+	for id := range m.driven {
+		ids = append(ids, id)
+	}
+	execs := maps.Clone(m.driven)
+	m.mu.Unlock()
+	sort.Strings(ids)
+	code := 0
+	for _, id := range ids {
+		a, err := m.decider.Terminate(ctx, execs[id], nil)
+		if err != nil || a.ReleaseErr != nil {
+			m.log("%s: handing over: %v", id, errors.Join(err, a.ReleaseErr))
+			code = exitFailed
+			continue
+		}
+		m.log("%s %s", a.Kind, id)
+	}
+	if m.leader != nil {
+		if err := m.leader.Release(ctx); err != nil {
+			m.log("letting the leader's lease go: %v", err)
+			code = exitFailed
+		}
+	}
+	return code
+}
+
+// defaultHolder is the host name and the process id.
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "controller"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}

@@ -1,0 +1,176 @@
+package run_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/reconcile"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/run"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/execfsm/execfsm/volcano"
+	"github.com/stretchr/testify/require"
+)
+
+var phases = map[string]volcano.Phase{"mnist": volcano.Pending, "resnet": volcano.Running, "bert": volcano.Restarting,
+	"suspended": volcano.Aborted, "done": volcano.Completed}
+
+func jobs(t *testing.T) *storage.Memory {
+	t.Helper()
+	store := storage.NewMemory()
+	for id, phase := range phases {
+		user, err := transition.NewPersisted(volcano.Lifecycle(), store, id, transition.PersistedOptions{Actor: "vcctl"})
+		require.NoError(t, err)
+		_, err = user.Create(bg, transition.To(phase))
+		require.NoError(t, err)
+	}
+	return store
+}
+
+// manager is a Manage in the background.
+type managed struct {
+	signals chan os.Signal
+	ready   chan int
+	done    chan result
+	mu      sync.Mutex
+	synced  map[string]volcano.Phase
+}
+
+func manage(t *testing.T, store storage.Store, holder string) *managed {
+	t.Helper()
+	m := &managed{signals: make(chan os.Signal, 1), ready: make(chan int, 1), done: make(chan result, 1), synced: map[string]volcano.Phase{}}
+	go func() {
+		code, err := run.Manage(bg, run.ManagerConfig[volcano.Phase]{
+			Roles: volcano.Roles(), Store: store, Table: "volcano-job", Holder: holder, Leader: "controller-manager",
+			TTL: time.Minute, Signals: m.signals, Resync: -1,
+			Sync: func(_ context.Context, exec *transition.Persisted[volcano.Phase], phase volcano.Phase) (reconcile.Result, error) {
+				m.mu.Lock()
+				m.synced[exec.ID()] = phase
+				m.mu.Unlock()
+				return reconcile.Result{}, nil
+			},
+			Ready: func(n int) { m.ready <- n },
+		})
+		m.done <- result{code, err}
+	}()
+	return m
+}
+
+func (m *managed) waitReady(t *testing.T) int {
+	t.Helper()
+	select {
+	case n := <-m.ready:
+		return n
+	case r := <-m.done:
+		t.Fatalf("Manage returned before it was ready: %d %v", r.code, r.err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the manager never became ready")
+	}
+	return 0
+}
+
+func (m *managed) stop(t *testing.T) result {
+	t.Helper()
+	m.signals <- syscall.SIGTERM
+	select {
+	case r := <-m.done:
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatal("Manage did not return")
+		return result{}
+	}
+}
+
+// A manager drives every Job that has not ended under its one lease; its
+// SIGTERM hands each over as it is and exits 0; the next manager takes
+// them over at once.
+func TestAManagerDrivesEveryLiveJobAndHandsThemOver(t *testing.T) {
+	store := jobs(t)
+	a := manage(t, store, "manager-a")
+	require.Equal(t, 4, a.waitReady(t), "every Job but the completed one")
+	a.mu.Lock()
+	require.Equal(t, map[string]volcano.Phase{"mnist": volcano.Pending, "resnet": volcano.Running,
+		"bert": volcano.Restarting, "suspended": volcano.Aborted}, a.synced, "each synced in its phase")
+	a.mu.Unlock()
+	for id := range phases {
+		rec, err := store.Get(bg, id)
+		require.NoError(t, err)
+		require.Equal(t, string(phases[id]), rec.Status, id)
+		claim, held, err := store.Held(bg, id)
+		require.NoError(t, err)
+		if id == "done" {
+			require.False(t, held)
+			continue
+		}
+		require.True(t, held, id)
+		require.Equal(t, "manager-a", claim.Owner, id)
+	}
+	r := a.stop(t)
+	require.NoError(t, r.err)
+	require.Equal(t, 0, r.code)
+	for id := range phases {
+		_, held, err := store.Held(bg, id)
+		require.NoError(t, err)
+		require.False(t, held, "%s handed over", id)
+	}
+
+	b := manage(t, store, "manager-b")
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	select {
+	case n := <-b.ready:
+		require.Equal(t, 4, n)
+	case <-ctx.Done():
+		t.Fatal("the next manager waited for the last one's lease")
+	}
+	rec, err := store.Get(bg, "resnet")
+	require.NoError(t, err)
+	require.Equal(t, "manager-b", rec.Owner)
+	require.Empty(t, rec.Meta[recovery.MetaFailovers])
+	require.Equal(t, 0, b.stop(t).code)
+}
+
+// A Job that ends is let go; one whose retries are spent is ended by
+// the manager's loop, as its budget says.
+func TestAManagerEndsWhatFallsDueAndLetsEndedJobsGo(t *testing.T) {
+	store := storage.NewMemory()
+	user, err := transition.NewPersisted(volcano.Lifecycle(), store, "flaky", transition.PersistedOptions{Actor: "vcctl"})
+	require.NoError(t, err)
+	_, err = user.Create(bg, transition.Update[volcano.Phase]{To: volcano.Running, Meta: volcano.MaxRetry(1)})
+	require.NoError(t, err)
+	_, err = user.Fire(bg, volcano.Restarting, "pod evicted")
+	require.NoError(t, err)
+	m := manage(t, store, "manager-a")
+	require.Equal(t, 0, m.waitReady(t), "exhausted at its take-over: failed, let go")
+	rec, err := store.Get(bg, "flaky")
+	require.NoError(t, err)
+	require.Equal(t, string(volcano.Failed), rec.Status)
+	_, held, err := store.Held(bg, "flaky")
+	require.NoError(t, err)
+	require.False(t, held)
+	require.Equal(t, 0, m.stop(t).code)
+}
+
+func TestAManagerConfigThatCannotRunSaysWhatToGive(t *testing.T) {
+	sync := func(context.Context, *transition.Persisted[volcano.Phase], volcano.Phase) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}
+	for name, c := range map[string]run.ManagerConfig[volcano.Phase]{
+		"Roles":  {Store: storage.NewMemory(), Sync: sync},
+		"Store":  {Roles: volcano.Roles(), Sync: sync},
+		"Sync":   {Roles: volcano.Roles(), Store: storage.NewMemory()},
+		"TTL":    {Roles: volcano.Roles(), Store: storage.NewMemory(), Sync: sync, TTL: time.Millisecond},
+		"Lister": {Roles: volcano.Roles(), Store: struct{ storage.Store }{storage.NewMemory()}, Sync: sync},
+	} {
+		code, err := run.Manage(bg, c)
+		require.ErrorIs(t, err, run.ErrInvalidConfig, name)
+		require.ErrorContains(t, err, name, fmt.Sprint(name))
+		require.Equal(t, 1, code)
+	}
+}
