@@ -58,7 +58,7 @@ func supervise(args []string, out io.Writer) int {
 	return proc.Supervise("volcano", args, out, func(fs *flag.FlagSet) {
 		f.Register(fs, "etcd")
 		fs.BoolVar(&verbose, "v", false, "echo everything the managers print")
-	}, func(ctx context.Context, out io.Writer) (bool, error) { return run(ctx, f, verbose, out) })
+	}, func(ctx context.Context, out io.Writer) (bool, error) { return demo(ctx, f, verbose, out) })
 }
 
 // waitLong bounds every wait on a manager: far longer than any step
@@ -92,7 +92,7 @@ var jobs = []job{
 	{"done", Completed, world{Spec: Spec{MinAvailable: 1, Tasks: []Task{{Name: "worker", Replicas: 1}}}, Pods: Pods{Succeeded: 1}}},
 }
 
-func run(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool, error) {
+func demo(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (bool, error) {
 	if f.Kind != "etcd" {
 		return false, fmt.Errorf("-store %s: the managers and the demo read the Jobs at once, from their own processes: use etcd (a bolt file is one process's at a time)", f.Kind)
 	}
