@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/signal"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/recovery"
-	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
 )
@@ -79,17 +76,10 @@ func Manage[S comparable](ctx context.Context, c ManagerConfig[S]) (int, error) 
 	if err != nil {
 		return exitFailed, err
 	}
-	signals := c.Signals
-	if signals == nil {
-		ch := make(chan os.Signal, 1)
-		signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
-		defer signal.Stop(ch)
-		signals = ch
-	}
-	if c.Table != "" {
-		if _, err := schema.Record(ctx, c.Store, c.Table, c.Roles); err != nil {
-			return exitFailed, fmt.Errorf("run: recording the table: %w", err)
-		}
+	signals, stop := signalsOr(c.Signals)
+	defer stop()
+	if err := recordTable(ctx, c.Store, c.Table, c.Roles); err != nil {
+		return exitFailed, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

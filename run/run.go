@@ -104,20 +104,35 @@ func Run[S comparable](ctx context.Context, c Config[S]) (int, error) {
 	if err != nil {
 		return exitFailed, err
 	}
-	signals := c.Signals
-	if signals == nil {
-		ch := make(chan os.Signal, 1)
-		signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
-		defer signal.Stop(ch)
-		signals = ch
-	}
+	signals, stop := signalsOr(c.Signals)
+	defer stop()
 	h.signals = signals
-	if c.Table != "" {
-		if _, err := schema.Record(ctx, c.Store, c.Table, c.Roles); err != nil {
-			return exitFailed, fmt.Errorf("run: recording the table: %w", err)
-		}
+	if err := recordTable(ctx, c.Store, c.Table, c.Roles); err != nil {
+		return exitFailed, err
 	}
 	return h.run(ctx)
+}
+
+// signalsOr returns signals, or this process's SIGTERM and SIGINT when it
+// is nil, and what stops them coming.
+func signalsOr(signals <-chan os.Signal) (<-chan os.Signal, func()) {
+	if signals != nil {
+		return signals, func() {}
+	}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// recordTable records roles' table under name, if there is one.
+func recordTable[S comparable](ctx context.Context, store storage.Store, name string, roles *recovery.Roles[S]) error {
+	if name == "" {
+		return nil
+	}
+	if _, err := schema.Record(ctx, store, name, roles); err != nil {
+		return fmt.Errorf("run: recording the table: %w", err)
+	}
+	return nil
 }
 
 // harness is one Run.
