@@ -18,7 +18,6 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
-	"github.com/execfsm/execfsm/transition"
 )
 
 //go:embed page.html
@@ -409,14 +408,8 @@ func orDash(s string) string {
 // metaValue shows the library's own machine values readably (the
 // restart times as times).
 func metaValue(rec storage.Record, k string) string {
-	nouns := "unexpected restarts"
-	if counter, ok := transition.CounterOfKey(k); ok {
-		nouns = counter + " moves counted"
-	} else if k != recovery.MetaFailovers {
-		return rec.Meta[k]
-	}
-	if c, err := transition.ParseCount(rec.Meta[k]); err == nil {
-		return c.Text(nouns, when)
+	if text, ok := recovery.CountText(k, rec.Meta[k], when); ok {
+		return text
 	}
 	return rec.Meta[k]
 }

@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -28,4 +29,23 @@ func FailoverCount(rec storage.Record) (transition.Count, error) {
 		return c, fmt.Errorf("recovery: metadata %s: %w", MetaFailovers, err)
 	}
 	return c, nil
+}
+
+// CountText says a count the library keeps in a record's metadata as
+// people read it, each time written by when: the failovers
+// ([MetaFailovers]) and every counter's (transition.CountKey). It
+// reports false for any other key, and for a value that is not a count
+// (then show it as it is).
+func CountText(key, value string, when func(time.Time) string) (string, bool) {
+	nouns := "unexpected restarts"
+	if counter, ok := transition.CounterOfKey(key); ok {
+		nouns = counter + " moves counted"
+	} else if key != MetaFailovers {
+		return "", false
+	}
+	c, err := transition.ParseCount(value)
+	if err != nil {
+		return "", false
+	}
+	return c.Text(nouns, when), true
 }

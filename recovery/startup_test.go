@@ -440,3 +440,19 @@ func controllerOf(t *testing.T, exec *transition.Persisted[state.Status], pod st
 	require.NoError(t, err)
 	return c
 }
+
+// The library's counts read as people read them; anything else is left
+// to be shown as it is.
+func TestCountTextSaysTheCountsOnly(t *testing.T) {
+	when := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	text, ok := recovery.CountText(recovery.MetaFailovers, "1796374800000", when)
+	require.True(t, ok)
+	require.Equal(t, "1 unexpected restarts: 2026-12-04T09:00:00Z", text)
+	text, ok = recovery.CountText(transition.CountKey("retries"), "3@1796374800000:1796375100000", when)
+	require.True(t, ok)
+	require.Equal(t, "4 retries moves counted, the last 1: 2026-12-04T09:05:00Z", text)
+	_, ok = recovery.CountText(recovery.MetaFailovers, "soon", when)
+	require.False(t, ok)
+	_, ok = recovery.CountText("owner", "1796374800000", when)
+	require.False(t, ok)
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
-	"github.com/execfsm/execfsm/transition"
 )
 
 // printer writes results as text for people or as JSON for programs.
@@ -87,14 +86,8 @@ func (p *printer) record(rec storage.Record) error {
 // library's own keys that hold machine values, readable (the restart
 // times as times, not Unix milliseconds); any other as it is.
 func metaValue(rec storage.Record, k string) string {
-	nouns := "unexpected restarts"
-	if counter, ok := transition.CounterOfKey(k); ok {
-		nouns = counter + " moves counted"
-	} else if k != recovery.MetaFailovers {
-		return oneLine(rec.Meta[k])
-	}
-	if c, err := transition.ParseCount(rec.Meta[k]); err == nil {
-		return c.Text(nouns, when)
+	if text, ok := recovery.CountText(k, rec.Meta[k], when); ok {
+		return text
 	}
 	return oneLine(rec.Meta[k])
 }
