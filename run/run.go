@@ -269,8 +269,8 @@ func (h *harness[S]) afterSetupFailed(ctx context.Context, err error) (int, bool
 // wait holds a parked execution, or one whose backoff runs, until it is
 // moved on (or the backoff is over), then starts again.
 func (h *harness[S]) wait(ctx context.Context, v recovery.Verdict[S]) (int, bool, error) {
-	tick := time.NewTicker(h.stopCheck())
-	defer tick.Stop()
+	tick, stop := h.ticker()
+	defer stop()
 	lost := h.exec.Ownership().Lost()
 	for {
 		if !v.Until.IsZero() && !time.Now().Before(v.Until) {
@@ -286,7 +286,7 @@ func (h *harness[S]) wait(ctx context.Context, v recovery.Verdict[S]) (int, bool
 			return h.terminate(ctx, nil)
 		case <-lost:
 			return 0, true, nil
-		case <-tick.C:
+		case <-tick:
 		}
 		cur, _, err := h.exec.Load(ctx)
 		if err == nil && cur != v.To {
@@ -295,11 +295,13 @@ func (h *harness[S]) wait(ctx context.Context, v recovery.Verdict[S]) (int, bool
 	}
 }
 
-func (h *harness[S]) stopCheck() time.Duration {
+// ticker ticks every StopCheck, or never when it is negative.
+func (h *harness[S]) ticker() (<-chan time.Time, func()) {
 	if h.c.StopCheck < 0 {
-		return time.Hour * 24 * 365
+		return nil, func() {}
 	}
-	return h.c.StopCheck
+	t := time.NewTicker(h.c.StopCheck)
+	return t.C, t.Stop
 }
 
 // work runs the work in state until it returns, a SIGTERM comes, a stop
@@ -309,8 +311,8 @@ func (h *harness[S]) work(ctx context.Context, state S) (int, bool, error) {
 	defer cancel()
 	done := make(chan recovery.Ending, 1)
 	go func() { done <- h.c.Work(workCtx, h.exec, state) }()
-	tick := time.NewTicker(h.stopCheck())
-	defer tick.Stop()
+	tick, stop := h.ticker()
+	defer stop()
 	lost := h.exec.Ownership().Lost()
 	for {
 		select {
@@ -326,7 +328,7 @@ func (h *harness[S]) work(ctx context.Context, state S) (int, bool, error) {
 			cancel()
 			<-done
 			return h.policy.LeaveExitCode(), false, h.release(context.WithoutCancel(ctx))
-		case <-tick.C:
+		case <-tick:
 			if h.stopped(ctx) {
 				cancel()
 				return h.finish(ctx, <-done)
