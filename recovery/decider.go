@@ -234,7 +234,7 @@ func (d *Decider[S]) Advance(ctx context.Context, exec *transition.Persisted[S])
 		enforced Enforced[S]
 		wait     time.Duration
 	)
-	c, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
+	c, after, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
 		enforced, wait = Enforced[S]{}, 0
 		now := d.p.clock()
 		due, ok, err := d.roles.nextDue(rec, cur, now, true)
@@ -258,11 +258,7 @@ func (d *Decider[S]) Advance(ctx context.Context, exec *transition.Persisted[S])
 	}
 	d.p.Observer.enforce(enforced)
 	// What falls due next is in the state the move entered.
-	_, rec, err := exec.Load(ctx)
-	if err != nil {
-		return enforced, 0, nil // the move is made; the next look finds the rest
-	}
-	if next, ok, err := d.roles.Due(rec, d.p.clock()); err == nil && ok {
+	if next, ok, err := d.roles.Due(after, d.p.clock()); err == nil && ok {
 		wait = max(time.Nanosecond, next.Due.Sub(d.p.clock()))
 	}
 	return enforced, wait, nil

@@ -145,23 +145,26 @@ func (r *Roles[S]) nextDue(rec storage.Record, cur S, now time.Time, plainTimers
 		d.failure = r.failing(b.Exhausted)
 		return d, true, nil
 	}
-	var first due[S]
-	found := false
+	var (
+		first      due[S]
+		firstAfter time.Duration
+		found      bool
+	)
 	for _, t := range r.timers[cur] {
 		if !plainTimers && t.Budget == "" {
 			continue
 		}
-		at, _, ok, err := r.timerDue(t, rec, now)
+		at, after, ok, err := r.timerDue(t, rec, now)
 		if err != nil {
 			return due[S]{}, false, err
 		}
 		if ok && (!found || at.Before(first.Due)) {
 			first = due[S]{Enforced: Enforced[S]{ID: rec.ID, From: cur, To: t.Then, Cause: CauseTimer, Timer: t, Due: at}}
-			found = true
+			firstAfter, found = after, true
 		}
 	}
 	if found {
-		first.Reason = r.timerReason(first.Timer, rec, now)
+		first.Reason = timerReason(first.Timer, firstAfter, rec, now)
 		first.failure = r.failing(first.To)
 	}
 	return first, found, nil
@@ -210,9 +213,9 @@ func (r *Roles[S]) timerDue(t Timer[S], rec storage.Record, now time.Time) (at t
 	return at, after, true, nil
 }
 
-// timerReason says why t moved rec on, as the record's trail keeps it.
-func (r *Roles[S]) timerReason(t Timer[S], rec storage.Record, now time.Time) string {
-	_, after, _, _ := r.timerDue(t, rec, now)
+// timerReason says why t, running for after, moved rec on, as the
+// record's trail keeps it.
+func timerReason[S comparable](t Timer[S], after time.Duration, rec storage.Record, now time.Time) string {
 	name := ""
 	if t.Name != "" {
 		name = " (timer " + t.Name + ")"
