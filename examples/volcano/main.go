@@ -244,10 +244,6 @@ func createJobs(ctx context.Context, cfg stores.Config, worldDir string) error {
 	}
 	defer closeStore()
 	table := volcano.Lifecycle()
-	// The managers elect their leader on a record of their own.
-	if _, err := store.Create(ctx, storage.Record{ID: leaderID, Status: "leading"}); err != nil {
-		return err
-	}
 	for _, j := range jobs {
 		user, err := transition.NewPersisted(table, store, j.id, transition.PersistedOptions{Actor: "vcctl"})
 		if err != nil {
