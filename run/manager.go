@@ -17,10 +17,30 @@ import (
 )
 
 // Sync is a manager's work on one execution it drives, in state: bring
-// the world in line with it (or it with the world), as a reconciler does.
-// It is called for every execution, again at every resync and whenever
-// it asks (Result.RequeueAfter); an error is retried with backoff.
-type Sync[S comparable] func(ctx context.Context, exec *transition.Persisted[S], state S) (reconcile.Result, error)
+// the world in line with it (or it with the world), as a reconciler does,
+// and say what next. It is called for every execution, again at every
+// resync, at once after it moved the execution, and whenever its Step
+// asks; an error is retried with backoff.
+type Sync[S comparable] func(ctx context.Context, exec *transition.Persisted[S], state S) (Step, error)
+
+// Step is what a [Sync] asks for next. The zero Step waits for the next
+// resync (or for the Sync's own move: an execution it moved is synced
+// again at once).
+type Step struct {
+	// After, if positive, syncs the execution again after it.
+	After time.Duration
+	// Ended says the work on the execution is over, as Ending tells:
+	// the manager writes the end it earned (recovery.Decider.Finish) and
+	// lets the execution go.
+	Ended  bool
+	Ending recovery.Ending
+}
+
+// After is the Step that syncs the execution again after d.
+func After(d time.Duration) Step { return Step{After: d} }
+
+// End is the Step that ends the work on the execution, as ending tells.
+func End(ending recovery.Ending) Step { return Step{Ended: true, Ending: ending} }
 
 // ManagerConfig is what [Manage] needs. Roles, Store and Sync are
 // required.
@@ -44,11 +64,34 @@ type ManagerConfig[S comparable] struct {
 	// TTL is the leader's lease (or each execution's); zero is the
 	// store's default.
 	TTL time.Duration
+	// HandOver says the executions' work runs outside this process (in
+	// pods, Jobs, simulators) and goes on without it, as an operator's
+	// does (recovery.Policy.Manager): a SIGTERM hands every execution over
+	// as it is, and the next manager resumes a running one without
+	// counting a failover. Platform, Resumable and Failovers are then
+	// left unset. False: the work runs in this process, and a SIGTERM
+	// does to each execution what Platform says (relocate, or shut down).
+	HandOver bool
+	// Platform is what runs this process (recovery.KubernetesJob, ...),
+	// as in Config: what a crash and a SIGTERM mean, and the exit code.
+	Platform recovery.Platform
+	// Resumable says that the work of an execution can be taken up again
+	// where it was, after a crash or a relocation (Config.Resumable).
+	Resumable bool
+	// Failovers are the unexpected restarts resumed before an execution
+	// fails (Config.Failovers).
+	Failovers recovery.Allowance
 	// Sync is the work on each execution.
 	Sync Sync[S]
 	// World, if set, lists what the world has (the Jobs, the processes)
 	// for the Loop's adoption pass (reconcile.Options.World).
 	World func(ctx context.Context) ([]reconcile.Item[string], error)
+	// CreateMissing says an item World lists that has no record yet is a
+	// new execution: it is created in the table's initial state, its
+	// annotations as the record's metadata, then taken over. False leaves
+	// creating records to someone else (a user's tool, a cluster master):
+	// an item without one is an error of the adoption pass.
+	CreateMissing bool
 	// Resync is the Loop's (reconcile.Options.Resync).
 	Resync time.Duration
 	// Workers sync that many executions at once; zero is 1.
@@ -56,8 +99,9 @@ type ManagerConfig[S comparable] struct {
 	// Signals brings the SIGTERMs; nil is this process's SIGTERM and
 	// SIGINT.
 	Signals <-chan os.Signal
-	// Observer is told what the decisions carried out.
-	Observer recovery.Observer[S]
+	// Observers are told every move, decision and sync
+	// (prom.RunObservers makes all of them at once).
+	Observers Observers[S]
 	// Log, if set, is told each step, a line each.
 	Log func(format string, args ...any)
 	// Ready, if set, is called once every execution known at start has
@@ -65,12 +109,15 @@ type ManagerConfig[S comparable] struct {
 	Ready func(driven int)
 }
 
-// Manage is a manager's life (recovery.Policy.Manager): it elects itself
-// leader (with Leader), takes over every execution of the store that has
-// not ended, in a reconcile.Loop, and syncs each; a SIGTERM hands every
-// execution over as it is (released, nothing written) and lets the
-// leader's lease go. It returns 0 then, which a Deployment and systemd
-// both read right; 1 with the error that cut it short.
+// Manage is the life of a process that drives many executions: it elects
+// itself leader (with Leader), takes over every execution of the store
+// that has not ended (and those World brings), in a reconcile.Loop, and
+// syncs each until its Step ends it. A SIGTERM stops the syncs, then
+// hands every execution over as it is (HandOver: released, nothing
+// written; the exit code is 0, which a Deployment and systemd both read
+// right) or does to each what Platform says (relocated: the exit code is
+// Platform.RelocateExitCode; shut down: 0), and lets the leader's lease
+// go. It returns 1 with the error that cut it short.
 func Manage[S comparable](ctx context.Context, c ManagerConfig[S]) (int, error) {
 	m, err := newManager(c)
 	if err != nil {
@@ -121,6 +168,8 @@ func newManager[S comparable](c ManagerConfig[S]) (*manager[S], error) {
 		return nil, bad("no Sync: the work on each execution")
 	case c.TTL != 0 && (c.TTL < storage.MinLeaseTTL || c.TTL > storage.MaxLeaseTTL):
 		return nil, bad("TTL %v, want %v to %v (0: the store's default)", c.TTL, storage.MinLeaseTTL, storage.MaxLeaseTTL)
+	case c.HandOver && (c.Platform != recovery.Platform{} || c.Resumable || c.Failovers != recovery.Allowance{}):
+		return nil, bad("HandOver with Platform, Resumable or Failovers: a manager whose executions' work runs outside it is not restarted with them; leave them unset")
 	}
 	if _, ok := c.Store.(storage.Lister); !ok {
 		return nil, bad("the Store cannot list its executions (storage.Lister)")
@@ -131,11 +180,15 @@ func newManager[S comparable](c ManagerConfig[S]) (*manager[S], error) {
 	if c.Workers == 0 {
 		c.Workers = 1
 	}
-	d, err := recovery.NewDecider(c.Roles, recovery.Policy{Manager: true})
+	policy := recovery.Policy{Manager: true}
+	if !c.HandOver {
+		policy = recovery.Policy{Platform: c.Platform, Work: recovery.Restartability(c.Resumable), Failovers: c.Failovers}
+	}
+	d, err := recovery.NewDecider(c.Roles, policy)
 	if err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
-	return &manager[S]{c: c, decider: d.WithObserver(c.Observer), driven: map[string]*transition.Persisted[S]{}}, nil
+	return &manager[S]{c: c, decider: d.WithObserver(c.Observers.Decisions), driven: map[string]*transition.Persisted[S]{}}, nil
 }
 
 func (m *manager[S]) log(format string, args ...any) {
@@ -151,7 +204,8 @@ func (m *manager[S]) run(ctx context.Context) error {
 			return err
 		}
 	}
-	opts := reconcile.Options[string]{Reconciler: m, Known: m.known, Resync: m.c.Resync, Workers: m.c.Workers}
+	opts := reconcile.Options[string]{Reconciler: m, Known: m.known, Resync: m.c.Resync, Workers: m.c.Workers,
+		ReconcileObserver: m.c.Observers.Reconciles, AdoptionObserver: m.c.Observers.Adoptions}
 	if m.c.World != nil {
 		opts.World, opts.Adopter = m.c.World, m
 	}
@@ -209,8 +263,23 @@ func (m *manager[S]) known(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Adopt implements reconcile.Adopter: the world's item taken over.
+// Adopt implements reconcile.Adopter: the world's item taken over
+// (created first, with CreateMissing).
 func (m *manager[S]) Adopt(ctx context.Context, item reconcile.Item[string]) error {
+	m.mu.Lock()
+	_, driven := m.driven[item.Key]
+	m.mu.Unlock()
+	if m.c.CreateMissing && !driven {
+		exec, err := transition.NewPersisted(m.c.Roles.Table(), m.c.Store, item.Key, transition.PersistedOptions{Actor: m.c.Holder}, m.c.Observers.Moves)
+		if err != nil {
+			return err
+		}
+		_, err = exec.Create(ctx, transition.Update[S]{To: m.c.Roles.Table().Initial(), Reason: "listed by the world",
+			Meta: maps.Clone(item.Identity.Annotations)})
+		if err != nil && !errors.Is(err, storage.ErrExists) {
+			return err
+		}
+	}
 	_, err := m.take(ctx, item.Key)
 	return err
 }
@@ -223,7 +292,7 @@ func (m *manager[S]) take(ctx context.Context, id string) (*transition.Persisted
 	if ok && !storage.Ended(exec.Ownership()) {
 		return exec, nil
 	}
-	exec, err := transition.NewPersisted(m.c.Roles.Table(), m.c.Store, id, transition.PersistedOptions{Actor: m.c.Holder})
+	exec, err := transition.NewPersisted(m.c.Roles.Table(), m.c.Store, id, transition.PersistedOptions{Actor: m.c.Holder}, m.c.Observers.Moves)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +307,7 @@ func (m *manager[S]) take(ctx context.Context, id string) (*transition.Persisted
 	case err != nil:
 		return nil, err
 	}
-	m.log("%s %s: %s", id, v.Decision, v.Reason)
+	m.log("%s: %s: %s", id, v.Decision, v.Reason)
 	m.mu.Lock()
 	m.driven[id] = exec
 	m.mu.Unlock()
@@ -263,14 +332,40 @@ func (m *manager[S]) Reconcile(ctx context.Context, id string) (reconcile.Result
 		m.drop(ctx, id, exec)
 		return reconcile.Result{}, nil
 	}
-	res, err := m.c.Sync(ctx, exec, cur)
+	step, err := m.c.Sync(ctx, exec, cur)
 	if err != nil {
-		return res, err
+		return reconcile.Result{}, err
+	}
+	if step.Ended {
+		return m.end(ctx, id, exec, step.Ending)
+	}
+	res := reconcile.Result{RequeueAfter: step.After}
+	if after, _, err := exec.Load(ctx); err == nil && after != cur {
+		return reconcile.Result{RequeueAfter: atOnce}, nil // moved: sync it where it is now
 	}
 	if _, wait, err := m.decider.Advance(ctx, exec); err == nil && wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
 		res.RequeueAfter = wait
 	}
 	return res, nil
+}
+
+// atOnce is the smallest delay the Loop takes: an execution synced again
+// at once.
+const atOnce = time.Nanosecond
+
+// end writes the end the work earned and lets the execution go; one that
+// has not ended (a retry, a failure parked) is taken over again at once.
+func (m *manager[S]) end(ctx context.Context, id string, exec *transition.Persisted[S], ending recovery.Ending) (reconcile.Result, error) {
+	end, err := m.decider.Finish(ctx, exec, ending, nil)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	m.log("%s: %s %v: %s", id, end.Kind, end.To, end.Reason)
+	m.drop(ctx, id, exec)
+	if m.c.Roles.Table().IsTerminal(end.To) {
+		return reconcile.Result{}, end.ReleaseErr
+	}
+	return reconcile.Result{RequeueAfter: atOnce}, end.ReleaseErr
 }
 
 // drop lets an ended execution go.
@@ -283,8 +378,8 @@ func (m *manager[S]) drop(ctx context.Context, id string, exec *transition.Persi
 	}
 }
 
-// handOver is the SIGTERM: every execution handed over, then the
-// leader's lease let go.
+// handOver is the SIGTERM: every execution handed over (or relocated, or
+// shut down, as the policy says), then the leader's lease let go.
 func (m *manager[S]) handOver(ctx context.Context) int {
 	m.mu.Lock()
 	ids := make([]string, 0, len(m.driven))
@@ -298,11 +393,25 @@ func (m *manager[S]) handOver(ctx context.Context) int {
 	for _, id := range ids {
 		a, err := m.decider.Terminate(ctx, execs[id], nil)
 		if err != nil || a.ReleaseErr != nil {
-			m.log("%s: handing over: %v", id, errors.Join(err, a.ReleaseErr))
+			m.log("%s: SIGTERM: %v", id, errors.Join(err, a.ReleaseErr))
 			code = exitFailed
 			continue
 		}
-		m.log("%s %s", a.Kind, id)
+		m.log("%s: SIGTERM: %s: %s", id, a.Kind, a.Reason)
+		exit := a.ExitCode
+		if a.Kind == recovery.ActionShutdown {
+			end, err := m.decider.Finish(ctx, execs[id], recovery.Ending{}, nil)
+			if err != nil || end.ReleaseErr != nil {
+				m.log("%s: shutting down: %v", id, errors.Join(err, end.ReleaseErr))
+				code = exitFailed
+				continue
+			}
+			m.log("%s: %s %v: %s", id, end.Kind, end.To, end.Reason)
+			exit = end.ExitCode
+		}
+		if code != exitFailed {
+			code = max(code, exit)
+		}
 	}
 	if m.leader != nil {
 		if err := m.leader.Release(ctx); err != nil {

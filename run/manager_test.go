@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/run"
+	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/execfsm/execfsm/volcano"
 	"github.com/stretchr/testify/require"
@@ -47,13 +48,13 @@ func manage(t *testing.T, store storage.Store, holder string) *managed {
 	m := &managed{signals: make(chan os.Signal, 1), ready: make(chan int, 1), done: make(chan result, 1), synced: map[string]volcano.Phase{}}
 	go func() {
 		code, err := run.Manage(bg, run.ManagerConfig[volcano.Phase]{
-			Roles: volcano.Roles(), Store: store, Table: "volcano-job", Holder: holder, Leader: "controller-manager",
+			Roles: volcano.Roles(), Store: store, Table: "volcano-job", Holder: holder, Leader: "controller-manager", HandOver: true,
 			TTL: time.Minute, Signals: m.signals, Resync: -1,
-			Sync: func(_ context.Context, exec *transition.Persisted[volcano.Phase], phase volcano.Phase) (reconcile.Result, error) {
+			Sync: func(_ context.Context, exec *transition.Persisted[volcano.Phase], phase volcano.Phase) (run.Step, error) {
 				m.mu.Lock()
 				m.synced[exec.ID()] = phase
 				m.mu.Unlock()
-				return reconcile.Result{}, nil
+				return run.Step{}, nil
 			},
 			Ready: func(n int) { m.ready <- n },
 		})
@@ -158,8 +159,8 @@ func TestAManagerEndsWhatFallsDueAndLetsEndedJobsGo(t *testing.T) {
 }
 
 func TestAManagerConfigThatCannotRunSaysWhatToGive(t *testing.T) {
-	sync := func(context.Context, *transition.Persisted[volcano.Phase], volcano.Phase) (reconcile.Result, error) {
-		return reconcile.Result{}, nil
+	sync := func(context.Context, *transition.Persisted[volcano.Phase], volcano.Phase) (run.Step, error) {
+		return run.Step{}, nil
 	}
 	for name, c := range map[string]run.ManagerConfig[volcano.Phase]{
 		"Roles":  {Store: storage.NewMemory(), Sync: sync},
@@ -167,10 +168,92 @@ func TestAManagerConfigThatCannotRunSaysWhatToGive(t *testing.T) {
 		"Sync":   {Roles: volcano.Roles(), Store: storage.NewMemory()},
 		"TTL":    {Roles: volcano.Roles(), Store: storage.NewMemory(), Sync: sync, TTL: time.Millisecond},
 		"Lister": {Roles: volcano.Roles(), Store: struct{ storage.Store }{storage.NewMemory()}, Sync: sync},
+		"HandOver": {Roles: volcano.Roles(), Store: storage.NewMemory(), Sync: sync, HandOver: true,
+			Platform: recovery.KubernetesDeployment},
 	} {
 		code, err := run.Manage(bg, c)
 		require.ErrorIs(t, err, run.ErrInvalidConfig, name)
 		require.ErrorContains(t, err, name, fmt.Sprint(name))
 		require.Equal(t, 1, code)
+	}
+}
+
+// A manager whose work runs in its own process (a render farm's
+// renderers) sets each execution up, ends one when its Sync says so, and
+// on SIGTERM does what the platform says: on a Job it relocates every
+// running execution and exits 143; under systemd a SIGTERM is a stop,
+// which shuts each down and exits 0.
+func TestAManagerOfWorkInItsProcessRelocatesOrShutsDownAsThePlatformSays(t *testing.T) {
+	for _, tc := range []struct {
+		platform recovery.Platform
+		then     state.Status
+		code     int
+	}{
+		{recovery.KubernetesJob, state.Relocating, 143},
+		{recovery.KubernetesDeployment, state.Relocating, 143},
+		{recovery.SystemdOnFailure, state.Terminated, 0},
+		{recovery.Unmanaged, state.Terminated, 0},
+	} {
+		t.Run(tc.platform.Name, func(t *testing.T) {
+			store := storage.NewMemory()
+			for id, s := range map[string]state.Status{"ex-a": state.Initializing, "ex-b": state.Initializing, "ex-done": state.Initializing} {
+				master, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: "master"})
+				require.NoError(t, err)
+				_, err = master.Create(bg, transition.To(s).Because("placed"))
+				require.NoError(t, err)
+			}
+			signals, running, done := make(chan os.Signal, 1), make(chan string, 3), make(chan result, 1)
+			go func() {
+				code, err := run.Manage(bg, run.ManagerConfig[state.Status]{
+					Roles: teraslice.Roles(), Store: store, Holder: "farm-a", Platform: tc.platform, Resumable: true,
+					Signals: signals, Resync: -1, Workers: 2,
+					Sync: func(ctx context.Context, exec *transition.Persisted[state.Status], s state.Status) (run.Step, error) {
+						switch {
+						case s == state.Initializing:
+							_, err := exec.Fire(ctx, state.Running, "set up")
+							return run.Step{}, err // moved: synced again at once
+						case exec.ID() == "ex-done":
+							return run.End(recovery.Ending{Finished: true}), nil
+						}
+						select {
+						case running <- exec.ID():
+						default: // seen already
+						}
+						return run.Step{}, nil
+					},
+				})
+				done <- result{code, err}
+			}()
+			seen := map[string]bool{}
+			for len(seen) < 2 {
+				select {
+				case id := <-running:
+					seen[id] = true
+				case r := <-done:
+					t.Fatalf("Manage returned %d %v before both ran", r.code, r.err)
+				case <-time.After(20 * time.Second):
+					t.Fatalf("only %v ran", seen)
+				}
+			}
+			ended := func() bool { rec, err := store.Get(bg, "ex-done"); return err == nil && rec.Status == "completed" }
+			require.Eventually(t, ended, 20*time.Second, time.Millisecond, "ex-done completed by its Sync's End")
+			signals <- syscall.SIGTERM
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Manage did not return after SIGTERM")
+			}
+			require.NoError(t, r.err)
+			require.Equal(t, tc.code, r.code)
+			for _, id := range []string{"ex-a", "ex-b"} {
+				rec, err := store.Get(bg, id)
+				require.NoError(t, err)
+				require.Equal(t, tc.then.String(), rec.Status, id)
+				_, held, err := store.Held(bg, id)
+				require.NoError(t, err)
+				require.False(t, held, "%s let go", id)
+			}
+		})
 	}
 }

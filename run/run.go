@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
@@ -74,10 +75,24 @@ type Config[S comparable] struct {
 	// see a stop (or any move another writer made): zero is a second; a
 	// negative one never reads.
 	StopCheck time.Duration
-	// Observer is told what the decisions carried out (prom.RecoveryObserver).
-	Observer recovery.Observer[S]
+	// Observers are told every move and decision (prom.RunObservers
+	// makes all of them at once); a single Run syncs nothing, so
+	// Reconciles and Adoptions are not told.
+	Observers Observers[S]
 	// Log, if set, is told each step, a line each.
 	Log func(format string, args ...any)
+}
+
+// Observers are what the harness tells of its work: each is optional.
+type Observers[S comparable] struct {
+	// Moves are told every move of every execution (prom's Transitions).
+	Moves transition.Observers[S]
+	// Decisions are told what each decision carried out.
+	Decisions recovery.Observer[S]
+	// Reconciles are told each sync of a manager's Loop.
+	Reconciles reconcile.ReconcileObserver[string]
+	// Adoptions are told each adoption pass of a manager's Loop.
+	Adoptions reconcile.AdoptionObserver[string]
 }
 
 // ErrInvalidConfig is matched by the error [Run] returns for a Config it
@@ -183,11 +198,11 @@ func newHarness[S comparable](c Config[S]) (*harness[S], error) {
 	if err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
-	exec, err := transition.NewPersisted(t, c.Store, c.ID, transition.PersistedOptions{Actor: c.Holder})
+	exec, err := transition.NewPersisted(t, c.Store, c.ID, transition.PersistedOptions{Actor: c.Holder}, c.Observers.Moves)
 	if err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
-	return &harness[S]{c: c, decider: d.WithObserver(c.Observer), policy: policy, exec: exec,
+	return &harness[S]{c: c, decider: d.WithObserver(c.Observers.Decisions), policy: policy, exec: exec,
 		lease: storage.Lease{Holder: c.Holder, TTL: c.TTL, Wait: true, Reason: "controller " + c.Holder + " started"}}, nil
 }
 

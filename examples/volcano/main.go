@@ -125,12 +125,12 @@ func demo(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (boo
 	g := &proc.Group{Echo: out}
 	if !verbose {
 		g.Show = func(line string) bool {
-			for _, p := range []string{"ready ", "error", "handover ", "sync "} {
+			for _, p := range []string{"ready ", "error", "sync "} {
 				if strings.HasPrefix(line, p) {
 					return true
 				}
 			}
-			return false
+			return strings.Contains(line, ": SIGTERM: ")
 		}
 	}
 	defer g.KillAll()

@@ -59,19 +59,19 @@ func runManager(raw json.RawMessage) int {
 	}
 	m := Manager{Roles: volcano.Roles(), Decide: decide}
 	code, err := run.Manage(context.Background(), run.ManagerConfig[Phase]{
-		Roles: volcano.Roles(), Store: store, Holder: cfg.Holder, Leader: leaderID, TTL: cfg.TTL,
+		Roles: volcano.Roles(), Store: store, Holder: cfg.Holder, Leader: leaderID, TTL: cfg.TTL, HandOver: true,
 		Resync: 500 * time.Millisecond, Workers: 2,
 		World: func(context.Context) ([]reconcile.Item[string], error) { return jobsIn(cfg.World) },
-		Sync: func(ctx context.Context, exec *transition.Persisted[Phase], phase Phase) (reconcile.Result, error) {
+		Sync: func(ctx context.Context, exec *transition.Persisted[Phase], phase Phase) (run.Step, error) {
 			w, err := readWorld(cfg.World, exec.ID())
 			if err != nil {
-				return reconcile.Result{}, err
+				return run.Step{}, err
 			}
 			after, err := m.Execute(ctx, exec, SyncJob, w.Spec, w.Pods)
 			if err == nil && after != phase {
 				fmt.Printf("sync %s %s -> %s\n", exec.ID(), phase, after)
 			}
-			return reconcile.Result{}, err
+			return run.Step{}, err
 		},
 		Ready: func(driven int) {
 			fmt.Printf("ready %s drives %d jobs\n", cfg.Holder, driven)
