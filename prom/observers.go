@@ -6,6 +6,7 @@ import (
 
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/run"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
 )
@@ -127,4 +128,34 @@ func WatchQueue[K comparable](m *Metrics, controller string, loop *reconcile.Loo
 	}
 	m.loops[controller] = func() int { return loop.Stats().QueueDepth }
 	return nil
+}
+
+// RunObservers makes, over m and in one call, every observer the run
+// harness tells (run.Config.Observers, run.ManagerConfig.Observers): the
+// moves of the table's executions (as [NewTransitions]), the decisions
+// (as [RecoveryObserver]) and a manager's Loop under controller's name
+// (as [ReconcileObserver] and [AdoptionObserver]); the roles' table names
+// the states.
+func RunObservers[S comparable](m *Metrics, roles *recovery.Roles[S], controller string) (run.Observers[S], error) {
+	if roles == nil {
+		return run.Observers[S]{}, errors.New("prom: RunObservers: nil roles")
+	}
+	table := roles.Table()
+	moves, err := NewTransitions(m, table)
+	if err != nil {
+		return run.Observers[S]{}, err
+	}
+	decisions, err := RecoveryObserver(m, table)
+	if err != nil {
+		return run.Observers[S]{}, err
+	}
+	reconciles, err := ReconcileObserver[string](m, controller)
+	if err != nil {
+		return run.Observers[S]{}, err
+	}
+	adoptions, err := AdoptionObserver[string](m, controller)
+	if err != nil {
+		return run.Observers[S]{}, err
+	}
+	return run.Observers[S]{Moves: moves.Observers(), Decisions: decisions, Reconciles: reconciles, Adoptions: adoptions}, nil
 }

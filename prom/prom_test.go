@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/reconcile/reconciletest"
 	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/run"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
@@ -384,6 +386,59 @@ func TestConstructorsRefuseMissingParts(t *testing.T) {
 	require.Error(t, prom.WatchQueue[string](m, "x", nil))
 	_, err = prom.NewStatuses[state.Status](m, teraslice.Lifecycle(), nil, nil)
 	require.Error(t, err)
+	_, err = prom.RunObservers[state.Status](m, teraslice.Roles(), "")
+	require.Error(t, err)
+	_, err = prom.RunObservers[state.Status](m, nil, "x")
+	require.Error(t, err)
+}
+
+// One call makes every observer of the harness: a manager's moves,
+// decisions, syncs and adoptions are all counted.
+func TestRunObserversCountAManagersWholeLife(t *testing.T) {
+	m := prom.New()
+	observers, err := prom.RunObservers(m, teraslice.Roles(), "farm")
+	require.NoError(t, err)
+	store := storage.NewMemory()
+	execution(t, store, "ex-1", state.Initializing, transition.PersistedOptions{Actor: "master"})
+	signals, done := make(chan os.Signal, 1), make(chan error, 1)
+	go func() {
+		_, err := run.Manage(bg, run.ManagerConfig[state.Status]{
+			Roles: teraslice.Roles(), Store: store, Holder: "farm-a", Platform: recovery.KubernetesJob, Resumable: true,
+			Signals: signals, Resync: -1, Observers: observers,
+			World: func(context.Context) ([]reconcile.Item[string], error) {
+				return []reconcile.Item[string]{{Key: "ex-1"}}, nil
+			},
+			Sync: func(ctx context.Context, exec *transition.Persisted[state.Status], s state.Status) (run.Step, error) {
+				if s == state.Initializing {
+					_, err := exec.Fire(ctx, state.Running, "set up")
+					return run.Step{}, err
+				}
+				return run.End(recovery.Ending{Finished: true}), nil
+			},
+		})
+		done <- err
+	}()
+	completed := func() bool { rec, err := store.Get(bg, "ex-1"); return err == nil && rec.Status == "completed" }
+	require.Eventually(t, completed, bound, time.Millisecond)
+	signals <- syscall.SIGTERM
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(bound):
+		t.Fatal("Manage did not return after SIGTERM")
+	}
+	text, err := testutil.CollectAndFormat(m, expfmt.TypeTextPlain, "execfsm_transitions_total",
+		"execfsm_startup_decisions_total", "controller_runtime_reconcile_total", "execfsm_adoption_adopted_total")
+	require.NoError(t, err)
+	for _, want := range []string{
+		`execfsm_transitions_total{from="initializing",result="done",to="running"} 1`,
+		`execfsm_transitions_total{from="running",result="done",to="completed"} 1`,
+		`execfsm_startup_decisions_total{decision="start",result="ok"} 1`,
+		`controller_runtime_reconcile_total{controller="farm",result="success"}`,
+		`execfsm_adoption_adopted_total{controller="farm"} 1`,
+	} {
+		require.Contains(t, string(text), want)
+	}
 }
 
 // Scraped over HTTP on 127.0.0.1 through promhttp, as Prometheus does:
