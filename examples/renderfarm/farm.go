@@ -30,12 +30,6 @@ const (
 	StatusCancelled  Status = "cancelled"
 )
 
-// Metadata keys the controller keeps on each job's record.
-const (
-	metaFrames   = "frames"   // how many frames the job has
-	metaRendered = "rendered" // how many are rendered so far
-)
-
 // Farm is where the farm keeps its files: the spool directory users drop
 // jobs into (one "<id>.job" file holding the frame count), the rendered
 // frames, and the controller's database.
@@ -85,6 +79,13 @@ func (f Farm) Jobs() (map[string]int, error) {
 	return jobs, nil
 }
 
+// Job is a job of the spool: its frame count, and whether it is there.
+func (f Farm) Job(id string) (frames int, spooled bool, err error) {
+	jobs, err := f.Jobs()
+	frames, spooled = jobs[id]
+	return frames, spooled, err
+}
+
 // Rendered counts a job's rendered frames: the world's word, not the
 // record's, so a frame rendered just before a crash is never rendered
 // twice.
@@ -123,24 +124,10 @@ func (f Farm) RenderFrame(id string, n int) error {
 // errFramesMissing is the done guard's veto.
 var errFramesMissing = errors.New("frames missing")
 
-// Lifecycle is the render job's table and the roles the recovery
+// Lifecycle is the render job's table, in the roles the recovery
 // decisions give its states. A job is done only when every frame is on
 // disk: the guard asks the world.
-func (f Farm) Lifecycle() (*transition.Table[Status], *recovery.Roles[Status], error) {
-	allRendered := func(ctx context.Context, c transition.Change[Status], _ transition.View) error {
-		jobs, err := f.Jobs()
-		if err != nil {
-			return err
-		}
-		rendered, err := f.Rendered(c.ID)
-		if err != nil {
-			return err
-		}
-		if want, ok := jobs[c.ID]; !ok || rendered < want {
-			return fmt.Errorf("%w: %d of %d rendered", errFramesMissing, rendered, want)
-		}
-		return nil
-	}
+func (f Farm) Lifecycle() (*recovery.Roles[Status], error) {
 	running := []Status{StatusRendering, StatusPaused}
 	table, err := transition.New(StatusQueued).
 		Allow(StatusQueued, StatusRendering, StatusCancelling, StatusCancelled, StatusFailed).
@@ -150,23 +137,30 @@ func (f Farm) Lifecycle() (*transition.Table[Status], *recovery.Roles[Status], e
 		Allow(StatusMoving, StatusQueued, StatusCancelling, StatusFailed).
 		Allow(StatusCancelling, StatusCancelled, StatusDone, StatusFailed).
 		Terminal(StatusDone, StatusFailed, StatusCancelled).
-		Guard(StatusRendering, StatusDone, allRendered).
-		Guard(StatusPaused, StatusDone, allRendered).
-		Guard(StatusCancelling, StatusDone, allRendered).
+		Guard(StatusRendering, StatusDone, f.allRendered).
+		Guard(StatusPaused, StatusDone, f.allRendered).
+		Guard(StatusCancelling, StatusDone, f.allRendered).
 		Build()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	roles, err := recovery.DefineRoles(table).
-		NotStarted(StatusQueued).
-		Running(running...).
-		Relocating(StatusMoving, StatusQueued).
-		Stopping(StatusCancelling, StatusCancelled).
-		Failed(StatusFailed).
-		Ends(StatusDone, StatusCancelled).
-		Build()
+	return recovery.DefineRoles(table).NotStarted(StatusQueued).Running(running...).
+		Relocating(StatusMoving, StatusQueued).Stopping(StatusCancelling, StatusCancelled).
+		Failed(StatusFailed).Ends(StatusDone, StatusCancelled).Build()
+}
+
+// allRendered is the guard of every move to done.
+func (f Farm) allRendered(_ context.Context, c transition.Change[Status], _ transition.View) error {
+	frames, spooled, err := f.Job(c.ID)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	return table, roles, nil
+	rendered, err := f.Rendered(c.ID)
+	if err != nil {
+		return err
+	}
+	if !spooled || rendered < frames {
+		return fmt.Errorf("%w: %d of %d rendered", errFramesMissing, rendered, frames)
+	}
+	return nil
 }

@@ -1,11 +1,13 @@
 // Renderfarm is a controller written as a new user writes one, from the
-// README and `go doc` alone, with the public API and the standard library:
-// a render farm whose jobs have a lifecycle of their own (queued,
-// rendering, paused, moving, cancelling, done, failed, cancelled), a
-// guard (a job is done only when every frame is on disk), roles for the
-// recovery decisions, the embedded store, a reconcile.Loop that adopts the
-// jobs users drop into a spool directory, and Prometheus metrics served
-// over HTTP.
+// README and `go doc` alone: a render farm whose jobs have a lifecycle of
+// their own (queued, rendering, paused, moving, cancelling, done, failed,
+// cancelled), a guard (a job is done only when every frame is on disk),
+// roles for the recovery decisions, the embedded store, and Prometheus
+// metrics served over HTTP. run.Manage is the rest: it adopts the jobs
+// users drop into a spool directory, takes each over and decides on it,
+// calls the farm's sync until the job ends, and on SIGTERM relocates or
+// shuts every job down as the platform means it (controller.go; the
+// test counts what of it touches the library).
 //
 // This program plays the platform: it submits two jobs and runs the
 // controller (itself, in another role) three times, with real signals:
@@ -26,6 +28,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,15 +46,41 @@ import (
 )
 
 // envFarmDir, when set, makes this program the controller of the farm in
-// that directory.
-const envFarmDir = "RENDERFARM_DIR"
+// that directory, on the platform envPlatform names (a Kubernetes Job if
+// it is unset).
+const (
+	envFarmDir  = "RENDERFARM_DIR"
+	envPlatform = "RENDERFARM_PLATFORM"
+)
+
+// platforms are the platforms a controller runs on, by name.
+var platforms = map[string]recovery.Platform{}
+
+func init() {
+	for _, p := range []recovery.Platform{recovery.KubernetesJob, recovery.KubernetesDeployment,
+		recovery.SystemdOnFailure, recovery.SystemdAlways, recovery.Unmanaged} {
+		platforms[p.Name] = p
+	}
+}
+
+// controllerMain is this program as a controller: the farm and the
+// platform from the environment.
+func controllerMain(dir string) int {
+	name := cmp.Or(os.Getenv(envPlatform), recovery.KubernetesJob.Name)
+	platform, ok := platforms[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "renderfarm: no platform %q\n", name)
+		return 2
+	}
+	return runController(Farm{Dir: dir}, platform, os.Stdout)
+}
 
 // waitLimit bounds every wait for a controller to get somewhere.
 const waitLimit = time.Minute
 
 func main() {
 	if dir := os.Getenv(envFarmDir); dir != "" {
-		os.Exit(runController(Farm{Dir: dir}, os.Stdout))
+		os.Exit(controllerMain(dir))
 	}
 	if err := playInTempDir(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "renderfarm:", err)
@@ -89,7 +118,7 @@ func play(ctx context.Context, farm Farm, out io.Writer) error {
 	}
 
 	fmt.Fprintln(out, "run 1: rendering, then SIGKILL")
-	run, err := startController(ctx, farm, out)
+	run, err := startController(ctx, farm, recovery.KubernetesJob, out)
 	if err != nil {
 		return err
 	}
@@ -107,7 +136,7 @@ func play(ctx context.Context, farm Farm, out io.Writer) error {
 	if err := farm.Withdraw(trailerID); err != nil {
 		return err
 	}
-	run, err = startController(ctx, farm, out)
+	run, err = startController(ctx, farm, recovery.KubernetesJob, out)
 	if err != nil {
 		return err
 	}
@@ -122,7 +151,7 @@ func play(ctx context.Context, farm Farm, out io.Writer) error {
 	}
 
 	fmt.Fprintln(out, "run 3: resume from moving, render to the end")
-	run, err = startController(ctx, farm, out)
+	run, err = startController(ctx, farm, recovery.KubernetesJob, out)
 	if err != nil {
 		return err
 	}
@@ -149,7 +178,11 @@ func printTrails(farm Farm, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, id := range []string{shotID, trailerID} {
+	for _, job := range []struct {
+		id     string
+		frames int
+	}{{shotID, shotFrames}, {trailerID, trailerFrames}} {
+		id, frames := job.id, job.frames
 		rec, err := store.Get(context.Background(), id)
 		if err != nil {
 			return err
@@ -158,7 +191,11 @@ func printTrails(farm Farm, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "%s: %s, %s of %s frames, %d unexpected restart(s)\n", id, rec.Status, rec.Meta[metaRendered], rec.Meta[metaFrames], restarts.Total())
+		rendered, err := farm.Rendered(id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s: %s, %d of %d frames, %d unexpected restart(s)\n", id, rec.Status, rendered, frames, restarts.Total())
 		for _, e := range rec.History.All() {
 			if e.From == e.To {
 				continue // progress and take-overs: the moves tell the story
@@ -177,15 +214,15 @@ type controllerRun struct {
 	lines   chan string   // what it prints, after the metrics address
 }
 
-// startController starts the controller process and waits for its
-// metrics address.
-func startController(ctx context.Context, farm Farm, out io.Writer) (*controllerRun, error) {
+// startController starts the controller process on platform and waits
+// for its metrics address.
+func startController(ctx context.Context, farm Farm, platform recovery.Platform, out io.Writer) (*controllerRun, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), envFarmDir+"="+farm.Dir)
+	cmd.Env = append(os.Environ(), envFarmDir+"="+farm.Dir, envPlatform+"="+platform.Name)
 	cmd.Stderr = out
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -6,8 +6,13 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 
+	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/execfsm/execfsm/transition/transitiontest"
 	"github.com/stretchr/testify/require"
@@ -18,7 +23,7 @@ import (
 // The test binary is also the controller the farm starts.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(envFarmDir); dir != "" {
-		os.Exit(runController(Farm{Dir: dir}, os.Stdout))
+		os.Exit(controllerMain(dir))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -28,11 +33,11 @@ func TestTheShotIsRenderedThroughACrashAndAMove(t *testing.T) {
 	require.NoError(t, play(context.Background(), Farm{Dir: t.TempDir()}, &out))
 	t.Log(out.String())
 	for _, want := range []string{
-		"start shot-1: resume rendering → rendering (controller restarted unexpectedly in rendering status; resuming (unexpected restart 1, 3 within 30m0s allowed)",
-		"end trailer: cancelled",
-		"sigterm shot-1: relocate",
-		"start shot-1: resume moving → rendering (relocated controller took over; back to rendering)",
-		"end shot-1: done",
+		"shot-1: resume: controller restarted unexpectedly in rendering status; resuming (unexpected restart 1, 3 within 30m0s allowed)",
+		"trailer: write cancelled: stopped on request",
+		"shot-1: SIGTERM: relocate: SIGTERM in rendering status",
+		"shot-1: resume: relocated controller took over; back to rendering",
+		"shot-1: write done: the work finished",
 		"shot-1: done, 120 of 120 frames, 1 unexpected restart(s)",
 		"rendering  → moving     SIGTERM in rendering status",
 		"moving     → rendering  relocated controller took over",
@@ -45,9 +50,9 @@ func TestTheShotIsRenderedThroughACrashAndAMove(t *testing.T) {
 }
 
 func TestTheLifecycleHasEveryPropertyOfATable(t *testing.T) {
-	table, _, err := Farm{Dir: t.TempDir()}.Lifecycle()
+	roles, err := Farm{Dir: t.TempDir()}.Lifecycle()
 	require.NoError(t, err)
-	transitiontest.Check(t, table)
+	transitiontest.Check(t, roles.Table())
 }
 
 // Whatever path a job takes, it is done only with every frame on disk:
@@ -58,8 +63,9 @@ func TestNoJobIsDoneWithAFrameMissing(t *testing.T) {
 	require.NoError(t, farm.Submit(shotID, 3))
 	require.NoError(t, farm.RenderFrame(shotID, 0))
 	require.NoError(t, farm.RenderFrame(shotID, 1))
-	table, _, err := farm.Lifecycle()
+	roles, err := farm.Lifecycle()
 	require.NoError(t, err)
+	table := roles.Table()
 	rapid.Check(t, func(t *rapid.T) {
 		path := transitiontest.Walk(table, 12).Draw(t, "path")
 		machine, err := transition.NewMachine(table, transition.MachineOptions{ID: shotID})
@@ -89,4 +95,85 @@ func TestABadSpoolFileIsRefusedByName(t *testing.T) {
 	_, err := farm.Jobs()
 	require.ErrorContains(t, err, `spool file bad.job: want a frame count, got "many"`)
 	require.False(t, errors.Is(err, os.ErrNotExist))
+}
+
+// The controller killed with SIGKILL in the middle of a render, started
+// again, then sent SIGTERM, on each platform: the crash resumes where the
+// platform restarts a controller (one unexpected restart counted) and
+// fails the job where nothing does; the SIGTERM relocates where the
+// platform drains (moving, exit 143) and under systemd is a stop, which
+// cancels the job and exits 0.
+func TestEachPlatformReadsAKillAndASIGTERMItsOwnWay(t *testing.T) {
+	for _, tc := range []struct {
+		platform  recovery.Platform
+		start     string // the decision on the job after the kill
+		afterTerm Status
+		restarts  int
+		code      int
+	}{
+		{recovery.KubernetesJob, "resume", StatusMoving, 1, 143},
+		{recovery.KubernetesDeployment, "resume", StatusMoving, 1, 143},
+		{recovery.SystemdOnFailure, "resume", StatusCancelled, 1, 0},
+		{recovery.SystemdAlways, "resume", StatusCancelled, 1, 0},
+		{recovery.Unmanaged, "fail", StatusFailed, 0, 0},
+	} {
+		t.Run(tc.platform.Name, func(t *testing.T) {
+			ctx := context.Background()
+			farm := Farm{Dir: t.TempDir()}
+			require.NoError(t, farm.Submit(shotID, 10_000))
+			out := &lockedBuilder{}
+			first, err := startController(ctx, farm, tc.platform, out)
+			require.NoError(t, err)
+			require.NoError(t, first.await(ctx, "two frames", func(*metrics) (bool, error) {
+				n, err := farm.Rendered(shotID)
+				return n >= 2, err
+			}))
+			require.Equal(t, -1, first.signal(syscall.SIGKILL), "killed")
+
+			second, err := startController(ctx, farm, tc.platform, out)
+			require.NoError(t, err)
+			require.NoError(t, second.await(ctx, "the decision "+tc.start, func(m *metrics) (bool, error) {
+				return m.value("execfsm_startup_decisions_total", "decision", tc.start) >= 1, nil
+			}), out.String())
+			require.Equal(t, tc.code, second.signal(syscall.SIGTERM), out.String())
+
+			rec := record(t, farm, shotID)
+			require.Equal(t, string(tc.afterTerm), rec.Status, out.String())
+			restarts, err := recovery.FailoverCount(rec)
+			require.NoError(t, err)
+			require.Equal(t, tc.restarts, restarts.Total())
+		})
+	}
+}
+
+// lockedBuilder is a strings.Builder the controllers' output goroutines
+// write while the test reads it.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// record reads a job's record once no controller runs.
+func record(t *testing.T, farm Farm, id string) storage.Record {
+	t.Helper()
+	db, err := boltstore.Open(farm.dbPath(), boltstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer db.Close()
+	store, err := db.Store("renders")
+	require.NoError(t, err)
+	rec, err := store.Get(context.Background(), id)
+	require.NoError(t, err)
+	return rec
 }
