@@ -32,7 +32,7 @@ func Example() {
 	store, _ := kube.New(client, kube.Options{Namespace: "teraslice"})
 	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-42", transition.PersistedOptions{})
 	lease := storage.Lease{Holder: "ex-42-controller-7d9f", TTL: 15 * time.Second} // held in a Lease
-	decider, _ := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Failovers: teraslice.Failovers})
+	decider, _ := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.KubernetesJob, Failovers: teraslice.Failovers})
 	verdict, err := decider.Start(ctx, exec, lease)
 	if err != nil {
 		return // storage.ErrHeld: a live controller has it

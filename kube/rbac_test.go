@@ -223,7 +223,7 @@ func controllerDuties(t *testing.T, client kubernetes.Interface, ns string) erro
 		return err
 	}
 	posted, postErr := eventsOf(t, store, "pod-1")
-	decider := decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Failovers: teraslice.Failovers})
+	decider := decider(t, teraslice.Roles(), recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.KubernetesJob, Failovers: teraslice.Failovers})
 	lease := storage.Lease{Holder: "pod-1", TTL: 30 * time.Second, Wait: true}
 	first, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "pod-1"}, posted.Observers())
 	require.NoError(t, err)

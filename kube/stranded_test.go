@@ -196,7 +196,7 @@ func startedExecution(t *testing.T, store *kube.Store) *transition.Persisted[sta
 	require.NoError(t, err)
 	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "pod-1"})
 	require.NoError(t, err)
-	_, err = decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Failovers: teraslice.Failovers}).Start(bg, exec, storage.Lease{Holder: "pod-1", TTL: 30 * time.Second})
+	_, err = decider(t, teraslice.Roles(), recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.KubernetesJob, Failovers: teraslice.Failovers}).Start(bg, exec, storage.Lease{Holder: "pod-1", TTL: 30 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = exec.Ownership().Release(bg) })
 	return exec

@@ -107,7 +107,7 @@ func TestAbandonNeverOverrulesALiveController(t *testing.T) {
 }
 
 func TestAbandonRefusesWhatItCannotDo(t *testing.T) {
-	d := decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob})
+	d := decider(t, teraslice.Roles(), recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.KubernetesJob})
 	master, store := abandoned(t, state.Running)
 	_, err := d.Abandon(context.Background(), master, "")
 	require.ErrorContains(t, err, "say why")

@@ -317,6 +317,10 @@ func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 	if foreign(err) { // transition.Persisted refused the status before Finish saw it
 		end, err = endForeign[S](err), nil
 	}
+	if errors.Is(err, transition.ErrGuard) {
+		return End[S]{}, fmt.Errorf("recovery: the end the work earned was vetoed by a guard of the table, and the execution stays where it was "+
+			"(fix what the guard checks, or end the work otherwise: Ending.Err fails it, FinishAs names another end): %w", err)
+	}
 	if err != nil {
 		return End[S]{}, err
 	}

@@ -135,7 +135,7 @@ func TestRolesEndsAreCheckedAgainstTheTable(t *testing.T) {
 func TestDeciderFinishWritesTheEndWithTheStatisticsAndLetsGo(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	owned := owner(t, exec, "pod-0")
-	end, err := decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob}).Finish(context.Background(), owned, withFailure, map[string]string{"processed": "98"})
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.KubernetesJob}).Finish(context.Background(), owned, withFailure, map[string]string{"processed": "98"})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndWrite, end.Kind)
 	require.Zero(t, end.ExitCode, "the outcome is in the record: a platform that restarts controllers must not start another")
@@ -196,7 +196,7 @@ func TestDeciderFinishByAFencedControllerLeaves(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Zero(t, end.ExitCode, "a platform that restarts nothing")
-	end, err = decider(t, teraslice.Roles(), recovery.Policy{Platform: recovery.Platform{Restart: recovery.RestartOnFailure, Drains: true, RelocateExitCode: 75}}).Finish(context.Background(), stale, finished, nil)
+	end, err = decider(t, teraslice.Roles(), recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.Platform{Restart: recovery.RestartOnFailure, Drains: true, RelocateExitCode: 75}}).Finish(context.Background(), stale, finished, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Equal(t, 75, end.ExitCode, "pod-1 drives the execution: this exit must not complete its Job")
@@ -274,4 +274,31 @@ func TestForceStopEndsThroughStoppingWrittenByTheMaster(t *testing.T) {
 	require.ErrorIs(t, err, transition.ErrNotAllowed)
 	rec, _ := store.Get(ctx, "ex-1")
 	require.Equal(t, []string{"running→stopping", "stopping→stopped"}, moves(rec)[len(moves(rec))-2:])
+}
+
+// A guard that vetoes the end the work earned leaves the execution where
+// it was and says what to do about it; the error still matches
+// transition.ErrGuard and reaches the guard's own.
+func TestAGuardsVetoOfTheEndNamesTheFix(t *testing.T) {
+	missing := errors.New("frames missing")
+	table, err := transition.New("queued").Allow("queued", "rendering", "failed", "done", "cancelled").
+		Allow("rendering", "done", "failed", "cancelled").Terminal("done", "failed", "cancelled").
+		Guard("rendering", "done", func(context.Context, transition.Change[string], transition.View) error { return missing }).Build()
+	require.NoError(t, err)
+	roles, err := recovery.DefineRoles(table).NotStarted("queued").Running("rendering").Failed("failed").Ends("done", "cancelled").Build()
+	require.NoError(t, err)
+	store := storage.NewMemory()
+	job, err := transition.NewPersisted(table, store, "shot", transition.PersistedOptions{Actor: "farm"})
+	require.NoError(t, err)
+	_, err = job.Create(context.Background(), transition.To("rendering"))
+	require.NoError(t, err)
+	d, err := recovery.NewDecider(roles, recovery.Policy{})
+	require.NoError(t, err)
+	_, err = d.Finish(context.Background(), job, recovery.Ending{Finished: true}, nil)
+	require.ErrorIs(t, err, transition.ErrGuard)
+	require.ErrorIs(t, err, missing)
+	require.ErrorContains(t, err, "fix what the guard checks, or end the work otherwise")
+	rec, err := store.Get(context.Background(), "shot")
+	require.NoError(t, err)
+	require.Equal(t, "rendering", rec.Status)
 }

@@ -140,7 +140,7 @@ func TestAFinishingStateIsEndedNeverRerun(t *testing.T) {
 
 	exec, err := transition.NewPersisted(table, store, "ci-1", transition.PersistedOptions{Actor: "runner"})
 	require.NoError(t, err)
-	v, err := decider(t, roles, recovery.Policy{Platform: recovery.KubernetesJob}).Start(bg, exec, storage.Lease{Holder: "runner", TTL: time.Minute})
+	v, err := decider(t, roles, recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.KubernetesJob}).Start(bg, exec, storage.Lease{Holder: "runner", TTL: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionFinish, v.Decision)
 	require.Equal(t, "passed", v.To)

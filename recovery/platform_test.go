@@ -48,7 +48,23 @@ func TestAPlatformThatCannotBeIsRefused(t *testing.T) {
 		"an unknown restart":          {Restart: 9},
 		"an exit code above 255":      {Restart: recovery.RestartOnFailure, RelocateExitCode: 256},
 	} {
-		_, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: pl})
+		_, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Work: recovery.AsRecorded, Platform: pl})
 		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, name)
 	}
+}
+
+// A policy on a platform that restarts or relocates controllers must say
+// whether the work can resume: a forgotten Work is refused, naming the
+// choices, not read as "not restartable".
+func TestAForgottenWorkIsRefusedNamingTheChoices(t *testing.T) {
+	for _, pl := range []recovery.Platform{recovery.KubernetesJob, recovery.KubernetesDeployment, recovery.SystemdOnFailure, recovery.SystemdAlways} {
+		_, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: pl})
+		require.ErrorIs(t, err, recovery.ErrInvalidPolicy, pl.Name)
+		require.ErrorContains(t, err, "recovery.Restartability(true)", pl.Name)
+		require.ErrorContains(t, err, "recovery.AsRecorded", pl.Name)
+		_, err = recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: pl, Work: recovery.AsRecorded})
+		require.NoError(t, err, pl.Name)
+	}
+	_, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{})
+	require.NoError(t, err, "a policy that resumes nothing needs no Work")
 }

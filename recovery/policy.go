@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -34,6 +35,23 @@ func (r Restartability) IsRestartable() bool { return bool(r) }
 // mirrors it in a label beside the status label.
 const MetaRelocatable = "execfsm.relocatable"
 
+// AsRecorded is the [Policy].Work of a controller that cannot ask its
+// work yet (it has not loaded it): the flag recorded on the execution
+// ([MetaRelocatable]) answers, and without one the work is not
+// restartable. Said at the call so that a forgotten Work is an error, not
+// a silent "not restartable".
+var AsRecorded Restartable = asRecorded{}
+
+type asRecorded struct{}
+
+func (asRecorded) IsRestartable() bool { return false }
+
+// askable reports whether work answers for itself.
+func askable(work Restartable) bool {
+	_, recorded := work.(asRecorded)
+	return work != nil && !recorded
+}
+
 // RecordedRestartability returns the flag recorded on rec under
 // [MetaRelocatable], and false if none is (or it is neither "true" nor
 // "false").
@@ -52,7 +70,7 @@ func RecordedRestartability(rec storage.Record) (Restartability, bool) {
 // the flag recorded on the execution (the controller has not loaded its
 // work yet, or cannot ask it), otherwise not.
 func restartability(work Restartable, rec storage.Record) (bool, string) {
-	if work != nil {
+	if askable(work) {
 		if work.IsRestartable() {
 			return true, ""
 		}
@@ -128,9 +146,13 @@ type Policy struct {
 	Platform Platform
 
 	// Work is the execution's work; it is restartable if it says so
-	// ([Restartability] for a plain flag). When it is nil (the controller
-	// has not loaded its work yet) the flag recorded on the execution
-	// ([MetaRelocatable]) answers instead; without one, it is not.
+	// ([Restartability] for a plain flag). [AsRecorded] (a controller
+	// that has not loaded its work yet) lets the flag recorded on the
+	// execution ([MetaRelocatable]) answer instead; without one, it is
+	// not. Required where the Platform restarts or relocates controllers
+	// (NewDecider refuses a nil one there, naming these choices); a
+	// policy that never resumes anything (Unmanaged, a Reaper's) may
+	// leave it nil, which answers as AsRecorded does.
 	Work Restartable
 
 	// Failovers is how many unexpected restarts of a controller (a
@@ -179,6 +201,10 @@ func (p policy[S]) withDefaults(roles *Roles[S]) (policy[S], error) {
 	}
 	if err := p.Failovers.check("Failovers"); err != nil {
 		return p, err
+	}
+	if !p.Manager && p.Work == nil && (p.Platform.Restart != RestartNever || p.Platform.Drains) {
+		return p, fmt.Errorf("recovery: %w: no Work, and the platform %s restarts or relocates controllers: say whether the work can resume "+
+			"(Work: recovery.Restartability(true), or false), give the work itself (a Restartable), or Work: recovery.AsRecorded to read the flag recorded on the execution", ErrInvalidPolicy, cmp.Or(p.Platform.Name, fmt.Sprintf("%+v", p.Platform)))
 	}
 	if p.Manager {
 		for _, set := range []struct {

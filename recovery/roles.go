@@ -295,6 +295,11 @@ func (c *rolesCheck[S]) add(format string, args ...any) {
 
 func (c *rolesCheck[S]) name(s S) string { n, _ := c.t.Name(s); return fmt.Sprintf("%q", n) }
 
+// allow is the fix for a move the roles need and the table lacks.
+func (c *rolesCheck[S]) allow(from, to S) string {
+	return fmt.Sprintf("add Allow(%s, %s) to the table", c.name(from), c.name(to))
+}
+
 // ending says whether s may end an execution, or a drain: a terminal, a
 // not-started or a parked state.
 func (c *rolesCheck[S]) ending(s S) bool {
@@ -327,11 +332,11 @@ func (c *rolesCheck[S]) assign() {
 	}
 	for _, s := range c.t.States() {
 		if _, ok := c.r.role[s]; !ok {
-			c.add("%s has no role", c.name(s))
+			c.add("%s has no role: give it one (NotStarted, Running, Parked, Relocating, Stopping, Finishing; Failed or Ends for an end), or make it Terminal in the table", c.name(s))
 		}
 	}
 	if len(c.b.running) == 0 {
-		c.add("no state is running")
+		c.add("no state is running: name the states the work runs in with Running")
 	}
 }
 
@@ -340,13 +345,13 @@ func (c *rolesCheck[S]) assign() {
 func (c *rolesCheck[S]) failed() {
 	switch r := &c.r; {
 	case !c.b.hasFail:
-		c.add("no Failed state")
+		c.add("no Failed state: name the state a failure writes with Failed")
 	case !c.t.Has(r.failed) || !c.ending(r.failed):
 		c.add("Failed %s must be a terminal, not-started or parked state of the table", c.name(r.failed))
 	default:
 		c.eachRunning(func(s S) {
 			if !c.t.Allowed(s, r.failed) {
-				c.add("running %s cannot move to Failed %s", c.name(s), c.name(r.failed))
+				c.add("running %s cannot move to Failed %s: %s", c.name(s), c.name(r.failed), c.allow(s, r.failed))
 			}
 		})
 	}
@@ -381,19 +386,22 @@ func (c *rolesCheck[S]) relocations() {
 			r.relocatingOf[s] = p.state
 		})
 		if returns == 0 {
-			c.add("Relocating %s has no return edge back to a running state", c.name(p.state))
+			c.add("Relocating %s has no return edge back to a running state: add Return(%s, the running states it resumes) to the table", c.name(p.state), c.name(p.state))
 		}
-		if !c.t.Has(p.to) || r.role[p.to] != RoleNotStarted || !c.t.Allowed(p.state, p.to) {
+		switch {
+		case !c.t.Has(p.to) || r.role[p.to] != RoleNotStarted:
 			c.add("a relocation's restart %s must be a not-started state Relocating %s can move to", c.name(p.to), c.name(p.state))
+		case !c.t.Allowed(p.state, p.to):
+			c.add("Relocating %s cannot move to its restart %s: %s", c.name(p.state), c.name(p.to), c.allow(p.state, p.to))
 		}
 		if c.b.hasFail && c.t.Has(r.failed) && !c.t.Allowed(p.state, r.failed) {
-			c.add("Relocating %s cannot move to Failed %s (its deadline could not be enforced)", c.name(p.state), c.name(r.failed))
+			c.add("Relocating %s cannot move to Failed %s (its deadline could not be enforced): %s", c.name(p.state), c.name(r.failed), c.allow(p.state, r.failed))
 		}
 	}
 	c.eachRunning(func(s S) {
 		for _, rel := range r.relocating {
 			if c.t.Allowed(s, rel) && !c.t.IsReturn(rel, s) {
-				c.add("running %s can move to Relocating %s, which has no return edge back to it", c.name(s), c.name(rel))
+				c.add("running %s can move to Relocating %s, which has no return edge back to it: add Return(%s, %s) to the table", c.name(s), c.name(rel), c.name(rel), c.name(s))
 			}
 		}
 	})
@@ -415,8 +423,11 @@ func (c *rolesCheck[S]) paths(what string, given []pair[S], into *map[S]S, order
 		if order != nil {
 			*order = append(*order, p.state)
 		}
-		if !c.t.Has(p.to) || !c.ending(p.to) || !c.t.Allowed(p.state, p.to) {
+		switch {
+		case !c.t.Has(p.to) || !c.ending(p.to):
 			c.add("%s's end %s must be a terminal, not-started or parked state %s %s can move to", what, c.name(p.to), what, c.name(p.state))
+		case !c.t.Allowed(p.state, p.to):
+			c.add("%s %s cannot move to its end %s: %s", what, c.name(p.state), c.name(p.to), c.allow(p.state, p.to))
 		}
 	}
 }
@@ -439,7 +450,7 @@ func (c *rolesCheck[S]) ends() {
 		}
 		c.eachRunning(func(s S) {
 			if !c.t.Allowed(s, end.s) {
-				c.add("running %s cannot move to %s %s", c.name(s), end.what, c.name(end.s))
+				c.add("running %s cannot move to %s %s: %s", c.name(s), end.what, c.name(end.s), c.allow(s, end.s))
 			}
 		})
 	}
@@ -448,7 +459,7 @@ func (c *rolesCheck[S]) ends() {
 	}
 	for _, s := range r.stopping {
 		if !c.t.Allowed(s, r.completed) && r.stops[s] != r.completed {
-			c.add("Stopping %s cannot move to Ends' completed %s (work that finishes before its stop)", c.name(s), c.name(r.completed))
+			c.add("Stopping %s cannot move to Ends' completed %s (work that finishes before its stop): %s", c.name(s), c.name(r.completed), c.allow(s, r.completed))
 		}
 	}
 }
@@ -623,7 +634,7 @@ func (c *rolesCheck[S]) budgets() {
 		for _, s := range c.spentInto(b.Counter) {
 			r.spentIn[s] = append(r.spentIn[s], b.Counter)
 			if s != b.Exhausted && r.role[s] != RoleTerminal && !c.t.Allowed(s, b.Exhausted) {
-				c.add("budget %s: %s, which its counted moves enter, cannot move to Exhausted %s", b.Counter, c.name(s), c.name(b.Exhausted))
+				c.add("budget %s: %s, which its counted moves enter, cannot move to Exhausted %s: %s", b.Counter, c.name(s), c.name(b.Exhausted), c.allow(s, b.Exhausted))
 			}
 		}
 	}
@@ -669,8 +680,10 @@ func (c *rolesCheck[S]) timers() {
 			c.add("timer for %s is %v, want a positive duration (or a Budget's backoff, or a Name for the execution's own)", c.name(t.State), t.After)
 		}
 		switch {
-		case !thenKnown || !c.t.Allowed(t.State, t.Then):
+		case !thenKnown:
 			c.add("timer moves %s to %s, which the table does not allow", c.name(t.State), c.name(t.Then))
+		case !c.t.Allowed(t.State, t.Then):
+			c.add("timer moves %s to %s, which the table does not allow: %s", c.name(t.State), c.name(t.Then), c.allow(t.State, t.Then))
 		case then == RoleRelocating || then == RoleFinishing:
 			c.add("timer moves %s to %s, a %s state: a controller enters it with the work in hand, never a timer", c.name(t.State), c.name(t.Then), then)
 		}

@@ -128,8 +128,8 @@ func TestRolesThatDoNotFitTheirTableAreRefusedWithEveryProblem(t *testing.T) {
 		"a state not in table":  {full().Failed(SimError).Running("warp"), `"warp" (running) is not a state of the table`},
 		"a terminal given role": {full().Failed(SimError).NotStarted(SimGone), `"gone" is terminal in the table`},
 		"two roles":             {full().Failed(SimError).Running(SimIdle), `"idle" is given two roles`},
-		"a state without role":  {recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimRunning, SimPaused).Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimIdle).Failed(SimError), `"starting" has no role`},
-		"nothing running":       {recovery.DefineRoles(table).NotStarted(SimIdle, SimError, SimStarting, SimRunning, SimPaused).Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimIdle).Failed(SimError), "no state is running"},
+		"a state without role":  {recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimRunning, SimPaused).Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimIdle).Failed(SimError), `"starting" has no role: give it one (NotStarted, Running,`},
+		"nothing running":       {recovery.DefineRoles(table).NotStarted(SimIdle, SimError, SimStarting, SimRunning, SimPaused).Relocating(SimRelocating, SimIdle).Stopping(SimStopping, SimIdle).Failed(SimError), "no state is running: name the states the work runs in with Running"},
 		"no failure":            {full(), "no Failed state"},
 		"failure is running":    {full().Failed(SimRunning), `Failed "running" must be a terminal, not-started or parked state`},
 		"given twice":           {full().Failed(SimError).Failed(SimGone), "Failed is given twice"},
@@ -141,12 +141,12 @@ func TestRolesThatDoNotFitTheirTableAreRefusedWithEveryProblem(t *testing.T) {
 		"running cannot fail": {
 			recovery.DefineRoles(plain).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning).
 				Relocating(SimRelocating, SimIdle).Failed(SimGone),
-			`running "starting" cannot move to Failed "gone"`,
+			`running "starting" cannot move to Failed "gone": add Allow("starting", "gone") to the table`,
 		},
 		"relocating without return edge": {
 			recovery.DefineRoles(plain).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning).
 				Relocating(SimRelocating, SimIdle).Failed(SimError),
-			`running "starting" can move to Relocating "relocating", which has no return edge back to it`,
+			`running "starting" can move to Relocating "relocating", which has no return edge back to it: add Return("relocating", "starting") to the table`,
 		},
 		"relocating given twice": {
 			full().Failed(SimError).Relocating(SimRelocating, SimRunning),

@@ -426,7 +426,7 @@ func startupDecider[S comparable](roles *Roles[S], p policy[S], takingBack func(
 // withWork adds to v what the policy's Work says of its restartability,
 // as [Startup] does.
 func withWork[S comparable](v Verdict[S], rec storage.Record, p policy[S]) Verdict[S] {
-	if v.Decision == DecisionRefuse || p.Work == nil {
+	if v.Decision == DecisionRefuse || !askable(p.Work) {
 		return v
 	}
 	if flag := strconv.FormatBool(p.Work.IsRestartable()); rec.Meta[MetaRelocatable] != flag {

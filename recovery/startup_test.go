@@ -117,7 +117,7 @@ func TestStartupStoppingFinishesTheStopAndPastTheDeadlineIsStopped(t *testing.T)
 }
 
 func TestStartupUnexpectedRestartResumesOnlyRestartableWorkOnARestartingPlatform(t *testing.T) {
-	noWork := recovery.Policy{Platform: recovery.KubernetesJob, Failovers: teraslice.Failovers}
+	noWork := recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.KubernetesJob, Failovers: teraslice.Failovers}
 	for _, tc := range []struct {
 		name     string
 		policy   recovery.Policy

@@ -49,7 +49,7 @@ func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
 	for name, p := range map[string]recovery.Policy{
 		"platform does not restart":          {Work: slicer{true}},
 		"work not restartable":               {Platform: recovery.KubernetesJob, Work: slicer{false}},
-		"work that says nothing":             {Platform: recovery.KubernetesJob},
+		"work that says nothing":             {Platform: recovery.KubernetesJob, Work: recovery.AsRecorded},
 		"a platform whose SIGTERM is a stop": {Platform: recovery.SystemdOnFailure, Work: slicer{true}},
 	} {
 		a := terminate(t, state.Running, p)
@@ -64,7 +64,7 @@ func TestTerminateShutsDownWhatCannotBeRestarted(t *testing.T) {
 // A SIGTERM may come before the controller has loaded its work: the flag
 // recorded on the execution answers for it.
 func TestTerminateAsksTheRecordedFlagWhenTheWorkCannotAnswer(t *testing.T) {
-	noWork := recovery.Policy{Platform: recovery.KubernetesJob}
+	noWork := recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.KubernetesJob}
 	for flag, want := range map[string]recovery.ActionKind{"true": recovery.ActionRelocate, "false": recovery.ActionShutdown, "": recovery.ActionShutdown} {
 		rec := record(state.Running)
 		rec.Meta = map[string]string{recovery.MetaRelocatable: flag}

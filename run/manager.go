@@ -165,7 +165,7 @@ func newManager[S comparable](c ManagerConfig[S]) (*manager[S], error) {
 	case c.Store == nil:
 		return nil, bad("no Store")
 	case c.Sync == nil:
-		return nil, bad("no Sync: the work on each execution")
+		return nil, bad("no Sync: give ManagerConfig.Sync, the work on each execution")
 	case c.TTL != 0 && (c.TTL < storage.MinLeaseTTL || c.TTL > storage.MaxLeaseTTL):
 		return nil, bad("TTL %v, want %v to %v (0: the store's default)", c.TTL, storage.MinLeaseTTL, storage.MaxLeaseTTL)
 	case c.HandOver && (c.Platform != recovery.Platform{} || c.Resumable || c.Failovers != recovery.Allowance{}):

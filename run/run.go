@@ -171,7 +171,7 @@ func newHarness[S comparable](c Config[S]) (*harness[S], error) {
 	case c.Store == nil:
 		return nil, bad("no Store")
 	case c.Work == nil:
-		return nil, bad("no Work: the function that runs the execution")
+		return nil, bad("no Work: give Config.Work, the function that runs the execution")
 	case c.ID == "":
 		return nil, bad("no ID: the execution to run")
 	case c.TTL != 0 && (c.TTL < storage.MinLeaseTTL || c.TTL > storage.MaxLeaseTTL):

@@ -3,6 +3,8 @@ package transition
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,6 +232,21 @@ func (m *Machine[S]) fireSlow(ctx context.Context, j int, to S, reason string) (
 	}
 }
 
+// successors lists the states i moves to, for an error.
+func (t *Table[S]) successors(i int) string {
+	n := len(t.names)
+	var to []string
+	for j := range n {
+		if t.edges[i*n+j] != 0 {
+			to = append(to, t.names[j])
+		}
+	}
+	if len(to) == 0 {
+		return "nowhere"
+	}
+	return strings.Join(to, ", ")
+}
+
 // checkEdge returns the refusal for the move i → j with the given flags,
 // where prevPlus1 is the state i was entered from plus one (0: unknown).
 func checkEdge[S comparable](t *Table[S], id string, i, j, prevPlus1 int, flags uint8) error {
@@ -237,7 +254,8 @@ func checkEdge[S comparable](t *Table[S], id string, i, j, prevPlus1 int, flags 
 	case flags == 0 && t.terminal[i]:
 		return notAllowed(id, t.names[i], t.names[j], t.names[i]+" is terminal")
 	case flags == 0:
-		return notAllowed(id, t.names[i], t.names[j], "no such edge")
+		return notAllowed(id, t.names[i], t.names[j], "no such edge ("+t.names[i]+" moves to "+t.successors(i)+
+			"); if the move is right, add Allow("+strconv.Quote(t.names[i])+", "+strconv.Quote(t.names[j])+") to the table")
 	case flags&edgeReturn != 0 && prevPlus1 == noPrev:
 		return notAllowed(id, t.names[i], t.names[j],
 			t.names[i]+" returns only to the state it was entered from, and that is unknown")

@@ -67,7 +67,7 @@ func Example() {
 		fmt.Println(strings.Join(strings.Fields(line), " "))
 	}
 	// Output:
-	// StopNeverLost: the master cannot stop ex-1 in paused: transition: ex-1: paused → stopping: transition not allowed: no such edge
+	// StopNeverLost: the master cannot stop ex-1 in paused: transition: ex-1: paused → stopping: transition not allowed: no such edge (paused moves to running, error, killed, moving, done); if the move is right, add Allow("paused", "stopping") to the table
 	// +0s master (created) idle created
 	// +0s platform starts pod-1 for ex-1
 	// +0s pod-1@1 idle (owner) controller started for idle execution
