@@ -456,3 +456,37 @@ func TestCountTextSaysTheCountsOnly(t *testing.T) {
 	_, ok = recovery.CountText("owner", "1796374800000", when)
 	require.False(t, ok)
 }
+
+// The take-over that records a crash restart stays in the audit trail
+// however much progress the resumed controller writes after it: progress
+// goes first when the trail is full.
+func TestACrashRestartStaysInTheTrailThroughAFloodOfProgress(t *testing.T) {
+	ctx := context.Background()
+	store := storage.NewMemory()
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"})
+	require.NoError(t, err)
+	_, err = master.Create(ctx, transition.To(state.Running).Because("placed"))
+	require.NoError(t, err)
+	pod, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "pod-b"})
+	require.NoError(t, err)
+	d, err := recovery.NewDecider(teraslice.Roles(), policy())
+	require.NoError(t, err)
+	v, err := d.Start(ctx, pod, storage.Lease{Holder: "pod-b", TTL: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, recovery.DecisionResume, v.Decision)
+	for k := range 3 * storage.DefaultHistoryLimit {
+		_, _, err := pod.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
+			return transition.To(cur).Set("slices", strconv.Itoa(k)), nil
+		})
+		require.NoError(t, err)
+	}
+	rec, err := store.Get(ctx, "ex-1")
+	require.NoError(t, err)
+	var reasons []string
+	for _, e := range rec.History.All() {
+		reasons = append(reasons, e.Reason)
+	}
+	require.Len(t, reasons, storage.DefaultHistoryLimit)
+	require.Equal(t, "placed", reasons[0], "the creation, a move, is kept")
+	require.Equal(t, v.Reason, reasons[1], "the take-over that counted the crash restart is kept")
+}

@@ -61,9 +61,10 @@ type Record struct {
 	// entry at a higher revision than the one before.
 	History Trail `json:"history"`
 	// HistoryLimit is how many entries History keeps: every writer (a
-	// Persisted, a store's Acquire) drops entries beyond it, those that
-	// record no move first (metadata-only writes, take-overs in place;
-	// see [Trail.Append]), so the moves stay in the history. 0 means
+	// Persisted, a store's Acquire) drops entries beyond it, progress
+	// first, then take-overs in place, then the oldest moves (see
+	// [Trail.Append]), so progress never pushes out a move or a take-over
+	// (the one that recorded a crash restart). 0 means
 	// DefaultHistoryLimit; at most MaxHistory. It is the record's, set
 	// when the record is created (see the History option), so every
 	// writer keeps the trail its creator asked for.

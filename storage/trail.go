@@ -61,6 +61,8 @@ type packedEntry struct {
 // in place: distinct texts have distinct indexes.
 func (p *packedEntry) moves() bool { return p.from != p.to }
 
+func (p *packedEntry) epochOf() uint64 { return p.epoch }
+
 // fields returns the indexes of p's texts.
 func (p *packedEntry) fields() [5]uint16 { return [5]uint16{p.from, p.to, p.reason, p.actor, p.owner} }
 
@@ -270,11 +272,13 @@ func (t Trail) at(k int) time.Time {
 }
 
 // Append returns the trail with e added as its newest entry, keeping at
-// most keep entries (1 to [MaxHistory]). When there are more, the entries
-// that record no move go first, oldest first (a metadata-only write, a
-// take-over in place: From equal to To), and only then the oldest moves:
-// a controller recording progress in metadata, or taking an execution
-// over on every run, never pushes the moves out of the history. e must
+// most keep entries (1 to [MaxHistory]). When there are more, progress
+// goes first, oldest first (a write in place, From equal to To, at the
+// epoch of the entry before it: a metadata-only write), then the
+// take-overs in place (at a new epoch: what records a crash restart),
+// and only then the oldest moves: a controller recording progress in
+// metadata never pushes a take-over or a move out of the history, nor
+// one taking the execution over on every run a move. e must
 // obey the record limits and be at a higher revision than the newest
 // entry; the error matches [ErrInvalidRecord]. t itself is unchanged.
 // Append copies the entries it keeps; a writer appending to its own
@@ -380,35 +384,74 @@ func (t Trail) extend(p packedEntry, keep, room int) ([]packedEntry, bool) {
 // in place.
 func (e *Entry) moves() bool { return e.From != e.To }
 
+func (e *Entry) epochOf() uint64 { return e.Epoch }
+
+// What an entry records, in the order a full trail lets them go: a
+// write in place under the ownership of the entry before (progress in
+// metadata) first, then a write in place at another epoch (a take-over,
+// which records a crash restart or a relocation taken up), then a move.
+// An oldest entry in place, whose predecessor is gone, counts as a
+// take-over: nothing says it was not.
+const (
+	rankProgress = iota
+	rankTakeOver
+	rankMove
+	ranks
+)
+
+// rankOf is the rank of entry e, prev the epoch of the entry before it
+// (first: there is none).
+func rankOf[E any, P interface {
+	*E
+	moves() bool
+	epochOf() uint64
+}](e P, prev uint64, first bool) int {
+	switch {
+	case e.moves():
+		return rankMove
+	case first || e.epochOf() != prev:
+		return rankTakeOver
+	}
+	return rankProgress
+}
+
 // keepEntries returns the entries a trail keeping keep keeps, in place:
-// all of them when they fit; otherwise it drops the entries that record
-// no move, oldest first, then the oldest moves. The newest entry is
-// always kept.
+// all of them when they fit; otherwise it drops progress, oldest first,
+// then take-overs, then the oldest moves. The newest entry is always
+// kept.
 func keepEntries[E any, P interface {
 	*E
 	moves() bool
+	epochOf() uint64
 }](entries []E, keep int) []E {
 	drop := len(entries) - keep
 	if drop <= 0 {
 		return entries
 	}
-	others := 0 // the entries in place to drop, oldest first
+	var count [ranks]int
 	for k := range entries[:len(entries)-1] {
-		if others < drop && !P(&entries[k]).moves() {
-			others++
+		prev := uint64(0)
+		if k > 0 {
+			prev = P(&entries[k-1]).epochOf()
 		}
+		count[rankOf[E, P](&entries[k], prev, k == 0)]++
 	}
-	moves := drop - others // the oldest moves to drop as well
+	var dropping [ranks]int // how many of each rank go, oldest first
+	for r := range ranks {
+		dropping[r] = min(count[r], drop)
+		drop -= dropping[r]
+	}
 	kept := entries[:0]
+	prev := uint64(0)
 	for k := range entries {
-		switch e := P(&entries[k]); {
-		case k < len(entries)-1 && others > 0 && !e.moves():
-			others--
-		case k < len(entries)-1 && moves > 0 && e.moves():
-			moves--
-		default:
-			kept = append(kept, entries[k])
+		e := P(&entries[k])
+		r, epoch := rankOf[E, P](e, prev, k == 0), e.epochOf()
+		prev = epoch // read before kept may overwrite entries[k]
+		if k < len(entries)-1 && dropping[r] > 0 {
+			dropping[r]--
+			continue
 		}
+		kept = append(kept, entries[k])
 	}
 	return kept
 }
@@ -447,7 +490,6 @@ type TrailAppender struct {
 	end     int
 	texts   []string // the newest trail's
 	uses    []int32  // how many fields of the newest trail's entries are each of texts
-	inPlace int      // how many of the newest trail's entries record no move
 }
 
 // Append is [Trail.Append], without copying when t is the trail this
@@ -482,7 +524,7 @@ func (a *TrailAppender) Append(t Trail, e Entry, keep int) (Trail, error) {
 	}
 	n := len(entries)
 	a.backing, a.start, a.end, a.texts = entries[:cap(entries)], 0, n, texts
-	a.uses, a.inPlace = make([]int32, len(texts)), 0
+	a.uses = make([]int32, len(texts))
 	for k := range entries {
 		a.use(&entries[k], 1)
 	}
@@ -499,8 +541,8 @@ func (a *TrailAppender) slide(t Trail, p packedEntry, keep int) (Trail, bool) {
 		return Trail{}, false
 	}
 	drops := n == keep
-	if n > keep || drops && t.entries[0].moves() && a.inPlace > 0 {
-		return Trail{}, false // an entry in place goes before the oldest move
+	if n > keep || drops && !oldestGoesFirst(t.entries) {
+		return Trail{}, false // another entry goes before the oldest
 	}
 	a.use(&p, 1)
 	if drops {
@@ -520,8 +562,7 @@ func (a *TrailAppender) slide(t Trail, p packedEntry, keep int) (Trail, bool) {
 	return Trail{texts: a.texts, entries: a.backing[a.start:a.end:a.end]}, true
 }
 
-// use counts p as in the newest trail delta times more: its fields as
-// used, and it among the entries in place if it is one.
+// use counts p's fields as used in the newest trail delta times more.
 func (a *TrailAppender) use(p *packedEntry, delta int32) {
 	// Field by field: ranging over p.fields() made a third of a Fire's
 	// trail append.
@@ -530,9 +571,19 @@ func (a *TrailAppender) use(p *packedEntry, delta int32) {
 	a.uses[p.reason] += delta
 	a.uses[p.actor] += delta
 	a.uses[p.owner] += delta
-	if !p.moves() {
-		a.inPlace += int(delta)
+}
+
+// oldestGoesFirst reports whether keepEntries, with one entry to drop
+// from entries and a newer one, drops the oldest: no other entry ranks
+// lower.
+func oldestGoesFirst(entries []packedEntry) bool {
+	oldest := rankOf[packedEntry](&entries[0], 0, true)
+	for k := 1; k < len(entries) && oldest > rankProgress; k++ {
+		if rankOf[packedEntry](&entries[k], entries[k-1].epoch, false) < oldest {
+			return false
+		}
 	}
+	return true
 }
 
 // Len returns the number of entries.

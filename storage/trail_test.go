@@ -109,16 +109,29 @@ func TestTrailJSONIsAnArrayOfEntries(t *testing.T) {
 func model(held []storage.Entry, e storage.Entry, keep int) []storage.Entry {
 	next := append(append([]storage.Entry(nil), held...), e)
 	for len(next) > keep {
-		drop := 0
-		for k, old := range next[:len(next)-1] {
-			if old.From == old.To {
-				drop = k
-				break
+		drop, lowest := 0, 3
+		for k := range next[:len(next)-1] {
+			if r := modelRank(next, k); r < lowest {
+				drop, lowest = k, r
 			}
 		}
 		next = append(next[:drop], next[drop+1:]...)
 	}
 	return next
+}
+
+// modelRank is what entries[k] records, by what a full trail lets go
+// first: 0 progress (in place, at the epoch of the entry before), 1 a
+// take-over (in place, at another epoch, or with no entry before), 2 a
+// move.
+func modelRank(entries []storage.Entry, k int) int {
+	switch e := entries[k]; {
+	case e.From != e.To:
+		return 2
+	case k == 0 || e.Epoch != entries[k-1].Epoch:
+		return 1
+	}
+	return 0
 }
 
 // entryGen draws an entry at revision rev: a move, or a write in place
@@ -134,7 +147,7 @@ func entryGen(rt *rapid.T, rev uint64) storage.Entry {
 	case 1:
 		at = time.Now() // a monotonic reading, which a trail does not keep
 	}
-	e := storage.Entry{From: "a", To: "b", Reason: "move", Revision: rev, At: at,
+	e := storage.Entry{From: "a", To: "b", Reason: "move", Revision: rev, At: at, Epoch: rapid.Uint64Range(1, 2).Draw(rt, "epoch"),
 		Actor: rapid.SampledFrom([]string{"", "pod-a", "pod-b", strings.Repeat("p", 40)}).Draw(rt, "actor")}
 	if rapid.IntRange(0, 2).Draw(rt, "kind") == 0 {
 		e.From, e.To, e.Reason = "b", "b", rapid.SampledFrom([]string{"meta", "progress"}).Draw(rt, "reason")
