@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
 )
 
 // Identity is who an item is, as the external world records it: the
@@ -56,12 +57,15 @@ type GoneHandler[K comparable] interface {
 }
 
 // StoreKeys returns a function for [Options].Known that lists the ids of
-// every record store holds, those it cannot read included (their
-// reconcile then meets the error, where it is reported).
-func StoreKeys(store storage.Lister) func(ctx context.Context) ([]string, error) {
+// the executions of store that have not ended under table: a record in
+// one of its terminal states is left out (nothing is left to do for it,
+// and a world that no longer has it must not make it gone on every
+// resync); one it cannot read, or in a status the table lacks, is
+// listed, so its reconcile meets the error where it is reported.
+func StoreKeys[S comparable](store storage.Lister, table *transition.Table[S]) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
-		if store == nil {
-			return nil, errors.New("reconcile: StoreKeys: nil store")
+		if store == nil || table == nil {
+			return nil, errors.New("reconcile: StoreKeys: nil store or table")
 		}
 		recs, bad, err := store.List(ctx)
 		if err != nil {
@@ -69,6 +73,9 @@ func StoreKeys(store storage.Lister) func(ctx context.Context) ([]string, error)
 		}
 		ids := make([]string, 0, len(recs)+len(bad))
 		for _, rec := range recs {
+			if s, err := table.Parse(rec.Status); err == nil && table.IsTerminal(s) {
+				continue
+			}
 			ids = append(ids, rec.ID)
 		}
 		for _, u := range bad {

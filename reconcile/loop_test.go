@@ -14,6 +14,7 @@ import (
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/reconcile/reconciletest"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/transition"
 
 	"github.com/execfsm/execfsm/internal/testwait"
 	"github.com/stretchr/testify/require"
@@ -483,18 +484,22 @@ func TestLoopResyncReconcilesTheKnownKeysTooAndNothingIsGoneWithoutAWorld(t *tes
 	}
 }
 
-// StoreKeys lists every record's id, those the store cannot read
-// included.
-func TestStoreKeysListsEveryRecordReadableOrNot(t *testing.T) {
+// StoreKeys lists the id of every execution that has not ended, those
+// in a status the table lacks included; the ended ones are left out.
+func TestStoreKeysListsEveryExecutionThatHasNotEnded(t *testing.T) {
+	table, err := transition.New("pending").Allow("pending", "running").Allow("running", "done").Terminal("done").Build()
+	require.NoError(t, err)
 	store := storage.NewMemory()
-	for _, id := range []string{"ex-2", "ex-1"} {
-		_, err := store.Create(context.Background(), storage.Record{ID: id, Status: "pending"})
+	for id, status := range map[string]string{"ex-2": "pending", "ex-1": "running", "ex-0": "done", "ex-9": "of-a-newer-table"} {
+		_, err := store.Create(context.Background(), storage.Record{ID: id, Status: status})
 		require.NoError(t, err)
 	}
-	ids, err := reconcile.StoreKeys(store)(context.Background())
+	ids, err := reconcile.StoreKeys(store, table)(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, []string{"ex-1", "ex-2"}, ids)
-	_, err = reconcile.StoreKeys(nil)(context.Background())
+	require.Equal(t, []string{"ex-1", "ex-2", "ex-9"}, ids)
+	_, err = reconcile.StoreKeys[string](nil, table)(context.Background())
+	require.Error(t, err)
+	_, err = reconcile.StoreKeys[string](store, nil)(context.Background())
 	require.Error(t, err)
 }
 

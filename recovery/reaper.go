@@ -24,7 +24,7 @@ import (
 // its lease and never took the execution back) and that no controller
 // took over within Abandoned; it is failed with the reason. Run it in a
 // [reconcile.Loop] whose Known lists the executions' ids
-// (reconcile.StoreKeys(store)). It writes as
+// (reconcile.StoreKeys(store, table): those that have not ended). It writes as
 // an outside authority (no ownership claim) and asks to be called again
 // when the next timer falls due, so timers hold between resyncs.
 //

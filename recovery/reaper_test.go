@@ -95,7 +95,7 @@ func TestReaperInALoopFailsARelocationNobodyTookOverAtItsDeadline(t *testing.T) 
 		Clock:      clock,
 		Resync:     -1,
 		Reconciler: mustReaper(t, store, recovery.ReaperOptions{Clock: clock}),
-		Known:      reconcile.StoreKeys(store),
+		Known:      reconcile.StoreKeys(store, teraslice.Lifecycle()),
 	})
 	require.NoError(t, err)
 	reconciletest.Start(t, l)
