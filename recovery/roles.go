@@ -108,6 +108,7 @@ type Roles[S comparable] struct {
 // RolesBuilder collects the roles of a table's states; see [DefineRoles].
 type RolesBuilder[S comparable] struct {
 	table       *transition.Table[S]
+	lifecycle   *transition.Builder[S] // DefineLifecycle's: the table Build builds
 	given       []roleGiven[S]
 	twice       []string
 	r           Roles[S]
@@ -134,6 +135,126 @@ type pair[S comparable] struct{ state, to S }
 // be given exactly one role.
 func DefineRoles[S comparable](table *transition.Table[S]) *RolesBuilder[S] {
 	return &RolesBuilder[S]{table: table}
+}
+
+// DefineLifecycle starts the roles of the table table will build, and
+// lets them write the moves they need: Build adds to table every move
+// and end below that it does not declare yet, builds it, then checks
+// the roles against it as [DefineRoles] does. What is left to write by
+// hand is what only your lifecycle knows: the moves between running
+// states (a pause and its resume), guards, counters, parked states'
+// ways out.
+//
+//   - a not-started state (one that is not also an end) moves to the first
+//     running state given, the first drain, Failed and Ends' terminated;
+//   - a running state moves to Failed, to both Ends, to the first drain,
+//     and to the relocating state that returns to it;
+//   - a relocating state returns to the running states (all those no
+//     other relocating state returns to, unless table declares its own
+//     Return edges from it), and moves to its restart, Failed and the
+//     first drain;
+//   - a drain moves to its end, to Ends' completed (the work may finish
+//     first) and to Failed; a finishing state to its end and to Failed;
+//   - Failed, both Ends, and every drain's and finishing state's end are
+//     terminal unless given a role (not started, parked).
+func DefineLifecycle[S comparable](table *transition.Builder[S]) *RolesBuilder[S] {
+	return &RolesBuilder[S]{lifecycle: table}
+}
+
+// complete adds to b.lifecycle the moves and ends the roles need (see
+// DefineLifecycle).
+func (b *RolesBuilder[S]) complete() {
+	t := b.lifecycle
+	allow := func(from, to S) {
+		if declared, _ := t.Declared(from, to); from != to && !declared {
+			t.Allow(from, to)
+		}
+	}
+	given := map[S]Role{}
+	for _, g := range b.given {
+		if _, ok := given[g.state]; !ok {
+			given[g.state] = g.role
+		}
+	}
+	var ends []S
+	if b.hasFail {
+		ends = append(ends, b.r.failed)
+	}
+	if b.r.hasEnds {
+		ends = append(ends, b.r.completed, b.r.terminated)
+	}
+	for _, p := range append(slices.Clone(b.stops), b.finishing...) {
+		ends = append(ends, p.to)
+	}
+	// toEnds are the moves every live state of a role makes toward its end.
+	toEnds := func(from S, failed, completed, terminated, drain bool) {
+		if failed && b.hasFail {
+			allow(from, b.r.failed)
+		}
+		if completed && b.r.hasEnds {
+			allow(from, b.r.completed)
+		}
+		if terminated && b.r.hasEnds {
+			allow(from, b.r.terminated)
+		}
+		if drain && len(b.stops) > 0 {
+			allow(from, b.stops[0].state)
+		}
+	}
+	for _, g := range b.given {
+		if g.role != RoleNotStarted || slices.Contains(ends, g.state) {
+			continue
+		}
+		if len(b.running) > 0 {
+			allow(g.state, b.running[0])
+		}
+		toEnds(g.state, true, false, true, true)
+	}
+	for _, r := range b.running {
+		toEnds(r, true, true, true, true)
+	}
+	returnedTo := map[S]bool{}
+	for _, p := range b.relocations {
+		for _, r := range b.running {
+			if _, isReturn := t.Declared(p.state, r); isReturn {
+				returnedTo[r] = true
+			}
+		}
+	}
+	for _, p := range b.relocations {
+		var returns []S
+		for _, r := range b.running {
+			if _, isReturn := t.Declared(p.state, r); isReturn {
+				returns = append(returns, r)
+			}
+		}
+		if len(returns) == 0 {
+			for _, r := range b.running {
+				if !returnedTo[r] {
+					t.Return(p.state, r)
+					returns, returnedTo[r] = append(returns, r), true
+				}
+			}
+		}
+		for _, r := range returns {
+			allow(r, p.state)
+		}
+		allow(p.state, p.to)
+		toEnds(p.state, true, false, false, true)
+	}
+	for _, p := range b.stops {
+		allow(p.state, p.to)
+		toEnds(p.state, true, true, false, false)
+	}
+	for _, p := range b.finishing {
+		allow(p.state, p.to)
+		toEnds(p.state, true, false, false, false)
+	}
+	for _, end := range ends {
+		if _, hasRole := given[end]; !hasRole {
+			t.Terminal(end)
+		}
+	}
 }
 
 func (b *RolesBuilder[S]) give(role Role, states ...S) {
@@ -258,8 +379,19 @@ func (b *RolesBuilder[S]) Failed(failed S) *RolesBuilder[S] {
 }
 
 // Build checks the roles against the table and returns them, or an error
-// matching [ErrInvalidRoles] that lists every problem.
+// matching [ErrInvalidRoles] that lists every problem. After
+// [DefineLifecycle] it first completes and builds the table (an error of
+// the table matches [transition.ErrInvalidTable] too); [Roles.Table]
+// returns it.
 func (b *RolesBuilder[S]) Build() (*Roles[S], error) {
+	if b.lifecycle != nil && b.table == nil {
+		b.complete()
+		table, err := b.lifecycle.Build()
+		if err != nil {
+			return nil, fmt.Errorf("recovery: %w: the lifecycle's table: %w", ErrInvalidRoles, err)
+		}
+		b.table = table
+	}
 	if b.table == nil {
 		return nil, fmt.Errorf("recovery: %w: nil table", ErrInvalidRoles)
 	}

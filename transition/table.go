@@ -165,6 +165,19 @@ func (b *Builder[S]) Terminal(states ...S) *Builder[S] {
 	return b
 }
 
+// Declared reports whether Allow or Return declared the move from → to
+// so far, and whether as a return edge: for code that completes a table
+// with the moves its rules need (recovery.DefineLifecycle) without
+// declaring one twice, which Build refuses.
+func (b *Builder[S]) Declared(from, to S) (declared, isReturn bool) {
+	for _, e := range b.edges {
+		if e.from == from && e.to == to {
+			return true, e.ret
+		}
+	}
+	return false, false
+}
+
 // Guard adds g to the move from → to, which must be allowed. Guards of an
 // edge run in the order they were added, after the guards added with
 // [Builder.GuardAll]; the first that returns an error vetoes the move.

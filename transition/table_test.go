@@ -373,3 +373,17 @@ func TestPathIsAShortestLegalWalk(t *testing.T) {
 		}
 	}
 }
+
+// Declared says what Allow and Return declared so far, so that code
+// completing a table never declares a move twice.
+func TestBuilderDeclaredSaysWhatWasDeclared(t *testing.T) {
+	b := transition.New("a").Allow("a", "b").Return("c", "a")
+	for _, tc := range []struct {
+		from, to       string
+		declared, back bool
+	}{{"a", "b", true, false}, {"c", "a", true, true}, {"b", "a", false, false}, {"a", "c", false, false}} {
+		declared, back := b.Declared(tc.from, tc.to)
+		require.Equal(t, tc.declared, declared, "%s → %s", tc.from, tc.to)
+		require.Equal(t, tc.back, back, "%s → %s", tc.from, tc.to)
+	}
+}

@@ -124,27 +124,15 @@ func (f Farm) RenderFrame(id string, n int) error {
 // errFramesMissing is the done guard's veto.
 var errFramesMissing = errors.New("frames missing")
 
-// Lifecycle is the render job's table, in the roles the recovery
-// decisions give its states. A job is done only when every frame is on
-// disk: the guard asks the world.
+// Lifecycle is the render job's lifecycle: its roles, which write the
+// moves the recovery decisions need; the table adds a pause and its
+// resume, and a guard: a job is done only when every frame is on disk.
 func (f Farm) Lifecycle() (*recovery.Roles[Status], error) {
-	running := []Status{StatusRendering, StatusPaused}
-	table, err := transition.New(StatusQueued).
-		Allow(StatusQueued, StatusRendering, StatusCancelling, StatusCancelled, StatusFailed).
-		Allow(StatusRendering, StatusPaused, StatusMoving, StatusCancelling, StatusDone, StatusFailed, StatusCancelled).
-		Allow(StatusPaused, StatusRendering, StatusMoving, StatusCancelling, StatusDone, StatusFailed, StatusCancelled).
-		Return(StatusMoving, running...).
-		Allow(StatusMoving, StatusQueued, StatusCancelling, StatusFailed).
-		Allow(StatusCancelling, StatusCancelled, StatusDone, StatusFailed).
-		Terminal(StatusDone, StatusFailed, StatusCancelled).
-		Guard(StatusRendering, StatusDone, f.allRendered).
-		Guard(StatusPaused, StatusDone, f.allRendered).
-		Guard(StatusCancelling, StatusDone, f.allRendered).
-		Build()
-	if err != nil {
-		return nil, err
+	table := transition.New(StatusQueued).Allow(StatusRendering, StatusPaused).Allow(StatusPaused, StatusRendering)
+	for _, from := range []Status{StatusRendering, StatusPaused, StatusCancelling} {
+		table.Guard(from, StatusDone, f.allRendered)
 	}
-	return recovery.DefineRoles(table).NotStarted(StatusQueued).Running(running...).
+	return recovery.DefineLifecycle(table).NotStarted(StatusQueued).Running(StatusRendering, StatusPaused).
 		Relocating(StatusMoving, StatusQueued).Stopping(StatusCancelling, StatusCancelled).
 		Failed(StatusFailed).Ends(StatusDone, StatusCancelled).Build()
 }
