@@ -87,7 +87,7 @@ func populate(t *testing.T, store storage.Store) {
 	require.NoError(t, err)
 	require.NoError(t, controller.Ownership().Release(ctx))
 	move("ex-running", state.Scheduling, state.Initializing, state.Running)
-	_, err = schema.Record(ctx, store, "teraslice", teraslice.Roles())
+	_, err = schema.Save(ctx, store, "teraslice", teraslice.Roles())
 	require.NoError(t, err)
 }
 
@@ -127,7 +127,7 @@ func serveStore(t *testing.T, store *storage.Memory, opts admin.HandlerOptions) 
 }
 
 // allowAll lets everything, writing as the actor the client names.
-func allowAll(_ *http.Request, a admin.Action) (string, error) { return a.Actor, nil }
+func allowAll(_ *http.Request, a admin.Operation) (string, error) { return a.Actor, nil }
 
 func TestEveryOperationAnswersTheSameOverHTTPAsOnTheStore(t *testing.T) {
 	ctx := timeout(t)
@@ -272,8 +272,8 @@ func TestWritesAreRefusedWithoutAnAuthorizer(t *testing.T) {
 func TestTheAuthorizerDecidesEveryRequestAndNamesTheWriter(t *testing.T) {
 	ctx := timeout(t)
 	var mu sync.Mutex
-	var asked []admin.Action
-	authorize := func(r *http.Request, a admin.Action) (string, error) {
+	var asked []admin.Operation
+	authorize := func(r *http.Request, a admin.Operation) (string, error) {
 		mu.Lock()
 		asked = append(asked, a)
 		mu.Unlock()
@@ -322,13 +322,13 @@ func TestTheAuthorizerDecidesEveryRequestAndNamesTheWriter(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	require.Contains(t, asked, admin.Action{Verb: admin.VerbStop, ID: "ex-running", Reason: "user asked", Actor: "someone-else"})
-	require.Contains(t, asked, admin.Action{Verb: admin.VerbGet, ID: "ex-running"})
+	require.Contains(t, asked, admin.Operation{Verb: admin.VerbStop, ID: "ex-running", Reason: "user asked", Actor: "someone-else"})
+	require.Contains(t, asked, admin.Operation{Verb: admin.VerbGet, ID: "ex-running"})
 }
 
 func TestAnAuthorizerNamingNobodyWritesNothing(t *testing.T) {
 	ctx := timeout(t)
-	s := serve(t, admin.HandlerOptions{Authorize: func(*http.Request, admin.Action) (string, error) { return " ", nil }})
+	s := serve(t, admin.HandlerOptions{Authorize: func(*http.Request, admin.Operation) (string, error) { return " ", nil }})
 	_, err := s.client.Stop(ctx, admin.StopRequest{ID: "ex-running", Reason: "user asked", Actor: "operator"})
 	require.ErrorIs(t, err, admin.ErrForbidden)
 	rec, err := s.store.Get(ctx, "ex-running")
@@ -338,7 +338,7 @@ func TestAnAuthorizerNamingNobodyWritesNothing(t *testing.T) {
 
 func TestACrossSiteFormPostIsRefused(t *testing.T) {
 	ctx := timeout(t)
-	s := serve(t, admin.HandlerOptions{Authorize: func(*http.Request, admin.Action) (string, error) { return "web", nil }})
+	s := serve(t, admin.HandlerOptions{Authorize: func(*http.Request, admin.Operation) (string, error) { return "web", nil }})
 	form := func() io.Reader { return strings.NewReader(url.Values{"reason": {"clicked"}}.Encode()) }
 	for name, header := range map[string]http.Header{
 		"Sec-Fetch-Site":      {"Sec-Fetch-Site": {"cross-site"}},
@@ -385,7 +385,7 @@ func TestEveryRequestIsBoundByTheHandlersTimeout(t *testing.T) {
 
 func TestAPanicInARequestLeavesTheControllerServing(t *testing.T) {
 	ctx := timeout(t)
-	s := serve(t, admin.HandlerOptions{Authorize: func(_ *http.Request, a admin.Action) (string, error) {
+	s := serve(t, admin.HandlerOptions{Authorize: func(_ *http.Request, a admin.Operation) (string, error) {
 		if a.ID == "ex-done" {
 			panic("an authorizer's bug")
 		}
@@ -586,7 +586,7 @@ var stamped = regexp.MustCompile(`"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"`)
 // documentation shows it: a change here is a change for every tool that
 // reads it.
 func TestTheJSONShapesAreStable(t *testing.T) {
-	s := serve(t, admin.HandlerOptions{Authorize: func(*http.Request, admin.Action) (string, error) { return "operator:alice", nil }})
+	s := serve(t, admin.HandlerOptions{Authorize: func(*http.Request, admin.Operation) (string, error) { return "operator:alice", nil }})
 	for _, tc := range []struct {
 		name, method, path, body string
 		status                   int
@@ -674,7 +674,7 @@ func TestADiagramDrawsHostileNamesAsText(t *testing.T) {
 	roles, err := recovery.DefineRoles(table).NotStarted(hostile[0]).Running(hostile[1:]...).Failed("end").Build()
 	require.NoError(t, err)
 	store := storage.NewMemory()
-	_, err = schema.Record(timeout(t), store, "hostile", roles)
+	_, err = schema.Save(timeout(t), store, "hostile", roles)
 	require.NoError(t, err)
 	s := serveStore(t, store, admin.HandlerOptions{})
 	status, body := raw(t, http.MethodGet, s.server.URL+"/diagram", nil, nil)
@@ -803,9 +803,9 @@ func TestAStopNobodyWillActOnIsRefusedOrFlagged(t *testing.T) {
 	ctx := timeout(t)
 	store := storage.NewMemory()
 	v1, v2 := schematest.CIJobs(t, ""), schematest.CIJobs(t, "quarantined")
-	_, err := schema.Record(ctx, store, "ci-jobs", v1)
+	_, err := schema.Save(ctx, store, "ci-jobs", v1)
 	require.NoError(t, err)
-	_, err = schema.Record(ctx, store, "ci-jobs", v2)
+	_, err = schema.Save(ctx, store, "ci-jobs", v2)
 	require.NoError(t, err)
 	job := func(id string, path ...string) *transition.Persisted[string] {
 		exec, err := transition.NewPersisted(v2.Table(), store, id, transition.PersistedOptions{Actor: "master"})

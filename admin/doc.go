@@ -28,7 +28,7 @@
 // Reads are open unless an [Authorizer] says otherwise; a write (stop)
 // is refused with 403 unless the controller configured one: a controller
 // exposes writes only by saying who may make them. The Authorizer sees
-// every request and the [Action] it asks, and names the actor the audit
+// every request and the [Operation] it asks, and names the actor the audit
 // trail records for a write, so the trail says who the request proved to
 // be, not who it claimed to be. It can read anything of the request: a
 // client certificate (r.TLS), basic authentication, a header an

@@ -22,7 +22,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	store := storage.NewMemory() // a controller's store: bbolt, etcd, Kubernetes
-	if _, err := schema.Record(ctx, store, "teraslice", teraslice.Roles()); err != nil {
+	if _, err := schema.Save(ctx, store, "teraslice", teraslice.Roles()); err != nil {
 		log.Fatal(err)
 	}
 	exec, _ := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"})
@@ -35,7 +35,7 @@ func Example() {
 
 	// Reads are open; a write needs ops's password, and is written as
 	// "operator:ops" whatever the client calls itself.
-	authorize := func(r *http.Request, a admin.Action) (string, error) {
+	authorize := func(r *http.Request, a admin.Operation) (string, error) {
 		if !a.Verb.Writes() {
 			return "", nil
 		}

@@ -33,8 +33,8 @@ const (
 // Writes reports whether the verb writes.
 func (v Verb) Writes() bool { return v == VerbStop }
 
-// Action is what a request asks, for an [Authorizer].
-type Action struct {
+// Operation is what a request asks, for an [Authorizer].
+type Operation struct {
 	Verb Verb
 	// ID is the execution's id, for VerbGet and VerbStop.
 	ID string
@@ -54,7 +54,7 @@ type Action struct {
 //
 // It is called for every request, reads too; an Authorizer that allows
 // every read keeps reads as open as they are without one.
-type Authorizer func(r *http.Request, a Action) (actor string, err error)
+type Authorizer func(r *http.Request, a Operation) (actor string, err error)
 
 // HandlerOptions configure a [Handler]; the zero value serves reads and
 // refuses writes.
@@ -84,7 +84,7 @@ type HandlerOptions struct {
 	// anything else a controller's operator should see in its logs.
 	Logger *slog.Logger
 	// Serves is the table this controller decides with, as
-	// schema.Describe(name, roles) gives it (not schema.Record's answer,
+	// schema.Describe(name, roles) gives it (not schema.Save's answer,
 	// which is the newest recorded table even for an older controller).
 	// With it the pages say which version of the recorded table the
 	// controller serves, and a stop of an execution it would not act on
@@ -240,7 +240,7 @@ func (h *Handler) Close() { h.close() }
 
 // authorize asks the Authorizer, if any, and returns the actor of a
 // write.
-func (h *Handler) authorize(r *http.Request, a Action) (string, error) {
+func (h *Handler) authorize(r *http.Request, a Operation) (string, error) {
 	if h.opts.Authorize == nil {
 		if a.Verb.Writes() {
 			return "", fmt.Errorf("admin: %s: %w: this controller accepts no writes (it configured no authorizer)", a.Verb, ErrForbidden)
@@ -303,7 +303,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (h *Handler) apiTable(w http.ResponseWriter, r *http.Request) {
-	if _, err := h.authorize(r, Action{Verb: VerbTable}); err != nil {
+	if _, err := h.authorize(r, Operation{Verb: VerbTable}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -319,7 +319,7 @@ func (h *Handler) apiTable(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) apiGet(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := h.authorize(r, Action{Verb: VerbGet, ID: id}); err != nil {
+	if _, err := h.authorize(r, Operation{Verb: VerbGet, ID: id}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -357,7 +357,7 @@ func (h *Handler) listOptions(r *http.Request) (ListOptions, error) {
 // query read, the table the store records read (nil for none), the page
 // listed. It returns false when it answered the request with a failure.
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) (Page, ListOptions, *schema.Document, bool) {
-	if _, err := h.authorize(r, Action{Verb: VerbList}); err != nil {
+	if _, err := h.authorize(r, Operation{Verb: VerbList}); err != nil {
 		h.fail(w, r, err)
 		return Page{}, ListOptions{}, nil, false
 	}
@@ -439,7 +439,7 @@ func (h *Handler) stop(r *http.Request, req StopRequest) (Stopped, error) {
 	if err := storage.ValidateID(req.ID); err != nil {
 		return Stopped{}, fmt.Errorf("admin: stop: %w", err)
 	}
-	actor, err := h.authorize(r, Action{Verb: VerbStop, ID: req.ID, Reason: req.Reason, Actor: req.Actor})
+	actor, err := h.authorize(r, Operation{Verb: VerbStop, ID: req.ID, Reason: req.Reason, Actor: req.Actor})
 	if err != nil {
 		return Stopped{}, err
 	}
@@ -450,7 +450,7 @@ func (h *Handler) stop(r *http.Request, req StopRequest) (Stopped, error) {
 }
 
 func (h *Handler) apiWatch(w http.ResponseWriter, r *http.Request) {
-	if _, err := h.authorize(r, Action{Verb: VerbWatch}); err != nil {
+	if _, err := h.authorize(r, Operation{Verb: VerbWatch}); err != nil {
 		h.fail(w, r, err)
 		return
 	}

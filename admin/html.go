@@ -214,7 +214,7 @@ func (h *Handler) foundByID(w http.ResponseWriter, r *http.Request) bool {
 	if id == "" || storage.ValidateID(id) != nil {
 		return false
 	}
-	if _, err := h.authorize(r, Action{Verb: VerbGet, ID: id}); err != nil {
+	if _, err := h.authorize(r, Operation{Verb: VerbGet, ID: id}); err != nil {
 		return false // the listing asks the Authorizer in its turn
 	}
 	ctx, cancel := h.context(r)
@@ -280,7 +280,7 @@ func (h *Handler) pageExecution(w http.ResponseWriter, r *http.Request) {
 // where a stop redirects to) is in the audit trail.
 func (h *Handler) execution(w http.ResponseWriter, r *http.Request, status int, stopErr error) {
 	id := r.PathValue("id")
-	if _, err := h.authorize(r, Action{Verb: VerbGet, ID: id}); err != nil {
+	if _, err := h.authorize(r, Operation{Verb: VerbGet, ID: id}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -505,7 +505,7 @@ func stoppedFlash(rec storage.Record, query url.Values) string {
 }
 
 func (h *Handler) pageDiagram(w http.ResponseWriter, r *http.Request) {
-	if _, err := h.authorize(r, Action{Verb: VerbTable}); err != nil {
+	if _, err := h.authorize(r, Operation{Verb: VerbTable}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -515,7 +515,7 @@ func (h *Handler) pageDiagram(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if b.Table == nil {
-		h.fail(w, r, fmt.Errorf("admin: diagram: %w: the controllers record their table when they start (schema.Record)", schema.ErrNoTable))
+		h.fail(w, r, fmt.Errorf("admin: diagram: %w: the controllers record their table when they start (schema.Save)", schema.ErrNoTable))
 		return
 	}
 	ctx, cancel := h.context(r)

@@ -372,7 +372,7 @@ func (o *StoreOperator) Stop(ctx context.Context, req StopRequest) (Stopped, err
 	}
 	d, err := o.Table(ctx)
 	if errors.Is(err, schema.ErrNoTable) {
-		return Stopped{}, fmt.Errorf("admin: stop %s: %w: which status stops an execution is the controllers' table's to say, and they record it when they start (schema.Record)", req.ID, err)
+		return Stopped{}, fmt.Errorf("admin: stop %s: %w: which status stops an execution is the controllers' table's to say, and they record it when they start (schema.Save)", req.ID, err)
 	}
 	if err != nil {
 		return Stopped{}, fmt.Errorf("admin: stop %s: the table the store records: %w", req.ID, err)

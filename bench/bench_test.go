@@ -58,7 +58,7 @@ func parity[S comparable](t *testing.T, table *transition.Table[S]) {
 func TestPeersFollowTheSameRandomWalks(t *testing.T) {
 	table := teraslice.Lifecycle()
 	rapid.Check(t, func(t *rapid.T) {
-		walk := transitiontest.Walk(table, 30).Draw(t, "walk")
+		walk := transitiontest.Paths(table, 30).Draw(t, "walk")
 		m, err := transition.NewMachine(table, transition.MachineOptions{})
 		require.NoError(t, err)
 		lp := Looplab(table, "pending", nil)

@@ -31,7 +31,7 @@ func TestTheTableIsInTheLogThenInTheFile(t *testing.T) {
 		_, err := s.Create(bg, storagetest.Sample(id))
 		require.NoError(t, err)
 	}
-	recorded, err := schema.Record(bg, s, "teraslice", teraslice.Roles())
+	recorded, err := schema.Save(bg, s, "teraslice", teraslice.Roles())
 	require.NoError(t, err)
 	doc, rev, err := s.Table(bg)
 	require.NoError(t, err)

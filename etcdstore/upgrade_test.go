@@ -84,7 +84,7 @@ func upgradeChild(raw string) int {
 		fmt.Println("error", err)
 		return 2
 	}
-	recorded, err := schema.Record(ctx, store, "teraslice", roles)
+	recorded, err := schema.Save(ctx, store, "teraslice", roles)
 	if err != nil {
 		fmt.Println("error", err)
 		return 2
@@ -188,7 +188,7 @@ func TestARollingUpgradeNeverHasAnOldControllerTouchANewerRecord(t *testing.T) {
 	require.NoError(t, err)
 	v1, err := tables(1)
 	require.NoError(t, err)
-	recorded, err := schema.Record(bg, store, "teraslice", v1)
+	recorded, err := schema.Save(bg, store, "teraslice", v1)
 	require.NoError(t, err)
 	require.Equal(t, 1, recorded.Version)
 	for _, id := range []string{"ex-1", "ex-2"} {

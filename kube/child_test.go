@@ -146,7 +146,7 @@ func controller(spec controllerSpec) (int, error) {
 		return 0, a.ReleaseErr
 	}
 	if a.Kind == recovery.ActionShutdown {
-		end, err := decider.Finish(ctx, exec, recovery.Ending{}, nil)
+		end, err := decider.End(ctx, exec, recovery.Ending{}, nil)
 		if err != nil {
 			return 0, err
 		}

@@ -56,7 +56,7 @@ func TestWriteOnARevisionSeenIsOneRequest(t *testing.T) {
 }
 
 // A record the store listed is one it has seen: a handle given it
-// (Persisted.Observe) writes in one request too.
+// (Persisted.Prime) writes in one request too.
 func TestWriteOnAListedRevisionIsOneRequest(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)

@@ -365,7 +365,7 @@ func TestControllerJobLimitReachedFirstFailsTheExecutionWithItsReason(t *testing
 	require.Contains(t, why, "BackoffLimitExceeded")
 	requireStatus(t, master, state.Running) // nobody is left to say otherwise
 
-	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(bg, master, recovery.Ending{Err: errors.New(why)}, nil)
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).End(bg, master, recovery.Ending{Err: errors.New(why)}, nil)
 	require.NoError(t, err)
 	require.Equal(t, state.Failed, end.To)
 	rec := requireStatus(t, master, state.Failed)

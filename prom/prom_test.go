@@ -486,7 +486,7 @@ func decider[S comparable](t testing.TB, roles *recovery.Roles[S], p recovery.Po
 // own (the label's values stay the table's).
 func TestStatusesOutsideTheRecordedTableAreUnknown(t *testing.T) {
 	store := storage.NewMemory()
-	_, err := schema.Record(bg, store, "teraslice", teraslice.Roles())
+	_, err := schema.Save(bg, store, "teraslice", teraslice.Roles())
 	require.NoError(t, err)
 	execution(t, store, "ex-1", state.Running, transition.PersistedOptions{})
 	foreign := storagetest.Sample("ex-2")

@@ -36,29 +36,29 @@ import (
 // status abandons it. A Job's last pod
 // may still be shutting down, or its lease running out; call again
 // later (a reconcile.Loop's requeue), or let the holder end it.
-func (d *Decider[S]) Abandon(ctx context.Context, exec *transition.Persisted[S], why string) (End[S], error) {
+func (d *Decider[S]) Abandon(ctx context.Context, exec *transition.Persisted[S], why string) (Outcome[S], error) {
 	if d == nil || d.roles == nil {
-		return End[S]{}, errZeroDecider
+		return Outcome[S]{}, errZeroDecider
 	}
 	if exec == nil {
-		return End[S]{}, errors.New("recovery: Abandon: nil execution")
+		return Outcome[S]{}, errors.New("recovery: Abandon: nil execution")
 	}
 	if !exec.Authority() {
-		return End[S]{}, errors.New("recovery: Abandon: a controller's handle: the cluster master abandons an execution, with a handle of its own (transition.NewPersisted)")
+		return Outcome[S]{}, errors.New("recovery: Abandon: a controller's handle: the cluster master abandons an execution, with a handle of its own (transition.NewPersisted)")
 	}
 	if why == "" {
-		return End[S]{}, errors.New("recovery: Abandon: say why: it is the execution's failure reason")
+		return Outcome[S]{}, errors.New("recovery: Abandon: say why: it is the execution's failure reason")
 	}
 	roles := d.roles
 	if err := roles.fits(exec.Table()); err != nil {
-		return End[S]{}, err
+		return Outcome[S]{}, err
 	}
-	var end End[S]
+	var end Outcome[S]
 	_, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
 		if _, err := roles.StateOf(rec); err != nil {
 			return transition.Update[S]{}, err
 		}
-		end = End[S]{Kind: EndKeep, From: cur, To: cur}
+		end = Outcome[S]{Kind: EndKeep, From: cur, To: cur}
 		role, _ := roles.Role(cur)
 		switch role {
 		case RoleTerminal:
@@ -95,7 +95,7 @@ func (d *Decider[S]) Abandon(ctx context.Context, exec *transition.Persisted[S],
 		err = fmt.Errorf("%w: %w", ErrForeignStatus, err)
 	}
 	if err != nil {
-		return End[S]{}, fmt.Errorf("recovery: Abandon %s: %w", exec.ID(), err)
+		return Outcome[S]{}, fmt.Errorf("recovery: Abandon %s: %w", exec.ID(), err)
 	}
 	return end, nil
 }

@@ -458,7 +458,7 @@ func TestARetriedStartDuringABackoffReturnsTheVerdictWritten(t *testing.T) {
 }
 
 // A failure the caller calls retryable takes the counted move instead of
-// failing; the one past the allowance ends the job in the same Finish.
+// failing; the one past the allowance ends the job in the same End.
 // The controller exits so that the next one comes while the job goes on.
 func TestARetryableFailureSpendsItsBudgetInsteadOfFailing(t *testing.T) {
 	roles := retryingRoles(t)
@@ -476,7 +476,7 @@ func TestARetryableFailureSpendsItsBudgetInsteadOfFailing(t *testing.T) {
 	crashed := recovery.Ending{Err: errors.New("exit code 137"), Retry: "failures"}
 
 	for k := range 2 {
-		e, err := d.Finish(bg, ctl(fmt.Sprint("ctl-", k)), crashed, nil)
+		e, err := d.End(bg, ctl(fmt.Sprint("ctl-", k)), crashed, nil)
 		require.NoError(t, err)
 		require.Equal(t, recovery.EndWrite, e.Kind)
 		require.Equal(t, Backoff, e.To)
@@ -488,17 +488,17 @@ func TestARetryableFailureSpendsItsBudgetInsteadOfFailing(t *testing.T) {
 		j.clock.Advance(time.Minute) // past the backoff
 		j.move(Submitted, Working)
 	}
-	e, err := d.Finish(bg, ctl("ctl-2"), crashed, nil)
+	e, err := d.End(bg, ctl("ctl-2"), crashed, nil)
 	require.NoError(t, err)
 	require.Equal(t, Errored, e.To)
 	require.Equal(t, "retried (failures): exit code 137; budget failures exhausted: 3 counted, 2 ever allowed", e.Reason)
 	require.Zero(t, e.ExitCode, "the job is over")
 	require.Equal(t, string(Errored), j.record().Status)
 
-	_, err = recovery.Finish(roles, storage.Record{ID: "job-1", Status: string(Submitted)}, storage.Claim{},
+	_, err = recovery.End(roles, storage.Record{ID: "job-1", Status: string(Submitted)}, storage.Claim{},
 		recovery.Ending{Err: errors.New("no"), Retry: "preemptions"})
 	require.ErrorIs(t, err, recovery.ErrInvalidEnding)
-	_, err = recovery.Finish(roles, storage.Record{ID: "job-1", Status: string(Working)}, storage.Claim{},
+	_, err = recovery.End(roles, storage.Record{ID: "job-1", Status: string(Working)}, storage.Claim{},
 		recovery.Ending{Finished: true, Retry: "failures"})
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles, "no failure, nothing to retry, and no Ends to say what finishing writes")
 }
@@ -515,25 +515,25 @@ func TestFinishAsWritesTheEndTheWorkEarned(t *testing.T) {
 	_, err = d.Start(bg, ctl, storage.Lease{Holder: "ctl", TTL: time.Minute})
 	require.NoError(t, err)
 
-	_, err = d.FinishAs(bg, ctl, Queued, "", nil)
+	_, err = d.EndAs(bg, ctl, Queued, "", nil)
 	require.ErrorIs(t, err, transition.ErrNotAllowed, "working cannot go back to queued")
-	_, err = d.FinishAs(bg, ctl, Run("vanished"), "", nil)
+	_, err = d.EndAs(bg, ctl, Run("vanished"), "", nil)
 	require.ErrorIs(t, err, transition.ErrNotAllowed)
-	e, err := d.FinishAs(bg, ctl, Succeeded, "3 of 4 tasks succeeded; minAvailable is 3", map[string]string{"tasks": "3/4"})
+	e, err := d.EndAs(bg, ctl, Succeeded, "3 of 4 tasks succeeded; minAvailable is 3", map[string]string{"tasks": "3/4"})
 	require.NoError(t, err)
-	require.Equal(t, recovery.End[Run]{Kind: recovery.EndWrite, From: Working, To: Succeeded,
+	require.Equal(t, recovery.Outcome[Run]{Kind: recovery.EndWrite, From: Working, To: Succeeded,
 		Reason: "3 of 4 tasks succeeded; minAvailable is 3"}, e)
 	rec := j.record()
 	require.Equal(t, string(Succeeded), rec.Status)
 	require.Equal(t, "3/4", rec.Meta["tasks"])
 
 	// Ended already: kept, whatever the caller names.
-	e, err = recovery.FinishAs(roles, rec, storage.Claim{Owner: "ctl", Epoch: rec.Epoch}, Errored, "late")
+	e, err = recovery.EndAs(roles, rec, storage.Claim{Owner: "ctl", Epoch: rec.Epoch}, Errored, "late")
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndKeep, e.Kind)
-	e, err = recovery.FinishAs(roles, storage.Record{ID: "job-1", Status: string(Working)}, storage.Claim{}, Errored, "")
+	e, err = recovery.EndAs(roles, storage.Record{ID: "job-1", Status: string(Working)}, storage.Claim{}, Errored, "")
 	require.NoError(t, err)
 	require.Equal(t, "the work ended in errored", e.Reason)
-	_, err = recovery.FinishAs[Run](nil, rec, storage.Claim{}, Errored, "")
+	_, err = recovery.EndAs[Run](nil, rec, storage.Claim{}, Errored, "")
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
 }

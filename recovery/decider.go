@@ -13,7 +13,7 @@ import (
 // Decider makes one controller's decisions, with one set of roles and one
 // policy: it takes an execution over and decides at startup
 // ([Decider.Start]), on SIGTERM ([Decider.Terminate]) and when the work
-// ends ([Decider.Finish]), and makes the Reaper that enforces the roles'
+// ends ([Decider.End]), and makes the Reaper that enforces the roles'
 // deadlines ([Decider.NewReaper]); its observer, if it has one
 // ([Decider.WithObserver]), is told what each carried out. The state type
 // comes from the roles, so no call spells it. Make one per process with
@@ -153,8 +153,8 @@ func (d *Decider[S]) Terminate(ctx context.Context, exec *transition.Persisted[S
 	return applyTerminate(ctx, d.roles, exec, d.p.at(d.p.clock()), checkpoint)
 }
 
-// Finish writes the final status of the execution exec drives
-// (exec should hold the controller's claim), as [Finish] decides it for
+// End writes the final status of the execution exec drives
+// (exec should hold the controller's claim), as [End] decides it for
 // ending, with meta (the work's statistics; nil for none) in the same
 // write, by compare-and-swap; if the record changed meanwhile (the
 // cluster master wrote stopping) it decides again on the fresh record. A
@@ -173,27 +173,27 @@ func (d *Decider[S]) Terminate(ctx context.Context, exec *transition.Persisted[S
 // a platform that restarts controllers the relocation's after a Leave or
 // a retry that goes on, so that the controller that drives the
 // execution on comes.
-func (d *Decider[S]) Finish(ctx context.Context, exec *transition.Persisted[S], ending Ending, meta map[string]string) (End[S], error) {
+func (d *Decider[S]) End(ctx context.Context, exec *transition.Persisted[S], ending Ending, meta map[string]string) (Outcome[S], error) {
 	if d == nil || d.roles == nil {
-		return End[S]{}, errZeroDecider
+		return Outcome[S]{}, errZeroDecider
 	}
 	if err := checkFinish(d.roles, ending); err != nil {
-		return End[S]{}, err
+		return Outcome[S]{}, err
 	}
-	return applyFinish(ctx, d.roles, exec, d.p, meta, func(rec storage.Record, claim storage.Claim) (End[S], error) {
-		return Finish(d.roles, rec, claim, ending)
+	return applyFinish(ctx, d.roles, exec, d.p, meta, func(rec storage.Record, claim storage.Claim) (Outcome[S], error) {
+		return End(d.roles, rec, claim, ending)
 	})
 }
 
-// FinishAs writes the end the caller names for the execution exec drives,
-// as [FinishAs] decides it, with meta in the same write, and lets the
-// execution go, as [Decider.Finish] does.
-func (d *Decider[S]) FinishAs(ctx context.Context, exec *transition.Persisted[S], to S, reason string, meta map[string]string) (End[S], error) {
+// EndAs writes the end the caller names for the execution exec drives,
+// as [EndAs] decides it, with meta in the same write, and lets the
+// execution go, as [Decider.End] does.
+func (d *Decider[S]) EndAs(ctx context.Context, exec *transition.Persisted[S], to S, reason string, meta map[string]string) (Outcome[S], error) {
 	if d == nil || d.roles == nil {
-		return End[S]{}, errZeroDecider
+		return Outcome[S]{}, errZeroDecider
 	}
-	return applyFinish(ctx, d.roles, exec, d.p, meta, func(rec storage.Record, claim storage.Claim) (End[S], error) {
-		return FinishAs(d.roles, rec, claim, to, reason)
+	return applyFinish(ctx, d.roles, exec, d.p, meta, func(rec storage.Record, claim storage.Claim) (Outcome[S], error) {
+		return EndAs(d.roles, rec, claim, to, reason)
 	})
 }
 

@@ -33,7 +33,7 @@ type RolesDescription struct {
 }
 
 // EndDescription is a state of a role that leads somewhere, and where: a
-// relocation and its restart, a drain and its end, a finishing state and
+// relocation and its fallback, a drain and its end, a finishing state and
 // its end.
 type EndDescription struct {
 	State string `json:"state"`

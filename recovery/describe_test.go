@@ -40,8 +40,8 @@ func TestRolesRebuiltFromTheirDescriptionDecideTheSame(t *testing.T) {
 			require.Equal(t, want.To.String(), got.To, "%s, policy %d", s, k)
 			require.Equal(t, want.Reason, got.Reason, "%s, policy %d", s, k)
 		}
-		wantEnd, wantErr := recovery.Finish(teraslice.Roles(), record(s), podA, recovery.Ending{Finished: true})
-		gotEnd, gotErr := recovery.Finish(roles, record(s), podA, recovery.Ending{Finished: true})
+		wantEnd, wantErr := recovery.End(teraslice.Roles(), record(s), podA, recovery.Ending{Finished: true})
+		gotEnd, gotErr := recovery.End(roles, record(s), podA, recovery.Ending{Finished: true})
 		require.Equal(t, wantErr == nil, gotErr == nil, "%s", s)
 		if wantErr == nil {
 			require.Equal(t, wantEnd.Kind, gotEnd.Kind, "%s", s)

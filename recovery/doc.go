@@ -67,7 +67,7 @@
 //
 // # The final status
 //
-// [Finish] decides what a controller writes when its work ends or it is
+// [End] decides what a controller writes when its work ends or it is
 // shut down, from the stored status and the work's [Ending]: whether it
 // finished, how many units failed, whether an error ended it. Teraslice's
 // execution controller makes the same decision on exit. For the
@@ -94,7 +94,7 @@
 // the controller failed it earlier; an ended execution is never given
 // another status (Teraslice would write completed over stopped).
 // "leave" writes nothing. "not allowed" is an error: the table has no
-// such move (work cannot finish before it ran). [Decider.Finish] writes the
+// such move (work cannot finish before it ran). [Decider.End] writes the
 // decision with the statistics and lets the execution go; the process
 // then exits 0 whatever the status, since the outcome is in the record,
 // but after a "leave" with End.ExitCode: on a platform that restarts

@@ -119,7 +119,7 @@ func ExampleDefineRoles() {
 
 // When the work ends, or the controller is shut down before it does, the
 // stored status and what the work did decide the final status.
-func ExampleFinish() {
+func ExampleEnd() {
 	for _, c := range []struct {
 		status string
 		ending recovery.Ending
@@ -130,7 +130,7 @@ func ExampleFinish() {
 		{"stopping", recovery.Ending{}}, // the cluster master asked
 		{"stopped", recovery.Ending{}},  // ended meanwhile: statistics only
 	} {
-		end, _ := recovery.Finish(teraslice.Roles(), storage.Record{ID: "ex-1", Status: c.status}, storage.Claim{}, c.ending)
+		end, _ := recovery.End(teraslice.Roles(), storage.Record{ID: "ex-1", Status: c.status}, storage.Claim{}, c.ending)
 		fmt.Printf("%-8s %-5s → %s (%s)\n", c.status, end.Kind, end.To, end.Reason)
 	}
 	// Output:

@@ -14,7 +14,7 @@ import (
 
 // Ending is what a controller knows of its work when the work loop
 // returns, because the work ended or because the controller is shutting
-// down: the input of [Finish].
+// down: the input of [End].
 type Ending struct {
 	// Finished: the work ran to its end (Teraslice: the slicers are done
 	// and every dispatched slice came back). False when the controller
@@ -33,16 +33,16 @@ type Ending struct {
 	// code in a retryable range, a disruption), so instead of failing,
 	// the execution takes the move from its state that Retry counts
 	// (Running → Restarting counts "failures"), spending that budget.
-	// [Decider.Finish] then moves an exhausted budget on to its end at
+	// [Decider.End] then moves an exhausted budget on to its end at
 	// once. Without a failure it says nothing.
 	Retry string
 }
 
-// ErrInvalidEnding is matched by the error [Finish] returns for an
+// ErrInvalidEnding is matched by the error [End] returns for an
 // [Ending] no decision can be made on (a negative failure count).
 var ErrInvalidEnding = errors.New("invalid ending")
 
-// EndKind is what [Finish] decided to write.
+// EndKind is what [End] decided to write.
 type EndKind uint8
 
 // The kinds of end.
@@ -72,24 +72,24 @@ func (k EndKind) String() string {
 	return fmt.Sprintf("EndKind(%d)", uint8(k))
 }
 
-// End is the outcome of [Finish]. A controller exits with End.ExitCode:
+// End is the outcome of [End]. A controller exits with End.ExitCode:
 // 0 after an end it wrote or kept, since the execution's outcome is in
 // its record, and on a Kubernetes Job a non-zero exit would only start a
 // replacement that refuses to run; after a Leave on a platform that
 // restarts controllers, the relocation's exit code, since the execution
 // has not ended and the controller that finishes it must still come
 // (see [ActionLeave]).
-type End[S comparable] struct {
+type Outcome[S comparable] struct {
 	Kind   EndKind
 	From   S      // the state found
 	To     S      // the state to write; From for EndKeep and EndLeave
 	Reason string // for people and for the record
 	// ExitCode is the status the controller should exit with. Set by
-	// [Decider.Finish], from its [Policy]; the pure [Finish] has no
+	// [Decider.End], from its [Policy]; the pure [End] has no
 	// policy and leaves it 0.
 	ExitCode int
 	// ReleaseErr is the error of releasing the ownership after
-	// [Decider.Finish] wrote (or left a record of another table), if it
+	// [Decider.End] wrote (or left a record of another table), if it
 	// failed.
 	ReleaseErr error
 
@@ -97,10 +97,10 @@ type End[S comparable] struct {
 	retried bool // the move is a retry (Ending.Retry)
 }
 
-// Finish decides the final status of the execution in rec for the
+// End decides the final status of the execution in rec for the
 // controller holding claim, whose work ended as ending says, by the role
 // of the state it finds (see [Roles]; the roles need [RolesBuilder.Ends]).
-// It is a pure function; [Decider.Finish] writes its outcome. The rules,
+// It is a pure function; [Decider.End] writes its outcome. The rules,
 // which are Teraslice's execution controller's on exit:
 //
 //   - The record is owned by another controller, or by this owner at
@@ -128,10 +128,10 @@ type End[S comparable] struct {
 // is completed or terminated ([ErrInvalidRoles]) and an invalid ending
 // ([ErrInvalidEnding]: a negative failure count, a Retry no move from
 // the state found counts) are errors too. Work that earned another end
-// than these rules give says so with [FinishAs].
-func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, ending Ending) (End[S], error) {
+// than these rules give says so with [EndAs].
+func End[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, ending Ending) (Outcome[S], error) {
 	if err := checkFinish(roles, ending); err != nil {
-		return End[S]{}, err
+		return Outcome[S]{}, err
 	}
 	end, role, done := finishing(roles, rec, claim)
 	if done {
@@ -143,14 +143,14 @@ func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Cla
 	case failed && ending.Retry != "":
 		to, ok := roles.countedFrom(cur, ending.Retry)
 		if !ok {
-			return End[S]{}, fmt.Errorf("recovery: %w: no move from %s counts %.64q, so the failure cannot be retried", ErrInvalidEnding, rec.Status, ending.Retry)
+			return Outcome[S]{}, fmt.Errorf("recovery: %w: no move from %s counts %.64q, so the failure cannot be retried", ErrInvalidEnding, rec.Status, ending.Retry)
 		}
 		end.To, end.Reason, end.retried = to, "retried ("+ending.Retry+"): "+failureReason(ending), true
 	case failed:
 		end.To, end.Reason = roles.failed, failureReason(ending)
 	case ending.Finished:
 		if !roles.hasEnds {
-			return End[S]{}, errNoEnds
+			return Outcome[S]{}, errNoEnds
 		}
 		end.To, end.Reason = roles.completed, "the work finished"
 	case role == RoleStopping:
@@ -158,30 +158,30 @@ func Finish[S comparable](roles *Roles[S], rec storage.Record, claim storage.Cla
 		end.Reason = "stopped on request"
 	default:
 		if !roles.hasEnds {
-			return End[S]{}, errNoEnds
+			return Outcome[S]{}, errNoEnds
 		}
 		end.To, end.Reason = roles.terminated, "shut down before the work could finish"
 	}
 	return end, allowedEnd(roles, rec, end)
 }
 
-// FinishAs decides as [Finish] does, but the caller names the end the
+// EndAs decides as [End] does, but the caller names the end the
 // work earned: to, any state the table allows from the state found (a
 // job whose failed pods it tolerates completes; a drain ends where the
-// scheduler says), with reason. Leave and Keep are decided as Finish
+// scheduler says), with reason. Leave and Keep are decided as End
 // decides them, and a finishing state still writes its own end; anything
 // else writes to, or is an error matching [transition.ErrNotAllowed] when
 // the table has no such move. Ends are not needed.
-func FinishAs[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, to S, reason string) (End[S], error) {
+func EndAs[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim, to S, reason string) (Outcome[S], error) {
 	if roles == nil {
-		return End[S]{}, checkFinish(roles, Ending{})
+		return Outcome[S]{}, checkFinish(roles, Ending{})
 	}
 	end, _, done := finishing(roles, rec, claim)
 	if done {
 		return end, nil
 	}
 	if !roles.table.Has(to) {
-		return End[S]{}, fmt.Errorf("recovery: FinishAs: %w: %v is not a state of the table", transition.ErrNotAllowed, to)
+		return Outcome[S]{}, fmt.Errorf("recovery: EndAs: %w: %v is not a state of the table", transition.ErrNotAllowed, to)
 	}
 	end.To, end.Reason = to, reason
 	if end.Reason == "" {
@@ -191,16 +191,16 @@ func FinishAs[S comparable](roles *Roles[S], rec storage.Record, claim storage.C
 	return end, allowedEnd(roles, rec, end)
 }
 
-// finishing decides what Finish and FinishAs decide whatever the work
+// finishing decides what End and EndAs decide whatever the work
 // says: a record of another table, another owner's, relocating,
 // terminal, parked or finishing. done is false when it is the caller's
 // to decide; end then has From and To set to the state found.
-func finishing[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim) (end End[S], role Role, done bool) {
+func finishing[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim) (end Outcome[S], role Role, done bool) {
 	cur, err := roles.StateOf(rec)
 	if err != nil {
 		return endForeign[S](err), 0, true
 	}
-	end = End[S]{Kind: EndWrite, From: cur, To: cur}
+	end = Outcome[S]{Kind: EndWrite, From: cur, To: cur}
 	if why, ok := ownedByAnother(rec, claim); ok {
 		end.Kind, end.Reason = EndLeave, why
 		return end, 0, true
@@ -231,7 +231,7 @@ func failureReason(ending Ending) string {
 }
 
 // allowedEnd refuses an end the table has no move for.
-func allowedEnd[S comparable](roles *Roles[S], rec storage.Record, end End[S]) error {
+func allowedEnd[S comparable](roles *Roles[S], rec storage.Record, end Outcome[S]) error {
 	if roles.table.Allowed(end.From, end.To) {
 		return nil
 	}
@@ -254,9 +254,9 @@ func (r *Roles[S]) countedFrom(s S, counter string) (S, bool) {
 	return to, found == 1
 }
 
-// errNoEnds is Finish's error for work that ended in a running or
+// errNoEnds is End's error for work that ended in a running or
 // not-started state of roles without Ends: nothing says what it writes.
-var errNoEnds = fmt.Errorf("recovery: %w: Finish of work in a running state needs roles with Ends (what finished and shut-down work write)", ErrInvalidRoles)
+var errNoEnds = fmt.Errorf("recovery: %w: End of work in a running state needs roles with Ends (what finished and shut-down work write)", ErrInvalidRoles)
 
 // checkFinish refuses roles and an ending no end can be decided with.
 func checkFinish[S comparable](roles *Roles[S], ending Ending) error {
@@ -284,19 +284,19 @@ func reasonOf(err error) string {
 	return s + cut
 }
 
-// applyFinish is [Decider.Finish] and [Decider.FinishAs]: decide is
-// Finish or FinishAs on the record found.
-func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p policy[S], meta map[string]string, decide func(storage.Record, storage.Claim) (End[S], error)) (End[S], error) {
+// applyFinish is [Decider.End] and [Decider.EndAs]: decide is
+// End or EndAs on the record found.
+func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p policy[S], meta map[string]string, decide func(storage.Record, storage.Claim) (Outcome[S], error)) (Outcome[S], error) {
 	if exec == nil {
-		return End[S]{}, errors.New("recovery: Finish: nil execution")
+		return Outcome[S]{}, errors.New("recovery: End: nil execution")
 	}
 	if err := roles.fits(exec.Table()); err != nil {
-		return End[S]{}, err
+		return Outcome[S]{}, err
 	}
 	if why, ok := holdsNothing(exec); ok {
-		return End[S]{Kind: EndLeave, Reason: why, ExitCode: p.LeaveExitCode()}, nil
+		return Outcome[S]{Kind: EndLeave, Reason: why, ExitCode: p.LeaveExitCode()}, nil
 	}
-	var end End[S]
+	var end Outcome[S]
 	_, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
 		e, err := decide(rec, exec.Claim())
 		if err != nil {
@@ -312,17 +312,17 @@ func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 		return transition.To(cur), nil // leave: write nothing
 	})
 	if why, ok := fencedReason(err); ok {
-		return End[S]{Kind: EndLeave, From: end.From, To: end.From, Reason: why, ExitCode: p.LeaveExitCode()}, nil
+		return Outcome[S]{Kind: EndLeave, From: end.From, To: end.From, Reason: why, ExitCode: p.LeaveExitCode()}, nil
 	}
-	if foreign(err) { // transition.Persisted refused the status before Finish saw it
+	if foreign(err) { // transition.Persisted refused the status before End saw it
 		end, err = endForeign[S](err), nil
 	}
 	if errors.Is(err, transition.ErrGuard) {
-		return End[S]{}, fmt.Errorf("recovery: the end the work earned was vetoed by a guard of the table, and the execution stays where it was "+
-			"(fix what the guard checks, or end the work otherwise: Ending.Err fails it, FinishAs names another end): %w", err)
+		return Outcome[S]{}, fmt.Errorf("recovery: the end the work earned was vetoed by a guard of the table, and the execution stays where it was "+
+			"(fix what the guard checks, or end the work otherwise: Ending.Err fails it, EndAs names another end): %w", err)
 	}
 	if err != nil {
-		return End[S]{}, err
+		return Outcome[S]{}, err
 	}
 	if end.retried {
 		// The retry spent its budget: one spent past the allowance ends
@@ -348,7 +348,7 @@ func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 
 // exhaustNow makes the move of a budget the retry in end exhausted, and
 // says so in end.
-func exhaustNow[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p policy[S], end *End[S]) error {
+func exhaustNow[S comparable](ctx context.Context, roles *Roles[S], exec *transition.Persisted[S], p policy[S], end *Outcome[S]) error {
 	var enforced Enforced[S]
 	c, _, err := exec.Apply(ctx, func(cur S, rec storage.Record) (transition.Update[S], error) {
 		now := p.clock()
@@ -369,8 +369,8 @@ func exhaustNow[S comparable](ctx context.Context, roles *Roles[S], exec *transi
 	return nil
 }
 
-// endForeign is Finish's Leave for a record of another table, as
+// endForeign is End's Leave for a record of another table, as
 // leaveForeign is Terminate's.
-func endForeign[S comparable](err error) End[S] {
-	return End[S]{Kind: EndLeave, Reason: leaveForeign(err).Reason, foreign: true}
+func endForeign[S comparable](err error) Outcome[S] {
+	return Outcome[S]{Kind: EndLeave, Reason: leaveForeign(err).Reason, foreign: true}
 }

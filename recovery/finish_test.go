@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func finish(t *testing.T, s state.Status, e recovery.Ending) recovery.End[state.Status] {
+func finish(t *testing.T, s state.Status, e recovery.Ending) recovery.Outcome[state.Status] {
 	t.Helper()
-	end, err := recovery.Finish(teraslice.Roles(), record(s), podA, e)
+	end, err := recovery.End(teraslice.Roles(), record(s), podA, e)
 	require.NoError(t, err)
 	return end
 }
@@ -71,22 +71,22 @@ func TestFinishLeavesWhatIsNotThisControllersToEnd(t *testing.T) {
 
 	rec := record(state.Running)
 	rec.Owner, rec.Epoch = "pod-b", 2
-	end, err := recovery.Finish(teraslice.Roles(), rec, podA, finished)
+	end, err := recovery.End(teraslice.Roles(), rec, podA, finished)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Equal(t, "execution is owned by pod-b at epoch 2 now", end.Reason)
-	require.Zero(t, end.ExitCode, "the pure decision has no policy: Decider.Finish sets the exit code")
+	require.Zero(t, end.ExitCode, "the pure decision has no policy: Decider.End sets the exit code")
 }
 
 func TestFinishRefusesInputItCannotDecideOn(t *testing.T) {
-	_, err := recovery.Finish(teraslice.Roles(), record(state.Initializing), podA, finished)
+	_, err := recovery.End(teraslice.Roles(), record(state.Initializing), podA, finished)
 	require.ErrorIs(t, err, transition.ErrNotAllowed, "work cannot finish before it ran")
 	require.Contains(t, err.Error(), "initializing status, which cannot move to completed")
 
-	_, err = recovery.Finish(teraslice.Roles(), record(state.Running), podA, recovery.Ending{Finished: true, Failures: -1})
+	_, err = recovery.End(teraslice.Roles(), record(state.Running), podA, recovery.Ending{Finished: true, Failures: -1})
 	require.ErrorIs(t, err, recovery.ErrInvalidEnding)
 
-	_, err = recovery.Finish[state.Status](nil, record(state.Running), podA, finished)
+	_, err = recovery.End[state.Status](nil, record(state.Running), podA, finished)
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
 
 	noEnds, err := recovery.DefineRoles(teraslice.Lifecycle()).
@@ -96,7 +96,7 @@ func TestFinishRefusesInputItCannotDecideOn(t *testing.T) {
 		Stopping(state.Stopping, state.Stopped).
 		Failed(state.Failed).Build()
 	require.NoError(t, err)
-	_, err = recovery.Finish(noEnds, record(state.Running), podA, finished)
+	_, err = recovery.End(noEnds, record(state.Running), podA, finished)
 	require.ErrorIs(t, err, recovery.ErrInvalidRoles)
 	require.Contains(t, err.Error(), "Ends")
 
@@ -104,7 +104,7 @@ func TestFinishRefusesInputItCannotDecideOn(t *testing.T) {
 	// controller whose table knows it.
 	rec := record(state.Running)
 	rec.Status = "Running"
-	end, err := recovery.Finish(teraslice.Roles(), rec, podA, finished)
+	end, err := recovery.End(teraslice.Roles(), rec, podA, finished)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Contains(t, end.Reason, `unknown state "Running"`)
@@ -135,7 +135,7 @@ func TestRolesEndsAreCheckedAgainstTheTable(t *testing.T) {
 func TestDeciderFinishWritesTheEndWithTheStatisticsAndLetsGo(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
 	owned := owner(t, exec, "pod-0")
-	end, err := decider(t, teraslice.Roles(), recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.KubernetesJob}).Finish(context.Background(), owned, withFailure, map[string]string{"processed": "98"})
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.KubernetesJob}).End(context.Background(), owned, withFailure, map[string]string{"processed": "98"})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndWrite, end.Kind)
 	require.Zero(t, end.ExitCode, "the outcome is in the record: a platform that restarts controllers must not start another")
@@ -160,7 +160,7 @@ func TestDeciderFinishOnAnEndedExecutionWritesOnlyTheStatistics(t *testing.T) {
 	require.NoError(t, err)
 	_, err = exec.Fire(context.Background(), state.Stopped, "stop overdue")
 	require.NoError(t, err)
-	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(context.Background(), owned, finished, map[string]string{"processed": "100"})
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).End(context.Background(), owned, finished, map[string]string{"processed": "100"})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndKeep, end.Kind)
 	rec, _ := store.Get(context.Background(), "ex-1")
@@ -170,7 +170,7 @@ func TestDeciderFinishOnAnEndedExecutionWritesOnlyTheStatistics(t *testing.T) {
 }
 
 // The cluster master's stop lands between the controller's read and its
-// write: the write conflicts, Finish decides again on the stopping record,
+// write: the write conflicts, End decides again on the stopping record,
 // and the execution ends stopped, not terminated.
 func TestDeciderFinishDecidesAgainWhenTheStopLandsFirst(t *testing.T) {
 	exec, store := newExecution(t, state.Running, time.Now)
@@ -179,7 +179,7 @@ func TestDeciderFinishDecidesAgainWhenTheStopLandsFirst(t *testing.T) {
 	require.NoError(t, err)
 	_, err = exec.Fire(context.Background(), state.Stopping, "user stop")
 	require.NoError(t, err)
-	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(context.Background(), owned, shutDown, nil)
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).End(context.Background(), owned, shutDown, nil)
 	require.NoError(t, err)
 	require.Equal(t, state.Stopped, end.To)
 	rec, _ := store.Get(context.Background(), "ex-1")
@@ -192,11 +192,11 @@ func TestDeciderFinishByAFencedControllerLeaves(t *testing.T) {
 	stale := crashed(t, exec, "pod-0")
 	owner(t, exec, "pod-1")
 	before, _ := store.Get(context.Background(), "ex-1")
-	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(context.Background(), stale, finished, nil)
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).End(context.Background(), stale, finished, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Zero(t, end.ExitCode, "a platform that restarts nothing")
-	end, err = decider(t, teraslice.Roles(), recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.Platform{Restart: recovery.RestartOnFailure, Drains: true, RelocateExitCode: 75}}).Finish(context.Background(), stale, finished, nil)
+	end, err = decider(t, teraslice.Roles(), recovery.Policy{Work: recovery.AsRecorded, Platform: recovery.Platform{Restart: recovery.RestartOnFailure, Drains: true, RelocateExitCode: 75}}).End(context.Background(), stale, finished, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Equal(t, 75, end.ExitCode, "pod-1 drives the execution: this exit must not complete its Job")
@@ -217,7 +217,7 @@ func TestDeciderFinishAfterARelocationLeavesItToTheSuccessor(t *testing.T) {
 	require.Equal(t, recovery.ActionRelocate, a.Kind)
 	before, _ := store.Get(context.Background(), "ex-1")
 
-	end, err := d.Finish(context.Background(), owned, finished, map[string]string{"slices": "10"})
+	end, err := d.End(context.Background(), owned, finished, map[string]string{"slices": "10"})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Equal(t, a.ExitCode, end.ExitCode)
@@ -235,7 +235,7 @@ func moves(rec storage.Record) []string {
 }
 
 // TestFinishTableInPackageDocIsTrue recomputes every cell of the final
-// status table in doc.go from Finish and fails if the doc disagrees.
+// status table in doc.go from End and fails if the doc disagrees.
 func TestFinishTableInPackageDocIsTrue(t *testing.T) {
 	requireDocTable(t, "stored status  finished", func(s state.Status) []string {
 		return []string{finishCell(s, finished), finishCell(s, withFailure), finishCell(s, withError), finishCell(s, shutDown)}
@@ -243,7 +243,7 @@ func TestFinishTableInPackageDocIsTrue(t *testing.T) {
 }
 
 func finishCell(s state.Status, e recovery.Ending) string {
-	end, err := recovery.Finish(teraslice.Roles(), tableRecord(s), podA, e)
+	end, err := recovery.End(teraslice.Roles(), tableRecord(s), podA, e)
 	switch {
 	case errors.Is(err, transition.ErrNotAllowed):
 		return "not allowed"
@@ -267,7 +267,7 @@ func TestForceStopEndsThroughStoppingWrittenByTheMaster(t *testing.T) {
 
 	_, err = exec.Fire(ctx, state.Stopping, "force stop")
 	require.NoError(t, err)
-	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(ctx, exec, recovery.Ending{}, nil) // the master, after killing the pods
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).End(ctx, exec, recovery.Ending{}, nil) // the master, after killing the pods
 	require.NoError(t, err)
 	require.Equal(t, state.Stopped, end.To)
 	_, err = controller.Fire(ctx, state.Completed, "late")
@@ -294,7 +294,7 @@ func TestAGuardsVetoOfTheEndNamesTheFix(t *testing.T) {
 	require.NoError(t, err)
 	d, err := recovery.NewDecider(roles, recovery.Policy{})
 	require.NoError(t, err)
-	_, err = d.Finish(context.Background(), job, recovery.Ending{Finished: true}, nil)
+	_, err = d.End(context.Background(), job, recovery.Ending{Finished: true}, nil)
 	require.ErrorIs(t, err, transition.ErrGuard)
 	require.ErrorIs(t, err, missing)
 	require.ErrorContains(t, err, "fix what the guard checks, or end the work otherwise")

@@ -19,7 +19,7 @@ import (
 //
 // Every decision leaves such a record alone: [Decider.Start] writes
 // nothing, takes nothing over and counts no restart; [Decider.Terminate]
-// and [Decider.Finish] leave (ActionLeave, EndLeave), releasing the
+// and [Decider.End] leave (ActionLeave, EndLeave), releasing the
 // ownership so that a controller whose table knows the status takes over
 // at once; [Decider.Abandon] writes nothing; the [Reaper] enforces no
 // deadline on it. Leave it to a controller whose table knows the status

@@ -57,7 +57,7 @@ func (l lifecycleDoc[S]) render() string {
 			}
 		}
 		failing := "—"
-		if e, err := recovery.Finish(l.roles, rec, claim, recovery.Ending{Err: errors.New("failed")}); err == nil {
+		if e, err := recovery.End(l.roles, rec, claim, recovery.Ending{Err: errors.New("failed")}); err == nil {
 			failing = l.outcome(e.Kind.String(), s, e.To)
 		} else if errors.Is(err, transition.ErrNotAllowed) {
 			failing = "not allowed"

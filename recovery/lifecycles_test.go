@@ -69,12 +69,12 @@ func TestFinishWritesEachDrainsOwnEnd(t *testing.T) {
 	roles := volcano(t)
 	claim := storage.Claim{Owner: "ctl", Epoch: 1}
 	for drain, end := range map[Phase]Phase{Terminating: Terminated, Aborting: Aborted, Completing: Completed, Restarting: Pending} {
-		e, err := recovery.Finish(roles, storage.Record{ID: "job-1", Status: string(drain), Owner: "ctl", Epoch: 1}, claim, recovery.Ending{})
+		e, err := recovery.End(roles, storage.Record{ID: "job-1", Status: string(drain), Owner: "ctl", Epoch: 1}, claim, recovery.Ending{})
 		require.NoError(t, err, "%s", drain)
 		require.Equal(t, recovery.EndWrite, e.Kind, "%s", drain)
 		require.Equal(t, end, e.To, "%s", drain)
 	}
-	e, err := recovery.Finish(roles, storage.Record{ID: "job-1", Status: string(Aborted), Owner: "ctl", Epoch: 1}, claim, recovery.Ending{})
+	e, err := recovery.End(roles, storage.Record{ID: "job-1", Status: string(Aborted), Owner: "ctl", Epoch: 1}, claim, recovery.Ending{})
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndKeep, e.Kind)
 	a, err := recovery.Terminate(roles, storage.Record{ID: "job-1", Status: string(Aborted), Owner: "ctl", Epoch: 1}, claim, recovery.Policy{})
@@ -148,7 +148,7 @@ func TestAFinishingStateIsEndedNeverRerun(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "passed", rec.Status)
 
-	e, err := recovery.Finish(roles, storage.Record{ID: "ci-2", Status: "failing"}, storage.Claim{}, recovery.Ending{Finished: true})
+	e, err := recovery.End(roles, storage.Record{ID: "ci-2", Status: "failing"}, storage.Claim{}, recovery.Ending{Finished: true})
 	require.NoError(t, err)
 	require.Equal(t, "failed", e.To, "the end the state names, whatever the ending says")
 }

@@ -8,7 +8,7 @@ import "fmt"
 // start resumes only where the platform restarts controllers; a SIGTERM
 // relocates only where it drains them; and the exit code a controller
 // leaves with is the one that makes the platform do the right thing next
-// ([Action].ExitCode, [End].ExitCode, [Policy.LeaveExitCode]).
+// ([Action].ExitCode, [Outcome].ExitCode, [Policy.LeaveExitCode]).
 //
 // Use one of the named values; the zero Platform is [Unmanaged].
 type Platform struct {

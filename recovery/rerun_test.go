@@ -91,7 +91,7 @@ func TestRerunCreatesALinkedExecutionThatStartsRecovering(t *testing.T) {
 
 	_, err = exec.Fire(ctx, state.Running, "recovered work done")
 	require.NoError(t, err)
-	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).Finish(ctx, exec, recovery.Ending{Finished: true}, nil)
+	end, err := decider(t, teraslice.Roles(), recovery.Policy{}).End(ctx, exec, recovery.Ending{Finished: true}, nil)
 	require.NoError(t, err)
 	require.Equal(t, state.Completed, end.To)
 }

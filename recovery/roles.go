@@ -47,7 +47,7 @@ const (
 	// RoleFinishing: the work is over and its end not yet written (a
 	// succeeding or failing step before completed or failed). Startup
 	// writes the end the roles name for it, never runs the work again;
-	// Finish writes it too.
+	// End writes it too.
 	RoleFinishing
 )
 
@@ -76,7 +76,7 @@ func (r Role) String() string {
 var ErrInvalidRoles = errors.New("invalid roles")
 
 // Roles say what each state of a table means to the decisions ([Startup],
-// [Terminate], [Finish], [Deadlines], [Reaper]), so that they work for
+// [Terminate], [End], [Deadlines], [Reaper]), so that they work for
 // any table: Teraslice's execution lifecycle (package teraslice has its
 // roles) as much as a simulator's idle, starting, running, paused,
 // stopping and error, or a batch scheduler's several drains. Build them
@@ -151,7 +151,7 @@ func DefineRoles[S comparable](table *transition.Table[S]) *RolesBuilder[S] {
 //     and to the relocating state that returns to it;
 //   - a relocating state returns to the running states (all those no
 //     other relocating state returns to, unless table declares its own
-//     Return edges from it), and moves to its restart, Failed and the
+//     Return edges from it), and moves to its fallback, Failed and the
 //     first drain;
 //   - a drain moves to its end, to Ends' completed (the work may finish
 //     first) and to Failed; a finishing state to its end and to Failed;
@@ -293,15 +293,17 @@ func (b *RolesBuilder[S]) Parked(states ...S) *RolesBuilder[S] {
 
 // Relocating gives relocating [RoleRelocating]: a return state (see
 // [transition.Builder.Return]) running states move to and come back from.
-// A relocated record that does not say which state it left resumes in
-// restart, a not-started state relocating can move to. A table may have
+// A relocated record that does not say which state it left (no memory of
+// it: created there, or moved there by a tool) starts again in fallback,
+// a not-started state relocating can move to; it is not where a crash
+// restart goes. A table may have
 // several relocating states, each returning to its own running states;
 // every running state that can move to one must be returned to by it,
 // and no running state by two. A table without a relocating state leaves
 // this out; its controllers then shut down on every SIGTERM.
-func (b *RolesBuilder[S]) Relocating(relocating, restart S) *RolesBuilder[S] {
+func (b *RolesBuilder[S]) Relocating(relocating, fallback S) *RolesBuilder[S] {
 	b.give(RoleRelocating, relocating)
-	b.relocations = append(b.relocations, pair[S]{relocating, restart})
+	b.relocations = append(b.relocations, pair[S]{relocating, fallback})
 	return b
 }
 
@@ -327,13 +329,13 @@ func (b *RolesBuilder[S]) Finishing(finishing, end S) *RolesBuilder[S] {
 	return b
 }
 
-// Ends names what the end of the work writes ([Finish]): completed when
+// Ends names what the end of the work writes ([End]): completed when
 // it ran to its end without failures, terminated when the controller was
 // shut down before it did. Both must be terminal or not-started states
 // every running state can move to, and completed one every stopping state
 // can move to too (the work may finish before a stop does). A table
 // whose controllers never finish work (a simulator runs until stopped)
-// leaves this out; Finish then refuses with [ErrInvalidRoles].
+// leaves this out; End then refuses with [ErrInvalidRoles].
 func (b *RolesBuilder[S]) Ends(completed, terminated S) *RolesBuilder[S] {
 	if b.once("Ends", b.r.hasEnds) {
 		b.r.completed, b.r.terminated, b.r.hasEnds = completed, terminated, true
@@ -522,9 +524,9 @@ func (c *rolesCheck[S]) relocations() {
 		}
 		switch {
 		case !c.t.Has(p.to) || r.role[p.to] != RoleNotStarted:
-			c.add("a relocation's restart %s must be a not-started state Relocating %s can move to", c.name(p.to), c.name(p.state))
+			c.add("a relocation's fallback %s must be a not-started state Relocating %s can move to", c.name(p.to), c.name(p.state))
 		case !c.t.Allowed(p.state, p.to):
-			c.add("Relocating %s cannot move to its restart %s: %s", c.name(p.state), c.name(p.to), c.allow(p.state, p.to))
+			c.add("Relocating %s cannot move to its fallback %s: %s", c.name(p.state), c.name(p.to), c.allow(p.state, p.to))
 		}
 		if c.b.hasFail && c.t.Has(r.failed) && !c.t.Allowed(p.state, r.failed) {
 			c.add("Relocating %s cannot move to Failed %s (its deadline could not be enforced): %s", c.name(p.state), c.name(r.failed), c.allow(p.state, r.failed))

@@ -155,7 +155,7 @@ func TestRolesThatDoNotFitTheirTableAreRefusedWithEveryProblem(t *testing.T) {
 		"bad restart": {
 			recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning, SimPaused).
 				Relocating(SimRelocating, SimRunning).Stopping(SimStopping, SimIdle).Failed(SimError),
-			`a relocation's restart "running" must be a not-started state`,
+			`a relocation's fallback "running" must be a not-started state`,
 		},
 		"bad stop end": {
 			recovery.DefineRoles(table).NotStarted(SimIdle, SimError).Running(SimStarting, SimRunning, SimPaused).

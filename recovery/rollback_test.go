@@ -125,13 +125,13 @@ func TestARollbackLeavesARecordReturningToAStatusOfANewerTableAlone(t *testing.T
 		require.True(t, storage.Ended(r.old.Ownership()), "released, so that a newer controller takes over at once")
 		r.unchanged(t)
 	})
-	t.Run("Finish", func(t *testing.T) {
+	t.Run("End", func(t *testing.T) {
 		r := rollback(t)
-		e, err := recovery.Finish(r.v1, r.before, r.old.Claim(), recovery.Ending{Finished: true})
+		e, err := recovery.End(r.v1, r.before, r.old.Claim(), recovery.Ending{Finished: true})
 		require.NoError(t, err)
 		require.Equal(t, recovery.EndLeave, e.Kind)
 
-		e, err = r.decider.Finish(bg, r.old, recovery.Ending{Finished: true}, map[string]string{"slices": "9"})
+		e, err = r.decider.End(bg, r.old, recovery.Ending{Finished: true}, map[string]string{"slices": "9"})
 		require.NoError(t, err)
 		require.Equal(t, recovery.EndLeave, e.Kind)
 		require.Zero(t, e.ExitCode)
@@ -188,8 +188,8 @@ func TestEveryDecisionLeavesAStatusOfANewerTableAlone(t *testing.T) {
 			a, err := r.decider.Terminate(bg, r.old, nil)
 			return a.Kind, 0, a.ExitCode, err
 		}},
-		{"Finish", func(r rolledBack) (recovery.ActionKind, recovery.EndKind, int, error) {
-			e, err := r.decider.Finish(bg, r.old, recovery.Ending{}, nil)
+		{"End", func(r rolledBack) (recovery.ActionKind, recovery.EndKind, int, error) {
+			e, err := r.decider.End(bg, r.old, recovery.Ending{}, nil)
 			return 0, e.Kind, e.ExitCode, err
 		}},
 	} {

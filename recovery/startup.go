@@ -119,10 +119,10 @@ var ErrTerminalStatus = errors.New("execution is in a terminal status")
 //   - A not-started state: Start; but Wait while a budget's backoff runs
 //     (Verdict.Until), and past it the timer's move. The state's plain
 //     timers are for executions nobody picks up: this controller does.
-//   - A finishing state: Finish, writing the end the roles name for it.
+//   - A finishing state: End, writing the end the roles name for it.
 //   - A state with a timer that is due ([Roles.Due]): the timer's move,
 //     and the decision its state calls for (Fail for a failure, Stop for
-//     a stop's end or a drain, Finish for another terminal state, Start,
+//     a stop's end or a drain, End for another terminal state, Start,
 //     Wait, or Resume in a running state).
 //   - A parked state: Wait.
 //   - Relocating: Resume, back to the running state it was relocated

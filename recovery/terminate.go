@@ -258,7 +258,7 @@ func release[S comparable](ctx context.Context, exec *transition.Persisted[S]) e
 // holdsNothing says why exec, a controller's handle, must leave the
 // execution without looking at the store: it holds no live ownership. An
 // outside authority's handle never has to (a cluster master ends a force
-// stop with Finish).
+// stop with End).
 func holdsNothing[S comparable](exec *transition.Persisted[S]) (string, bool) {
 	switch {
 	case exec.Authority() || !storage.Ended(exec.Ownership()):

@@ -63,7 +63,7 @@ type recoveryResult struct {
 // core at a time) and
 // reconciles each once (finding nothing to do), with 32 workers, then
 // reports and exits. Each handle is handed the record the listing read
-// (Persisted.Observe), as an informer's cache serves a Kubernetes
+// (Persisted.Prime), as an informer's cache serves a Kubernetes
 // controller, unless spec.ReadEach: then every reconcile reads its
 // record from the store first, as a handle that was told nothing does.
 //
@@ -134,7 +134,7 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 		}
 		mu.Unlock()
 		if ok && !spec.ReadEach {
-			return p.Observe(ctx, rec)
+			return p.Prime(ctx, rec)
 		}
 		return nil
 	})
@@ -347,7 +347,7 @@ type recoverySize struct {
 // store opened, every record listed, every execution adopted and
 // reconciled once), on bbolt and on etcd, two ways over the same
 // executions: "listed" hands each handle the record the listing read
-// (Persisted.Observe), "read-each" reads every record again in its
+// (Persisted.Prime), "read-each" reads every record again in its
 // reconcile (and on the kube store, whose executions are ConfigMaps
 // listed in pages through the API server); on bbolt, "listed-memory-warm" is "listed" timed by the
 // child in a process that has recovered once already (what memory's

@@ -30,7 +30,7 @@ type Step struct {
 	// After, if positive, syncs the execution again after it.
 	After time.Duration
 	// Ended says the work on the execution is over, as Ending tells:
-	// the manager writes the end it earned (recovery.Decider.Finish) and
+	// the manager writes the end it earned (recovery.Decider.End) and
 	// lets the execution go.
 	Ended  bool
 	Ending recovery.Ending
@@ -356,7 +356,7 @@ const atOnce = time.Nanosecond
 // end writes the end the work earned and lets the execution go; one that
 // has not ended (a retry, a failure parked) is taken over again at once.
 func (m *manager[S]) end(ctx context.Context, id string, exec *transition.Persisted[S], ending recovery.Ending) (reconcile.Result, error) {
-	end, err := m.decider.Finish(ctx, exec, ending, nil)
+	end, err := m.decider.End(ctx, exec, ending, nil)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -400,7 +400,7 @@ func (m *manager[S]) handOver(ctx context.Context) int {
 		m.log("%s: SIGTERM: %s: %s", id, a.Kind, a.Reason)
 		exit := a.ExitCode
 		if a.Kind == recovery.ActionShutdown {
-			end, err := m.decider.Finish(ctx, execs[id], recovery.Ending{}, nil)
+			end, err := m.decider.End(ctx, execs[id], recovery.Ending{}, nil)
 			if err != nil || end.ReleaseErr != nil {
 				m.log("%s: shutting down: %v", id, errors.Join(err, end.ReleaseErr))
 				code = exitFailed

@@ -42,7 +42,7 @@ type Config[S comparable] struct {
 	// ID is the execution's.
 	ID string
 	// Table, if set, is the name the table is recorded under
-	// (schema.Record) before anything else, so tools read it and a table
+	// (schema.Save) before anything else, so tools read it and a table
 	// that would strand a record is refused here. "" records nothing.
 	Table string
 	// Holder names this process as the execution's owner: unique to it.
@@ -144,7 +144,7 @@ func recordTable[S comparable](ctx context.Context, store storage.Store, name st
 	if name == "" {
 		return nil
 	}
-	if _, err := schema.Record(ctx, store, name, roles); err != nil {
+	if _, err := schema.Save(ctx, store, name, roles); err != nil {
 		return fmt.Errorf("run: recording the table: %w", err)
 	}
 	return nil
@@ -264,7 +264,7 @@ func (h *harness[S]) once(ctx context.Context) (code int, again bool, err error)
 	case recovery.DecisionWait:
 		return h.wait(ctx, v)
 	}
-	// Fail, Finish: the outcome is written.
+	// Fail, End: the outcome is written.
 	return 0, false, h.release(ctx)
 }
 
@@ -386,7 +386,7 @@ func (h *harness[S]) terminate(ctx context.Context, stopWork func() recovery.End
 
 // finish writes the end the work earned and lets the execution go.
 func (h *harness[S]) finish(ctx context.Context, ending recovery.Ending) (int, bool, error) {
-	end, err := h.decider.Finish(context.WithoutCancel(ctx), h.exec, ending, nil)
+	end, err := h.decider.End(context.WithoutCancel(ctx), h.exec, ending, nil)
 	if err != nil {
 		return exitFailed, false, fmt.Errorf("run: finishing %s: %w", h.c.ID, err)
 	}

@@ -20,7 +20,7 @@ type Changes struct {
 	RemovedEdges  []transition.Edge // return edges included
 	// Changed says, one line each, what else differs: the initial state,
 	// a state that became or stopped being terminal, a state's role, the
-	// state a role names (failed, a drain's end, a relocation's restart,
+	// state a role names (failed, a drain's end, a relocation's fallback,
 	// the stop an outside authority asks for, ...), an edge that became
 	// or stopped being a return edge.
 	Changed []string

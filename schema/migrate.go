@@ -28,14 +28,14 @@ type Migration struct {
 	Actor string
 }
 
-// ErrMigration is matched by RecordMigrating's errors for a migration
+// ErrMigration is matched by SaveMigrating's errors for a migration
 // that cannot be carried out: one that does not map a removed status,
 // maps one to a status the new table lacks, or meets a record a live
 // controller holds.
 var ErrMigration = errors.New("migration refused")
 
-// RecordMigrating records the table roles belong to, as Record does,
-// where the recorded table differs in ways Record refuses, with the
+// SaveMigrating records the table roles belong to, as Save does,
+// where the recorded table differs in ways Save refuses, with the
 // controller's consent: m. Every record in a removed status is moved to
 // the status m maps it to, and every removed previous status (a
 // relocating record returns there) is mapped likewise, by
@@ -44,14 +44,14 @@ var ErrMigration = errors.New("migration refused")
 // version; if records using a removed status appear meanwhile (an old
 // controller still writing them), they are migrated too before the
 // table is. A record a live controller holds is not
-// migrated under it: RecordMigrating stops with an error matching
+// migrated under it: SaveMigrating stops with an error matching
 // ErrMigration and storage.ErrHeld, having recorded nothing; run it
 // again when the holder has gone. It returns the recorded document and
 // the ids of the records it moved.
 //
-// With a table Record accepts (the same, compatible, an older version),
-// it does what Record does and migrates nothing.
-func RecordMigrating[S comparable](ctx context.Context, store storage.Store, name string, roles *recovery.Roles[S], m Migration) (Document, []string, error) {
+// With a table Save accepts (the same, compatible, an older version),
+// it does what Save does and migrates nothing.
+func SaveMigrating[S comparable](ctx context.Context, store storage.Store, name string, roles *recovery.Roles[S], m Migration) (Document, []string, error) {
 	if m.Reason == "" {
 		return Document{}, nil, fmt.Errorf("schema: %w: a migration needs a reason, for the audit trail", ErrMigration)
 	}
@@ -81,7 +81,7 @@ func RecordMigrating[S comparable](ctx context.Context, store storage.Store, nam
 		}
 		changes := Compare(cur, next)
 		if changes.Compatible() {
-			d, err := Record(ctx, store, name, roles)
+			d, err := Save(ctx, store, name, roles)
 			return d, moved, err
 		}
 		for _, s := range changes.RemovedStates {

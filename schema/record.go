@@ -20,11 +20,11 @@ var ErrNoTable = errors.New("no table recorded")
 // table (it does not implement storage.TableKeeper).
 var ErrNotKept = errors.New("the store keeps no table")
 
-// ErrIncompatible is matched by Record's error for a table that would
+// ErrIncompatible is matched by Save's error for a table that would
 // strand records or change how they are decided: see IncompatibleError.
 var ErrIncompatible = errors.New("incompatible table")
 
-// IncompatibleError is Record's error for a table it refuses to record
+// IncompatibleError is Save's error for a table it refuses to record
 // over the recorded one.
 type IncompatibleError struct {
 	Name     string
@@ -56,7 +56,7 @@ func (e *IncompatibleError) Error() string {
 		}
 	}
 	if len(e.Changes.RemovedStates) > 0 {
-		b.WriteString("\nto remove or rename a status, record the table with schema.RecordMigrating, " +
+		b.WriteString("\nto remove or rename a status, record the table with schema.SaveMigrating, " +
 			"mapping each removed status to one of the new table's (docs/tables.md)")
 	}
 	return b.String()
@@ -99,11 +99,11 @@ func load(ctx context.Context, store storage.Store) (Document, uint64, error) {
 	return d, rev, nil
 }
 
-// maxRecordAttempts bounds Record's retries when other controllers record
+// maxRecordAttempts bounds Save's retries when other controllers record
 // at the same time.
 const maxRecordAttempts = 16
 
-// Record records the table roles belong to, named name, in store, and
+// Save records the table roles belong to, named name, in store, and
 // returns the recorded document. It is what a controller does when it
 // opens its executions, before it starts any:
 //
@@ -115,7 +115,7 @@ const maxRecordAttempts = 16
 //   - anything else is refused with an *IncompatibleError matching
 //     ErrIncompatible, naming each difference and how many records use
 //     each removed status (are in it, or have it as their previous
-//     status), and nothing is written: RecordMigrating records it, with
+//     status), and nothing is written: SaveMigrating records it, with
 //     the controller's consent;
 //   - a table recorded under another name is refused too.
 //
@@ -125,7 +125,7 @@ const maxRecordAttempts = 16
 // that contains all of its own is not refused: it runs, and leaves the
 // records in statuses it does not know alone (see recovery's rolling
 // upgrade).
-func Record[S comparable](ctx context.Context, store storage.Store, name string, roles *recovery.Roles[S]) (Document, error) {
+func Save[S comparable](ctx context.Context, store storage.Store, name string, roles *recovery.Roles[S]) (Document, error) {
 	next, err := Describe(name, roles)
 	if err != nil {
 		return Document{}, err

@@ -7,7 +7,7 @@
 //
 // A [Document] is the recorded table: its name, its version, the states
 // of every earlier version, and the table and roles as data
-// (transition.Description, recovery.RolesDescription). [Record] records
+// (transition.Description, recovery.RolesDescription). [Save] records
 // the table a controller opens with, checking it against the one recorded:
 // the same table writes nothing, one that only adds statuses and edges is
 // the next version (the seed's own case: adding relocating), anything that
@@ -70,7 +70,7 @@ const MaxNameLen = 128
 var ErrInvalidDocument = errors.New("invalid table document")
 
 // Describe returns the document of roles and their table, named name, at
-// version 0 (Record gives it its version).
+// version 0 (Save gives it its version).
 func Describe[S comparable](name string, roles *recovery.Roles[S]) (Document, error) {
 	if roles == nil {
 		return Document{}, fmt.Errorf("schema: %w: nil roles", ErrInvalidDocument)

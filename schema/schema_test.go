@@ -68,20 +68,20 @@ func TestADocumentNoTableCanBeRebuiltFromIsRefused(t *testing.T) {
 // controller recording its table after the newer one runs with it.
 func TestAddingAStatusIsTheNextVersion(t *testing.T) {
 	store := storage.NewMemory()
-	v1, err := schema.Record(bg, store, "render-jobs", jobs(t, false))
+	v1, err := schema.Save(bg, store, "render-jobs", jobs(t, false))
 	require.NoError(t, err)
 	require.Equal(t, 1, v1.Version)
 	_, rev1, err := store.Table(bg)
 	require.NoError(t, err)
 
-	again, err := schema.Record(bg, store, "render-jobs", jobs(t, false))
+	again, err := schema.Save(bg, store, "render-jobs", jobs(t, false))
 	require.NoError(t, err)
 	require.Equal(t, 1, again.Version)
 	_, rev, err := store.Table(bg)
 	require.NoError(t, err)
 	require.Equal(t, rev1, rev, "the same table writes nothing")
 
-	v2, err := schema.Record(bg, store, "render-jobs", jobs(t, true))
+	v2, err := schema.Save(bg, store, "render-jobs", jobs(t, true))
 	require.NoError(t, err)
 	require.Equal(t, 2, v2.Version)
 	require.Equal(t, []schema.Version{{Version: 1, States: v1.Table.States}}, v2.Earlier)
@@ -91,7 +91,7 @@ func TestAddingAStatusIsTheNextVersion(t *testing.T) {
 	_, known = v2.Knows("melted")
 	require.False(t, known)
 
-	old, err := schema.Record(bg, store, "render-jobs", jobs(t, false))
+	old, err := schema.Save(bg, store, "render-jobs", jobs(t, false))
 	require.NoError(t, err, "an older controller during a rolling upgrade runs")
 	require.Equal(t, 2, old.Version, "and is told the recorded table")
 	loaded, err := schema.Load(bg, store)
@@ -104,7 +104,7 @@ func TestAddingAStatusIsTheNextVersion(t *testing.T) {
 // status; nothing is written.
 func TestATableThatCouldStrandARecordIsRefused(t *testing.T) {
 	store := storage.NewMemory()
-	_, err := schema.Record(bg, store, "render-jobs", jobs(t, true))
+	_, err := schema.Save(bg, store, "render-jobs", jobs(t, true))
 	require.NoError(t, err)
 	for _, id := range []string{"a", "b"} {
 		rec := storageRecord(id, "moving")
@@ -114,11 +114,11 @@ func TestATableThatCouldStrandARecordIsRefused(t *testing.T) {
 	_, rev, err := store.Table(bg)
 	require.NoError(t, err)
 
-	_, err = schema.Record(bg, store, "render-jobs", jobs(t, false))
+	_, err = schema.Save(bg, store, "render-jobs", jobs(t, false))
 	require.NoError(t, err, "v1 is an older version of the recorded v2: allowed, as in a rolling upgrade")
 
 	renamed := renamedMoving(t)
-	_, err = schema.Record(bg, store, "render-jobs", renamed)
+	_, err = schema.Save(bg, store, "render-jobs", renamed)
 	require.ErrorIs(t, err, schema.ErrIncompatible)
 	var inc *schema.IncompatibleError
 	require.ErrorAs(t, err, &inc)
@@ -129,7 +129,7 @@ func TestATableThatCouldStrandARecordIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rev, after, "nothing written")
 
-	_, err = schema.Record(bg, store, "ci-jobs", jobs(t, true))
+	_, err = schema.Save(bg, store, "ci-jobs", jobs(t, true))
 	require.ErrorIs(t, err, schema.ErrIncompatible)
 	require.ErrorContains(t, err, `keeps table "render-jobs"`)
 }
@@ -144,7 +144,7 @@ func storageRecord(id, status string) storage.Record {
 func TestAStoreWithoutATableKeeperIsNamed(t *testing.T) {
 	var store struct{ storage.Store }
 	store.Store = storage.NewMemory()
-	_, err := schema.Record(bg, store, "render-jobs", jobs(t, false))
+	_, err := schema.Save(bg, store, "render-jobs", jobs(t, false))
 	require.ErrorIs(t, err, schema.ErrNotKept)
 	_, err = schema.Load(bg, store)
 	require.ErrorIs(t, err, schema.ErrNotKept)
@@ -181,7 +181,7 @@ func FuzzDecode(f *testing.F) {
 // every removed status, nothing is written.
 func TestAMigrationMovesTheRecordsThenRecordsTheTable(t *testing.T) {
 	store := storage.NewMemory()
-	v2, err := schema.Record(bg, store, "render-jobs", jobs(t, true))
+	v2, err := schema.Save(bg, store, "render-jobs", jobs(t, true))
 	require.NoError(t, err)
 	for _, id := range []string{"a", "b"} {
 		_, err := store.Create(bg, storageRecord(id, "moving"))
@@ -190,16 +190,16 @@ func TestAMigrationMovesTheRecordsThenRecordsTheTable(t *testing.T) {
 	_, err = store.Create(bg, storageRecord("c", "rendering"))
 	require.NoError(t, err)
 
-	_, _, err = schema.RecordMigrating(bg, store, "render-jobs", renamedMoving(t), schema.Migration{Reason: "moving is relocating now"})
+	_, _, err = schema.SaveMigrating(bg, store, "render-jobs", renamedMoving(t), schema.Migration{Reason: "moving is relocating now"})
 	require.ErrorIs(t, err, schema.ErrMigration)
 	require.ErrorContains(t, err, "status moving is removed")
-	_, _, err = schema.RecordMigrating(bg, store, "render-jobs", renamedMoving(t), schema.Migration{Statuses: map[string]string{"moving": "gone"}, Reason: "x"})
+	_, _, err = schema.SaveMigrating(bg, store, "render-jobs", renamedMoving(t), schema.Migration{Statuses: map[string]string{"moving": "gone"}, Reason: "x"})
 	require.ErrorContains(t, err, "which the new table does not have")
 	rec, err := store.Get(bg, "a")
 	require.NoError(t, err)
 	require.Equal(t, "moving", rec.Status, "nothing written")
 
-	d, moved, err := schema.RecordMigrating(bg, store, "render-jobs", renamedMoving(t),
+	d, moved, err := schema.SaveMigrating(bg, store, "render-jobs", renamedMoving(t),
 		schema.Migration{Statuses: map[string]string{"moving": "relocating"}, Reason: "moving is relocating now", Actor: "ops"})
 	require.NoError(t, err)
 	require.Equal(t, v2.Version+1, d.Version)
@@ -223,14 +223,14 @@ func TestAMigrationMovesTheRecordsThenRecordsTheTable(t *testing.T) {
 // A record a live controller holds is never migrated under it.
 func TestAMigrationLeavesAHeldRecordAndRecordsNothing(t *testing.T) {
 	store := storage.NewMemory()
-	_, err := schema.Record(bg, store, "render-jobs", jobs(t, true))
+	_, err := schema.Save(bg, store, "render-jobs", jobs(t, true))
 	require.NoError(t, err)
 	_, err = store.Create(bg, storageRecord("a", "moving"))
 	require.NoError(t, err)
 	own, _, err := store.Acquire(bg, "a", storage.Lease{Holder: "pod-1"})
 	require.NoError(t, err)
 	defer own.Release(bg)
-	_, _, err = schema.RecordMigrating(bg, store, "render-jobs", renamedMoving(t),
+	_, _, err = schema.SaveMigrating(bg, store, "render-jobs", renamedMoving(t),
 		schema.Migration{Statuses: map[string]string{"moving": "relocating"}, Reason: "renamed"})
 	require.ErrorIs(t, err, schema.ErrMigration)
 	require.ErrorIs(t, err, storage.ErrHeld)
@@ -247,11 +247,11 @@ func TestAMigrationLeavesAHeldRecordAndRecordsNothing(t *testing.T) {
 func TestARollbackCountsAndMigratesTheRecordsReturningToARemovedStatus(t *testing.T) {
 	store := storage.NewMemory()
 	v1, v2, v3 := schematest.CIJobs(t, ""), schematest.CIJobs(t, "quarantined"), schematest.CIJobs(t, "held")
-	_, err := schema.Record(bg, store, "ci-jobs", v1)
+	_, err := schema.Save(bg, store, "ci-jobs", v1)
 	require.NoError(t, err)
-	_, err = schema.Record(bg, store, "ci-jobs", v2)
+	_, err = schema.Save(bg, store, "ci-jobs", v2)
 	require.NoError(t, err)
-	_, _, err = schema.RecordMigrating(bg, store, "ci-jobs", v3,
+	_, _, err = schema.SaveMigrating(bg, store, "ci-jobs", v3,
 		schema.Migration{Statuses: map[string]string{"quarantined": "held"}, Reason: "quarantined is held now"})
 	require.NoError(t, err)
 	for _, id := range []string{"job-1", "job-2", "job-3"} {
@@ -265,12 +265,12 @@ func TestARollbackCountsAndMigratesTheRecordsReturningToARemovedStatus(t *testin
 		require.NoError(t, err)
 	}
 
-	_, err = schema.Record(bg, store, "ci-jobs", v2)
+	_, err = schema.Save(bg, store, "ci-jobs", v2)
 	var inc *schema.IncompatibleError
 	require.ErrorAs(t, err, &inc)
 	require.ErrorContains(t, err, "status removed: held (0 records in it, 3 records with it as their previous status)")
 
-	d, moved, err := schema.RecordMigrating(bg, store, "ci-jobs", v2,
+	d, moved, err := schema.SaveMigrating(bg, store, "ci-jobs", v2,
 		schema.Migration{Statuses: map[string]string{"held": "quarantined"}, Reason: "back to version 2"})
 	require.NoError(t, err)
 	require.Equal(t, 4, d.Version)
@@ -295,11 +295,11 @@ func TestAControllerFindsTheVersionItServes(t *testing.T) {
 		require.NoError(t, err)
 		return d
 	}
-	_, err := schema.Record(bg, store, "ci-jobs", schematest.CIJobs(t, ""))
+	_, err := schema.Save(bg, store, "ci-jobs", schematest.CIJobs(t, ""))
 	require.NoError(t, err)
-	_, err = schema.Record(bg, store, "ci-jobs", schematest.CIJobs(t, "quarantined"))
+	_, err = schema.Save(bg, store, "ci-jobs", schematest.CIJobs(t, "quarantined"))
 	require.NoError(t, err)
-	d, _, err := schema.RecordMigrating(bg, store, "ci-jobs", schematest.CIJobs(t, "held"),
+	d, _, err := schema.SaveMigrating(bg, store, "ci-jobs", schematest.CIJobs(t, "held"),
 		schema.Migration{Statuses: map[string]string{"quarantined": "held"}, Reason: "renamed"})
 	require.NoError(t, err)
 	for parked, want := range map[string]int{"": 1, "quarantined": 2, "held": 3} {

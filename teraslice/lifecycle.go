@@ -50,7 +50,7 @@ func LifecycleBuilder() *transition.Builder[state.Status] {
 	// with errors (Failed); pause, stop, relocation and shutdown as above.
 	// The work may also end while on probation with no slice left failed
 	// (the failures were retried): Completed, as Teraslice's controller
-	// writes whatever running status it finds (recovery.Finish decides).
+	// writes whatever running status it finds (recovery.End decides).
 	b.Allow(state.Failing, state.Running, state.Recovering, state.Paused, state.Stopping, state.Relocating, state.Completed, state.Failed, state.Terminated)
 
 	// Paused: the cluster master resumes (Running) or stops (Stopping);

@@ -28,7 +28,7 @@ func TestATrailAppenderIsMadeByTheFirstWrite(t *testing.T) {
 	require.NoError(t, err)
 	_, rec, err := p.Load(ctx)
 	require.NoError(t, err)
-	require.NoError(t, p.Observe(ctx, rec))
+	require.NoError(t, p.Prime(ctx, rec))
 	_, _, err = p.Apply(ctx, func(cur string, _ storage.Record) (Update[string], error) { return To(cur), nil })
 	require.NoError(t, err)
 	require.Nil(t, p.shared.trails.Load(), "nothing written: no appender")

@@ -120,7 +120,7 @@ type handles[S comparable] struct {
 	notify *notifier[S]
 	sem    chan struct{}  // one write at a time; a channel so waiting honours ctx
 	cache  storage.Record // the record as last read or written; guarded by sem
-	// observed is the revision of a record handed over by Observe that
+	// observed is the revision of a record handed over by Prime that
 	// the next decision may trust as a fresh read (0: none); guarded by
 	// sem.
 	observed uint64
@@ -479,7 +479,7 @@ func (p *Persisted[S]) Load(ctx context.Context) (S, storage.Record, error) {
 	return cur, rec.Clone(), nil
 }
 
-// Observe hands the handle the record as the caller read it from the
+// Prime hands the handle the record as the caller read it from the
 // store, by a List or from a watch event, so that the next Apply, Fire
 // or Walk decides on it as on a record the handle had just read itself:
 // without reading it again, and trusting a decision to write nothing.
@@ -501,15 +501,15 @@ func (p *Persisted[S]) Load(ctx context.Context) (S, storage.Record, error) {
 // (never stored), is an error matching [storage.ErrInvalidRecord], and
 // the handle is unchanged. It waits for a write of the handle in flight,
 // honouring ctx.
-func (p *Persisted[S]) Observe(ctx context.Context, rec storage.Record) error {
-	if err := p.check(ctx, "Observe"); err != nil {
+func (p *Persisted[S]) Prime(ctx context.Context, rec storage.Record) error {
+	if err := p.check(ctx, "Prime"); err != nil {
 		return err
 	}
 	switch {
 	case rec.ID != p.id:
-		return fmt.Errorf("transition: Observe %s: %w: the record is %s's", quote.Limited(p.id), storage.ErrInvalidRecord, quote.Limited(rec.ID))
+		return fmt.Errorf("transition: Prime %s: %w: the record is %s's", quote.Limited(p.id), storage.ErrInvalidRecord, quote.Limited(rec.ID))
 	case rec.Revision == 0:
-		return fmt.Errorf("transition: Observe %s: %w: the record has no revision: it was not read from a store", quote.Limited(p.id), storage.ErrInvalidRecord)
+		return fmt.Errorf("transition: Prime %s: %w: the record has no revision: it was not read from a store", quote.Limited(p.id), storage.ErrInvalidRecord)
 	}
 	if err := lock(ctx, p.shared.sem); err != nil {
 		return err

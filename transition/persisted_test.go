@@ -1000,7 +1000,7 @@ func TestPersistedObservedRecordSavesTheReadOfOneDecision(t *testing.T) {
 	p := newJob(t, counting, transition.PersistedOptions{})
 	listed, _, err := mem.List(bg)
 	require.NoError(t, err)
-	require.NoError(t, p.Observe(bg, listed[0]))
+	require.NoError(t, p.Prime(bg, listed[0]))
 
 	nothing := func(cur Job, _ storage.Record) (transition.Update[Job], error) { return transition.To(cur), nil }
 	c, rec, err := p.Apply(bg, nothing)
@@ -1027,7 +1027,7 @@ func TestPersistedObservedStaleRecordConflictsAndDecidesAgain(t *testing.T) {
 
 	counting := &countingStore{Store: mem}
 	p := newJob(t, counting, transition.PersistedOptions{})
-	require.NoError(t, p.Observe(bg, listed))
+	require.NoError(t, p.Prime(bg, listed))
 	var seen []Job
 	c, err := p.Walk(bg, Hold, "operator hold")
 	require.NoError(t, err)
@@ -1054,7 +1054,7 @@ func TestPersistedObserveKeepsTheNewestAndRefusesWhatIsNotStored(t *testing.T) {
 	_, _, err = q.Load(bg)
 	require.NoError(t, err)
 	counting.gets = 0
-	require.NoError(t, q.Observe(bg, old), "older than what the handle knows: ignored")
+	require.NoError(t, q.Prime(bg, old), "older than what the handle knows: ignored")
 	c, err := q.Fire(bg, Work, "")
 	require.NoError(t, err)
 	require.False(t, c.Changed(), "decided on working, not on the older queued")
@@ -1062,16 +1062,16 @@ func TestPersistedObserveKeepsTheNewestAndRefusesWhatIsNotStored(t *testing.T) {
 
 	other := old
 	other.ID = "ex-2"
-	err = q.Observe(bg, other)
+	err = q.Prime(bg, other)
 	require.ErrorIs(t, err, storage.ErrInvalidRecord)
 	require.ErrorContains(t, err, `ex-2`)
 	unstored := old
 	unstored.Revision = 0
-	require.ErrorIs(t, q.Observe(bg, unstored), storage.ErrInvalidRecord)
+	require.ErrorIs(t, q.Prime(bg, unstored), storage.ErrInvalidRecord)
 	//lint:ignore SA1012 the point is that a nil context is an error, not a panic
-	require.Error(t, q.Observe(nil, old))
+	require.Error(t, q.Prime(nil, old))
 	var zero transition.Persisted[Job]
-	require.Error(t, zero.Observe(bg, old))
+	require.Error(t, zero.Prime(bg, old))
 }
 
 // The handle keeps its own copy: the caller's record may change after.
@@ -1080,7 +1080,7 @@ func TestPersistedObserveCopiesTheRecord(t *testing.T) {
 	p := newJob(t, mem, transition.PersistedOptions{})
 	rec, err := mem.Get(bg, "ex-1")
 	require.NoError(t, err)
-	require.NoError(t, p.Observe(bg, rec))
+	require.NoError(t, p.Prime(bg, rec))
 	rec.Meta["owner"] = "mallory"
 	_, got, err := p.Apply(bg, func(cur Job, rec storage.Record) (transition.Update[Job], error) {
 		return transition.To(cur), nil
@@ -1131,7 +1131,7 @@ func TestPersistedApplyHandsBackARecordOfItsOwn(t *testing.T) {
 // nothing then reads nothing more, and one that needs a move writes it
 // at the listed revision (a conflict, re-read and decided again, if the
 // record moved on since).
-func ExamplePersisted_Observe() {
+func ExamplePersisted_Prime() {
 	table, err := transition.New("queued").Allow("queued", "working").Terminal("working").Build()
 	if err != nil {
 		panic(err)
@@ -1157,7 +1157,7 @@ func ExamplePersisted_Observe() {
 		if err != nil {
 			panic(err)
 		}
-		if err := p.Observe(ctx, rec); err != nil {
+		if err := p.Prime(ctx, rec); err != nil {
 			panic(err)
 		}
 		c, _, err := p.Apply(ctx, func(cur string, rec storage.Record) (transition.Update[string], error) {

@@ -430,7 +430,7 @@ func list(ctx context.Context, g globals, b *backend, wanted []string, out *prin
 func stop(ctx context.Context, g globals, b *backend, req admin.StopRequest, out *printer) error {
 	if b.table == nil {
 		return fail(exitFailed, "the store records no table, so execfsm cannot know which status stops an execution; it reads this store and never writes to it.\n"+
-			"  The controllers record theirs when they start (schema.Record in package github.com/execfsm/execfsm/schema)")
+			"  The controllers record theirs when they start (schema.Save in package github.com/execfsm/execfsm/schema)")
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()

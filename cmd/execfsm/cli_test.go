@@ -169,7 +169,7 @@ func populate(t *testing.T, store storage.Store) {
 	move("ex-running", state.Scheduling, state.Initializing, state.Running)
 	// The controllers recorded their table (last, so the records'
 	// revisions stay as the golden files have them).
-	_, err = schema.Record(bg, store, "teraslice", teraslice.Roles())
+	_, err = schema.Save(bg, store, "teraslice", teraslice.Roles())
 	require.NoError(t, err)
 }
 

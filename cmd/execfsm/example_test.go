@@ -51,7 +51,7 @@ func Example() {
 	}
 	// It recorded its table, so tools know which status stops an
 	// execution.
-	if _, err := schema.Record(context.Background(), store, "teraslice", teraslice.Roles()); err != nil {
+	if _, err := schema.Save(context.Background(), store, "teraslice", teraslice.Roles()); err != nil {
 		fmt.Println(err)
 		return
 	}

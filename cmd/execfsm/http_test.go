@@ -117,7 +117,7 @@ func TestEveryReadCommandAnswersTheSameThroughALiveControllersHandler(t *testing
 // from the environment; the handler's authorizer names the writer.
 func TestStopThroughALiveControllersHandlerOverTLSWithAUser(t *testing.T) {
 	pki := newPKI(t)
-	authorize := func(r *http.Request, a admin.Action) (string, error) {
+	authorize := func(r *http.Request, a admin.Operation) (string, error) {
 		if len(r.TLS.PeerCertificates) == 0 {
 			return "", errors.New("no client certificate")
 		}
@@ -248,7 +248,7 @@ const envRunAsCLI = "EXECFSM_TEST_RUN_AS_CLI"
 // real pseudo-terminal, without $EXECFSM_PASSWORD: it asks, reads the
 // answer without echoing it, and the stop goes through as the user.
 func TestThePasswordIsAskedOnTheTerminal(t *testing.T) {
-	authorize := func(r *http.Request, a admin.Action) (string, error) {
+	authorize := func(r *http.Request, a admin.Operation) (string, error) {
 		user, pass, ok := r.BasicAuth()
 		if !ok || user != "ana" || pass != "correct horse" {
 			return "", admin.ErrUnauthenticated
@@ -311,9 +311,9 @@ func TestAStopTheServingControllerWouldNotActOnIsRefusedUnlessForced(t *testing.
 	s, err := db.Store("executions")
 	require.NoError(t, err)
 	v1, v2 := schematest.CIJobs(t, ""), schematest.CIJobs(t, "quarantined")
-	_, err = schema.Record(bg, s, "ci-jobs", v1)
+	_, err = schema.Save(bg, s, "ci-jobs", v1)
 	require.NoError(t, err)
-	_, err = schema.Record(bg, s, "ci-jobs", v2)
+	_, err = schema.Save(bg, s, "ci-jobs", v2)
 	require.NoError(t, err)
 	exec, err := transition.NewPersisted(v2.Table(), s, "job-q", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
@@ -325,7 +325,7 @@ func TestAStopTheServingControllerWouldNotActOnIsRefusedUnlessForced(t *testing.
 
 	serves, err := schema.Describe("ci-jobs", v1)
 	require.NoError(t, err)
-	allow := func(_ *http.Request, a admin.Action) (string, error) { return a.Actor, nil }
+	allow := func(_ *http.Request, a admin.Operation) (string, error) { return a.Actor, nil }
 	live := serveFile(t, path, admin.HandlerOptions{Authorize: allow, Serves: serves}, nil)
 	r := execfsm(t, "--http", live.url, "stop", "job-q", "--reason", "user asked")
 	require.Equal(t, 1, r.code, r.stderr)

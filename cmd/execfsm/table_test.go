@@ -41,7 +41,7 @@ func ciJobs(t testing.TB) *recovery.Roles[string] {
 func populateCIJobs(t *testing.T, store storage.Store) {
 	t.Helper()
 	roles := ciJobs(t)
-	_, err := schema.Record(bg, store, "ci-jobs", roles)
+	_, err := schema.Save(bg, store, "ci-jobs", roles)
 	require.NoError(t, err)
 	for id, to := range map[string]string{"job-1": "running", "job-2": "succeeded", "job-3": "queued"} {
 		exec, err := transition.NewPersisted(roles.Table(), store, id, transition.PersistedOptions{Actor: "ci-master"})

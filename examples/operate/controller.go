@@ -99,7 +99,7 @@ func control(ctx context.Context, cfg controllerConfig) (int, error) {
 	}
 	// Record the table first: the handler, the CLI and the next version
 	// of this controller read it from the store.
-	if _, err := schema.Record(ctx, store, "teraslice", teraslice.Roles()); err != nil {
+	if _, err := schema.Save(ctx, store, "teraslice", teraslice.Roles()); err != nil {
 		return 0, err
 	}
 	decider, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
@@ -169,7 +169,7 @@ func control(ctx context.Context, cfg controllerConfig) (int, error) {
 
 // authorizer lets anyone read and the operator write, as itself.
 func authorizer(password string) admin.Authorizer {
-	return func(r *http.Request, a admin.Action) (string, error) {
+	return func(r *http.Request, a admin.Operation) (string, error) {
 		if !a.Verb.Writes() {
 			return "", nil
 		}
@@ -222,7 +222,7 @@ func (c *controller) run(ctx context.Context, id, ends string) error {
 	case "failed":
 		ending = recovery.Ending{Err: errors.New("slicer: reader failed: index logs-2026.12 not found")}
 	}
-	_, err = c.decider.Finish(ctx, exec, ending, nil)
+	_, err = c.decider.End(ctx, exec, ending, nil)
 	return err
 }
 
@@ -243,7 +243,7 @@ func (c *controller) onChange(ctx context.Context, id string) error {
 		return nil
 	}
 	// Shut the workers down, then write what the stop earned.
-	end, err := c.decider.Finish(ctx, exec, recovery.Ending{Finished: false}, nil)
+	end, err := c.decider.End(ctx, exec, recovery.Ending{Finished: false}, nil)
 	if err != nil {
 		return err
 	}

@@ -273,7 +273,7 @@ func TestTheDiagramRoutesNoEdgeThroughAState(t *testing.T) {
 			table, roles, err := d.Rebuild()
 			require.NoError(t, err)
 			store := storage.NewMemory()
-			_, err = schema.Record(context.Background(), store, d.Name, roles)
+			_, err = schema.Save(context.Background(), store, d.Name, roles)
 			require.NoError(t, err)
 			h, err := admin.NewHandler(store, admin.HandlerOptions{})
 			require.NoError(t, err)

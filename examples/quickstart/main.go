@@ -89,7 +89,7 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 		return err
 	}
 	// The table, beside the records: the operator's CLI reads it.
-	if _, err := schema.Record(ctx, master.Store(), "teraslice", teraslice.Roles()); err != nil {
+	if _, err := schema.Save(ctx, master.Store(), "teraslice", teraslice.Roles()); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\nOne execution, start to finish:")
@@ -158,9 +158,9 @@ func run(ctx context.Context, w io.Writer, f stores.Flags) error {
 	if err := fire(ctx, master, state.Running, "user resumed the execution"); err != nil {
 		return err
 	}
-	// The work ends: Finish decides the final status, Decider.Finish writes it
+	// The work ends: End decides the final status, Decider.End writes it
 	// with the work's statistics and lets the execution go.
-	end, err := decider.Finish(ctx, podB, recovery.Ending{Finished: true}, map[string]string{"slices": "100"})
+	end, err := decider.End(ctx, podB, recovery.Ending{Finished: true}, map[string]string{"slices": "100"})
 	if err != nil {
 		return err
 	}

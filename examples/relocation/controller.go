@@ -216,7 +216,7 @@ func terminate(ctx context.Context, cfg controllerConfig, exec *transition.Persi
 // outcome is in the record), unless the execution was not this
 // controller's to end: then as end.ExitCode says.
 func finish(ctx context.Context, decider *recovery.Decider[state.Status], exec *transition.Persisted[state.Status], ending recovery.Ending, stats map[string]string) (int, error) {
-	end, err := decider.Finish(ctx, exec, ending, stats)
+	end, err := decider.End(ctx, exec, ending, stats)
 	if err != nil {
 		return 0, err
 	}

@@ -174,7 +174,7 @@ func (s *supervisor) submit(ctx context.Context, id string) error {
 			return err
 		}
 		// The table, beside the records, for the operator's tools.
-		if _, err := schema.Record(ctx, st, "teraslice", teraslice.Roles()); err != nil {
+		if _, err := schema.Save(ctx, st, "teraslice", teraslice.Roles()); err != nil {
 			return err
 		}
 		// Recorded at creation as Teraslice's master does after validating

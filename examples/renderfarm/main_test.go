@@ -67,7 +67,7 @@ func TestNoJobIsDoneWithAFrameMissing(t *testing.T) {
 	require.NoError(t, err)
 	table := roles.Table()
 	rapid.Check(t, func(t *rapid.T) {
-		path := transitiontest.Walk(table, 12).Draw(t, "path")
+		path := transitiontest.Paths(table, 12).Draw(t, "path")
 		machine, err := transition.NewMachine(table, transition.MachineOptions{ID: shotID})
 		require.NoError(t, err)
 		for _, next := range path[1:] {

@@ -78,7 +78,7 @@ func limitMeta(spec Spec) map[string]string { return volcano.MaxRetry(int(spec.M
 // does (pkg/controllers/job/state/*.go), through execfsm: the moves
 // through the Job's Persisted handle (retries counted by the table), the
 // budget by the roles, the ends a drain earns by the roles, the end the
-// work earned by FinishAs' check. Killing and creating pods is not its
+// work earned by EndAs' check. Killing and creating pods is not its
 // business here: the pods are the world's.
 type Manager struct {
 	Roles  *recovery.Roles[Phase]
@@ -109,7 +109,7 @@ func (m Manager) Execute(ctx context.Context, exec *transition.Persisted[Phase],
 	}
 	if role, _ := m.Roles.Role(cur); role == recovery.RoleRunning && m.Roles.Table().IsTerminal(to) {
 		// The work is over: the end it earned, checked against the table.
-		end, err := m.Decide.FinishAs(ctx, exec, to, finishReason(to, spec, pods), nil)
+		end, err := m.Decide.EndAs(ctx, exec, to, finishReason(to, spec, pods), nil)
 		return end.To, err
 	}
 	if _, err := exec.Fire(ctx, to, string(action)); err != nil {

@@ -37,9 +37,9 @@ func TestAUsersInvariantIsCheckedAtEveryState(t *testing.T) {
 func TestWalksAreReproducibleAndShortenWhatTheyFind(t *testing.T) {
 	ctx := context.Background()
 	b := fleettest.Bound{Pods: 3, Crashes: 2, Drains: 3}
-	first, err := lifecycle().Walk(ctx, b, 7, 200, 40)
+	first, err := lifecycle().RandomWalks(ctx, b, 7, 200, 40)
 	require.NoError(t, err)
-	again, err := lifecycle().Walk(ctx, b, 7, 200, 40)
+	again, err := lifecycle().RandomWalks(ctx, b, 7, 200, 40)
 	require.NoError(t, err)
 	require.Equal(t, first, again)
 	require.Equal(t, 200, first.Walks)
@@ -48,7 +48,7 @@ func TestWalksAreReproducibleAndShortenWhatTheyFind(t *testing.T) {
 	// A seed whose 200 walks reach the simulator's lost stop (about two
 	// seeds in five do; which ones changes with what the fleet's
 	// controllers do).
-	_, err = simulator(t, false).Walk(ctx, b, 15, 200, 40)
+	_, err = simulator(t, false).RandomWalks(ctx, b, 15, 200, 40)
 	var v *fleettest.Violation
 	require.True(t, errors.As(err, &v), "want a violation, got %v", err)
 	require.Equal(t, fleettest.InvariantStopNeverLost, v.Invariant)
@@ -64,7 +64,7 @@ func TestWalksAreReproducibleAndShortenWhatTheyFind(t *testing.T) {
 func TestAWiderFleetWalkedDeepKeepsEveryInvariant(t *testing.T) {
 	f := lifecycle()
 	f.Master.Abandons, f.Master.Reruns = true, 1
-	r, err := f.Walk(context.Background(), fleettest.Bound{Pods: 3, Crashes: 2, Drains: 2}, 1, 3000, 60)
+	r, err := f.RandomWalks(context.Background(), fleettest.Bound{Pods: 3, Crashes: 2, Drains: 2}, 1, 3000, 60)
 	require.NoError(t, err)
 	t.Log(r)
 }

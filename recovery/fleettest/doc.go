@@ -1,7 +1,7 @@
 // Package fleettest explores every interleaving of a small fleet running an
 // execution lifecycle, and checks at every state the invariants a fleet
 // must keep. It checks the library's code, not a model of it: the
-// controllers run recovery.Decider's Start, Terminate, Finish and Abandon,
+// controllers run recovery.Decider's Start, Terminate, End and Abandon,
 // the cluster master writes through transition.Persisted, the Reaper is
 // recovery's, all against a storage.Memory under a clock the explorer
 // moves. Where transitiontest checks a table, fleettest checks what a
@@ -14,7 +14,7 @@
 //   - The controller pods of its Job, made one at a time by the platform
 //     (at most Bound.Pods): each starts (Decider.Start), moves an execution
 //     it started to its first running state, then finishes its work (the
-//     roles' Ends with Finish, each of Fleet.Ends with FinishAs), fails
+//     roles' Ends with End, each of Fleet.Ends with EndAs), fails
 //     it, notices a stop and ends it, or retries its start as a live
 //     holder would after a timeout. With Policy.Manager they are a
 //     manager's pods under a Deployment, which replaces any that exits: a
@@ -22,7 +22,7 @@
 //     authority moves it to a not-started state, and makes what falls
 //     due (Decider.Advance); its SIGTERM hands the execution over.
 //   - The platform: a SIGTERM (a drain; Decider.Terminate, then the
-//     shutdown's Finish), a SIGKILL (an OOM kill), a lost node (the pod
+//     shutdown's End), a SIGKILL (an OOM kill), a lost node (the pod
 //     lives on out of reach, and may come back), a replacement pod when
 //     the last one died or exited non-zero; a pod exiting 0 completes
 //     the Job, which makes no more.
@@ -59,7 +59,7 @@
 //	+0s      platform   sends SIGTERM to pod-1
 //	+0s      pod-1@1    running      → terminated   shut down before the work could finish
 //
-// Walk takes seeded random walks instead, deeper than an exhaustive search
+// [Fleet.RandomWalks] takes seeded random walks instead, deeper than an exhaustive search
 // can go, and shortens what it finds.
 //
 // # Invariants

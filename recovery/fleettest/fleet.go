@@ -33,7 +33,7 @@ type Fleet[S comparable] struct {
 	// Invariants are checked at every state after the built-in ones.
 	Invariants []Invariant
 	// Ends are the ends a controller's work may earn besides the roles'
-	// Ends (recovery.Decider.FinishAs): each is a step of a working
+	// Ends (recovery.Decider.EndAs): each is a step of a working
 	// controller. A table without Ends (Volcano's, Flink's) gives its
 	// own here; with neither, work never finishes but by failing.
 	Ends []S
@@ -180,7 +180,7 @@ type Report struct {
 	// Exhausted: a level added no new state, so every state the fleet
 	// can reach within the other bounds was checked, whatever the depth.
 	Exhausted bool
-	// Walks is the number of random walks taken (Walk only).
+	// Walks is the number of random walks taken (RandomWalks only).
 	Walks int
 }
 
@@ -209,7 +209,7 @@ type Violation struct {
 	// Timeline is what happened at each step: who, when (from the
 	// start), the writes with their statuses and reasons.
 	Timeline []string
-	// Seed is the walk's seed, for a violation Walk found.
+	// Seed is the walk's seed, for a violation RandomWalks found.
 	Seed uint64
 	// Report is what the exploration covered until it found this.
 	Report Report

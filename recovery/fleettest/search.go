@@ -248,14 +248,14 @@ func (f Fleet[S]) Replay(ctx context.Context, b Bound, path []string) error {
 	return nil
 }
 
-// Walk takes walks random walks of up to depth steps each through the
+// RandomWalks takes walks random walks of up to depth steps each through the
 // fleet, choosing each action (and each race, unless b.NoRaces) with a
 // generator seeded with seed, so the same seed takes the same walks. It
 // goes deeper than Explore can, checking the same invariants; b's Pods,
 // Crashes and Drains bound each walk (its Depth is not used). A violation
 // found is shortened step by step while it still breaks the same
 // invariant, and carries the seed.
-func (f Fleet[S]) Walk(ctx context.Context, b Bound, seed uint64, walks, depth int) (Report, error) {
+func (f Fleet[S]) RandomWalks(ctx context.Context, b Bound, seed uint64, walks, depth int) (Report, error) {
 	b.Depth = max(depth, 1)
 	s, err := f.validate(b)
 	if err != nil {

@@ -289,7 +289,7 @@ func (w *world[S]) podActions(out []action, ex *execution[S], role recovery.Role
 }
 
 // endActions are how p's work may end: finished (the roles' Ends), or
-// in each end the fleet names (FinishAs).
+// in each end the fleet names (EndAs).
 func (w *world[S]) endActions(out []action, p *pod[S]) []action {
 	if _, _, ok := w.s.fleet.Roles.Ends(); ok {
 		out = append(out, action{p.name + " finish", p.name, func() { w.finish(p, recovery.Ending{Finished: true}) }})
@@ -690,19 +690,19 @@ func (w *world[S]) run(p *pod[S]) {
 
 // finish is the end of p's work, or its shutdown (a zero ending).
 func (w *world[S]) finish(p *pod[S], ending recovery.Ending) {
-	w.end(p, func(d *recovery.Decider[S]) (recovery.End[S], error) { return d.Finish(w.ctx, p.exec, ending, nil) })
+	w.end(p, func(d *recovery.Decider[S]) (recovery.Outcome[S], error) { return d.End(w.ctx, p.exec, ending, nil) })
 }
 
 // finishAs is p's work ending in end.
 func (w *world[S]) finishAs(p *pod[S], end S) {
 	name, _ := w.s.table.Name(end)
-	w.end(p, func(d *recovery.Decider[S]) (recovery.End[S], error) {
-		return d.FinishAs(w.ctx, p.exec, end, "the work ended in "+name, nil)
+	w.end(p, func(d *recovery.Decider[S]) (recovery.Outcome[S], error) {
+		return d.EndAs(w.ctx, p.exec, end, "the work ended in "+name, nil)
 	})
 }
 
 // end writes the end decide decides and exits p as it says.
-func (w *world[S]) end(p *pod[S], decide func(*recovery.Decider[S]) (recovery.End[S], error)) {
+func (w *world[S]) end(p *pod[S], decide func(*recovery.Decider[S]) (recovery.Outcome[S], error)) {
 	d, err := w.decider(p.ex)
 	if err != nil {
 		w.unexpected(p.name+" finish", err)
@@ -712,7 +712,7 @@ func (w *world[S]) end(p *pod[S], decide func(*recovery.Decider[S]) (recovery.En
 	switch {
 	case errors.Is(err, transition.ErrNotAllowed):
 		// Work cannot end in a status whose table has no such move
-		// (recovery.Finish's "not allowed"): the controller exits with
+		// (recovery.End's "not allowed"): the controller exits with
 		// the error, and its platform starts another.
 		w.exitWith(p, 1, err.Error())
 	case err != nil:

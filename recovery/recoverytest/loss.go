@@ -169,7 +169,7 @@ func terminateAndFinishAfterLossLeave(t *testing.T, store storage.Store) {
 	a, err := decide(t).Terminate(bounded(t), exec, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.ActionLeave, a.Kind)
-	end, err := decide(t).Finish(bounded(t), exec, recovery.Ending{Finished: true}, nil)
+	end, err := decide(t).End(bounded(t), exec, recovery.Ending{Finished: true}, nil)
 	require.NoError(t, err)
 	require.Equal(t, recovery.EndLeave, end.Kind)
 	require.Equal(t, calls, s.calls.Load(), "neither asked the store")

@@ -130,21 +130,21 @@ func tableRevision(t *testing.T, s storage.Store) uint64 {
 }
 
 func sameTableWritesNothing(t *testing.T, s storage.Store) {
-	v1, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	v1, err := schema.Save(bg, s, "render-jobs", Jobs(t, false))
 	require.NoError(t, err)
 	require.Equal(t, 1, v1.Version)
 	rev := tableRevision(t, s)
-	again, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	again, err := schema.Save(bg, s, "render-jobs", Jobs(t, false))
 	require.NoError(t, err)
 	require.Equal(t, v1, again)
 	require.Equal(t, rev, tableRevision(t, s))
 }
 
 func addedStatusIsTheNextVersion(t *testing.T, s storage.Store) {
-	v1, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	v1, err := schema.Save(bg, s, "render-jobs", Jobs(t, false))
 	require.NoError(t, err)
 	in(t, s, "rendering", "job-1")
-	v2, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	v2, err := schema.Save(bg, s, "render-jobs", Jobs(t, true))
 	require.NoError(t, err)
 	require.Equal(t, 2, v2.Version)
 	require.Equal(t, []schema.Version{{Version: 1, States: v1.Table.States}}, v2.Earlier)
@@ -154,23 +154,23 @@ func addedStatusIsTheNextVersion(t *testing.T, s storage.Store) {
 }
 
 func olderVersionGetsTheRecordedTable(t *testing.T, s storage.Store) {
-	_, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	_, err := schema.Save(bg, s, "render-jobs", Jobs(t, false))
 	require.NoError(t, err)
-	v2, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	v2, err := schema.Save(bg, s, "render-jobs", Jobs(t, true))
 	require.NoError(t, err)
 	rev := tableRevision(t, s)
-	old, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	old, err := schema.Save(bg, s, "render-jobs", Jobs(t, false))
 	require.NoError(t, err)
 	require.Equal(t, v2, old)
 	require.Equal(t, rev, tableRevision(t, s), "nothing written")
 }
 
 func removedStatusIsRefused(t *testing.T, s storage.Store) {
-	_, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	_, err := schema.Save(bg, s, "render-jobs", Jobs(t, true))
 	require.NoError(t, err)
 	in(t, s, "moving", "job-1", "job-2")
 	rev := tableRevision(t, s)
-	_, err = schema.Record(bg, s, "render-jobs", Renamed(t))
+	_, err = schema.Save(bg, s, "render-jobs", Renamed(t))
 	var inc *schema.IncompatibleError
 	require.ErrorAs(t, err, &inc)
 	require.ErrorIs(t, err, schema.ErrIncompatible)
@@ -182,11 +182,11 @@ func removedStatusIsRefused(t *testing.T, s storage.Store) {
 }
 
 func migrationMovesTheRecords(t *testing.T, s storage.Store) {
-	v, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	v, err := schema.Save(bg, s, "render-jobs", Jobs(t, true))
 	require.NoError(t, err)
 	in(t, s, "moving", "job-1")
 	in(t, s, "rendering", "job-2")
-	d, moved, err := schema.RecordMigrating(bg, s, "render-jobs", Renamed(t),
+	d, moved, err := schema.SaveMigrating(bg, s, "render-jobs", Renamed(t),
 		schema.Migration{Statuses: map[string]string{"moving": "relocating"}, Reason: "moving is relocating now"})
 	require.NoError(t, err)
 	require.Equal(t, v.Version+1, d.Version)
@@ -206,18 +206,18 @@ func migrationMovesTheRecords(t *testing.T, s storage.Store) {
 // A removed status is in use while a record has it as its previous
 // status: a relocating record returns there.
 func previousStatusIsInUse(t *testing.T, s storage.Store) {
-	_, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	_, err := schema.Save(bg, s, "render-jobs", Jobs(t, true))
 	require.NoError(t, err)
 	from(t, s, "rendering", "moving", "job-1")
 	from(t, s, "paused", "moving", "job-2")
 	rev := tableRevision(t, s)
-	_, err = schema.Record(bg, s, "render-jobs", Renamed(t))
+	_, err = schema.Save(bg, s, "render-jobs", Renamed(t))
 	var inc *schema.IncompatibleError
 	require.ErrorAs(t, err, &inc)
 	require.Equal(t, map[string]int{"moving": 0}, inc.InStatus)
 	require.Equal(t, map[string]int{"moving": 2}, inc.InPrevious)
 	require.Contains(t, err.Error(), "status removed: moving (0 records in it, 2 records with it as their previous status)")
-	require.Contains(t, err.Error(), "schema.RecordMigrating", "the refusal names the way on")
+	require.Contains(t, err.Error(), "schema.SaveMigrating", "the refusal names the way on")
 	require.Equal(t, rev, tableRevision(t, s), "nothing written")
 }
 
@@ -225,14 +225,14 @@ func previousStatusIsInUse(t *testing.T, s storage.Store) {
 // keeps the status it was entered from (mapped, if it is removed too),
 // and a record whose previous status alone is removed has it mapped.
 func migrationMapsPreviousStatuses(t *testing.T, s storage.Store) {
-	v, err := schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	v, err := schema.Save(bg, s, "render-jobs", Jobs(t, true))
 	require.NoError(t, err)
 	from(t, s, "moving", "paused", "job-1")
 	from(t, s, "rendering", "moving", "job-2")
 	from(t, s, "paused", "rendering", "job-3")
 	before, err := s.Get(bg, "job-3")
 	require.NoError(t, err)
-	d, moved, err := schema.RecordMigrating(bg, s, "render-jobs", Renamed(t),
+	d, moved, err := schema.SaveMigrating(bg, s, "render-jobs", Renamed(t),
 		schema.Migration{Statuses: map[string]string{"moving": "relocating"}, Reason: "moving is relocating now"})
 	require.NoError(t, err)
 	require.Equal(t, v.Version+1, d.Version)
@@ -258,10 +258,10 @@ func migrationMapsPreviousStatuses(t *testing.T, s storage.Store) {
 }
 
 func statusOutsideEveryVersion(t *testing.T, s storage.Store) {
-	_, err := schema.Record(bg, s, "render-jobs", Jobs(t, false))
+	_, err := schema.Save(bg, s, "render-jobs", Jobs(t, false))
 	require.NoError(t, err)
 	in(t, s, "rendering", "job-1")
-	_, err = schema.Record(bg, s, "render-jobs", Jobs(t, true))
+	_, err = schema.Save(bg, s, "render-jobs", Jobs(t, true))
 	require.NoError(t, err)
 	in(t, s, "moving", "job-2")
 	in(t, s, "melted", "job-3")

@@ -29,13 +29,13 @@ func ExampleCheck() {
 	// Output: 7 states
 }
 
-// Walk draws random legal paths; a property over them is a few lines.
+// Paths draws random legal paths; a property over them is a few lines.
 // Here: a relocated execution that returns comes back to the status it
 // left, never to another one.
-func ExampleWalk() {
+func ExamplePaths() {
 	table := teraslice.Lifecycle()
 	property := func(t *rapid.T) {
-		path := transitiontest.Walk(table, 40).Draw(t, "path")
+		path := transitiontest.Paths(table, 40).Draw(t, "path")
 		for k := 2; k < len(path); k++ {
 			if table.IsReturn(path[k-1], path[k]) && path[k] != path[k-2] {
 				t.Fatalf("relocated from %s, came back %s", path[k-2], path[k])
@@ -45,7 +45,7 @@ func ExampleWalk() {
 	_ = property // in a test: rapid.Check(t, property)
 
 	// Generators also produce examples outside tests.
-	path := transitiontest.Walk(table, 6).Example(1)
+	path := transitiontest.Paths(table, 6).Example(1)
 	fmt.Println(path[0], len(path) >= 1)
 	// Output: pending true
 }
@@ -53,7 +53,7 @@ func ExampleWalk() {
 func TestWalkPropertyHolds(t *testing.T) {
 	table := teraslice.Lifecycle()
 	rapid.Check(t, func(t *rapid.T) {
-		path := transitiontest.Walk(table, 40).Draw(t, "path")
+		path := transitiontest.Paths(table, 40).Draw(t, "path")
 		for k := 2; k < len(path); k++ {
 			if table.IsReturn(path[k-1], path[k]) && path[k] != path[k-2] {
 				t.Fatalf("relocated from %s, came back %s", path[k-2], path[k])

@@ -1,6 +1,6 @@
 // Package transitiontest checks the properties every transition table
 // should have, for tables you write yourself. Call [Check] from a test,
-// and build your own properties on [Walk], a rapid generator of random
+// and build your own properties on [Paths], a rapid generator of random
 // legal paths through the table; their examples show both.
 //
 // The checks re-derive everything from the table's public methods, so
@@ -109,7 +109,7 @@ func Check[S comparable](t testing.TB, table *transition.Table[S]) {
 	})
 	run("WalksStayInTable", func(t testing.TB) {
 		rapid.Check(t, func(t *rapid.T) {
-			path := Walk(table, 64).Draw(t, "path")
+			path := Paths(table, 64).Draw(t, "path")
 			if len(path) == 0 || path[0] != table.Initial() {
 				t.Fatalf("walk %v does not start at %v", path, table.Initial())
 			}
@@ -178,11 +178,11 @@ func machineFollowsTable[S comparable](t *rapid.T, table *transition.Table[S]) {
 	})
 }
 
-// Walk returns a generator of random legal paths through table: each path
+// Paths returns a generator of random legal paths through table: each path
 // starts at the initial state and takes up to maxSteps allowed moves,
 // honouring return edges, and stops early at a terminal state. Guards are
 // not run.
-func Walk[S comparable](table *transition.Table[S], maxSteps int) *rapid.Generator[[]S] {
+func Paths[S comparable](table *transition.Table[S], maxSteps int) *rapid.Generator[[]S] {
 	return rapid.Custom(func(t *rapid.T) []S {
 		cur := table.Initial()
 		path := []S{cur}
