@@ -92,6 +92,12 @@ type ManagerConfig[S comparable] struct {
 	// creating records to someone else (a user's tool, a cluster master):
 	// an item without one is an error of the adoption pass.
 	CreateMissing bool
+	// NoWatch: do not watch the store. Manage syncs an execution when
+	// someone else writes it (an operator's stop, a pause) by watching
+	// the store, where it can (storage.Watcher), leaving out its own
+	// writes; with NoWatch (or a store that cannot watch) such a write
+	// is seen at the next Resync.
+	NoWatch bool
 	// Resync is the Loop's (reconcile.Options.Resync).
 	Resync time.Duration
 	// Workers sync that many executions at once; zero is 1.
@@ -206,6 +212,14 @@ func (m *manager[S]) run(ctx context.Context) error {
 	}
 	opts := reconcile.Options[string]{Reconciler: m, Known: m.known, Resync: m.c.Resync, Workers: m.c.Workers,
 		ReconcileObserver: m.c.Observers.Reconciles, AdoptionObserver: m.c.Observers.Adoptions}
+	if w, ok := m.c.Store.(storage.Watcher); ok && !m.c.NoWatch {
+		events, err := reconcile.StoreEvents(ctx, w, reconcile.StoreEventsOptions{SkipWritesBy: m.c.Holder,
+			OnError: func(err error) { m.log("watching the store: %v", err) }})
+		if err != nil {
+			return fmt.Errorf("run: watching the store (NoWatch leaves it to Resync): %w", err)
+		}
+		opts.Events = events
+	}
 	if m.c.World != nil {
 		opts.World, opts.Adopter = m.c.World, m
 	}
@@ -317,6 +331,9 @@ func (m *manager[S]) take(ctx context.Context, id string) (*transition.Persisted
 // Reconcile implements reconcile.Reconciler: take the execution over if
 // it is not yet, make what fell due, and sync it.
 func (m *manager[S]) Reconcile(ctx context.Context, id string) (reconcile.Result, error) {
+	if id == m.c.Leader && id != "" {
+		return reconcile.Result{}, nil // a watch event of the leader's record
+	}
 	exec, err := m.take(ctx, id)
 	if err != nil || exec == nil {
 		return reconcile.Result{}, err

@@ -257,3 +257,49 @@ func TestAManagerOfWorkInItsProcessRelocatesOrShutsDownAsThePlatformSays(t *test
 		})
 	}
 }
+
+// An operator's stop, written while the manager drives the execution, is
+// synced at once (the manager watches the store), not at the next resync:
+// here there is none.
+func TestAManagerSeesAStopWrittenByAnotherWriter(t *testing.T) {
+	store := storage.NewMemory()
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.To(state.Running).Because("placed"))
+	require.NoError(t, err)
+	signals, running, done := make(chan os.Signal, 1), make(chan struct{}, 1), make(chan result, 1)
+	go func() {
+		code, err := run.Manage(bg, run.ManagerConfig[state.Status]{
+			Roles: teraslice.Roles(), Store: store, Holder: "ctl-1", Platform: recovery.KubernetesJob, Resumable: true,
+			Failovers: teraslice.Failovers, Signals: signals, Resync: -1,
+			Sync: func(_ context.Context, _ *transition.Persisted[state.Status], s state.Status) (run.Step, error) {
+				if s == state.Stopping {
+					return run.End(recovery.Ending{}), nil
+				}
+				select {
+				case running <- struct{}{}:
+				default:
+				}
+				return run.Step{}, nil
+			},
+		})
+		done <- result{code, err}
+	}()
+	select {
+	case <-running:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the execution was never synced")
+	}
+	_, err = master.Fire(bg, state.Stopping, "user stop")
+	require.NoError(t, err)
+	stopped := func() bool { rec, err := store.Get(bg, "ex-1"); return err == nil && rec.Status == "stopped" }
+	require.Eventually(t, stopped, 20*time.Second, time.Millisecond, "the stop was synced")
+	signals <- syscall.SIGTERM
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		require.Equal(t, 0, r.code, "nothing left to relocate")
+	case <-time.After(20 * time.Second):
+		t.Fatal("Manage did not return after SIGTERM")
+	}
+}

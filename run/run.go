@@ -29,7 +29,12 @@ import (
 // state (its running state, or the one it resumed in). It returns how
 // the work ended: finished, with failures, with an error, or not finished
 // because ctx was cancelled (a SIGTERM that shuts down, a stop, the
-// ownership lost). It must return soon after ctx is cancelled.
+// ownership lost); the harness writes the end that earns
+// (recovery.Decider.End). Work whose roles name no Ends, because only
+// the work knows how it ended (a scheduler's succeeded or failed), moves
+// the execution to its end itself (exec.Fire) before it returns; the
+// harness keeps the end it finds. It must return soon after ctx is
+// cancelled.
 type Work[S comparable] func(ctx context.Context, exec *transition.Persisted[S], state S) recovery.Ending
 
 // Config is what [Run] needs. Roles, Store, ID, Platform and Work are

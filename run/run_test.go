@@ -269,3 +269,36 @@ func TestAConfigThatCannotRunSaysWhatToGive(t *testing.T) {
 		Platform: recovery.Platform{Drains: true}})
 	require.True(t, errors.Is(err, recovery.ErrInvalidPolicy))
 }
+
+// Work whose roles name no Ends (a scheduler whose work says how it
+// ended) moves the execution to its end itself; the harness keeps the
+// end it finds, and exits 0.
+func TestWorkThatNamesItsEndIsKept(t *testing.T) {
+	// "succeeded" is an end only this work knows of.
+	roles, err := recovery.DefineLifecycle(transition.New("queued").Allow("running", "succeeded").Terminal("succeeded")).
+		NotStarted("queued").Running("running").Failed("failed").Stopping("stopping", "stopped").Build()
+	require.NoError(t, err)
+	store := storage.NewMemory()
+	master, err := transition.NewPersisted(roles.Table(), store, "job", transition.PersistedOptions{Actor: "user"})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.To("queued"))
+	require.NoError(t, err)
+	code, err := run.Run(bg, run.Config[string]{
+		Roles: roles, Store: store, ID: "job", Holder: "runner", Signals: make(chan os.Signal),
+		Work: func(ctx context.Context, exec *transition.Persisted[string], _ string) recovery.Ending {
+			if _, err := exec.Fire(ctx, "succeeded", "every task succeeded"); err != nil {
+				return recovery.Ending{Err: err}
+			}
+			return recovery.Ending{Finished: true}
+		},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 0, code)
+	rec, err := store.Get(bg, "job")
+	require.NoError(t, err)
+	require.Equal(t, "succeeded", rec.Status)
+	require.Equal(t, "every task succeeded", rec.Reason)
+	_, held, err := store.Held(bg, "job")
+	require.NoError(t, err)
+	require.False(t, held, "let go")
+}
