@@ -74,8 +74,8 @@
 // execution lifecycle (a relocating record is the successor's to end):
 //
 //	stored status  finished     with failures  with an error  shut down early
-//	pending        not allowed  not allowed    not allowed    not allowed
-//	scheduling     not allowed  → failed       → failed       not allowed
+//	pending        not allowed  not allowed    not allowed    leave
+//	scheduling     not allowed  → failed       → failed       leave
 //	initializing   not allowed  → failed       → failed       → terminated
 //	running        → completed  → failed       → failed       → terminated
 //	recovering     → completed  → failed       → failed       → terminated
@@ -93,11 +93,13 @@
 // execution that has already ended: a reaper stopped it meanwhile, or
 // the controller failed it earlier; an ended execution is never given
 // another status (Teraslice would write completed over stopped).
-// "leave" writes nothing. "not allowed" is an error: the table has no
-// such move (work cannot finish before it ran). [Decider.End] writes the
+// "leave" writes nothing; shut down before anything ran (pending,
+// scheduling) it also releases the execution as it is, for the next
+// controller to start. "not allowed" is an error: the table has no such move (work
+// cannot finish before it ran). [Decider.End] writes the
 // decision with the statistics and lets the execution go; the process
 // then exits 0 whatever the status, since the outcome is in the record,
-// but after a "leave" with End.ExitCode: on a platform that restarts
+// but after a "leave" with Outcome.ExitCode: on a platform that restarts
 // controllers the relocation's, so that the controller that ends the
 // execution still comes.
 //

@@ -95,6 +95,7 @@ type Outcome[S comparable] struct {
 
 	foreign bool // a Leave because the record is of another table
 	retried bool // the move is a retry (Ending.Retry)
+	letGo   bool // a Leave of this controller's own execution: released
 }
 
 // End decides the final status of the execution in rec for the
@@ -120,7 +121,10 @@ type Outcome[S comparable] struct {
 //   - Finished: the Ends' completed state, from stopping too (the work
 //     finished before the stop did).
 //   - Shut down before finishing: the drain's end while stopping (the
-//     stop asked for it), the Ends' terminated state otherwise.
+//     stop asked for it), the Ends' terminated state otherwise; in a
+//     not-started state that cannot move there (nothing ran yet: a job
+//     still queued), Leave: the execution is let go as it is, released,
+//     and the exit code is the leave's, for the next controller to start.
 //
 // A move the table does not allow (work that reports having finished
 // while its record is still initializing) is an error matching
@@ -156,6 +160,10 @@ func End[S comparable](roles *Roles[S], rec storage.Record, claim storage.Claim,
 	case role == RoleStopping:
 		end.To, _ = roles.End(cur)
 		end.Reason = "stopped on request"
+	case role == RoleNotStarted && (!roles.hasEnds || !roles.table.Allowed(cur, roles.terminated)):
+		end.Kind, end.letGo = EndLeave, true
+		end.Reason = fmt.Sprintf("shut down in %s status, before anything ran: let go as it is, for the next controller to start", rec.Status)
+		return end, nil
 	default:
 		if !roles.hasEnds {
 			return Outcome[S]{}, errNoEnds
@@ -340,6 +348,9 @@ func applyFinish[S comparable](ctx context.Context, roles *Roles[S], exec *trans
 		end.ReleaseErr = release(ctx, exec)
 	case end.Kind == EndLeave:
 		end.ExitCode = p.LeaveExitCode()
+		if end.letGo {
+			end.ReleaseErr = release(ctx, exec)
+		}
 	default:
 		end.ReleaseErr = release(ctx, exec)
 	}

@@ -303,3 +303,45 @@ func TestAManagerSeesAStopWrittenByAnotherWriter(t *testing.T) {
 		t.Fatal("Manage did not return after SIGTERM")
 	}
 }
+
+// An execution nothing has started yet (still pending) is let go as it
+// is on SIGTERM, released for the next controller, and the exit code is
+// the leave's: on a Job the next pod must come.
+func TestAManagerLetsAPendingExecutionGoAsItIs(t *testing.T) {
+	store := storage.NewMemory()
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"})
+	require.NoError(t, err)
+	_, err = master.Create(bg, transition.To(state.Pending).Because("submitted"))
+	require.NoError(t, err)
+	signals, ready, done := make(chan os.Signal, 1), make(chan int, 1), make(chan result, 1)
+	go func() {
+		code, err := run.Manage(bg, run.ManagerConfig[state.Status]{
+			Roles: teraslice.Roles(), Store: store, Holder: "ctl-1", Platform: recovery.KubernetesJob, Resumable: true,
+			Signals: signals, Resync: -1, Ready: func(n int) { ready <- n },
+			Sync: func(context.Context, *transition.Persisted[state.Status], state.Status) (run.Step, error) {
+				return run.Step{}, nil // waits for workers
+			},
+		})
+		done <- result{code, err}
+	}()
+	select {
+	case n := <-ready:
+		require.Equal(t, 1, n)
+	case <-time.After(20 * time.Second):
+		t.Fatal("never ready")
+	}
+	signals <- syscall.SIGTERM
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		require.Equal(t, 143, r.code)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Manage did not return after SIGTERM")
+	}
+	rec, err := store.Get(bg, "ex-1")
+	require.NoError(t, err)
+	require.Equal(t, "pending", rec.Status)
+	_, held, err := store.Held(bg, "ex-1")
+	require.NoError(t, err)
+	require.False(t, held)
+}
