@@ -773,6 +773,42 @@ func TestAMalformedRequestWritesNothingAndSaysWhy(t *testing.T) {
 
 // A watch of an id that is not there says so at once, and then sees the
 // record when it is made, instead of waiting silently.
+// A watch of one id yields that record only, now and as it changes,
+// whatever records sort after it (the first listing once let every one
+// after the last id asked for through).
+func TestAWatchOfOneIDYieldsThatRecordOnly(t *testing.T) {
+	s := serve(t, admin.HandlerOptions{Authorize: allowAll})
+	ctx, cancel := context.WithCancel(timeout(t))
+	defer cancel()
+	page, err := s.client.List(ctx, admin.ListOptions{})
+	require.NoError(t, err)
+	require.Greater(t, len(page.Items), 1)
+	first := page.Items[0].ID
+	w := watchInBackground(ctx, s.client, first, first)
+	_, err = s.client.Stop(ctx, admin.StopRequest{ID: "ex-running", Reason: "user asked", Actor: "operator"})
+	require.NoError(t, err)
+	other, err := transition.NewPersisted(teraslice.Lifecycle(), s.store, "ex-zz-later", transition.PersistedOptions{Actor: "cluster-master"})
+	require.NoError(t, err)
+	_, err = other.Create(ctx, transition.To(state.Pending))
+	require.NoError(t, err)
+	mark, err := transition.NewPersisted(teraslice.Lifecycle(), s.store, first, transition.PersistedOptions{Actor: "cluster-master"})
+	require.NoError(t, err)
+	_, _, err = mark.Apply(ctx, func(cur state.Status, _ storage.Record) (transition.Update[state.Status], error) {
+		return transition.To(cur).Set("note", "looked at"), nil
+	})
+	require.NoError(t, err)
+	w.waitFor(t, "the change of the record watched", func(evs []admin.Event, _ error) bool {
+		last := evs[len(evs)-1]
+		return last.Type == admin.EventChanged && last.Record.Meta["note"] == "looked at"
+	})
+	for _, ev := range w.events {
+		require.Equal(t, first, ev.ID, "only the record watched")
+	}
+	require.Equal(t, admin.EventCurrent, w.events[0].Type)
+	cancel()
+	w.ended(t, "the watch ends with its context")
+}
+
 func TestAWatchOfAnIDThatIsNotThereSaysSo(t *testing.T) {
 	s := serve(t, admin.HandlerOptions{})
 	ctx, cancel := context.WithCancel(timeout(t))

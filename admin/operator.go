@@ -482,30 +482,28 @@ func (o *StoreOperator) watch(ctx context.Context, ids []string, yield func(Even
 	}
 	var from uint64
 	var now []Event
+	found := make(map[string]bool, len(ids))
 	for _, r := range recs {
 		from = max(from, r.Revision)
 		if wanted(r.ID) {
 			now = append(now, Event{Type: EventCurrent, ID: r.ID, Record: r})
-			delete(only, r.ID)
+			found[r.ID] = true
 		}
 	}
 	for _, u := range bad {
 		from = max(from, u.Revision)
 		if wanted(u.ID) {
 			now = append(now, Event{Type: EventUnreadable, ID: u.ID, Err: u.Err})
-			delete(only, u.ID)
+			found[u.ID] = true
 		}
 	}
 	// An id asked for that is not there is told at once, as it is now:
 	// a watch that said nothing would be a typo waited on for ever.
 	for _, id := range ids {
-		if only[id] {
+		if !found[id] {
 			now = append(now, Event{Type: EventGone, ID: id})
-			delete(only, id)
+			found[id] = true
 		}
-	}
-	for _, id := range ids {
-		only[id] = true
 	}
 	// Start watching before yielding the records, so that the watch
 	// begins at the listing's revision whatever the consumer's pace.
