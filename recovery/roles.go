@@ -164,18 +164,41 @@ func DefineLifecycle[S comparable](table *transition.Builder[S]) *RolesBuilder[S
 // complete adds to b.lifecycle the moves and ends the roles need (see
 // DefineLifecycle).
 func (b *RolesBuilder[S]) complete() {
-	t := b.lifecycle
-	allow := func(from, to S) {
-		if declared, _ := t.Declared(from, to); from != to && !declared {
-			t.Allow(from, to)
-		}
-	}
-	given := map[S]Role{}
+	ends := b.ends()
 	for _, g := range b.given {
-		if _, ok := given[g.state]; !ok {
-			given[g.state] = g.role
+		if g.role == RoleNotStarted && !slices.Contains(ends, g.state) {
+			if len(b.running) > 0 {
+				b.need(g.state, b.running[0])
+			}
+			b.toEnds(g.state, true, false, true, true)
 		}
 	}
+	for _, r := range b.running {
+		b.toEnds(r, true, true, true, true)
+	}
+	b.completeRelocations()
+	for _, p := range b.stops {
+		b.need(p.state, p.to)
+		b.toEnds(p.state, true, true, false, false)
+	}
+	for _, p := range b.finishing {
+		b.need(p.state, p.to)
+		b.toEnds(p.state, true, false, false, false)
+	}
+	given := map[S]bool{}
+	for _, g := range b.given {
+		given[g.state] = true
+	}
+	for _, end := range ends {
+		if !given[end] {
+			b.lifecycle.Terminal(end)
+		}
+	}
+}
+
+// ends are the states the roles end an execution in: Failed, both Ends,
+// every drain's and finishing state's end.
+func (b *RolesBuilder[S]) ends() []S {
 	var ends []S
 	if b.hasFail {
 		ends = append(ends, b.r.failed)
@@ -186,74 +209,66 @@ func (b *RolesBuilder[S]) complete() {
 	for _, p := range append(slices.Clone(b.stops), b.finishing...) {
 		ends = append(ends, p.to)
 	}
-	// toEnds are the moves every live state of a role makes toward its end.
-	toEnds := func(from S, failed, completed, terminated, drain bool) {
-		if failed && b.hasFail {
-			allow(from, b.r.failed)
-		}
-		if completed && b.r.hasEnds {
-			allow(from, b.r.completed)
-		}
-		if terminated && b.r.hasEnds {
-			allow(from, b.r.terminated)
-		}
-		if drain && len(b.stops) > 0 {
-			allow(from, b.stops[0].state)
-		}
+	return ends
+}
+
+// need adds the move from → to to the lifecycle unless it declares it.
+func (b *RolesBuilder[S]) need(from, to S) {
+	if declared, _ := b.lifecycle.Declared(from, to); from != to && !declared {
+		b.lifecycle.Allow(from, to)
 	}
-	for _, g := range b.given {
-		if g.role != RoleNotStarted || slices.Contains(ends, g.state) {
-			continue
-		}
-		if len(b.running) > 0 {
-			allow(g.state, b.running[0])
-		}
-		toEnds(g.state, true, false, true, true)
+}
+
+// toEnds adds the moves from a live state toward the ends it may take.
+func (b *RolesBuilder[S]) toEnds(from S, failed, completed, terminated, drain bool) {
+	if failed && b.hasFail {
+		b.need(from, b.r.failed)
 	}
-	for _, r := range b.running {
-		toEnds(r, true, true, true, true)
+	if completed && b.r.hasEnds {
+		b.need(from, b.r.completed)
 	}
-	returnedTo := map[S]bool{}
-	for _, p := range b.relocations {
-		for _, r := range b.running {
-			if _, isReturn := t.Declared(p.state, r); isReturn {
-				returnedTo[r] = true
-			}
-		}
+	if terminated && b.r.hasEnds {
+		b.need(from, b.r.terminated)
 	}
-	for _, p := range b.relocations {
+	if drain && len(b.stops) > 0 {
+		b.need(from, b.stops[0].state)
+	}
+}
+
+// completeRelocations gives each relocating state its return edges (the
+// running states no other one returns to, unless the lifecycle declares
+// its own), the moves into it, and its ways out.
+func (b *RolesBuilder[S]) completeRelocations() {
+	returnsOf := func(relocating S) []S {
 		var returns []S
 		for _, r := range b.running {
-			if _, isReturn := t.Declared(p.state, r); isReturn {
+			if _, isReturn := b.lifecycle.Declared(relocating, r); isReturn {
 				returns = append(returns, r)
 			}
 		}
+		return returns
+	}
+	returnedTo := map[S]bool{}
+	for _, p := range b.relocations {
+		for _, r := range returnsOf(p.state) {
+			returnedTo[r] = true
+		}
+	}
+	for _, p := range b.relocations {
+		returns := returnsOf(p.state)
 		if len(returns) == 0 {
 			for _, r := range b.running {
 				if !returnedTo[r] {
-					t.Return(p.state, r)
+					b.lifecycle.Return(p.state, r)
 					returns, returnedTo[r] = append(returns, r), true
 				}
 			}
 		}
 		for _, r := range returns {
-			allow(r, p.state)
+			b.need(r, p.state)
 		}
-		allow(p.state, p.to)
-		toEnds(p.state, true, false, false, true)
-	}
-	for _, p := range b.stops {
-		allow(p.state, p.to)
-		toEnds(p.state, true, true, false, false)
-	}
-	for _, p := range b.finishing {
-		allow(p.state, p.to)
-		toEnds(p.state, true, false, false, false)
-	}
-	for _, end := range ends {
-		if _, hasRole := given[end]; !hasRole {
-			t.Terminal(end)
-		}
+		b.need(p.state, p.to)
+		b.toEnds(p.state, true, false, false, true)
 	}
 }
 
