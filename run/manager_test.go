@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,14 +77,7 @@ func (m *managed) waitReady(t *testing.T) int {
 
 func (m *managed) stop(t *testing.T) result {
 	t.Helper()
-	m.signals <- syscall.SIGTERM
-	select {
-	case r := <-m.done:
-		return r
-	case <-time.After(20 * time.Second):
-		t.Fatal("Manage did not return")
-		return result{}
-	}
+	return sigterm(t, m.signals, m.done)
 }
 
 // A manager drives every Job that has not ended under its one lease; its
@@ -237,13 +229,7 @@ func TestAManagerOfWorkInItsProcessRelocatesOrShutsDownAsThePlatformSays(t *test
 			}
 			ended := func() bool { rec, err := store.Get(bg, "ex-done"); return err == nil && rec.Status == "completed" }
 			require.Eventually(t, ended, 20*time.Second, time.Millisecond, "ex-done completed by its Sync's End")
-			signals <- syscall.SIGTERM
-			var r result
-			select {
-			case r = <-done:
-			case <-time.After(20 * time.Second):
-				t.Fatal("Manage did not return after SIGTERM")
-			}
+			r := sigterm(t, signals, done)
 			require.NoError(t, r.err)
 			require.Equal(t, tc.code, r.code)
 			for _, id := range []string{"ex-a", "ex-b"} {
@@ -294,14 +280,9 @@ func TestAManagerSeesAStopWrittenByAnotherWriter(t *testing.T) {
 	require.NoError(t, err)
 	stopped := func() bool { rec, err := store.Get(bg, "ex-1"); return err == nil && rec.Status == "stopped" }
 	require.Eventually(t, stopped, 20*time.Second, time.Millisecond, "the stop was synced")
-	signals <- syscall.SIGTERM
-	select {
-	case r := <-done:
-		require.NoError(t, r.err)
-		require.Equal(t, 0, r.code, "nothing left to relocate")
-	case <-time.After(20 * time.Second):
-		t.Fatal("Manage did not return after SIGTERM")
-	}
+	r := sigterm(t, signals, done)
+	require.NoError(t, r.err)
+	require.Equal(t, 0, r.code, "nothing left to relocate")
 }
 
 // An execution nothing has started yet (still pending) is let go as it
@@ -330,14 +311,9 @@ func TestAManagerLetsAPendingExecutionGoAsItIs(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("never ready")
 	}
-	signals <- syscall.SIGTERM
-	select {
-	case r := <-done:
-		require.NoError(t, r.err)
-		require.Equal(t, 143, r.code)
-	case <-time.After(20 * time.Second):
-		t.Fatal("Manage did not return after SIGTERM")
-	}
+	r := sigterm(t, signals, done)
+	require.NoError(t, r.err)
+	require.Equal(t, 143, r.code)
 	rec, err := store.Get(bg, "ex-1")
 	require.NoError(t, err)
 	require.Equal(t, "pending", rec.Status)

@@ -50,6 +50,20 @@ type result struct {
 	err  error
 }
 
+// sigterm sends a SIGTERM on signals and returns what the harness
+// returned, failing the test if it does not within a bound.
+func sigterm(t *testing.T, signals chan<- os.Signal, done <-chan result) result {
+	t.Helper()
+	signals <- syscall.SIGTERM
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatal("the harness did not return after SIGTERM")
+		return result{}
+	}
+}
+
 // work runs until ctx is cancelled, or finishes at once when finish is set.
 func start(t *testing.T, store storage.Store, platform recovery.Platform, finish *recovery.Ending) *controller {
 	t.Helper()
@@ -230,14 +244,9 @@ func TestALostOwnershipIsTakenBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), rec.Epoch, "taken back at a new epoch")
 	require.Empty(t, rec.Meta[recovery.MetaFailovers], "counting nothing")
-	signals <- syscall.SIGTERM
-	select {
-	case r := <-done:
-		require.NoError(t, r.err)
-		require.Equal(t, 143, r.code)
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return")
-	}
+	r := sigterm(t, signals, done)
+	require.NoError(t, r.err)
+	require.Equal(t, 143, r.code)
 }
 
 // A terminal execution is refused: nothing runs, exit 0.

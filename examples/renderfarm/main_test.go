@@ -6,11 +6,11 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/transition"
@@ -121,7 +121,7 @@ func TestEachPlatformReadsAKillAndASIGTERMItsOwnWay(t *testing.T) {
 			ctx := context.Background()
 			farm := Farm{Dir: t.TempDir()}
 			require.NoError(t, farm.Submit(shotID, 10_000))
-			out := &lockedBuilder{}
+			out := &proc.SyncBuffer{}
 			first, err := startController(ctx, farm, tc.platform, out)
 			require.NoError(t, err)
 			require.NoError(t, first.await(ctx, "two frames", func(*metrics) (bool, error) {
@@ -144,25 +144,6 @@ func TestEachPlatformReadsAKillAndASIGTERMItsOwnWay(t *testing.T) {
 			require.Equal(t, tc.restarts, restarts.Total())
 		})
 	}
-}
-
-// lockedBuilder is a strings.Builder the controllers' output goroutines
-// write while the test reads it.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // record reads a job's record once no controller runs.

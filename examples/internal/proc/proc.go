@@ -396,6 +396,27 @@ func (g *Group) KillAll() {
 // shared by the parent and the goroutines echoing its children.
 func SyncWriter(w io.Writer) io.Writer { return &syncWriter{w: w} }
 
+// SyncBuffer is a buffer the goroutines echoing children write while a
+// test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+// Write implements io.Writer.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 type syncWriter struct {
 	mu sync.Mutex
 	w  io.Writer
