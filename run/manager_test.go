@@ -249,10 +249,7 @@ func TestAManagerOfWorkInItsProcessRelocatesOrShutsDownAsThePlatformSays(t *test
 // here there is none.
 func TestAManagerSeesAStopWrittenByAnotherWriter(t *testing.T) {
 	store := storage.NewMemory()
-	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"})
-	require.NoError(t, err)
-	_, err = master.Create(bg, transition.To(state.Running).Because("placed"))
-	require.NoError(t, err)
+	execution(t, store, state.Running)
 	signals, running, done := make(chan os.Signal, 1), make(chan struct{}, 1), make(chan result, 1)
 	go func() {
 		code, err := run.Manage(bg, run.ManagerConfig[state.Status]{
@@ -276,6 +273,8 @@ func TestAManagerSeesAStopWrittenByAnotherWriter(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the execution was never synced")
 	}
+	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"})
+	require.NoError(t, err)
 	_, err = master.Fire(bg, state.Stopping, "user stop")
 	require.NoError(t, err)
 	stopped := func() bool { rec, err := store.Get(bg, "ex-1"); return err == nil && rec.Status == "stopped" }
@@ -290,10 +289,7 @@ func TestAManagerSeesAStopWrittenByAnotherWriter(t *testing.T) {
 // the leave's: on a Job the next pod must come.
 func TestAManagerLetsAPendingExecutionGoAsItIs(t *testing.T) {
 	store := storage.NewMemory()
-	master, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-1", transition.PersistedOptions{Actor: "master"})
-	require.NoError(t, err)
-	_, err = master.Create(bg, transition.To(state.Pending).Because("submitted"))
-	require.NoError(t, err)
+	execution(t, store, state.Pending)
 	signals, ready, done := make(chan os.Signal, 1), make(chan int, 1), make(chan result, 1)
 	go func() {
 		code, err := run.Manage(bg, run.ManagerConfig[state.Status]{

@@ -121,7 +121,7 @@ func TestEachPlatformReadsAKillAndASIGTERMItsOwnWay(t *testing.T) {
 			ctx := context.Background()
 			farm := Farm{Dir: t.TempDir()}
 			require.NoError(t, farm.Submit(shotID, 10_000))
-			out := &proc.SyncBuffer{}
+			out := proc.NewSyncBuffer()
 			first, err := startController(ctx, farm, tc.platform, out)
 			require.NoError(t, err)
 			require.NoError(t, first.await(ctx, "two frames", func(*metrics) (bool, error) {

@@ -397,17 +397,16 @@ func (g *Group) KillAll() {
 func SyncWriter(w io.Writer) io.Writer { return &syncWriter{w: w} }
 
 // SyncBuffer is a buffer the goroutines echoing children write while a
-// test reads it.
+// test reads it; NewSyncBuffer makes one.
 type SyncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	syncWriter
+	b *strings.Builder
 }
 
-// Write implements io.Writer.
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+// NewSyncBuffer returns an empty SyncBuffer.
+func NewSyncBuffer() *SyncBuffer {
+	b := &strings.Builder{}
+	return &SyncBuffer{syncWriter: syncWriter{w: b}, b: b}
 }
 
 // String returns what was written so far.
