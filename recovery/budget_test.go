@@ -504,7 +504,7 @@ func TestARetryableFailureSpendsItsBudgetInsteadOfFailing(t *testing.T) {
 }
 
 // Work names the end it earned; the table decides whether it may.
-func TestFinishAsWritesTheEndTheWorkEarned(t *testing.T) {
+func TestEndAsWritesTheEndTheWorkEarned(t *testing.T) {
 	roles := retryingRoles(t)
 	j := newJob(t, nil)
 	j.move(Submitted, Working)
