@@ -245,7 +245,7 @@ func (p Policy) clock() time.Time {
 // left running under a dead holder, or relocating, waits for the Reaper
 // to fail it. Where any exit is restarted, or none is, 0.
 func (p Policy) LeaveExitCode() int {
-	if p.Platform.Restart != RestartOnFailure || bugLeaveExitsZero {
+	if p.Platform.Restart != RestartOnFailure {
 		return 0
 	}
 	return p.Platform.relocateExitCode()

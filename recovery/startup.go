@@ -350,14 +350,6 @@ func applyStartup[S comparable](ctx context.Context, roles *Roles[S], exec *tran
 	carries := func(rec storage.Record) bool { return mine.Owner != "" && rec.Claim() == mine }
 	written, replayable := writtenVerdict(roles, rec, mine, p)
 	switch {
-	case bugStartUnowned && rec.Owner == "", bugRestartLiveHolder && exec.Owns(rec):
-		// A reintroduced bug (reintroduced_off.go): decide as a new
-		// controller, and write without taking the record over.
-		var verdict Verdict[S]
-		takingBack := func(storage.Record) bool { return false }
-		_, _, err := exec.Apply(ctx, startupDecider(roles, p, takingBack, &verdict))
-		p.Observer.startup(verdict, err)
-		return verdict, err
 	case exec.Owns(rec) && replayable && found == written.To:
 		return written, nil // a retry by the live holder
 	case exec.Owns(rec):

@@ -2,13 +2,14 @@
 
 package fleettest_test
 
-// A bug package recovery once had, compiled back in with a build tag
-// (recovery/reintroduced_leave_exits_zero.go), to show the explorer finds
-// it. Run:
+// A bug package recovery once had, kept as a patch of its files
+// (testdata/reintroduced/leave_exits_zero.patch; the shipped files carry no trace
+// of it), to show the explorer finds it. tools/testall applies the patch
+// to a copy of the module and runs there
 //
 //	go test -tags execfsm_bug_leave_exits_zero -run TestReintroduced ./recovery/fleettest
 //
-// The package's other tests fail under the tag, as they should.
+// Without the patch this test fails: the bug is not there to find.
 
 import (
 	"testing"

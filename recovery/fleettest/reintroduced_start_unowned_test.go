@@ -2,12 +2,14 @@
 
 package fleettest_test
 
-// A bug package recovery once had, compiled back in with a build tag
-// (recovery/reintroduced_off.go), to show the explorer finds it. Run:
+// A bug package recovery once had, kept as a patch of its files
+// (testdata/reintroduced/start_unowned.patch; the shipped files carry no trace
+// of it), to show the explorer finds it. tools/testall applies the patch
+// to a copy of the module and runs there
 //
 //	go test -tags execfsm_bug_start_unowned -run TestReintroduced ./recovery/fleettest
 //
-// The package's other tests fail under the tag, as they should.
+// Without the patch this test fails: the bug is not there to find.
 
 import (
 	"testing"

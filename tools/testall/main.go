@@ -488,20 +488,79 @@ func testModule(ctx context.Context, tmp string, m mod, env, testFlags []string,
 	if m.path != repoPrefix {
 		return nil
 	}
-	// The fleet explorer finds three bugs package recovery once had, each
-	// compiled back in by a build tag of its own.
-	for _, tag := range reintroducedBugs {
-		tagged := append(slices.Clone(args), "-tags", tag, "-run", "^TestReintroduced", "./recovery/fleettest")
-		if err := runTo(ctx, w, w, alone, m.dir, env, "go", tagged...); err != nil {
-			return fmt.Errorf("the fleet explorer with %s: %w", tag, err)
+	return reintroduceBugs(ctx, tmp, m, env, args, w, alone)
+}
+
+// reintroducedDir holds the bugs package recovery once had, each a patch
+// of its files; the shipped files carry none of them.
+const reintroducedDir = "recovery/fleettest/testdata/reintroduced"
+
+// reintroduceBugs shows the fleet explorer finds each bug package
+// recovery once had: for each patch of reintroducedDir it applies the
+// patch to a copy of the root module and runs there the explorer's tests
+// of that bug (TestReintroduced*, built with the tag execfsm_bug_<name>),
+// which must find it. A patch that no longer applies fails the run.
+func reintroduceBugs(ctx context.Context, tmp string, m mod, env, args []string, w io.Writer, alone bool) error {
+	patches, err := filepath.Glob(filepath.Join(m.dir, reintroducedDir, "*.patch"))
+	if err != nil {
+		return err
+	}
+	if len(patches) == 0 {
+		return fmt.Errorf("no patches in %s", reintroducedDir)
+	}
+	for _, patch := range patches {
+		name := strings.TrimSuffix(filepath.Base(patch), ".patch")
+		copyDir := filepath.Join(tmp, "reintroduced-"+name)
+		if err := copyModule(m.dir, copyDir); err != nil {
+			return err
+		}
+		if err := runTo(ctx, w, w, alone, copyDir, env, "git", "apply", patch); err != nil {
+			return fmt.Errorf("the bug %s no longer applies to package recovery: update %s: %w", name, patch, err)
+		}
+		tagged := append(slices.Clone(args), "-tags", "execfsm_bug_"+name, "-run", "^TestReintroduced", "./recovery/fleettest")
+		if err := runTo(ctx, w, w, alone, copyDir, env, "go", tagged...); err != nil {
+			return fmt.Errorf("the fleet explorer with the bug %s: %w", name, err)
+		}
+		if err := os.RemoveAll(copyDir); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// reintroducedBugs are the build tags that compile a bug back into
-// package recovery (recovery/reintroduced_off.go).
-var reintroducedBugs = []string{"execfsm_bug_start_unowned", "execfsm_bug_restart_live_holder", "execfsm_bug_leave_exits_zero"}
+// copyModule copies the files of the module in dir (not .git, not the
+// modules nested in it) to dst.
+func copyModule(dir, dst string) error {
+	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			if rel != "." {
+				if d.Name() == ".git" {
+					return filepath.SkipDir
+				}
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir // a module of its own
+				}
+			}
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+}
 
 // readmeBlock matches a Go block of README.md, or of a page of docs/,
 // marked for the installation test.
