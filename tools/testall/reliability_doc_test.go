@@ -140,14 +140,20 @@ func TestEveryReliabilityCommandRunsATest(t *testing.T) {
 	}
 }
 
-// goTest is one go test of a command: where it runs, what, and what it
-// selects.
+// goTest is one go test of a command: where it runs, what, what it
+// selects, and the flags of its own test files it sets.
 type goTest struct {
 	dir      string
 	packages []string
 	tags     []string
 	pattern  string
+	flags    []string
 }
+
+// goTestFlags are go test's own flags, with whether each takes a value.
+var goTestFlags = map[string]bool{"-race": false, "-count": true, "-timeout": true, "-v": false, "-short": false,
+	"-bench": true, "-benchmem": false, "-benchtime": true, "-fuzztime": true, "-cpu": true, "-failfast": false,
+	"-list": true, "-cover": false, "-json": false, "-p": true, "-parallel": true, "-shuffle": true}
 
 // goTests reads a command of RELIABILITY.md: `go test ...`, several
 // joined by &&, or `(cd DIR && ...)`. ok is false for anything else.
@@ -184,6 +190,13 @@ func goTests(command string) (tests []goTest, ok bool) {
 				k++
 				test.tags = strings.Split(args[k], ",")
 			case strings.HasPrefix(arg, "-"):
+				name, _, hasValue := strings.Cut(arg, "=")
+				takesValue, known := goTestFlags[name]
+				if !known {
+					test.flags = append(test.flags, strings.TrimLeft(name, "-"))
+				} else if takesValue && !hasValue {
+					k++
+				}
 			default:
 				test.packages = append(test.packages, arg)
 			}
@@ -264,4 +277,67 @@ func TestGoTestsReadsTheCommandsAsGoTestWould(t *testing.T) {
 	require.False(t, ok)
 	_, ok = goTests("go test -tags execfsm_bug_NAME -run TestReintroduced ./recovery/fleettest")
 	require.False(t, ok)
+}
+
+// goTestCommand finds a go test command in prose: in a code span or an
+// HTML comment of a page.
+var goTestCommand = regexp.MustCompile("(?:`|<!-- [^;>]*?; )((?:\\(cd [^`&]+ && )?go test [^`>]*?)(?: -->|`)")
+
+// Every go test command the README and docs/ give (the decision records
+// are history, left as they were) runs at least one test as written, and
+// every flag of its own it sets is one its package's tests define: a
+// page that says "go test ./state -update-docs" after the flag moved is
+// caught here.
+func TestEveryDocsGoTestCommandRuns(t *testing.T) {
+	root := filepath.Join("..", "..")
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	require.NoError(t, err)
+	pages = append(pages, filepath.Join(root, "README.md"), filepath.Join(root, "RELIABILITY.md"))
+	checked := 0
+	for _, page := range pages {
+		text, err := os.ReadFile(page)
+		require.NoError(t, err)
+		for _, m := range goTestCommand.FindAllStringSubmatch(string(text), -1) {
+			command := strings.TrimSuffix(strings.TrimSpace(m[1]), ")")
+			if strings.HasPrefix(m[1], "(cd ") {
+				command = m[1]
+			}
+			tests, ok := goTests(command)
+			if !ok || strings.Contains(command, "-bench") {
+				continue
+			}
+			for _, test := range tests {
+				names := testFuncs(t, filepath.Join(root, test.dir), test.packages, test.tags)
+				top, _, _ := strings.Cut(test.pattern, "/")
+				match, err := regexp.Compile(top)
+				require.NoError(t, err, "%s: %s", page, command)
+				require.True(t, slices.ContainsFunc(names, match.MatchString), "%s: `%s` runs no test", filepath.Base(page), command)
+				for _, flag := range test.flags {
+					require.True(t, definesFlag(t, filepath.Join(root, test.dir), test.packages, flag),
+						"%s: `%s` sets -%s, which the tests of %v do not define", filepath.Base(page), command, flag, test.packages)
+				}
+				checked++
+			}
+		}
+	}
+	require.Greater(t, checked, 2, "the pages' commands were found")
+}
+
+// definesFlag reports whether the test files of the packages under dir
+// define the flag name (flag.Bool("name", ...) and its kind).
+func definesFlag(t *testing.T, dir string, packages []string, name string) bool {
+	t.Helper()
+	defines := regexp.MustCompile(`flag\.[A-Z][a-z]+(?:Var)?\([^"]*"` + regexp.QuoteMeta(name) + `"`)
+	for _, p := range packages {
+		files, err := filepath.Glob(filepath.Join(dir, strings.TrimSuffix(p, "/..."), "*_test.go"))
+		require.NoError(t, err)
+		for _, f := range files {
+			src, err := os.ReadFile(f)
+			require.NoError(t, err)
+			if defines.Match(src) {
+				return true
+			}
+		}
+	}
+	return false
 }
