@@ -83,8 +83,9 @@ type Options struct {
 // Why ConfigMaps and not a custom resource: a ConfigMap needs nothing
 // installed in the cluster (no CRD, no conversion webhook, no cluster
 // admin to apply either), every cluster's RBAC already knows it, and the
-// record is opaque to Kubernetes anyway: it is stored as binary data
-// (storage.Record.MarshalBinary), its status mirrored into a label so
+// record is opaque to Kubernetes anyway: it is stored as indented JSON
+// under the data key [RecordKey] (kubectl prints it), its status mirrored
+// into a label so
 // `kubectl get cm -l execfsm.io/status=relocating` finds executions by
 // status. A CRD would add schema validation and a status subresource the
 // store does not need, since every write already goes through the

@@ -3,12 +3,13 @@
 //
 // One [Metrics] is one prometheus.Collector; register it with the
 // registry the process serves (promhttp.HandlerFor), then hand its
-// observers to what they watch:
+// observers to what they watch; for the run harness, [RunObservers]
+// makes all of them in one call:
 //
 //   - moves of executions, by the state left, the state asked for and
 //     the result (done, not_allowed, guard, conflict, fenced, error):
-//     [NewTransitions], whose OnChange and OnFailure go in a Machine's or
-//     a Persisted's options — execfsm_transitions_total;
+//     [NewTransitions], whose Observers are given to
+//     transition.NewMachine or NewPersisted — execfsm_transitions_total;
 //   - executions by status, every status of the table (relocating
 //     included) with zeros, kept from a store's List and Watch:
 //     [NewStatuses] and its Run — execfsm_executions,

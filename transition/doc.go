@@ -26,8 +26,8 @@
 //
 // # Observers
 //
-// The OnChange functions of a Machine or a Persisted ([MachineOptions],
-// [PersistedOptions]) see every change it made exactly once, in the
+// The OnChange functions of the [Observers] given to [NewMachine] or
+// [NewPersisted] see every change it made exactly once, in the
 // order the changes were written, one at a time, each change by every
 // observer in the order they were given. No lock is held while an
 // observer runs, so an observer may call back into the machine that

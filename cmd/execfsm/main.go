@@ -26,7 +26,7 @@
 // --etcd and --http.
 //
 // Exit status: 0 done; 1 the operation failed (no such record, a move
-// the lifecycle refuses, a record that cannot be read — for list, after
+// the recorded table refuses, a record that cannot be read — for list, after
 // printing the others); 2 bad usage (a command line it cannot read, or a
 // value the store refuses, told in the store's words); 3 the store cannot
 // be reached or opened (an unreachable cluster, a bbolt file a running
