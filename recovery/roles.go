@@ -76,7 +76,7 @@ func (r Role) String() string {
 var ErrInvalidRoles = errors.New("invalid roles")
 
 // Roles say what each state of a table means to the decisions ([Startup],
-// [Terminate], [End], [Deadlines], [Reaper]), so that they work for
+// [Terminate], [End], [Roles.Due], [Reaper]), so that they work for
 // any table: Teraslice's execution lifecycle (package teraslice has its
 // roles) as much as a simulator's idle, starting, running, paused,
 // stopping and error, or a batch scheduler's several drains. Build them

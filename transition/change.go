@@ -16,7 +16,7 @@ type Change[S comparable] struct {
 	From   S
 	To     S
 	Reason string // why the move was made, as its caller said
-	Actor  string // who made it (see [Actor])
+	Actor  string // who made it (see [PersistedOptions].Actor)
 	// At is when the move was made. A [Machine] with neither guards nor
 	// observers leaves it zero: reading the clock would cost more than
 	// the move itself, and nobody would see the time.

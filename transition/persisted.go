@@ -59,7 +59,7 @@ func (u Update[S]) Remove(keys ...string) Update[S] {
 // move against the table and its guards, and writes with compare-and-swap
 // at the revision it read. When another writer got there first it re-reads
 // and decides again on the fresh record, a bounded number of times (see
-// [Retries]); it never overwrites what it has not seen.
+// [PersistedOptions].Retries); it never overwrites what it has not seen.
 //
 // A Persisted writes in one of two capacities, for the whole of its life:
 //
