@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/boltstore"
-	"github.com/execfsm/execfsm/internal/testwait"
 	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
@@ -259,11 +258,11 @@ func TestReadOnlyOpensShareTheFileReadAndRefuseWrites(t *testing.T) {
 	require.NoError(t, err)
 	var ids []string
 	for range 2 { // the creation and the move
-		ids = append(ids, testwait.Recv(t, events, "the read-only watch to replay the log").ID)
+		ids = append(ids, storagetest.Recv(t, events, "the read-only watch to replay the log").ID)
 	}
 	require.Equal(t, []string{"ex-1", "ex-1"}, ids)
 	cancel()
-	testwait.Closed(t, events, "the watch to end with its context")
+	storagetest.Closed(t, events, "the watch to end with its context")
 
 	_, err = boltstore.Open(filepath.Join(t.TempDir(), "missing"), boltstore.Options{ReadOnly: true})
 	require.ErrorIs(t, err, os.ErrNotExist, "a reader never creates a file")

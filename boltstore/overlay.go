@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/execfsm/execfsm/boltstore/internal/wal"
-	"github.com/execfsm/execfsm/internal/quote"
-	"github.com/execfsm/execfsm/internal/watchlog"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
+	"github.com/execfsm/execfsm/storage/storekit/watchlog"
 	bolt "go.etcd.io/bbolt"
 )
 

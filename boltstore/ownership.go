@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/locallease"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/locallease"
 )
 
 // Acquire implements [storage.Store]. The ownership lives in this

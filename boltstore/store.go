@@ -7,11 +7,11 @@ import (
 	"strings"
 
 	"github.com/execfsm/execfsm/boltstore/internal/wal"
-	"github.com/execfsm/execfsm/internal/listdecode"
-	"github.com/execfsm/execfsm/internal/locallease"
-	"github.com/execfsm/execfsm/internal/quote"
-	"github.com/execfsm/execfsm/internal/watchlog"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/listdecode"
+	"github.com/execfsm/execfsm/storage/storekit/locallease"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
+	"github.com/execfsm/execfsm/storage/storekit/watchlog"
 	bolt "go.etcd.io/bbolt"
 )
 

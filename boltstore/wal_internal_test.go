@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/boltstore/internal/wal"
-	"github.com/execfsm/execfsm/internal/testwait"
 	"testing"
 
 	"github.com/execfsm/execfsm/storage"
@@ -56,7 +55,7 @@ func TestABatchOfLargeRecordsIsWrittenInBoundedFrames(t *testing.T) {
 	waitQueued(t, db, writers)
 	release() // one leader takes them all
 	for range writers {
-		require.NoError(t, testwait.Recv(t, errs, "a large write's outcome"))
+		require.NoError(t, storagetest.Recv(t, errs, "a large write's outcome"))
 	}
 	segs, err := wal.ListSegments(wal.OS{}, path)
 	require.NoError(t, err)
@@ -139,7 +138,7 @@ func TestAWriteRefusedInABatchFailsAloneAndTheRestCommitTogether(t *testing.T) {
 	}
 	release() // one leader takes them all, in one batch
 	for i, w := range writes {
-		err := testwait.Recv(t, errs[i], w.name)
+		err := storagetest.Recv(t, errs[i], w.name)
 		if w.want == nil {
 			require.NoError(t, err, w.name)
 		} else {

@@ -3,8 +3,8 @@ package boltstore
 import (
 	"context"
 
-	"github.com/execfsm/execfsm/internal/watchlog"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/watchlog"
 	bolt "go.etcd.io/bbolt"
 )
 

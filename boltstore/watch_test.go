@@ -9,8 +9,7 @@ import (
 
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/storage"
-
-	"github.com/execfsm/execfsm/internal/testwait"
+	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -18,7 +17,7 @@ import (
 // nextEvent reads one watch event or fails after a bound.
 func nextEvent(t *testing.T, ch <-chan storage.WatchEvent) storage.WatchEvent {
 	t.Helper()
-	return testwait.Recv(t, ch, "a watch event")
+	return storagetest.Recv(t, ch, "a watch event")
 }
 
 // drainUntilClosed reads ch until it is closed, failing after a bound,

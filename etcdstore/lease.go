@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/heldunder"
-	"github.com/execfsm/execfsm/internal/writegate"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/heldunder"
+	"github.com/execfsm/execfsm/storage/storekit/writegate"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )

@@ -9,8 +9,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/execfsm/execfsm/internal/listdecode"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/listdecode"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	clientv3 "go.etcd.io/etcd/client/v3"

@@ -4,8 +4,8 @@ import (
 	"context"
 	"strings"
 
-	"github.com/execfsm/execfsm/internal/backoff"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/backoff"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

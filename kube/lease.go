@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/heldunder"
-	"github.com/execfsm/execfsm/internal/writegate"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/heldunder"
+	"github.com/execfsm/execfsm/storage/storekit/writegate"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

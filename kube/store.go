@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/listdecode"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/listdecode"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

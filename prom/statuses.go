@@ -5,9 +5,9 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/execfsm/execfsm/internal/backoff"
 	"github.com/execfsm/execfsm/reconcile"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/backoff"
 	"github.com/execfsm/execfsm/transition"
 )
 

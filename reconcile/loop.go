@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/backoff"
+	"github.com/execfsm/execfsm/storage/storekit/backoff"
 )
 
 // Backoff is the per-key retry delay after a failed Reconcile: Base,

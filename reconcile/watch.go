@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/execfsm/execfsm/internal/backoff"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/backoff"
 )
 
 // StoreEventsOptions say where [StoreEvents] starts and what it leaves

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"unicode/utf8"
 
-	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
 	"github.com/execfsm/execfsm/transition"
 )
 

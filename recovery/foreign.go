@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
 	"github.com/execfsm/execfsm/transition"
 )
 

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
 	"github.com/execfsm/execfsm/transition"
 )
 

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/internal/unknown"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
 )
 
 // Status is the lifecycle status of one execution.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
 )
 
 // Sentinel errors. Match them with errors.Is; the typed errors below carry

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/locallease"
-	"github.com/execfsm/execfsm/internal/quote"
-	"github.com/execfsm/execfsm/internal/watchlog"
+	"github.com/execfsm/execfsm/storage/storekit/locallease"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
+	"github.com/execfsm/execfsm/storage/storekit/watchlog"
 )
 
 func watchEvent(e watchlog.Entry) WatchEvent { return WatchEvent{ID: e.ID, Revision: e.Revision} }

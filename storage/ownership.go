@@ -6,7 +6,7 @@ import (
 	"maps"
 	"time"
 
-	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
 )
 
 // Claim is an ownership claim on a record: the owner's name and the epoch

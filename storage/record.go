@@ -12,7 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
 )
 
 // Limits every [Record] obeys. Stores check them on every write, so a

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/internal/nilstore"
-	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
 )
 
 // Update is what one atomic write does to a record. The zero value is not

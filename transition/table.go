@@ -8,9 +8,9 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/internal/unknown"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
 )
 
 // MaxStates is the most states a table may have. It keeps a state's index

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/execfsm/execfsm/internal/quote"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
 )
 
 // MaxLen bounds a name: with its prefix ("execfsm.count.") it stays well

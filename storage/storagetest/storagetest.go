@@ -620,3 +620,22 @@ func Unusable(t testing.TB, store storage.Store, hint string) {
 		refused("Watch", err)
 	}
 }
+
+// WaitBound is how long Recv and Closed wait, as the suite's own waits
+// do.
+const WaitBound = testwait.Bound
+
+// Recv receives one value from ch for a store's own tests (a watch
+// event, a write's outcome), or fails t naming what it waited for: a
+// regression is a failure that says what never came, not a hung test.
+func Recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	return testwait.Recv(t, ch, what)
+}
+
+// Closed waits for ch to be closed (a watch ended), or fails t naming
+// what it waited for.
+func Closed[T any](t testing.TB, ch <-chan T, what string) {
+	t.Helper()
+	testwait.Closed(t, ch, what)
+}

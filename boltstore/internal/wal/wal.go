@@ -44,8 +44,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/execfsm/execfsm/internal/quote"
 	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/quote"
 )
 
 const (

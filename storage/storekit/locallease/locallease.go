@@ -14,7 +14,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/execfsm/execfsm/internal/writegate"
+	"github.com/execfsm/execfsm/storage/storekit/writegate"
 )
 
 // Table is the ownership of one store's records. Its zero value is ready.
