@@ -341,3 +341,20 @@ func definesFlag(t *testing.T, dir string, packages []string, name string) bool 
 	}
 	return false
 }
+
+// Every decision record says near its top whether it stands: a reader
+// of an old record learns from it, not from the next ones, that a later
+// record superseded it.
+func TestEveryDecisionRecordSaysItsStatus(t *testing.T) {
+	records, err := filepath.Glob(filepath.Join("..", "..", "docs", "decisions", "2*.md"))
+	require.NoError(t, err)
+	require.NotEmpty(t, records)
+	status := regexp.MustCompile(`(?m)^(?:Date: [^\n]*)?Status: |\. Status: `)
+	for _, record := range records {
+		text, err := os.ReadFile(record)
+		require.NoError(t, err)
+		lines := strings.SplitN(string(text), "\n", 9)
+		head := strings.Join(lines[:min(len(lines), 8)], "\n")
+		require.Regexp(t, status, head, "%s says in its first lines whether it stands (Status: ...)", filepath.Base(record))
+	}
+}
