@@ -23,14 +23,9 @@ var benchFigure = regexp.MustCompile(`([0-9][0-9,]*(?:\.[0-9]+)?)\s*(ms|s|states
 func TestEveryBenchmarkFigureOfThePagesIsTheRunOfRecords(t *testing.T) {
 	root := filepath.Join("..", "..")
 	measured := benchmarkMetrics(t, root)
-	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	require.NoError(t, err)
-	pages = append(pages, filepath.Join(root, "README.md"), filepath.Join(root, "RELIABILITY.md"))
 	marked := 0
-	for _, page := range pages {
-		text, err := os.ReadFile(page)
-		require.NoError(t, err)
-		for _, m := range benchFigure.FindAllStringSubmatch(string(text), -1) {
+	for page, text := range pageTexts(t, root) {
+		for _, m := range benchFigure.FindAllStringSubmatch(text, -1) {
 			shown, unit, name, metric := m[1], m[2], m[3], m[4]
 			want, ok := measured[name][metric]
 			require.True(t, ok, "%s: %s is marked as %s's %s, which BENCHMARKS.md does not have", filepath.Base(page), m[0], name, metric)
@@ -53,6 +48,21 @@ func TestEveryBenchmarkFigureOfThePagesIsTheRunOfRecords(t *testing.T) {
 		}
 	}
 	require.Greater(t, marked, 2, "the pages' benchmark figures were found")
+}
+
+// pageTexts are the pages whose claims the tests check, by path: the
+// README, RELIABILITY.md and docs/ (not the decision records: history).
+func pageTexts(t *testing.T, root string) map[string]string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	require.NoError(t, err)
+	texts := map[string]string{}
+	for _, page := range append(pages, filepath.Join(root, "README.md"), filepath.Join(root, "RELIABILITY.md")) {
+		text, err := os.ReadFile(page)
+		require.NoError(t, err)
+		texts[page] = string(text)
+	}
+	return texts
 }
 
 // benchmarkMetrics reads BENCHMARKS.md's result rows: by benchmark

@@ -290,14 +290,9 @@ var goTestCommand = regexp.MustCompile("(?:`|<!-- [^;>]*?; )((?:\\(cd [^`&]+ && 
 // caught here.
 func TestEveryDocsGoTestCommandRuns(t *testing.T) {
 	root := filepath.Join("..", "..")
-	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	require.NoError(t, err)
-	pages = append(pages, filepath.Join(root, "README.md"), filepath.Join(root, "RELIABILITY.md"))
 	checked := 0
-	for _, page := range pages {
-		text, err := os.ReadFile(page)
-		require.NoError(t, err)
-		for _, m := range goTestCommand.FindAllStringSubmatch(string(text), -1) {
+	for page, text := range pageTexts(t, root) {
+		for _, m := range goTestCommand.FindAllStringSubmatch(text, -1) {
 			command := strings.TrimSuffix(strings.TrimSpace(m[1]), ")")
 			if strings.HasPrefix(m[1], "(cd ") {
 				command = m[1]
