@@ -11,7 +11,8 @@
 # tagged, and a CHANGELOG.md without a "## [X.Y.Z]" section (rename
 # "Unreleased" first). It sets the requires of every go.mod and the
 # replaces of go.work to the version, checks the API against the baseline
-# (hack/apidiff.sh), commits, and tags; pushing is left to you:
+# (hack/apidiff.sh), records the release (api/RELEASE, the API baselines
+# rewritten beside it), commits, and tags; pushing is left to you:
 #
 #   git push origin HEAD v0.2.0 admin/v0.2.0 boltstore/v0.2.0 etcdstore/v0.2.0 kube/v0.2.0 looplabfsm/v0.2.0 prom/v0.2.0 cmd/execfsm/v0.2.0
 set -euo pipefail
@@ -61,6 +62,10 @@ for k in "${!public[@]}"; do
 done
 
 hack/apidiff.sh
+# The release record: the commit that writes it is the release, which
+# tools/testall tests the next commits' modules across.
+sed -i "\$s/.*/$version/" api/RELEASE
+hack/apidiff.sh update
 git commit -q -am "Release $version"
 for dir in "${public[@]}"; do
 	if [ "$dir" = . ]; then

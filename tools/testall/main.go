@@ -158,7 +158,8 @@ func run(ctx context.Context, testFlags []string) error {
 	if len(failed) > 0 {
 		return fmt.Errorf("tests failed in %s", strings.Join(failed, ", "))
 	}
-	return nil
+	step("across the last release: its store modules on the core now, and the store modules now on its core")
+	return skewTest(ctx, mods[0].dir, tmp, mods, env, os.Stderr)
 }
 
 // parallelEnv names the number of modules tested at once (default 2).
