@@ -11,8 +11,10 @@
 # tagged, and a CHANGELOG.md without a "## [X.Y.Z]" section (rename
 # "Unreleased" first). It sets the requires of every go.mod and the
 # replaces of go.work to the version, checks the API against the baseline
-# (hack/apidiff.sh), records the release (api/RELEASE, the API baselines
-# rewritten beside it), commits, and tags; pushing is left to you:
+# (hack/apidiff.sh), packs and tests every module at the version as users
+# will get it (tools/testall), records the release (api/RELEASE, the API
+# baselines rewritten beside it), commits, and tags; pushing is left to
+# you:
 #
 #   git push origin HEAD v0.2.0 admin/v0.2.0 boltstore/v0.2.0 etcdstore/v0.2.0 kube/v0.2.0 looplabfsm/v0.2.0 prom/v0.2.0 cmd/execfsm/v0.2.0
 set -euo pipefail
@@ -62,6 +64,10 @@ for k in "${!public[@]}"; do
 done
 
 hack/apidiff.sh
+# Packed and checked as users will get them: every module packed at the
+# version into a local proxy, installed from it, and tested on its own
+# go.mod (the README's test command).
+go run ./tools/testall
 # The release record: the commit that writes it is the release, which
 # tools/testall tests the next commits' modules across.
 sed -i "\$s/.*/$version/" api/RELEASE
