@@ -502,7 +502,7 @@ func (w *world[S]) landed(s *actorStore[S], before, after storage.Record, claim 
 	if after.Owner != "" && s.pod != nil {
 		who = fmt.Sprintf("%s@%d", s.actor, after.Epoch)
 	}
-	e, hasEntry := after.History.Last()
+	e, _ := after.History.Last()
 	switch {
 	case before.Status == "":
 		w.say(who, "%-12s   %-12s %s", "(created)", after.Status, e.Reason)
@@ -513,28 +513,9 @@ func (w *world[S]) landed(s *actorStore[S], before, after storage.Record, claim 
 	default:
 		w.say(who, "%-12s → %-12s %s", before.Status, after.Status, e.Reason)
 	}
-	switch {
-	case !hasEntry || e.Actor != s.actor:
-		w.fail(InvariantAuditTrail, "%s wrote %s, but the last audit entry names %q", s.actor, after.ID, e.Actor)
-	case e.From != before.Status || e.To != after.Status || e.Revision != before.Revision:
-		w.fail(InvariantAuditTrail, "%s wrote %s (%s → %s at revision %d), but the entry says %s → %s at revision %d",
-			s.actor, after.ID, before.Status, after.Status, before.Revision, e.From, e.To, e.Revision)
-	case !e.At.Equal(w.now):
-		w.fail(InvariantAuditTrail, "%s wrote %s at %v, but the entry says %v", s.actor, after.ID, w.now, e.At)
-	case e.From != e.To && e.Reason == "":
-		w.fail(InvariantAuditTrail, "%s moved %s %s → %s with no reason", s.actor, after.ID, e.From, e.To)
-	}
-	if s.pod == nil {
-		return
-	}
-	held, ok, _ := w.mem.Held(w.ctx, after.ID)
-	switch {
-	case claim == nil:
-		w.fail(InvariantOneOwnerWrites, "%s wrote %s (%s → %s) as an outside authority, holding no ownership", s.actor, after.ID, before.Status, after.Status)
-	case !ok:
-		w.fail(InvariantOneOwnerWrites, "%s wrote %s (%s → %s) holding no ownership (nobody holds it)", s.actor, after.ID, before.Status, after.Status)
-	case *claim != held || held != after.Claim():
-		w.fail(InvariantOneOwnerWrites, "%s wrote %s (%s → %s) at epoch %d while %s@%d holds it", s.actor, after.ID, before.Status, after.Status, claim.Epoch, held.Owner, held.Epoch)
+	w.checkAuditTrail(s.actor, before, after)
+	if s.pod != nil {
+		w.checkOneOwnerWrites(s.actor, before, after, claim)
 	}
 }
 
@@ -614,9 +595,7 @@ func (w *world[S]) exitWith(p *pod[S], code int, why string) {
 	p.ex.jobDone = true
 	rec := w.record(p.ex)
 	cur, role := w.status(rec)
-	if w.s.fleet.Policy.Platform.Restart == recovery.RestartOnFailure && role != 0 && !w.ended(cur) && !w.s.requeued[cur] {
-		w.fail(InvariantJobEndsWithExecution, "%s exits 0 (%s) while %s is %s: its Job completes, and nothing replaces it", p.name, why, p.ex.id, rec.Status)
-	}
+	w.checkJobEndsWithExecution(p, why, rec, cur, role)
 }
 
 // start is a controller's startup, or a live controller retrying it.
@@ -748,12 +727,7 @@ func (w *world[S]) sigterm(p *pod[S]) {
 	default:
 		w.exitWith(p, a.ExitCode, a.Kind.String())
 	}
-	after := w.record(p.ex)
-	if now, _ := w.status(after); owned && role == recovery.RoleRunning && !w.ended(cur) && w.ended(now) && !p.ex.stopAsked &&
-		w.s.fleet.Policy.Platform.Drains && w.s.restartable {
-		w.fail(InvariantDrainRelocates, "a SIGTERM to %s, driving restartable work in %s, ended %s in %s",
-			p.name, rec.Status, p.ex.id, after.Status)
-	}
+	w.checkDrainRelocates(p, owned, rec, cur, role)
 }
 
 func (w *world[S]) sigkill(p *pod[S]) {
@@ -808,7 +782,7 @@ func (w *world[S]) stop(ex *execution[S]) {
 	case errors.Is(err, transition.ErrNotAllowed) && (role == recovery.RoleTerminal || w.ended(cur)):
 		w.say("master", "stop refused: %s has ended", ex.id)
 	case errors.Is(err, transition.ErrNotAllowed) && (role == recovery.RoleRunning || role == recovery.RoleRelocating):
-		w.fail(InvariantStopNeverLost, "the master cannot stop %s in %s: %v", ex.id, rec.Status, err)
+		w.stopRefused(ex, rec, err)
 	case errors.Is(err, transition.ErrNotAllowed):
 		w.say("master", "stop refused in %s", rec.Status)
 	default:
@@ -951,17 +925,8 @@ func (w *world[S]) check() {
 	for _, ex := range w.execs {
 		rec := w.record(ex)
 		cur, role := w.status(rec)
-		recent := len(w.recentResumes(ex))
-		switch {
-		case !s.failovers.Unlimited && recent > s.failovers.Count:
-			w.fail(InvariantNoCrashLoop, "%s resumed after %d unexpected restarts; the policy allows %s", ex.id, recent, s.failovers)
-		case ex.counted > ex.deaths:
-			w.fail(InvariantRestartsAreCrashes, "%d unexpected restarts of %s counted, but %d of its controllers died", ex.counted, ex.id, ex.deaths)
-		case ex.stopAsked && role != recovery.RoleStopping && !w.ended(cur):
-			w.fail(InvariantStopNeverLost, "%s was asked to stop, and is %s", ex.id, rec.Status)
-		case w.stranded(ex, rec, cur, role):
-			w.fail(InvariantNothingStranded, "%s is %s, and nothing will move it on: no controller holds it or will start, its platform makes no more, and %s has no deadline", ex.id, rec.Status, rec.Status)
-		}
+		_ = w.checkNoCrashLoop(ex) || w.checkRestartsAreCrashes(ex) || w.checkStopNeverLost(ex, rec, cur, role) ||
+			w.checkNothingStranded(ex, rec, cur, role)
 	}
 	if len(s.fleet.Invariants) == 0 || w.found != nil {
 		return
