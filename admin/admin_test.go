@@ -686,6 +686,60 @@ func TestADiagramDrawsHostileNamesAsText(t *testing.T) {
 	require.Equal(t, len(hostile)+1, strings.Count(body, `class="node state `))
 }
 
+// Every page draws what the store holds as text: a hostile state name,
+// id, reason, owner or metadata value, and a hostile query or form
+// field, is escaped wherever it is shown, never read as markup.
+func TestEveryPageDrawsHostileTextAsText(t *testing.T) {
+	const (
+		stateMark  = `<script>alert("state")</script>`
+		idMark     = `ex<script>alert("id")</script>`
+		reasonMark = `<img src=x onerror=alert("reason")>`
+		ownerMark  = `pod<svg onload=alert("owner")>`
+		metaMark   = `<iframe src="meta">`
+		formMark   = `<b onclick=alert("form")>`
+	)
+	table, err := transition.New("queued").Allow("queued", stateMark).Allow(stateMark, "stopping", "done").
+		Allow("stopping", "done").Terminal("done").Build()
+	require.NoError(t, err)
+	roles, err := recovery.DefineRoles(table).NotStarted("queued").Running(stateMark).Stopping("stopping", "done").Failed("done").Build()
+	require.NoError(t, err)
+	store := storage.NewMemory()
+	ctx := timeout(t)
+	_, err = schema.Save(ctx, store, "hostile", roles)
+	require.NoError(t, err)
+	exec, err := transition.NewPersisted(table, store, idMark, transition.PersistedOptions{Actor: ownerMark})
+	require.NoError(t, err)
+	_, err = exec.Create(ctx, transition.To("queued").Because(reasonMark).Set("note", metaMark))
+	require.NoError(t, err)
+	_, _, err = exec.Acquire(ctx, storage.Lease{Holder: ownerMark, TTL: time.Minute}, func(cur string, _ storage.Record) (transition.Update[string], error) {
+		return transition.To(stateMark).Because(reasonMark), nil
+	})
+	require.NoError(t, err)
+	s := serveStore(t, store, admin.HandlerOptions{Authorize: allowAll})
+	execution := s.server.URL + "/executions/" + url.PathEscape(idMark)
+	pages := map[string]string{}
+	for name, u := range map[string]string{
+		"list":      s.server.URL + "/",
+		"filtered":  s.server.URL + "/?status=" + url.QueryEscape(stateMark),
+		"execution": execution,
+		"diagram":   s.server.URL + "/diagram",
+		"missing":   s.server.URL + "/executions/" + url.PathEscape(formMark),
+	} {
+		_, pages[name] = raw(t, http.MethodGet, u, nil, nil)
+	}
+	form := url.Values{"reason": {formMark}, "actor": {formMark}}
+	_, pages["stop"] = raw(t, http.MethodPost, execution+"/stop", strings.NewReader(form.Encode()),
+		http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Origin": {s.server.URL}})
+	for name, body := range pages {
+		for _, mark := range []string{stateMark, idMark, reasonMark, ownerMark, metaMark, formMark} {
+			require.NotContains(t, body, mark, "the %s page shows %q as markup", name, mark)
+		}
+	}
+	require.Contains(t, pages["list"], `&lt;script&gt;alert(&#34;state&#34;)&lt;/script&gt;`, "the state shown, escaped")
+	require.Contains(t, pages["execution"], `&lt;img src=x onerror=alert(&#34;reason&#34;)&gt;`, "the reason shown, escaped")
+	require.Contains(t, pages["execution"], `&lt;iframe src=&#34;meta&#34;&gt;`, "the metadata shown, escaped")
+}
+
 func TestHandlerOptionsAreChecked(t *testing.T) {
 	store := storage.NewMemory()
 	for _, opts := range []admin.HandlerOptions{{Path: "admin/"}, {Path: "/admin"}, {Timeout: -1}, {MaxPage: -1}, {MaxWatches: -1}, {WriteTimeout: -1}} {

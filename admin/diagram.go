@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"html"
+	"html/template"
 	"regexp"
 	"slices"
 	"strconv"
@@ -238,27 +238,40 @@ func dotString(s string) string {
 	return b.String()
 }
 
-// svgStart finds the SVG element Graphviz writes, after its prolog, and
-// its size in points.
-var svgStart = regexp.MustCompile(`<svg width="([0-9.]+)pt" height="([0-9.]+)pt"`)
+// svgStart finds the SVG element Graphviz writes, after its prolog: its
+// size in points and its view box, and where its opening tag ends.
+var svgStart = regexp.MustCompile(`<svg width="([0-9.]+)pt" height="([0-9.]+)pt"\s+viewBox="([-0-9. ]+)"[^>]*>`)
+
+// svgOpening is the diagram's own opening tag, in place of Graphviz's:
+// made with html/template, so the table's name is escaped as any text of
+// the page is.
+var svgOpening = template.Must(template.New("svg").Parse(`<svg class="diagram" role="img" aria-label="the states of table {{.Name}}" ` +
+	`width="{{.Width}}" height="{{.Height}}" style="min-width: {{.MinWidth}}px" viewBox="{{.ViewBox}}" ` +
+	`xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink">`))
 
 // forPage makes Graphviz's SVG document an element of the page: no XML
 // prolog or doctype, a point of the layout a pixel of the page, shrunk
 // to the page's width down to minDiagramScale (names of 7 px or more),
 // past which a large table scrolls rather than shrinking to unreadable;
-// named for assistive technology.
+// named for assistive technology. Inside it, Graphviz escaped every name
+// it wrote (diagramDOT quotes them for it), and the counts are digits.
 func forPage(svg, name string) (string, error) {
 	m := svgStart.FindStringSubmatchIndex(svg)
 	if m == nil {
 		return "", fmt.Errorf("admin: diagram: the layout engine wrote no SVG element")
 	}
-	width, height := svg[m[2]:m[3]], svg[m[4]:m[5]]
+	width, height, viewBox := svg[m[2]:m[3]], svg[m[4]:m[5]], svg[m[6]:m[7]]
 	w, err := strconv.ParseFloat(width, 64)
 	if err != nil {
 		return "", fmt.Errorf("admin: diagram: the layout's width %q: %w", width, err)
 	}
-	return fmt.Sprintf(`<svg class="diagram" role="img" aria-label="%s" width="%s" height="%s" style="min-width:%.0fpx"`,
-		html.EscapeString("the states of table "+name), width, height, w*minDiagramScale) + svg[m[1]:], nil
+	var b strings.Builder
+	err = svgOpening.Execute(&b, struct{ Name, Width, Height, MinWidth, ViewBox string }{
+		name, width, height, strconv.FormatFloat(w*minDiagramScale, 'f', 0, 64), viewBox})
+	if err != nil {
+		return "", fmt.Errorf("admin: diagram: %w", err)
+	}
+	return b.String() + svg[m[1]:], nil
 }
 
 // minDiagramScale is how far the page shrinks a diagram to fit.
