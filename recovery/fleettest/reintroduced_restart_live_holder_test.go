@@ -1,4 +1,4 @@
-//go:build execfsm_bug_restart_live_holder
+//go:build reintroduced_restart_live_holder
 
 package fleettest_test
 
@@ -7,7 +7,7 @@ package fleettest_test
 // of it), to show the explorer finds it. tools/testall applies the patch
 // to a copy of the module and runs there
 //
-//	go test -tags execfsm_bug_restart_live_holder -run TestReintroduced ./recovery/fleettest
+//	go test -tags reintroduced_restart_live_holder -run TestReintroduced ./recovery/fleettest
 //
 // Without the patch this test fails: the bug is not there to find.
 

@@ -499,7 +499,7 @@ const reintroducedDir = "recovery/fleettest/testdata/reintroduced"
 // reintroduceBugs shows the fleet explorer finds each bug package
 // recovery once had: for each patch of reintroducedDir it applies the
 // patch to a copy of the root module and runs there the explorer's tests
-// of that bug (TestReintroduced*, built with the tag execfsm_bug_<name>),
+// of that bug (TestReintroduced*, built with the tag reintroduced_<name>),
 // which must find it. A patch that no longer applies fails the run.
 func reintroduceBugs(ctx context.Context, tmp string, m mod, env, args []string, w io.Writer, alone bool) error {
 	patches, err := filepath.Glob(filepath.Join(m.dir, reintroducedDir, "*.patch"))
@@ -518,7 +518,7 @@ func reintroduceBugs(ctx context.Context, tmp string, m mod, env, args []string,
 		if err := runTo(ctx, w, w, alone, copyDir, env, "git", "apply", patch); err != nil {
 			return fmt.Errorf("the bug %s no longer applies to package recovery: update %s: %w", name, patch, err)
 		}
-		tagged := append(slices.Clone(args), "-tags", "execfsm_bug_"+name, "-run", "^TestReintroduced", "./recovery/fleettest")
+		tagged := append(slices.Clone(args), "-tags", "reintroduced_"+name, "-run", "^TestReintroduced", "./recovery/fleettest")
 		if err := runTo(ctx, w, w, alone, copyDir, env, "go", tagged...); err != nil {
 			return fmt.Errorf("the fleet explorer with the bug %s: %w", name, err)
 		}

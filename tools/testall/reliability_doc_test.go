@@ -275,7 +275,7 @@ func TestGoTestsReadsTheCommandsAsGoTestWould(t *testing.T) {
 	require.Equal(t, "FuzzDecodeLine", tests[0].pattern)
 	_, ok = goTests("go run ./tools/testall")
 	require.False(t, ok)
-	_, ok = goTests("go test -tags execfsm_bug_NAME -run TestReintroduced ./recovery/fleettest")
+	_, ok = goTests("go test -tags reintroduced_NAME -run TestReintroduced ./recovery/fleettest")
 	require.False(t, ok)
 }
 
