@@ -37,8 +37,12 @@ type Memory struct {
 	dropped  uint64 // highest revision no longer in log
 	hub      watchlog.Hub
 	owners   locallease.Table
-	table    []byte // the table's document (TableKeeper)
-	tableRev uint64
+	// epochFloor is the highest epoch a deleted record had: every
+	// take-over writes an epoch above it, so a record created again under
+	// a deleted id never gets back an epoch of its old life.
+	epochFloor uint64
+	table      []byte // the table's document (TableKeeper)
+	tableRev   uint64
 }
 
 // NewMemory returns an empty Memory.
@@ -129,7 +133,7 @@ func (s *Memory) Acquire(ctx context.Context, id string, lease Lease) (Ownership
 		if !ok {
 			return "", 0, fmt.Errorf("storage: %s: %w", quote.Limited(id), ErrNotFound)
 		}
-		next, err := lease.TakeOver(*cur, cur.Epoch+1, time.Now())
+		next, err := lease.TakeOver(*cur, max(cur.Epoch, s.epochFloor)+1, time.Now())
 		if err == nil {
 			err = next.Validate()
 		}
@@ -229,6 +233,35 @@ func UnderEnded(id string, under Ownership) error {
 	return &FencedError{ID: id, Owner: c.Owner, Epoch: c.Epoch, Lost: true}
 }
 
+// Delete implements [Deleter].
+func (s *Memory) Delete(ctx context.Context, id string, expect uint64) error {
+	if err := CheckContext(ctx, "storage", "Delete"); err != nil {
+		return err
+	}
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[id]
+	switch {
+	case !ok:
+		return fmt.Errorf("storage: %s: %w", quote.Limited(id), ErrNotFound)
+	case cur.Revision != expect:
+		return &ConflictError{ID: id, Expected: expect, Current: cur.Clone()}
+	}
+	// A take-over being written runs under s.mu too: it either finished
+	// (held) or finds the record gone.
+	if owner, _, held := s.owners.Holder(id); held {
+		return &HeldError{ID: id, Holder: owner, Status: cur.Status}
+	}
+	s.epochFloor = max(s.epochFloor, cur.Epoch)
+	delete(s.records, id)
+	s.revision++
+	s.logWrite(id, s.revision)
+	return nil
+}
+
 // put stores a copy of rec in slot, at the next revision, and returns rec
 // at it; s.mu must be held. The copy shares only the immutable trail with
 // rec, and rec with the caller that passed it in, so nothing the store
@@ -237,11 +270,18 @@ func (s *Memory) put(slot *Record, rec Record) Record {
 	s.revision++
 	rec.Revision = s.revision
 	*slot = rec.Clone()
+	s.logWrite(rec.ID, rec.Revision)
+	return rec
+}
+
+// logWrite records a write (or a delete) of id at revision for Watch;
+// s.mu must be held.
+func (s *Memory) logWrite(id string, revision uint64) {
 	size := s.LogSize
 	if size <= 0 {
 		size = DefaultLogSize
 	}
-	s.log = append(s.log, watchlog.Entry{ID: rec.ID, Revision: rec.Revision})
+	s.log = append(s.log, watchlog.Entry{ID: id, Revision: revision})
 	if len(s.log) >= 2*size {
 		// Kept in place: Since hands out copies, so nothing outside the
 		// lock holds the array, and the writes that follow it need no
@@ -250,7 +290,6 @@ func (s *Memory) put(slot *Record, rec Record) Record {
 		s.log = s.log[:copy(s.log, s.log[len(s.log)-size:])]
 	}
 	s.hub.Notify()
-	return rec
 }
 
 // List implements [Lister]. A Memory holds no unreadable record.
@@ -302,7 +341,10 @@ func (l memoryLog) Snapshot() ([]watchlog.Entry, uint64, error) {
 	return out, s.revision, nil
 }
 
-var _ TableKeeper = (*Memory)(nil)
+var (
+	_ TableKeeper = (*Memory)(nil)
+	_ Deleter     = (*Memory)(nil)
+)
 
 // Table implements [TableKeeper].
 func (s *Memory) Table(ctx context.Context) ([]byte, uint64, error) {

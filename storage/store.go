@@ -61,6 +61,31 @@ type Store interface {
 	Held(ctx context.Context, id string) (Claim, bool, error)
 }
 
+// Deleter is implemented by stores that can delete a record, so that a
+// fleet that runs for years keeps only what it has not retired. The
+// contract, which storagetest checks for every store that implements it:
+//
+//   - Delete removes record id only if its revision is still expect;
+//     otherwise it returns a *ConflictError with the current record, and
+//     deletes nothing. An unknown id is ErrNotFound.
+//   - It never deletes a record a live holder owns: that is a *HeldError
+//     (ErrHeld), and nothing is deleted.
+//   - A deleted record is gone for Get (ErrNotFound), List and every
+//     later read; a Watcher delivers an event for its id at a new
+//     revision (a level-triggered consumer reads it and finds it gone).
+//   - An id created again starts a new life: its revisions are above
+//     every revision of the old one, and every epoch its take-overs get
+//     is above every epoch the old life had, so no claim of the old life
+//     ever matches one of the new.
+//   - A done context deletes nothing.
+//
+// The store knows no table: which records may be deleted (an ended
+// execution past its retention, or one an authority removes) is decided
+// above it.
+type Deleter interface {
+	Delete(ctx context.Context, id string, expect uint64) error
+}
+
 // Lister is implemented by stores that can list their records, for an
 // adoption pass or a deadline reaper that must visit every execution.
 type Lister interface {

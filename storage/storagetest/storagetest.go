@@ -30,8 +30,9 @@ import (
 )
 
 // Run runs the suite as subtests; newStore is called once per subtest.
-// Stores that implement [storage.Lister] or [storage.Watcher] have
-// those checked too; the others skip those subtests, saying so.
+// Stores that implement [storage.Lister], [storage.Watcher] or
+// [storage.Deleter] have those checked too; the others skip those
+// subtests, saying so.
 func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 	t.Helper()
 	for _, tc := range []struct {
@@ -63,6 +64,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 	for _, tc := range ownershipTests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
+	runDeleteTests(t, newStore)
 }
 
 func ctx(t *testing.T) context.Context {
