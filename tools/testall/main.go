@@ -721,11 +721,7 @@ func loadsAlone(ctx context.Context, mods []mod) error {
 // copyWithoutOwnReplaces copies the go.mod from to to, without its
 // replaces of this repository's modules.
 func copyWithoutOwnReplaces(from, to string) error {
-	data, err := os.ReadFile(from)
-	if err != nil {
-		return err
-	}
-	f, err := modfile.Parse(from, data, nil)
+	f, err := readModFile(from)
 	if err != nil {
 		return err
 	}
@@ -736,12 +732,26 @@ func copyWithoutOwnReplaces(from, to string) error {
 			}
 		}
 	}
+	return writeModFile(to, f)
+}
+
+// readModFile parses the go.mod at path.
+func readModFile(path string) (*modfile.File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return modfile.Parse(path, data, nil)
+}
+
+// writeModFile writes f, tidied, to path.
+func writeModFile(path string, f *modfile.File) error {
 	f.Cleanup()
 	out, err := f.Format()
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(to, out, 0o644)
+	return os.WriteFile(path, out, 0o644)
 }
 
 // command runs in its own process group, so that stopping testall stops

@@ -172,11 +172,7 @@ func upstreamProxy(env []string) string {
 // repository's replaces, and drops their sums (the proxy's are other).
 func requireAt(dir string, requires map[string]string) error {
 	path := filepath.Join(dir, "go.mod")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	f, err := modfile.Parse(path, data, nil)
+	f, err := readModFile(path)
 	if err != nil {
 		return err
 	}
@@ -194,12 +190,7 @@ func requireAt(dir string, requires map[string]string) error {
 			}
 		}
 	}
-	f.Cleanup()
-	out, err := f.Format()
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, out, 0o644); err != nil {
+	if err := writeModFile(path, f); err != nil {
 		return err
 	}
 	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
