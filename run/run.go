@@ -1,12 +1,15 @@
-// Package run is a controller's whole life over one execution, in one
-// call: [Run] records the table, takes the execution over and decides
+// Package run is a controller's whole life in one call. [Run], over one
+// execution, records the table, takes the execution over and decides
 // what its stored status means, walks it to its running state, runs the
 // work with a context that a SIGTERM, a stop or the loss of the
 // ownership cancels, then relocates, shuts down or finishes, and returns
-// the exit code the platform needs. It is the sequence docs/controllers.md
-// walks through, written once; a controller that needs another order
-// builds it from packages recovery and transition as Run does. The
-// example is a whole controller.
+// the exit code the platform needs. [Manage], over many, does the same
+// for every execution of a store in a reconcile.Loop (leader-elected,
+// watching the store, handing over or relocating on SIGTERM), each
+// brought forward by the caller's [Sync]. It is the sequence
+// docs/controllers.md walks through, written once; a controller that
+// needs another order builds it from packages recovery and transition as
+// these do. The examples are whole controllers.
 package run
 
 import (
