@@ -169,7 +169,7 @@ func (d *Decider[S]) Terminate(ctx context.Context, exec *transition.Persisted[S
 //
 // After writing it releases exec's ownership: the execution is over,
 // stopped, or retried by the next controller, and this one writes
-// nothing more. The controller then exits with End.ExitCode: 0, but on
+// nothing more. The controller then exits with Outcome.ExitCode: 0, but on
 // a platform that restarts controllers the relocation's after a Leave or
 // a retry that goes on, so that the controller that drives the
 // execution on comes.

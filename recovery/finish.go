@@ -56,7 +56,7 @@ const (
 	EndKeep
 	// EndLeave: the execution is not this controller's to end: another
 	// controller owns it, or it is relocating to one, which will
-	// finish it. Write nothing, and exit with End.ExitCode.
+	// finish it. Write nothing, and exit with Outcome.ExitCode.
 	EndLeave
 )
 
@@ -72,7 +72,7 @@ func (k EndKind) String() string {
 	return fmt.Sprintf("EndKind(%d)", uint8(k))
 }
 
-// End is the outcome of [End]. A controller exits with End.ExitCode:
+// Outcome is the outcome of [End]. A controller exits with Outcome.ExitCode:
 // 0 after an end it wrote or kept, since the execution's outcome is in
 // its record, and on a Kubernetes Job a non-zero exit would only start a
 // replacement that refuses to run; after a Leave on a platform that
