@@ -234,12 +234,10 @@ func (m *Machine[S]) fireSlow(ctx context.Context, j int, to S, reason string) (
 
 // successors lists the states i moves to, for an error.
 func (t *Table[S]) successors(i int) string {
-	n := len(t.names)
 	var to []string
-	for j := range n {
-		if t.edges[i*n+j] != 0 {
-			to = append(to, t.names[j])
-		}
+	for _, s := range t.Next(t.states[i]) {
+		name, _ := t.Name(s)
+		to = append(to, name)
 	}
 	if len(to) == 0 {
 		return "nowhere"
