@@ -188,7 +188,7 @@ func newManager[S comparable](c ManagerConfig[S]) (*manager[S], error) {
 	}
 	policy := recovery.Policy{Manager: true}
 	if !c.HandOver {
-		policy = recovery.Policy{Platform: c.Platform, Work: recovery.Restartability(c.Resumable), Failovers: c.Failovers}
+		policy = workPolicy(c.Platform, c.Resumable, c.Failovers)
 	}
 	d, err := recovery.NewDecider(c.Roles, policy)
 	if err != nil {
@@ -201,6 +201,16 @@ func (m *manager[S]) log(format string, args ...any) {
 	if m.c.Log != nil {
 		m.c.Log(format, args...)
 	}
+}
+
+// logFor logs about execution id: each line begins with it.
+func (m *manager[S]) logFor(id string) func(format string, args ...any) {
+	return func(format string, args ...any) { m.log("%s: "+format, append([]any{id}, args...)...) }
+}
+
+// handle is a handle on execution id, writing as this manager.
+func (m *manager[S]) handle(id string) (*transition.Persisted[S], error) {
+	return transition.NewPersisted(m.c.Roles.Table(), m.c.Store, id, transition.PersistedOptions{Actor: m.c.Holder}, m.c.Observers.Moves)
 }
 
 // run elects the leader, then runs the Loop until ctx ends.
@@ -284,7 +294,7 @@ func (m *manager[S]) Adopt(ctx context.Context, item reconcile.Item[string]) err
 	_, driven := m.driven[item.Key]
 	m.mu.Unlock()
 	if m.c.CreateMissing && !driven {
-		exec, err := transition.NewPersisted(m.c.Roles.Table(), m.c.Store, item.Key, transition.PersistedOptions{Actor: m.c.Holder}, m.c.Observers.Moves)
+		exec, err := m.handle(item.Key)
 		if err != nil {
 			return err
 		}
@@ -306,7 +316,7 @@ func (m *manager[S]) take(ctx context.Context, id string) (*transition.Persisted
 	if ok && !storage.Ended(exec.Ownership()) {
 		return exec, nil
 	}
-	exec, err := transition.NewPersisted(m.c.Roles.Table(), m.c.Store, id, transition.PersistedOptions{Actor: m.c.Holder}, m.c.Observers.Moves)
+	exec, err := m.handle(id)
 	if err != nil {
 		return nil, err
 	}
@@ -373,11 +383,10 @@ const atOnce = time.Nanosecond
 // end writes the end the work earned and lets the execution go; one that
 // has not ended (a retry, a failure parked) is taken over again at once.
 func (m *manager[S]) end(ctx context.Context, id string, exec *transition.Persisted[S], ending recovery.Ending) (reconcile.Result, error) {
-	end, err := m.decider.End(ctx, exec, ending, nil)
+	end, err := endWork(ctx, m.decider, exec, ending, m.logFor(id))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	m.log("%s: %s %v: %s", id, end.Kind, end.To, end.Reason)
 	m.drop(ctx, id, exec)
 	if m.c.Roles.Table().IsTerminal(end.To) {
 		return reconcile.Result{}, end.ReleaseErr
@@ -408,23 +417,12 @@ func (m *manager[S]) handOver(ctx context.Context) int {
 	sort.Strings(ids)
 	code := 0
 	for _, id := range ids {
-		a, err := m.decider.Terminate(ctx, execs[id], nil)
-		if err != nil || a.ReleaseErr != nil {
-			m.log("%s: SIGTERM: %v", id, errors.Join(err, a.ReleaseErr))
+		// The syncs have stopped: no work runs to be stopped.
+		exit, err := sigterm(ctx, m.decider, execs[id], nil, m.logFor(id))
+		if err != nil {
+			m.log("%s: %v", id, err)
 			code = exitFailed
 			continue
-		}
-		m.log("%s: SIGTERM: %s: %s", id, a.Kind, a.Reason)
-		exit := a.ExitCode
-		if a.Kind == recovery.ActionShutdown {
-			end, err := m.decider.End(ctx, execs[id], recovery.Ending{}, nil)
-			if err != nil || end.ReleaseErr != nil {
-				m.log("%s: shutting down: %v", id, errors.Join(err, end.ReleaseErr))
-				code = exitFailed
-				continue
-			}
-			m.log("%s: %s %v: %s", id, end.Kind, end.To, end.Reason)
-			exit = end.ExitCode
 		}
 		if code != exitFailed {
 			code = max(code, exit)

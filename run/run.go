@@ -201,7 +201,7 @@ func newHarness[S comparable](c Config[S]) (*harness[S], error) {
 	if c.StopCheck == 0 {
 		c.StopCheck = time.Second
 	}
-	policy := recovery.Policy{Platform: c.Platform, Work: recovery.Restartability(c.Resumable), Failovers: c.Failovers}
+	policy := workPolicy(c.Platform, c.Resumable, c.Failovers)
 	d, err := recovery.NewDecider(c.Roles, policy)
 	if err != nil {
 		return nil, fmt.Errorf("run: %w", err)
@@ -370,36 +370,68 @@ func (h *harness[S]) stopped(ctx context.Context) bool {
 	return role == recovery.RoleStopping
 }
 
-// terminate is a SIGTERM: relocate (the work abandoned), shut down (the
-// work stopped, then finished), or leave. stopWork stops the work and
-// returns how it ended; nil when no work runs.
+// terminate is a SIGTERM (see sigterm); stopWork stops the work and
+// returns how it ended, nil when no work runs.
 func (h *harness[S]) terminate(ctx context.Context, stopWork func() recovery.Ending) (int, bool, error) {
-	a, err := h.decider.Terminate(context.WithoutCancel(ctx), h.exec, nil)
+	code, err := sigterm(context.WithoutCancel(ctx), h.decider, h.exec, stopWork, h.log)
+	return code, false, err
+}
+
+// finish writes the end the work earned and lets the execution go.
+func (h *harness[S]) finish(ctx context.Context, ending recovery.Ending) (int, bool, error) {
+	end, err := endWork(context.WithoutCancel(ctx), h.decider, h.exec, ending, h.log)
 	if err != nil {
-		return exitFailed, false, fmt.Errorf("run: SIGTERM for %s: %w", h.c.ID, err)
+		return exitFailed, false, err
 	}
-	h.log("SIGTERM: %s: %s", a.Kind, a.Reason)
+	return end.ExitCode, false, end.ReleaseErr
+}
+
+// workPolicy is the policy of a controller whose process runs the work:
+// Run's, and a Manage's without HandOver.
+func workPolicy(platform recovery.Platform, resumable bool, failovers recovery.Allowance) recovery.Policy {
+	return recovery.Policy{Platform: platform, Work: recovery.Restartability(resumable), Failovers: failovers}
+}
+
+// sigterm carries a SIGTERM out on exec, for Run and for each execution
+// of a Manage: Decider.Terminate relocates, leaves or hands it over (the
+// work abandoned), or shuts it down (the work stopped, then its end
+// written). stopWork stops the work and returns how it ended; nil when no
+// work runs. It returns the exit code the platform needs, and what went
+// wrong (the code is then 1 where the controller could not do its part).
+func sigterm[S comparable](ctx context.Context, d *recovery.Decider[S], exec *transition.Persisted[S],
+	stopWork func() recovery.Ending, log func(format string, args ...any)) (int, error) {
+	a, err := d.Terminate(ctx, exec, nil)
+	if err != nil {
+		return exitFailed, fmt.Errorf("run: SIGTERM for %s: %w", exec.ID(), err)
+	}
+	log("SIGTERM: %s: %s", a.Kind, a.Reason)
 	if a.Kind != recovery.ActionShutdown {
 		if stopWork != nil {
 			stopWork()
 		}
-		return a.ExitCode, false, errors.Join(a.CheckpointErr, a.ReleaseErr)
+		return a.ExitCode, errors.Join(a.CheckpointErr, a.ReleaseErr)
 	}
 	ending := recovery.Ending{}
 	if stopWork != nil {
 		ending = stopWork()
 	}
-	return h.finish(ctx, ending)
+	end, err := endWork(ctx, d, exec, ending, log)
+	if err != nil {
+		return exitFailed, err
+	}
+	return end.ExitCode, end.ReleaseErr
 }
 
-// finish writes the end the work earned and lets the execution go.
-func (h *harness[S]) finish(ctx context.Context, ending recovery.Ending) (int, bool, error) {
-	end, err := h.decider.End(context.WithoutCancel(ctx), h.exec, ending, nil)
+// endWork writes the end the work earned (Decider.End), which lets the
+// execution go, and says so.
+func endWork[S comparable](ctx context.Context, d *recovery.Decider[S], exec *transition.Persisted[S],
+	ending recovery.Ending, log func(format string, args ...any)) (recovery.Outcome[S], error) {
+	end, err := d.End(ctx, exec, ending, nil)
 	if err != nil {
-		return exitFailed, false, fmt.Errorf("run: finishing %s: %w", h.c.ID, err)
+		return end, fmt.Errorf("run: finishing %s: %w", exec.ID(), err)
 	}
-	h.log("%s %v: %s", end.Kind, end.To, end.Reason)
-	return end.ExitCode, false, end.ReleaseErr
+	log("%s %v: %s", end.Kind, end.To, end.Reason)
+	return end, nil
 }
 
 // release lets the execution go, if the start left it held.
