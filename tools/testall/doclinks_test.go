@@ -5,9 +5,9 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,7 +64,7 @@ func TestEveryDocLinkNamesWhatExists(t *testing.T) {
 func resolves(name string, p *docPackage, byPath map[string]*docPackage) bool {
 	parts := strings.Split(name, ".")
 	if p.names[parts[0]] {
-		return len(parts) == 1 || len(parts) == 2 && contains(p.members[parts[0]], parts[1])
+		return len(parts) == 1 || len(parts) == 2 && slices.Contains(p.members[parts[0]], parts[1])
 	}
 	path, imported := p.imports[parts[0]]
 	switch {
@@ -84,26 +84,17 @@ func resolves(name string, p *docPackage, byPath map[string]*docPackage) bool {
 	case !other.names[parts[1]]:
 		return false
 	}
-	return len(parts) == 2 || len(parts) == 3 && contains(other.members[parts[1]], parts[2])
+	return len(parts) == 2 || len(parts) == 3 && slices.Contains(other.members[parts[1]], parts[2])
 }
 
 // builtin are the predeclared names a link may name.
 var builtin = map[string]bool{"error": true, "any": true, "nil": true, "string": true, "int": true, "bool": true, "comparable": true}
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // docPackages reads every package of the repository (every module), by
 // directory: its identifiers and imports, from its non-test files.
 func docPackages(t *testing.T, root string) map[string]*docPackage {
 	t.Helper()
-	modules := map[string]string{} // directory → module path
+	modules := repoModules(t, root) // directory → module path
 	pkgs := map[string]*docPackage{}
 	err := filepath.WalkDir(root, func(dir string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -114,10 +105,6 @@ func docPackages(t *testing.T, root string) map[string]*docPackage {
 		}
 		if name := d.Name(); dir != root && (name == "testdata" || strings.HasPrefix(name, ".")) {
 			return filepath.SkipDir
-		}
-		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
-			line, _, _ := strings.Cut(string(mod), "\n")
-			modules[dir] = strings.TrimSpace(strings.TrimPrefix(line, "module"))
 		}
 		p := readDocPackage(t, dir, importPath(dir, modules))
 		if p != nil {

@@ -23,21 +23,9 @@ import (
 func TestNoModuleImportsAnotherModulesInternalPackages(t *testing.T) {
 	root := filepath.Join("..", "..")
 	modules := map[string]string{} // module path → directory
-	var moduleDirs []string
-	require.NoError(t, filepath.WalkDir(root, func(dir string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return err
-		}
-		if name := d.Name(); dir != root && (name == "testdata" || strings.HasPrefix(name, ".")) {
-			return filepath.SkipDir
-		}
-		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
-			line, _, _ := strings.Cut(string(mod), "\n")
-			modules[strings.TrimSpace(strings.TrimPrefix(line, "module"))] = dir
-			moduleDirs = append(moduleDirs, dir)
-		}
-		return nil
-	}))
+	for dir, path := range repoModules(t, root) {
+		modules[path] = dir
+	}
 	// owner is the module an import path belongs to: the longest module
 	// path it starts with.
 	owner := func(path string) string {
@@ -80,11 +68,26 @@ func TestNoModuleImportsAnotherModulesInternalPackages(t *testing.T) {
 	}
 	sort.Strings(crossings)
 	require.Empty(t, crossings, "imports of another module's internal packages")
-	require.Greater(t, len(moduleDirs), 5, "the repository's modules were found")
+	require.Greater(t, len(modules), 5, "the repository's modules were found")
 }
 
-// isModule reports whether dir is the root of a module of its own.
-func isModule(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "go.mod"))
-	return err == nil
+// repoModules are the repository's modules under root: each directory
+// holding a go.mod, with the module path it declares.
+func repoModules(t *testing.T, root string) map[string]string {
+	t.Helper()
+	modules := map[string]string{}
+	require.NoError(t, filepath.WalkDir(root, func(dir string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if name := d.Name(); dir != root && (name == "testdata" || strings.HasPrefix(name, ".")) {
+			return filepath.SkipDir
+		}
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			line, _, _ := strings.Cut(string(mod), "\n")
+			modules[dir] = strings.TrimSpace(strings.TrimPrefix(line, "module"))
+		}
+		return nil
+	}))
+	return modules
 }

@@ -529,6 +529,12 @@ func reintroduceBugs(ctx context.Context, tmp string, m mod, env, args []string,
 	return nil
 }
 
+// isModule reports whether dir is the root of a module of its own.
+func isModule(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "go.mod"))
+	return err == nil
+}
+
 // copyModule copies the files of the module in dir (not .git, not the
 // modules nested in it) to dst.
 func copyModule(dir, dst string) error {
@@ -546,7 +552,7 @@ func copyModule(dir, dst string) error {
 				if d.Name() == ".git" {
 					return filepath.SkipDir
 				}
-				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				if isModule(path) {
 					return filepath.SkipDir // a module of its own
 				}
 			}

@@ -245,7 +245,7 @@ func testFuncs(t *testing.T, dir string, packages, tags []string) []string {
 			if p != base && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
 				return filepath.SkipDir
 			}
-			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil && p != base {
+			if p != base && isModule(p) {
 				return filepath.SkipDir // a module of its own
 			}
 			dirs = append(dirs, p)

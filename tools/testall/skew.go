@@ -107,7 +107,7 @@ func skewTest(ctx context.Context, root, tmp string, mods []mod, env []string, w
 		if !public(m.path) {
 			continue // not installed by users: the examples, the suites, these tools
 		}
-		if _, err := os.Stat(filepath.Join(prev, rel, "go.mod")); err != nil {
+		if !isModule(filepath.Join(prev, rel)) {
 			continue // a module the release did not have
 		}
 		if _, err := proxy.Pack(release, proxyDir, filepath.Join(prev, rel)); err != nil {
