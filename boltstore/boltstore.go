@@ -38,7 +38,10 @@
 // (1: JSON) and the JSON document. A record that does not decode (a
 // foreign writer, a future format, bit rot) is reported with its
 // namespace and id, matching [storage.ErrCorrupt], and is never
-// overwritten: CompareAndSwap on it fails too.
+// overwritten: CompareAndSwap on it fails too. A [Store.Delete] is an
+// entry of the log like a write (a tombstone carrying the record's
+// epoch); applied, it removes the record and raises the namespace's
+// epoch floor, kept in its bucket, above which every take-over goes.
 package boltstore
 
 import (
@@ -179,6 +182,10 @@ var (
 	// handed out by writes it dropped, and the next one given is above
 	// it, so that none comes round again.
 	revisionFloorKey = []byte("revision-floor")
+	// epochFloorKey, in a namespace's bucket, is the highest epoch a
+	// record deleted from it had: a take-over writes an epoch above it,
+	// so an id created again never gets back an epoch of its old life.
+	epochFloorKey = []byte("epoch-floor")
 )
 
 // Open opens or creates the database at path. The zero Options are the

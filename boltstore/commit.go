@@ -53,7 +53,8 @@ type request struct {
 	ctx   context.Context
 	store *Store
 	build func(v *batchView) (storage.Record, error)
-	table *tableWrite // a table document's write instead of a record's
+	table *tableWrite  // a table document's write instead of a record's
+	drop  *deleteWrite // a record's delete instead of its write
 	state atomic.Int32
 	done  chan outcome // buffered: the leader never waits for the writer
 }
@@ -179,6 +180,8 @@ func (db *DB) commitBatch(batch []*request, outcomes []outcome) {
 		} else if r.table != nil {
 			rev, err := r.store.applyTable(v, r.table)
 			outcomes[i] = outcome{rec: storage.Record{Revision: rev}, err: err}
+		} else if r.drop != nil {
+			outcomes[i] = outcome{err: r.store.applyDelete(v, r.drop)}
 		} else {
 			rec, err := r.store.apply(v, r.build)
 			outcomes[i] = outcome{rec: rec, err: err}
@@ -285,6 +288,9 @@ type batchView struct {
 // "no record": it is not overwritten either.
 func (v *batchView) lookup(s *Store, id string) ([]byte, error) {
 	if i, ok := v.written[s.headKey(id)]; ok {
+		if _, gone := wal.DeletedEpoch(v.entries[i].Data); gone {
+			return nil, nil
+		}
 		return v.entries[i].Data, nil
 	}
 	if l, ok := lookupGens(v.gens, s.namespace, id); ok {

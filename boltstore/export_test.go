@@ -80,3 +80,17 @@ func (db *DB) BreakLog() {
 // Fdatasync flushes f as the log is flushed, for benchmarks that write a
 // log by hand.
 var Fdatasync = wal.Fdatasync
+
+// Pending returns how many writes wait for a leader.
+func (db *DB) Pending() int {
+	db.pendingMu.Lock()
+	defer db.pendingMu.Unlock()
+	return len(db.pending)
+}
+
+// LastBatch returns how many writes the last leader committed together.
+func (db *DB) LastBatch() int {
+	db.writer <- struct{}{}
+	defer func() { <-db.writer }()
+	return db.lastBatch
+}

@@ -90,7 +90,7 @@ func (s *Store) headKey(id string) headKey { return headKey{s.namespace, id} }
 // transaction, decoding the record only if heads does not know it.
 func (s *Store) head(v *batchView, id string) (head, error) {
 	key := s.headKey(id)
-	if hd, ok := s.db.heads.lookup(key); ok {
+	if hd, ok := s.db.heads.lookup(key); ok && hd.revision != 0 { // zero: deleted, looked up again
 		return hd, nil
 	}
 	cur, err := s.current(v, id)

@@ -40,10 +40,12 @@ const (
 	checkpointBacklog = 4
 )
 
-// logged is one write in the log.
+// logged is one write in the log: a record's bytes, or, gone set and
+// no bytes, its delete.
 type logged struct {
 	revision uint64
 	data     []byte
+	gone     bool
 }
 
 // gen is the writes of one segment.
@@ -52,6 +54,7 @@ type gen struct {
 	records map[string]map[string]logged // namespace → id → latest write
 	logs    map[string][]watchlog.Entry  // namespace → its writes, in order
 	tables  map[string]logged            // namespace → its latest table document
+	floors  map[string]uint64            // namespace → the highest epoch a delete in it carried
 	writes  int
 	bytes   int
 	last    uint64 // the highest revision it holds
@@ -75,7 +78,15 @@ func (g *gen) add(e wal.Entry) {
 		ids = map[string]logged{}
 		g.records[e.Namespace] = ids
 	}
-	ids[e.ID] = logged{revision: e.Revision, data: e.Data}
+	if epoch, ok := wal.DeletedEpoch(e.Data); ok {
+		ids[e.ID] = logged{revision: e.Revision, gone: true}
+		if g.floors == nil {
+			g.floors = map[string]uint64{}
+		}
+		g.floors[e.Namespace] = max(g.floors[e.Namespace], epoch)
+	} else {
+		ids[e.ID] = logged{revision: e.Revision, data: e.Data}
+	}
 	g.logs[e.Namespace] = append(g.logs[e.Namespace], watchlog.Entry{ID: e.ID, Revision: e.Revision})
 }
 
@@ -141,6 +152,16 @@ func tableInGens(gens []*gen, namespace string) (logged, bool) {
 		}
 	}
 	return logged{}, false
+}
+
+// floorInGens returns the highest epoch a delete of namespace in gens
+// carried.
+func floorInGens(gens []*gen, namespace string) uint64 {
+	var floor uint64
+	for _, g := range gens {
+		floor = max(floor, g.floors[namespace])
+	}
+	return floor
 }
 
 // records returns the latest logged write of each record of namespace,
@@ -227,8 +248,18 @@ func (db *DB) checkpoint(g *gen, next uint64) error {
 				return err
 			}
 			for id, l := range ids {
-				if err := records.Put([]byte(id), l.data); err != nil {
+				if l.gone {
+					err = records.Delete([]byte(id))
+				} else {
+					err = records.Put([]byte(id), l.data)
+				}
+				if err != nil {
 					return fmt.Errorf("namespace %q, record %s: %w", namespace, quote.Limited(id), err)
+				}
+			}
+			if floor, ok := g.floors[namespace]; ok && floor > getUint(ns.Get(epochFloorKey)) {
+				if err := ns.Put(epochFloorKey, putUint(floor)); err != nil {
+					return err
 				}
 			}
 			for _, e := range g.logs[namespace] {

@@ -33,7 +33,11 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 			if err != nil {
 				return storage.Record{}, err
 			}
-			return lease.TakeOver(cur, cur.Epoch+1, time.Now())
+			floor, err := s.epochFloor(v)
+			if err != nil {
+				return storage.Record{}, err
+			}
+			return lease.TakeOver(cur, max(cur.Epoch, floor)+1, time.Now())
 		})
 		return written.Owner, written.Epoch, err
 	})

@@ -58,8 +58,8 @@ func (db *DB) Store(namespace string) (*Store, error) {
 }
 
 // Store is one namespace of a [DB]. It implements [storage.Store],
-// [storage.Lister] and [storage.Watcher], and is safe for
-// concurrent use.
+// [storage.Lister], [storage.Watcher] and [storage.Deleter], and is safe
+// for concurrent use.
 type Store struct {
 	db        *DB
 	namespace string
@@ -141,7 +141,7 @@ func (s *Store) Get(ctx context.Context, id string) (storage.Record, error) {
 		return storage.Record{}, err
 	}
 	if l, ok := s.db.overlay.get(s.namespace, id); ok {
-		return s.decode(id, l.data)
+		return s.found(id, l.data) // no bytes: deleted
 	}
 	// Not in the log: bbolt holds the latest write, unless one comes
 	// after this read began, which is as good as after it returned.
@@ -291,7 +291,9 @@ func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 		_, records, _ := s.buckets(tx)
 		err := records.ForEach(func(k, v []byte) error {
 			if l, ok := logged[string(k)]; ok {
-				decoding.Add(k, l.data)
+				if !l.gone {
+					decoding.Add(k, l.data)
+				}
 				delete(logged, string(k))
 				return nil
 			}
@@ -308,7 +310,9 @@ func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 			return err
 		}
 		for id, l := range logged { // new since bbolt last had the log applied
-			decoding.Add([]byte(id), l.data)
+			if !l.gone {
+				decoding.Add([]byte(id), l.data)
+			}
 		}
 		var unreadable []storage.Unreadable
 		out, unreadable = decoding.Wait()

@@ -63,8 +63,11 @@ func (l boltLog) Snapshot() ([]watchlog.Entry, uint64, error) {
 		err := records.ForEach(func(k, v []byte) error {
 			e := watchlog.Entry{ID: string(k), Revision: rev}
 			if lg, ok := logged[string(k)]; ok {
-				e.Revision = lg.revision
 				delete(logged, string(k))
+				if lg.gone {
+					return nil
+				}
+				e.Revision = lg.revision
 			} else if rec, err := l.s.decode(string(k), v); err == nil {
 				e.Revision = rec.Revision
 			} // a corrupt record is still announced: its reader gets the error
@@ -72,7 +75,9 @@ func (l boltLog) Snapshot() ([]watchlog.Entry, uint64, error) {
 			return nil
 		})
 		for id, lg := range logged {
-			out = append(out, watchlog.Entry{ID: id, Revision: lg.revision})
+			if !lg.gone {
+				out = append(out, watchlog.Entry{ID: id, Revision: lg.revision})
+			}
 		}
 		return err
 	})

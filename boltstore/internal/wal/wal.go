@@ -17,6 +17,10 @@
 //	    uvarint revision, then namespace, id and record, each as a
 //	    uvarint length and its bytes (the record as MarshalBinary writes it)
 //
+// A delete is an entry whose record is a tombstone: a zero byte (no
+// record's format is zero) and the uvarint epoch the deleted record had,
+// which the namespace's epoch floor keeps (see [Tombstone]).
+//
 // A frame is written with one write(2) and flushed before any of its
 // writes is acknowledged, and before the next frame is written. A crash
 // or a power cut leaves at most the last frame of the last segment not
@@ -68,6 +72,30 @@ type Entry struct {
 // TableID is the id of an entry that holds a namespace's table document
 // instead of a record: no record's id is empty.
 const TableID = ""
+
+// tombstoneFormat is the first byte of a delete's record: MarshalBinary
+// never writes it, so a tombstone is never taken for a record.
+const tombstoneFormat = 0
+
+// Tombstone returns the record of a delete entry for a record whose
+// epoch was epoch.
+func Tombstone(epoch uint64) []byte {
+	return binary.AppendUvarint([]byte{tombstoneFormat}, epoch)
+}
+
+// DeletedEpoch returns the epoch a delete entry's record carries, and
+// false for a record's bytes (or a table's, which are not entries of a
+// record id).
+func DeletedEpoch(data []byte) (uint64, bool) {
+	if len(data) == 0 || data[0] != tombstoneFormat {
+		return 0, false
+	}
+	epoch, n := binary.Uvarint(data[1:])
+	if n <= 0 || 1+n != len(data) {
+		return 0, false
+	}
+	return epoch, true
+}
 
 // AppendEntry appends e's encoding to a frame's payload.
 func AppendEntry(buf []byte, revision uint64, namespace, id string, data []byte) []byte {
@@ -281,6 +309,12 @@ func decodeEntry(payload []byte) (Entry, []byte, error) {
 	}
 	if err := storage.ValidateID(e.ID); err != nil {
 		return e, nil, fmt.Errorf("revision %d: %v", revision, err)
+	}
+	if len(data) > 0 && data[0] == tombstoneFormat {
+		if _, ok := DeletedEpoch(data); !ok {
+			return e, nil, fmt.Errorf("revision %d, record %s: a delete whose epoch does not decode", revision, quote.Limited(e.ID))
+		}
+		return e, payload, nil
 	}
 	var rec storage.Record
 	if err := rec.UnmarshalBinary(data); err != nil {

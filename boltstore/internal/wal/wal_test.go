@@ -47,6 +47,8 @@ func TestFramesThatPassTheirChecksumButDoNotDecodeAreCorrupt(t *testing.T) {
 		"a record that does not decode":   {segmentOf([]Entry{{Revision: 1, Namespace: "executions", ID: "ex-1", Data: []byte{9, '{'}}}), "record \"ex-1\""},
 		"a namespace that is not UTF-8":   {segmentOf([]Entry{{Revision: 1, Namespace: "exec\xff", ID: "ex-1", Data: good.Data}}), "UTF-8"},
 		"an empty table document":         {segmentOf([]Entry{{Revision: 1, Namespace: "executions", ID: TableID, Data: nil}}), "revision 1, the table"},
+		"a delete whose epoch is cut":     {segmentOf([]Entry{{Revision: 1, Namespace: "executions", ID: "ex-1", Data: []byte{0, 0x80}}}), "a delete whose epoch"},
+		"a delete with bytes after it":    {segmentOf([]Entry{{Revision: 1, Namespace: "executions", ID: "ex-1", Data: append(Tombstone(3), 'x')}}), "a delete whose epoch"},
 		"revision zero":                   {segmentOf([]Entry{{Revision: 0, Namespace: "executions", ID: "ex-1", Data: good.Data}}), "without a revision"},
 		"a bad frame before a good frame": {append(bytes.Replace(segmentOf([]Entry{good}), []byte("running"), []byte("runnin!"), 1), segmentOf([]Entry{otherRecord})[len(Magic):]...), "checksum"},
 	} {
@@ -68,6 +70,24 @@ func TestFramesThatPassTheirChecksumButDoNotDecodeAreCorrupt(t *testing.T) {
 	require.Equal(t, []Entry{good, otherRecord}, contents.Entries)
 }
 
+// A delete is an entry like a write, its record a tombstone that keeps
+// the deleted record's epoch: the namespace's epoch floor is rebuilt from
+// it when the log is replayed.
+func TestADeleteIsAnEntryCarryingTheDeletedEpoch(t *testing.T) {
+	write := entryOf(t, 1, "ex-1")
+	deleted := Entry{Revision: 2, Namespace: "executions", ID: "ex-1", Data: Tombstone(7)}
+	contents, err := ReadSegment(segmentOf([]Entry{write}, []Entry{deleted}))
+	require.NoError(t, err)
+	require.Len(t, contents.Entries, 2)
+	epoch, ok := DeletedEpoch(contents.Entries[1].Data)
+	require.True(t, ok)
+	require.Equal(t, uint64(7), epoch)
+	_, ok = DeletedEpoch(contents.Entries[0].Data)
+	require.False(t, ok, "a record is no tombstone")
+	_, ok = DeletedEpoch(nil)
+	require.False(t, ok)
+}
+
 // FuzzReadSegment feeds arbitrary bytes to the log's decoder, as Open
 // would find them beside a database. It must return entries, a torn
 // tail or an error matching ErrCorrupt, never panic; what it returns
@@ -76,6 +96,7 @@ func FuzzReadSegment(f *testing.F) {
 	good := segmentOf([]Entry{entryOf(f, 1, "ex-1"), entryOf(f, 2, "ex-2")}, []Entry{entryOf(f, 3, "ex-1")})
 	f.Add(good)
 	f.Add(good[:len(good)-3])
+	f.Add(segmentOf([]Entry{entryOf(f, 1, "ex-1")}, []Entry{{Revision: 2, Namespace: "executions", ID: "ex-1", Data: Tombstone(1 << 40)}}))
 	f.Add([]byte(Magic))
 	f.Add([]byte(Magic[:5]))
 	f.Add(append([]byte(Magic), make([]byte, 40)...))
