@@ -28,6 +28,13 @@
 // etcd applies none of them once the lease is gone, whether or not the
 // holder has noticed yet.
 //
+// [Store.Delete] is one transaction comparing the record's ModRevision
+// and finding no ownership key; it deletes the record and its claim key
+// and raises the epoch floor (prefix+"epoch-floor", the highest epoch a
+// deleted record had, compared so that racing deletes never lower it),
+// above which every take-over goes: an id created again never gets back
+// an epoch of its old life.
+//
 // Every call honours its context; a context without a deadline gets
 // Options.Timeout, so an unreachable cluster yields an error, not a hang.
 package etcdstore

@@ -269,11 +269,11 @@ func isLeaseNotFound(err error) bool {
 func (s *Store) takeOver(ctx context.Context, id string, lease storage.Lease, granted clientv3.LeaseID) (*Ownership, storage.Record, int64, error) {
 	key, ownerKey, claimKey := s.recordKey(id), s.ownerKey(id), s.claimKey(id)
 	for attempt := 0; attempt < 16; attempt++ {
-		rec, err := s.Get(ctx, id)
+		rec, floor, err := s.getWithFloor(ctx, id)
 		if err != nil {
 			return nil, storage.Record{}, 0, err
 		}
-		next, err := lease.TakeOver(rec, rec.Epoch+1, time.Now())
+		next, err := lease.TakeOver(rec, max(rec.Epoch, floor)+1, time.Now())
 		if err != nil {
 			return nil, storage.Record{}, 0, err
 		}

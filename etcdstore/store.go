@@ -40,8 +40,8 @@ type Options struct {
 	WatchBacklog int
 }
 
-// Store is a [storage.Store], [storage.Lister] and
-// [storage.Watcher] on etcd. It is safe for concurrent use and does
+// Store is a [storage.Store], [storage.Lister], [storage.Watcher] and
+// [storage.Deleter] on etcd. It is safe for concurrent use and does
 // not own the client.
 type Store struct {
 	client  *clientv3.Client
