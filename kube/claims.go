@@ -55,3 +55,10 @@ func (c *claims) at(id string, revision uint64) (storage.Claim, bool) {
 	}
 	return got.claim, true
 }
+
+// forget drops what is remembered of record id: it was deleted.
+func (c *claims) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byID, id)
+}

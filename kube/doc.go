@@ -28,6 +28,11 @@
 // ends at that expiry. A write the API server received just before it
 // may still be applied.
 //
+// A deleted record ([Store.Delete]) takes its Lease with it, through
+// the garbage collector (the ConfigMap owns it); the store's epoch floor
+// ([Store.FloorName], a ConfigMap no list sees) keeps the next life of
+// the id above every epoch of the old one.
+//
 // # Adoption
 //
 // [Jobs] lists a controller's Jobs by a label selector, keys each by one

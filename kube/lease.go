@@ -339,7 +339,14 @@ func (s *Store) takeLease(ctx context.Context, name, id, holder string, duration
 	secs := int32(duration / time.Second)
 	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		epoch := recordEpoch + 1
+		// No Lease: the first take-over of this life, or the first since
+		// the Lease of an old one was collected. The epoch floor keeps it
+		// above every epoch of the id's deleted lives.
+		floor, _, ferr := s.epochFloor(ctx)
+		if ferr != nil {
+			return 0, nil, ferr
+		}
+		epoch := max(recordEpoch, floor) + 1
 		transitions := int32(epoch)
 		annotations := map[string]string{IDAnnotation: id}
 		if parent != nil {

@@ -15,7 +15,9 @@ const (
 // MasterRole is the least a cluster master needs in the store's
 // namespace: create executions and write as their outside authority
 // (a stop request, a failure the controller's Job reported, the
-// Reaper's deadlines), list and watch them (StoreKeys, StoreEvents),
+// Reaper's deadlines), delete the ended ones (Store.Delete, which also
+// keeps the store's epoch floor ConfigMap), list and watch them
+// (StoreKeys, StoreEvents),
 // see whether a controller holds one (Store.Held), and create, adopt,
 // follow and label the controllers' Jobs (ControllerJob, Jobs.List,
 // Jobs.Events, LabelJob), and post the Events of its moves (Events).
@@ -26,7 +28,7 @@ const (
 // as a manifest.
 func MasterRole(namespace string) *rbacv1.Role {
 	return role(namespace, MasterRoleName, []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
