@@ -15,6 +15,10 @@ var (
 	// ErrGuard: a guard vetoed the move. The error also unwraps to the
 	// guard's own error.
 	ErrGuard = errors.New("transition vetoed by guard")
+
+	// ErrNotEnded: [Persisted.Delete] of an execution whose state is not
+	// terminal, without Force. Nothing was deleted.
+	ErrNotEnded = errors.New("execution has not ended")
 )
 
 // Error is a move the table or a guard refused. errors.Is matches it
