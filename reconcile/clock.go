@@ -16,6 +16,10 @@ type Timer interface {
 	Stop() bool
 }
 
+// SystemClock returns the system clock: what every Clock setting left
+// nil means.
+func SystemClock() Clock { return systemClock{} }
+
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }

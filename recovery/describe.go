@@ -30,6 +30,16 @@ type RolesDescription struct {
 	Terminated string              `json:"terminated,omitempty"`
 	Timers     []TimerDescription  `json:"timers,omitempty"`
 	Budgets    []BudgetDescription `json:"budgets,omitempty"`
+	// Retain are RolesBuilder.Retain's, one per terminal state kept for
+	// a while (a state missing is kept for ever).
+	Retain []RetainDescription `json:"retain,omitempty"`
+}
+
+// RetainDescription is how long an execution that ended in State is
+// kept, a Go duration ("" for zero: not kept at all).
+type RetainDescription struct {
+	State string `json:"state"`
+	After string `json:"after,omitempty"`
 }
 
 // EndDescription is a state of a role that leads somewhere, and where: a
@@ -103,6 +113,11 @@ func (r *Roles[S]) Describe() RolesDescription {
 			bd.Growth = b.Backoff.Growth.String()
 		}
 		d.Budgets = append(d.Budgets, bd)
+	}
+	for _, s := range r.table.States() {
+		if after, ok := r.retain[s]; ok {
+			d.Retain = append(d.Retain, RetainDescription{State: name(s), After: duration(after)})
+		}
 	}
 	return d
 }
@@ -187,6 +202,13 @@ func RebuildRoles(table *transition.Table[string], d RolesDescription) (*Roles[s
 			budget.Backoff.Growth = g
 		}
 		b.Budget(budget)
+	}
+	for _, rd := range d.Retain {
+		var after time.Duration
+		if err := parseDurations(fmt.Sprintf("retention of %q", rd.State), durationField{"after", rd.After, &after}); err != nil {
+			return nil, err
+		}
+		b.Retain(after, rd.State)
 	}
 	roles, err := b.Build()
 	if err != nil {

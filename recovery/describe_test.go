@@ -90,3 +90,28 @@ func TestARolesDescriptionThatDoesNotFitIsRefused(t *testing.T) {
 	_, err = recovery.RebuildRoles(nil, good)
 	require.ErrorIs(t, err, recovery.ErrInvalidRolesDescription)
 }
+
+// A retention is described state by state, a zero one too (retired at
+// once), and rebuilt to keep each state as long.
+func TestRetentionsAreDescribedAndRebuilt(t *testing.T) {
+	roles, err := recovery.DefineLifecycle(transition.New("queued")).
+		NotStarted("queued").Running("rendering").Failed("failed").Ends("done", "cancelled").
+		Retain(0, "cancelled").Retain(720*time.Hour, "failed").Build()
+	require.NoError(t, err)
+	d := roles.Describe()
+	require.Equal(t, []recovery.RetainDescription{{State: "failed", After: "720h0m0s"}, {State: "cancelled"}}, d.Retain)
+	table, err := transition.Rebuild(roles.Table().Describe())
+	require.NoError(t, err)
+	rebuilt, err := recovery.RebuildRoles(table, d)
+	require.NoError(t, err)
+	for _, s := range []string{"failed", "cancelled", "done"} {
+		want, wantOK := roles.Retention(s)
+		got, ok := rebuilt.Retention(s)
+		require.Equal(t, wantOK, ok, s)
+		require.Equal(t, want, got, s)
+	}
+	d.Retain = append(d.Retain, recovery.RetainDescription{State: "done", After: "a week"})
+	_, err = recovery.RebuildRoles(table, d)
+	require.ErrorIs(t, err, recovery.ErrInvalidRolesDescription)
+	require.ErrorContains(t, err, `retention of "done"`)
+}

@@ -21,6 +21,9 @@ type Observer[S comparable] struct {
 	// because something fell due (a timer, an exhausted budget, an
 	// abandoned execution), once the write that made it landed.
 	Enforced func(e Enforced[S])
+	// Retired is told of each pass of a [Retirer], with what it did and
+	// the error that ended it, if any.
+	Retired func(r RetireReport, err error)
 }
 
 func (o Observer[S]) startup(v Verdict[S], err error) {

@@ -103,6 +103,7 @@ type Roles[S comparable] struct {
 	budgets      map[string]Budget[S] // by counter
 	budgetOrder  []string
 	spentIn      map[S][]string // the budgets' counters whose moves enter a state
+	retain       map[S]time.Duration // how long an ended execution is kept, by terminal state
 }
 
 // RolesBuilder collects the roles of a table's states; see [DefineRoles].
@@ -119,6 +120,7 @@ type RolesBuilder[S comparable] struct {
 	finishing   []pair[S]
 	timers      []Timer[S]
 	budgets     []Budget[S]
+	retains     []retention[S]
 }
 
 type roleGiven[S comparable] struct {
@@ -422,6 +424,7 @@ func (b *RolesBuilder[S]) Build() (*Roles[S], error) {
 	c.ends()
 	c.budgets()
 	c.timers()
+	c.retention()
 	if len(c.problems) > 0 {
 		return nil, fmt.Errorf("recovery: %w:\n  %s", ErrInvalidRoles, strings.Join(c.problems, "\n  "))
 	}
