@@ -326,7 +326,8 @@ func (m *manager[S]) take(ctx context.Context, id string) (*transition.Persisted
 	}
 	v, err := m.decider.Start(ctx, exec, lease)
 	switch {
-	case errors.Is(err, recovery.ErrTerminalStatus), errors.Is(err, recovery.ErrForeignStatus):
+	case errors.Is(err, recovery.ErrTerminalStatus), errors.Is(err, recovery.ErrForeignStatus),
+		errors.Is(err, storage.ErrNotFound): // retired or deleted
 		return nil, nil // nothing to drive
 	case err != nil:
 		return nil, err

@@ -119,7 +119,7 @@ const exitFailed = 1
 // The exit codes, as docs/controllers.md's table has them: 0 when the
 // execution's outcome is in its record (an end written or kept, a start
 // refused or failed, a stop finished, a record of another table left
-// alone); Platform.RelocateExitCode (143) after a relocation;
+// alone) or the record is gone (retired once it had ended); Platform.RelocateExitCode (143) after a relocation;
 // recovery.Policy.LeaveExitCode after leaving an execution another
 // controller holds; 1 when the controller could not do its part.
 func Run[S comparable](ctx context.Context, c Config[S]) (int, error) {
@@ -243,6 +243,12 @@ func (h *harness[S]) once(ctx context.Context) (code int, again bool, err error)
 		return 0, false, nil
 	case errors.Is(err, recovery.ErrForeignStatus):
 		h.log("left: %v", err)
+		return 0, false, nil
+	case errors.Is(err, storage.ErrNotFound):
+		// Retired or deleted once it had ended (a record is never
+		// deleted while a controller holds it): nothing left to run, and
+		// a platform that restarts failures must not restart this.
+		h.log("%s has no record (retired or deleted): nothing to run", h.c.ID)
 		return 0, false, nil
 	case errors.Is(err, storage.ErrHeld):
 		// Gave up waiting for a live holder (a SIGTERM, or ctx): not

@@ -258,6 +258,20 @@ func TestAnEndedExecutionIsRefused(t *testing.T) {
 	require.Equal(t, 0, r.code)
 }
 
+// A controller whose execution was retired (deleted once it had ended)
+// finds nothing to run and exits 0: a platform that restarts failures
+// does not restart it for ever.
+func TestARetiredExecutionExitsZero(t *testing.T) {
+	store := storage.NewMemory()
+	execution(t, store, state.Completed)
+	rec, err := store.Get(bg, "ex-1")
+	require.NoError(t, err)
+	require.NoError(t, store.Delete(bg, "ex-1", rec.Revision))
+	r := start(t, store, recovery.KubernetesJob, nil).wait(t)
+	require.NoError(t, r.err)
+	require.Equal(t, 0, r.code)
+}
+
 func TestAConfigThatCannotRunSaysWhatToGive(t *testing.T) {
 	work := func(context.Context, *transition.Persisted[state.Status], state.Status) recovery.Ending {
 		return recovery.Ending{}

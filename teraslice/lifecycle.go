@@ -104,7 +104,12 @@ func Lifecycle() *transition.Table[state.Status] {
 	return t
 }
 
-var roles = sync.OnceValues(func() (*recovery.Roles[state.Status], error) {
+var roles = sync.OnceValues(func() (*recovery.Roles[state.Status], error) { return RolesBuilder().Build() })
+
+// RolesBuilder returns the builder of Roles, to add what a deployment
+// chooses for itself before Build: how long ended executions are kept
+// (Retain), timers of its own.
+func RolesBuilder() *recovery.RolesBuilder[state.Status] {
 	return recovery.DefineRoles(Lifecycle()).
 		NotStarted(state.Pending, state.Scheduling, state.Initializing).
 		Running(state.Running, state.Recovering, state.Failing, state.Paused).
@@ -120,9 +125,8 @@ var roles = sync.OnceValues(func() (*recovery.Roles[state.Status], error) {
 		Deadline(state.Scheduling, StrandedAfter, state.Failed).
 		Deadline(state.Initializing, StrandedAfter, state.Failed).
 		Deadline(state.Relocating, RelocatingDeadline, state.Failed).
-		Deadline(state.Stopping, StoppingDeadline, state.Stopped).
-		Build()
-})
+		Deadline(state.Stopping, StoppingDeadline, state.Stopped)
+}
 
 // Teraslice's times, spelled out: nothing in package recovery implies them.
 const (

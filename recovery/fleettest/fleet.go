@@ -30,6 +30,12 @@ type Fleet[S comparable] struct {
 	// Reaper configures the fleet's Reaper; its Clock and Actor are the
 	// explorer's.
 	Reaper recovery.ReaperOptions
+	// Retire runs a Retirer (recovery.Retirer) beside the Reaper: once
+	// an ended execution has been kept as long as the roles say
+	// (recovery.RolesBuilder.Retain), it may be deleted, at any point
+	// the explorer picks. Its controllers, live or out of reach, must
+	// then leave it as it is: InvariantRetiredStaysGone.
+	Retire bool
 	// Invariants are checked at every state after the built-in ones.
 	Invariants []Invariant
 	// Ends are the ends a controller's work may earn besides the roles'
@@ -127,6 +133,10 @@ const (
 	// a controller is told to expect (a live holder, a refused start, a
 	// move the table does not have), and never panic.
 	InvariantExpectedErrors = "ExpectedErrors"
+	// InvariantRetiredStaysGone: the Retirer deletes an execution only
+	// when no controller holds it, and a retired execution is never
+	// brought back: no controller, stale or new, writes it again.
+	InvariantRetiredStaysGone = "RetiredStaysGone"
 )
 
 // Bound limits an exploration. Every field is a bound of its own: zero
@@ -284,6 +294,9 @@ func (f Fleet[S]) validate(b Bound) (*settings[S], error) {
 			return nil, bad("an invariant without a name or a Check")
 		}
 	}
+	if f.Retire && !retains(f.Roles) {
+		return nil, bad("Retire, but the roles keep every execution for ever: give them a Retain")
+	}
 	s := &settings[S]{fleet: f, bound: b, table: table}
 	var ok bool
 	if s.running, ok = f.Roles.FirstRunning(); !ok {
@@ -304,4 +317,14 @@ func (f Fleet[S]) validate(b Bound) (*settings[S], error) {
 	s.failovers = f.Policy.Failovers
 	s.abandoned = f.Reaper.Abandoned
 	return s, nil
+}
+
+// retains reports whether the roles retire any ended execution.
+func retains[S comparable](roles *recovery.Roles[S]) bool {
+	for _, s := range roles.Table().States() {
+		if _, ok := roles.Retention(s); ok {
+			return true
+		}
+	}
+	return false
 }

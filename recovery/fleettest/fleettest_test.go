@@ -2,6 +2,7 @@ package fleettest_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/recovery/fleettest"
@@ -34,6 +35,28 @@ var everyState = fleettest.Bound{Depth: 40, Pods: 2, Crashes: 1, Drains: 1}
 
 func TestTheBuiltInLifecycleKeepsEveryInvariantInEveryReachableState(t *testing.T) {
 	r := fleettest.Check(t, lifecycle(), everyState)
+	require.True(t, r.Exhausted, "every reachable state explored: %v", r)
+	require.Greater(t, r.States, 5000)
+}
+
+// retiring is the built-in lifecycle with a Retirer: completed and
+// stopped executions retired as soon as they end (a zero keeps nothing,
+// so the retirer may land between any two steps after the end), failed
+// ones kept a day. Every interleaving
+// of drains, crashes, lost nodes that come back and stops with the
+// retirer deleting what is due keeps the invariants: nothing is deleted
+// under a live holder, and no controller (a stale one back from a lost
+// node, a replacement its Job makes) brings a retired execution back.
+func retiring(t *testing.T) fleettest.Fleet[state.Status] {
+	roles, err := teraslice.RolesBuilder().Retain(0).Retain(24*time.Hour, state.Failed).Build()
+	require.NoError(t, err)
+	f := lifecycle()
+	f.Roles, f.Retire = roles, true
+	return f
+}
+
+func TestRetiringEndedExecutionsKeepsEveryInvariant(t *testing.T) {
+	r := fleettest.Check(t, retiring(t), everyState)
 	require.True(t, r.Exhausted, "every reachable state explored: %v", r)
 	require.Greater(t, r.States, 5000)
 }

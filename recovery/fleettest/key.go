@@ -62,6 +62,7 @@ func (w *world[S]) key(seed maphash.Seed) uint64 {
 		flag(ok && held == rec.Claim())
 		flag(ex.jobDone)
 		flag(ex.stopAsked)
+		flag(ex.gone)
 		num(int64(ex.deaths))
 		num(int64(ex.counted))
 		for _, t := range w.recentResumes(ex) {

@@ -18,8 +18,9 @@ type actorStore[S comparable] struct {
 }
 
 var (
-	_ storage.Store  = (*actorStore[string])(nil)
-	_ storage.Lister = (*actorStore[string])(nil)
+	_ storage.Store   = (*actorStore[string])(nil)
+	_ storage.Lister  = (*actorStore[string])(nil)
+	_ storage.Deleter = (*actorStore[string])(nil)
 )
 
 func (s *actorStore[S]) Get(ctx context.Context, id string) (storage.Record, error) {
@@ -51,6 +52,18 @@ func (s *actorStore[S]) CompareAndSwap(ctx context.Context, id string, expect ui
 		s.w.landed(s, before, out, nil)
 	}
 	return out, err
+}
+
+// Delete is the Retirer's delete, checked as it lands: nobody may hold
+// the execution.
+func (s *actorStore[S]) Delete(ctx context.Context, id string, expect uint64) error {
+	s.w.beforeWrite(s.actor)
+	holders := s.w.holders(id)
+	if err := s.inner.Delete(ctx, id, expect); err != nil {
+		return err
+	}
+	s.w.retired(s.actor, id, holders)
+	return nil
 }
 
 func (s *actorStore[S]) Acquire(ctx context.Context, id string, lease storage.Lease) (storage.Ownership, storage.Record, error) {

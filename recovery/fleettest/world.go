@@ -76,6 +76,7 @@ type execution[S comparable] struct {
 	// from then), under which claim.
 	seen      *storage.Claim
 	seenSince time.Time
+	gone      bool // retired: its record was deleted
 }
 
 // world is one run of the fleet from its start: the store, the actors,
@@ -94,6 +95,9 @@ type world[S comparable] struct {
 	reaper  *recovery.Reaper[S]
 	master  *actorStore[S]
 	reaping *actorStore[S]
+	// retirer is the fleet's Retirer (Fleet.Retire), nil without one.
+	retirer  *recovery.Retirer[S]
+	retiring *actorStore[S]
 
 	quiet bool     // replaying: no timeline, no checks
 	lines []string // the timeline
@@ -141,6 +145,16 @@ func newWorld[S comparable](ctx context.Context, s *settings[S], quiet bool) (*w
 			return nil, err
 		}
 		if w.reaper, err = d.NewReaper(w.reaping, opts); err != nil {
+			return nil, fmt.Errorf("fleettest: %w: %v", ErrInvalidFleet, err)
+		}
+	}
+	if s.fleet.Retire {
+		w.retiring = &actorStore[S]{w: w, actor: "retirer", inner: w.mem}
+		d, err := w.decider(nil)
+		if err != nil {
+			return nil, err
+		}
+		if w.retirer, err = d.NewRetirer(w.retiring, recovery.RetirerOptions{Clock: clock[S]{w}, Batch: 1}); err != nil {
 			return nil, fmt.Errorf("fleettest: %w: %v", ErrInvalidFleet, err)
 		}
 	}
@@ -247,10 +261,77 @@ func (w *world[S]) actions() []action {
 			out = w.masterActions(out, ex, cur, role)
 		}
 	}
+	if w.retirer != nil && w.retireDue() {
+		out = append(out, action{"retirer retire", "retirer", w.retire})
+	}
 	if _, ok := w.nextDue(); ok {
 		out = append(out, action{"time tick", "", w.tick})
 	}
 	return out
+}
+
+// retention returns when ex's record, ended, may be retired; false if it
+// has not ended, is kept for ever, or is gone.
+func (w *world[S]) retention(ex *execution[S]) (time.Time, bool) {
+	if ex.gone {
+		return time.Time{}, false
+	}
+	rec := w.record(ex)
+	cur, role := w.status(rec)
+	if role != recovery.RoleTerminal {
+		return time.Time{}, false
+	}
+	after, ok := w.s.fleet.Roles.Retention(cur)
+	return rec.Since.Add(after), ok
+}
+
+// retireDue reports whether an execution's retention has passed.
+func (w *world[S]) retireDue() bool {
+	for _, ex := range w.execs {
+		if at, ok := w.retention(ex); ok && !at.After(w.now) {
+			return true
+		}
+	}
+	return false
+}
+
+// retire is a pass of the fleet's Retirer.
+func (w *world[S]) retire() {
+	report, err := w.retirer.Retire(w.ctx)
+	if err != nil {
+		w.unexpected("retirer", err)
+		return
+	}
+	if report.Retired == 0 {
+		w.say("retirer", "retires nothing (%d skipped)", report.Skipped)
+	}
+}
+
+// holders are the pods that hold execution id now.
+func (w *world[S]) holders(id string) []string {
+	var out []string
+	for _, ex := range w.execs {
+		for _, p := range ex.pods {
+			if ex.id == id && p.holds() {
+				out = append(out, p.name)
+			}
+		}
+	}
+	return out
+}
+
+// retired is told of a delete that landed: id is gone, and nobody may
+// have held it (holders, as the delete was made).
+func (w *world[S]) retired(actor, id string, holders []string) {
+	for _, ex := range w.execs {
+		if ex.id == id {
+			ex.gone = true
+		}
+	}
+	w.say(actor, "retires %s", id)
+	if len(holders) > 0 {
+		w.fail(InvariantRetiredStaysGone, "%s deleted %s while %s held it", actor, id, strings.Join(holders, ", "))
+	}
 }
 
 // podActions are what ex's live controllers can do on their own, its
@@ -495,6 +576,11 @@ func (w *world[S]) landed(s *actorStore[S], before, after storage.Record, claim 
 	if s.actor == "reaper" {
 		w.reaperWrote = true
 	}
+	for _, ex := range w.execs {
+		if ex.id == after.ID && ex.gone {
+			w.fail(InvariantRetiredStaysGone, "%s wrote %s (%s) after it was retired", s.actor, after.ID, after.Status)
+		}
+	}
 	if w.quiet {
 		return
 	}
@@ -616,6 +702,9 @@ func (w *world[S]) start(p *pod[S], retry bool) {
 		return
 	case errors.Is(err, recovery.ErrTerminalStatus):
 		w.exitWith(p, 0, "refused: "+v.Reason)
+		return
+	case errors.Is(err, storage.ErrNotFound) && p.ex.gone:
+		w.exitWith(p, 0, "its execution was retired")
 		return
 	case err != nil:
 		w.unexpected(p.name+" start", err)
@@ -885,6 +974,9 @@ func (w *world[S]) nextDue() (time.Time, bool) {
 		}
 	}
 	for _, ex := range w.execs {
+		if at, ok := w.retention(ex); ok {
+			consider(at)
+		}
 		rec := w.record(ex)
 		_, role := w.status(rec)
 		if role == 0 || role == recovery.RoleTerminal {
@@ -925,6 +1017,15 @@ func (w *world[S]) check() {
 	for _, ex := range w.execs {
 		rec := w.record(ex)
 		cur, role := w.status(rec)
+		if ex.gone {
+			// Retired once it had ended: the checks of a live
+			// execution's are over, but for staying gone.
+			if rec.ID != "" {
+				w.fail(InvariantRetiredStaysGone, "%s was retired, and is %s again", ex.id, rec.Status)
+				return
+			}
+			continue
+		}
 		_ = w.checkNoCrashLoop(ex) || w.checkRestartsAreCrashes(ex) || w.checkStopNeverLost(ex, rec, cur, role) ||
 			w.checkNothingStranded(ex, rec, cur, role)
 	}
