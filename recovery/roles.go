@@ -102,7 +102,7 @@ type Roles[S comparable] struct {
 	timerOrder   []Timer[S]
 	budgets      map[string]Budget[S] // by counter
 	budgetOrder  []string
-	spentIn      map[S][]string // the budgets' counters whose moves enter a state
+	spentIn      map[S][]string      // the budgets' counters whose moves enter a state
 	retain       map[S]time.Duration // how long an ended execution is kept, by terminal state
 }
 
