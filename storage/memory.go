@@ -32,6 +32,7 @@ type Memory struct {
 
 	mu       sync.Mutex
 	records  map[string]*Record // each record in a place of its own, written over by the next write
+	byStatus statusIndex        // the records' ids by status (ListPage)
 	revision uint64
 	log      []watchlog.Entry
 	dropped  uint64 // highest revision no longer in log
@@ -256,6 +257,7 @@ func (s *Memory) Delete(ctx context.Context, id string, expect uint64) error {
 		return &HeldError{ID: id, Holder: owner, Status: cur.Status}
 	}
 	s.epochFloor = max(s.epochFloor, cur.Epoch)
+	s.byStatus.remove(cur.Status, id)
 	delete(s.records, id)
 	s.revision++
 	s.logWrite(id, s.revision)
@@ -267,6 +269,15 @@ func (s *Memory) Delete(ctx context.Context, id string, expect uint64) error {
 // rec, and rec with the caller that passed it in, so nothing the store
 // keeps can be changed from outside.
 func (s *Memory) put(slot *Record, rec Record) Record {
+	if slot.Status != rec.Status {
+		if s.byStatus == nil {
+			s.byStatus = statusIndex{}
+		}
+		if slot.Status != "" {
+			s.byStatus.remove(slot.Status, rec.ID)
+		}
+		s.byStatus.add(rec.Status, rec.ID)
+	}
 	s.revision++
 	rec.Revision = s.revision
 	*slot = rec.Clone()

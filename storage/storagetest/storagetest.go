@@ -30,8 +30,8 @@ import (
 )
 
 // Run runs the suite as subtests; newStore is called once per subtest.
-// Stores that implement [storage.Lister], [storage.Watcher] or
-// [storage.Deleter] have those checked too; the others skip those
+// Stores that implement [storage.Lister], [storage.Watcher],
+// [storage.Deleter] or [storage.PageLister] have those checked too; the others skip those
 // subtests, saying so.
 func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 	t.Helper()
@@ -65,6 +65,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
 	runDeleteTests(t, newStore)
+	runPageTests(t, newStore)
 }
 
 func ctx(t *testing.T) context.Context {
