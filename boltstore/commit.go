@@ -320,14 +320,15 @@ func (v *batchView) read(fn func(tx *bolt.Tx) error) error {
 	})
 }
 
-// add adds the write of data under id of s (a record's, or wal.TableID
-// for the table's document) at revision to the batch.
-func (v *batchView) add(s *Store, id string, revision uint64, data []byte) {
+// add adds the write of data under id of s (a record's in status, a
+// delete's, or wal.TableID's for the table's document) at revision to
+// the batch.
+func (v *batchView) add(s *Store, id string, revision uint64, data []byte, status string) {
 	if v.written == nil {
 		v.written = map[headKey]int{}
 	}
 	v.written[s.headKey(id)] = len(v.entries)
-	v.entries = append(v.entries, wal.Entry{Revision: revision, Namespace: s.namespace, ID: id, Data: data})
+	v.entries = append(v.entries, wal.Entry{Revision: revision, Namespace: s.namespace, ID: id, Data: data, Status: status})
 	v.frame = wal.AppendEntry(v.frame, revision, s.namespace, id, data)
 }
 
@@ -367,7 +368,7 @@ func (s *Store) apply(v *batchView, build func(v *batchView) (storage.Record, er
 	}
 	data := bytes.Clone(encoded)
 	s.db.revision = rec.Revision
-	v.add(s, rec.ID, rec.Revision, data)
+	v.add(s, rec.ID, rec.Revision, data, rec.Status)
 	s.db.heads.wrote(s.headKey(rec.ID), head{revision: rec.Revision, claim: rec.Claim()})
 	return rec, nil
 }

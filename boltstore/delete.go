@@ -60,7 +60,7 @@ func (s *Store) applyDelete(v *batchView, d *deleteWrite) error {
 	}
 	revision := max(s.db.revision, cur.revision) + 1
 	s.db.revision = revision
-	v.add(s, d.id, revision, wal.Tombstone(cur.claim.Epoch))
+	v.add(s, d.id, revision, wal.Tombstone(cur.claim.Epoch), "")
 	s.db.heads.wrote(s.headKey(d.id), head{}) // gone: the next write looks it up
 	return nil
 }

@@ -45,6 +45,7 @@ const (
 type logged struct {
 	revision uint64
 	data     []byte
+	status   string // the record's, for the status index
 	gone     bool
 }
 
@@ -85,7 +86,7 @@ func (g *gen) add(e wal.Entry) {
 		}
 		g.floors[e.Namespace] = max(g.floors[e.Namespace], epoch)
 	} else {
-		ids[e.ID] = logged{revision: e.Revision, data: e.Data}
+		ids[e.ID] = logged{revision: e.Revision, data: e.Data, status: e.Status}
 	}
 	g.logs[e.Namespace] = append(g.logs[e.Namespace], watchlog.Entry{ID: e.ID, Revision: e.Revision})
 }
@@ -247,11 +248,18 @@ func (db *DB) checkpoint(g *gen, next uint64) error {
 			if err != nil {
 				return err
 			}
+			index, err := openIndex(ns, records)
+			if err != nil {
+				return err
+			}
 			for id, l := range ids {
 				if l.gone {
 					err = records.Delete([]byte(id))
 				} else {
 					err = records.Put([]byte(id), l.data)
+				}
+				if err == nil {
+					err = index.set(id, l.status)
 				}
 				if err != nil {
 					return fmt.Errorf("namespace %q, record %s: %w", namespace, quote.Limited(id), err)

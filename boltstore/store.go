@@ -45,7 +45,10 @@ func (db *DB) Store(namespace string) (*Store, error) {
 		})
 	} else {
 		err = db.update("Store", func(tx *bolt.Tx) error {
-			_, _, _, err := createNamespace(tx, name)
+			ns, records, _, err := createNamespace(tx, name)
+			if err == nil {
+				_, err = openIndex(ns, records)
+			}
 			return err
 		})
 	}
@@ -58,8 +61,8 @@ func (db *DB) Store(namespace string) (*Store, error) {
 }
 
 // Store is one namespace of a [DB]. It implements [storage.Store],
-// [storage.Lister], [storage.Watcher] and [storage.Deleter], and is safe
-// for concurrent use.
+// [storage.Lister], [storage.PageLister], [storage.Watcher] and
+// [storage.Deleter], and is safe for concurrent use.
 type Store struct {
 	db        *DB
 	namespace string
@@ -69,9 +72,10 @@ type Store struct {
 }
 
 var (
-	_ storage.Store   = (*Store)(nil)
-	_ storage.Lister  = (*Store)(nil)
-	_ storage.Watcher = (*Store)(nil)
+	_ storage.Store      = (*Store)(nil)
+	_ storage.Lister     = (*Store)(nil)
+	_ storage.PageLister = (*Store)(nil)
+	_ storage.Watcher    = (*Store)(nil)
 )
 
 func (s *Store) check(ctx context.Context, op string) error {

@@ -89,7 +89,7 @@ func (s *Store) applyTable(v *batchView, w *tableWrite) (uint64, error) {
 	}
 	rev := max(s.db.revision, cur) + 1
 	s.db.revision = rev
-	v.add(s, wal.TableID, rev, w.doc)
+	v.add(s, wal.TableID, rev, w.doc, "")
 	return rev, nil
 }
 

@@ -66,7 +66,11 @@ type Entry struct {
 	Namespace string
 	ID        string
 	Data      []byte
-	Frame     int // the offset of its frame in its segment
+	// Status is the record's status, which the store's index keeps: set
+	// by the writer, and by ReadSegment from the record it decodes; ""
+	// for a delete and a table. It is not written: the record holds it.
+	Status string
+	Frame  int // the offset of its frame in its segment
 }
 
 // TableID is the id of an entry that holds a namespace's table document
@@ -323,6 +327,7 @@ func decodeEntry(payload []byte) (Entry, []byte, error) {
 	if rec.ID != e.ID || rec.Revision != revision {
 		return e, nil, fmt.Errorf("revision %d, record %s: the record says it is %s at revision %d", revision, quote.Limited(e.ID), quote.Limited(rec.ID), rec.Revision)
 	}
+	e.Status = rec.Status
 	return e, payload, nil
 }
 

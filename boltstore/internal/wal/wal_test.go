@@ -67,6 +67,7 @@ func TestFramesThatPassTheirChecksumButDoNotDecodeAreCorrupt(t *testing.T) {
 	require.Equal(t, table.Data, withTable.Entries[1].Data)
 	require.False(t, contents.Torn)
 	good.Frame, otherRecord.Frame = len(Magic), len(Magic) // one frame, right after the magic
+	good.Status, otherRecord.Status = "running", "running" // read from the records
 	require.Equal(t, []Entry{good, otherRecord}, contents.Entries)
 }
 

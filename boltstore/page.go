@@ -1,0 +1,108 @@
+package boltstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storekit/listdecode"
+	bolt "go.etcd.io/bbolt"
+)
+
+// ListPage implements [storage.PageLister]: a page of the records, or of
+// those in the statuses asked, read from the status index (see
+// index.go) and the log's writes not yet applied, at one revision. The
+// cursor is the last id of the page before. A page of a few statuses
+// reads their index ranges and their records only.
+func (s *Store) ListPage(ctx context.Context, q storage.Query) (storage.Page, error) {
+	if err := s.check(ctx, "ListPage"); err != nil {
+		return storage.Page{}, err
+	}
+	if err := q.Validate(); err != nil {
+		return storage.Page{}, err
+	}
+	statuses := slices.Clone(q.Statuses)
+	slices.Sort(statuses)
+	statuses = slices.Compact(statuses)
+	var page storage.Page
+	err := s.db.consistent("read", s.namespace, func(tx *bolt.Tx, logged map[string]logged, _ uint64) error {
+		ns, records, _ := s.buckets(tx)
+		ids, err := s.pageIDs(ns, records, logged, statuses, q)
+		if err != nil {
+			return err
+		}
+		page = storage.Page{}
+		if len(ids) > q.Limit {
+			ids = ids[:q.Limit]
+			page.Next = ids[len(ids)-1]
+		}
+		decoding := listdecode.NewPipeline(func(id, value []byte) (storage.Record, error) {
+			return decodeRecord(s.namespace, id, value)
+		}, func(id []byte, err error) storage.Unreadable {
+			return storage.Unreadable{ID: string(id), Err: err}
+		})
+		for _, id := range ids {
+			if l, ok := logged[id]; ok {
+				decoding.Add([]byte(id), l.data)
+				continue
+			}
+			data, err := s.lookupBucket(records, id)
+			if err != nil {
+				page.Unreadable = append(page.Unreadable, storage.Unreadable{ID: id, Err: err})
+				continue
+			}
+			decoding.Add([]byte(id), data)
+		}
+		var unreadable []storage.Unreadable
+		page.Records, unreadable = decoding.Wait() // before the transaction ends: the values are bbolt's pages
+		page.Unreadable = append(page.Unreadable, unreadable...)
+		return nil
+	})
+	if err != nil {
+		return storage.Page{}, err
+	}
+	slices.SortFunc(page.Records, func(a, b storage.Record) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(page.Unreadable, func(a, b storage.Unreadable) int { return strings.Compare(a.ID, b.ID) })
+	return page, nil
+}
+
+// pageIDs returns up to q.Limit+1 ids of the page after q.Cursor, in
+// order: from the records (or the index ranges of statuses) the file
+// holds, and the log's writes not yet applied, which stand in for the
+// file's.
+func (s *Store) pageIDs(ns, records *bolt.Bucket, logged map[string]logged, statuses []string, q storage.Query) ([]string, error) {
+	want := q.Limit + 1
+	inLog := func(id string) bool { _, ok := logged[id]; return ok }
+	var ids []string
+	for id, l := range logged {
+		if !l.gone && id > q.Cursor && (len(statuses) == 0 || slices.Contains(statuses, l.status)) {
+			ids = append(ids, id)
+		}
+	}
+	if len(statuses) == 0 {
+		c := records.Cursor()
+		var got int
+		for k, _ := c.Seek([]byte(q.Cursor)); k != nil && got < want; k, _ = c.Next() {
+			if id := string(k); id > q.Cursor && !inLog(id) {
+				ids = append(ids, id)
+				got++
+			}
+		}
+	} else {
+		byStatus := ns.Bucket(byStatusKey)
+		if byStatus == nil {
+			if k, _ := records.Cursor().First(); k != nil {
+				return nil, fmt.Errorf("boltstore: namespace %q: the file has no status index (an older build wrote it): open it writable once to build it", s.namespace)
+			}
+		}
+		for _, status := range statuses {
+			if byStatus != nil {
+				ids = append(ids, idsAfter(byStatus, status, q.Cursor, want, inLog)...)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids[:min(len(ids), want)], nil
+}
