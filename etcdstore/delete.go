@@ -54,7 +54,7 @@ func (s *Store) Delete(ctx context.Context, id string, expect uint64) error {
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect)),
 			clientv3.Compare(clientv3.CreateRevision(key), ">", 0),
 			clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", 0)}
-		ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(s.claimKey(id))}
+		ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(s.claimKey(id)), clientv3.OpDelete(s.statusKey(cur.Status, id))}
 		if cur.Epoch > floor {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(floorKey), "=", floorRev))
 			ops = append(ops, clientv3.OpPut(floorKey, strconv.FormatUint(cur.Epoch, 10)))

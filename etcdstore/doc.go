@@ -28,6 +28,12 @@
 // etcd applies none of them once the lease is gone, whether or not the
 // holder has noticed yet.
 //
+// [Store.ListPage] reads a status index: a key per record,
+// prefix+"status/"+status+"/"+id, put and deleted in the transaction that
+// writes the record, so a page of a few statuses ranges over their keys
+// and reads their records at one revision, whatever else the store
+// holds.
+//
 // [Store.Delete] is one transaction comparing the record's ModRevision
 // and finding no ownership key; it deletes the record and its claim key
 // and raises the epoch floor (prefix+"epoch-floor", the highest epoch a

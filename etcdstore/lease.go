@@ -284,8 +284,9 @@ func (s *Store) takeOver(ctx context.Context, id string, lease storage.Lease, gr
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", 0),
 				clientv3.Compare(clientv3.ModRevision(key), "=", int64(rec.Revision))).
-			Then(clientv3.OpPut(ownerKey, lease.Holder, clientv3.WithLease(granted)),
-				clientv3.OpPut(key, value), clientv3.OpPut(claimKey, encodeClaim(next.Owner, next.Epoch))).
+			Then(append([]clientv3.Op{clientv3.OpPut(ownerKey, lease.Holder, clientv3.WithLease(granted)),
+				clientv3.OpPut(key, value), clientv3.OpPut(claimKey, encodeClaim(next.Owner, next.Epoch))},
+				s.moveIndex(id, rec.Status, next.Status)...)...).
 			Else(clientv3.OpGet(ownerKey)).
 			Commit()
 		s.release(buf)
@@ -294,6 +295,7 @@ func (s *Store) takeOver(ctx context.Context, id string, lease storage.Lease, gr
 		}
 		if resp.Succeeded {
 			next.Revision = uint64(resp.Header.Revision)
+			s.known.remember(id, next.Revision, next.Status)
 			return &Ownership{claim: next.Claim(), id: id, store: s, lease: granted, gate: writegate.New()}, next, 0, nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {

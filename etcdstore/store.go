@@ -40,8 +40,8 @@ type Options struct {
 	WatchBacklog int
 }
 
-// Store is a [storage.Store], [storage.Lister], [storage.Watcher] and
-// [storage.Deleter] on etcd. It is safe for concurrent use and does
+// Store is a [storage.Store], [storage.Lister], [storage.PageLister],
+// [storage.Watcher] and [storage.Deleter] on etcd. It is safe for concurrent use and does
 // not own the client.
 type Store struct {
 	client  *clientv3.Client
@@ -49,6 +49,10 @@ type Store struct {
 	records string // prefix + "records/"
 	owners  string // prefix + "owners/": the holder, bound to its lease
 	claims  string // prefix + "claims/": epoch/owner of each record
+	indexes string // prefix + "status/": a key per record, by status (see page.go)
+	// known remembers records' statuses at revisions, for the index; a
+	// pointer, so that Store stays comparable.
+	known   *statusCache
 	timeout time.Duration
 	backlog int
 	// buffers are encode's (*[]byte); a pointer, so that Store stays
@@ -86,8 +90,8 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 		opts.WatchBacklog = DefaultWatchBacklog
 	}
 	return &Store{client: client, prefix: opts.Prefix, records: opts.Prefix + "records/",
-		owners: opts.Prefix + "owners/", claims: opts.Prefix + "claims/", timeout: opts.Timeout, backlog: opts.WatchBacklog,
-		buffers: new(sync.Pool)}, nil
+		owners: opts.Prefix + "owners/", claims: opts.Prefix + "claims/", indexes: opts.Prefix + "status/",
+		known: &statusCache{}, timeout: opts.Timeout, backlog: opts.WatchBacklog, buffers: new(sync.Pool)}, nil
 }
 
 func (s *Store) call(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
@@ -145,6 +149,7 @@ func (s *Store) decode(id string, value []byte, modRevision int64) (storage.Reco
 		return storage.Record{}, fmt.Errorf("etcdstore: record %q: %w: it names itself %q", id, storage.ErrCorrupt, rec.ID)
 	}
 	rec.Revision = uint64(modRevision)
+	s.known.remember(id, rec.Revision, rec.Status)
 	return rec, nil
 }
 
@@ -224,7 +229,8 @@ func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record,
 	key := s.recordKey(rec.ID)
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, value), clientv3.OpPut(s.claimKey(rec.ID), encodeClaim(rec.Owner, rec.Epoch))).
+		Then(clientv3.OpPut(key, value), clientv3.OpPut(s.claimKey(rec.ID), encodeClaim(rec.Owner, rec.Epoch)),
+			clientv3.OpPut(s.statusKey(rec.Status, rec.ID), "")).
 		Commit()
 	if err != nil {
 		return storage.Record{}, wrap("Create", rec.ID, err)
@@ -233,6 +239,7 @@ func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record,
 		return storage.Record{}, fmt.Errorf("etcdstore: record %q: %w", rec.ID, storage.ErrExists)
 	}
 	rec.Revision = uint64(resp.Header.Revision)
+	s.known.remember(rec.ID, rec.Revision, rec.Status)
 	return rec.Clone(), nil
 }
 
@@ -260,6 +267,17 @@ func (s *Store) compareAndSwap(ctx context.Context, id string, expect uint64, ne
 	defer cancel()
 	key, claimKey := s.recordKey(id), s.claimKey(id)
 	claim := encodeClaim(next.Owner, next.Epoch)
+	// The record's status at expect, for its index key: known when this
+	// store last read or wrote the record at expect (a record at a
+	// revision never changes), read otherwise, and then a stale expect
+	// is a conflict without a write.
+	was, ok := s.known.at(id, expect)
+	if !ok {
+		if was, err = s.statusAt(ctx, id, expect); err != nil {
+			return storage.Record{}, err
+		}
+	}
+	writes := append([]clientv3.Op{clientv3.OpPut(key, value)}, s.moveIndex(id, was, next.Status)...)
 	// CreateRevision > 0: a compare-and-swap never creates, even at
 	// expected revision 0 (ModRevision of a missing key). The claim key
 	// holds the record's owner and epoch: comparing it keeps a write from
@@ -281,7 +299,7 @@ func (s *Store) compareAndSwap(ctx context.Context, id string, expect uint64, ne
 	}
 	resp, err := s.client.Txn(ctx).
 		If(cmps...).
-		Then(clientv3.OpPut(key, value)).
+		Then(writes...).
 		Else(reads...).
 		Commit()
 	if err != nil {
@@ -291,6 +309,7 @@ func (s *Store) compareAndSwap(ctx context.Context, id string, expect uint64, ne
 		// next is the caller's own record, not the store's: it goes back
 		// with its revision, not copied.
 		next.Revision = uint64(resp.Header.Revision)
+		s.known.remember(id, next.Revision, next.Status)
 		return next, nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
@@ -317,19 +336,19 @@ func (s *Store) compareAndSwap(ctx context.Context, id string, expect uint64, ne
 	} else if stored == next.Claim() {
 		// The claim key is missing (deleted by hand): the record's own
 		// claim stands, and the write restores the key.
-		return s.casRestoringClaim(ctx, id, expect, next, value, claim)
+		return s.casRestoringClaim(ctx, id, expect, next, append(writes, clientv3.OpPut(claimKey, claim)))
 	}
 	return storage.Record{}, storage.ClaimChanged(id, stored, next.Claim())
 }
 
 // casRestoringClaim is CompareAndSwap for a record whose claim key is
 // missing and whose claim the write keeps.
-func (s *Store) casRestoringClaim(ctx context.Context, id string, expect uint64, next storage.Record, value, claim string) (storage.Record, error) {
+func (s *Store) casRestoringClaim(ctx context.Context, id string, expect uint64, next storage.Record, writes []clientv3.Op) (storage.Record, error) {
 	key, claimKey := s.recordKey(id), s.claimKey(id)
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect)),
 			clientv3.Compare(clientv3.CreateRevision(claimKey), "=", 0)).
-		Then(clientv3.OpPut(key, value), clientv3.OpPut(claimKey, claim)).
+		Then(writes...).
 		Commit()
 	if err != nil {
 		return storage.Record{}, wrap("CompareAndSwap", id, err)
@@ -339,6 +358,7 @@ func (s *Store) casRestoringClaim(ctx context.Context, id string, expect uint64,
 	}
 	next = next.Clone()
 	next.Revision = uint64(resp.Header.Revision)
+	s.known.remember(id, next.Revision, next.Status)
 	return next, nil
 }
 

@@ -13,6 +13,10 @@ import (
 // store, and its records are held in memory at once.
 const MaxPageLimit = 10_000
 
+// MaxCursorLen bounds [Query].Cursor: longer than any cursor a store
+// gives (an id, a Kubernetes continue token).
+const MaxCursorLen = 8 << 10
+
 // Query selects one page of records for a [PageLister].
 type Query struct {
 	// Statuses, if any, selects the records in one of these statuses
@@ -34,6 +38,9 @@ type Query struct {
 func (q Query) Validate() error {
 	if q.Limit < 1 || q.Limit > MaxPageLimit {
 		return fmt.Errorf("storage: %w: Limit %d, want 1 to %d", ErrInvalidQuery, q.Limit, MaxPageLimit)
+	}
+	if len(q.Cursor) > MaxCursorLen {
+		return fmt.Errorf("storage: %w: a cursor of %d bytes, no store gives one over %d", ErrInvalidQuery, len(q.Cursor), MaxCursorLen)
 	}
 	for _, s := range q.Statuses {
 		if s == "" || len(s) > MaxStatusLen {
