@@ -76,8 +76,8 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Store is a [storage.Store], [storage.Lister], [storage.Watcher] and
-// [storage.Deleter] on the Kubernetes API: one ConfigMap per
+// Store is a [storage.Store], [storage.Lister], [storage.PageLister],
+// [storage.Watcher] and [storage.Deleter] on the Kubernetes API: one ConfigMap per
 // execution, written with optimistic concurrency on its resourceVersion.
 //
 // Why ConfigMaps and not a custom resource: a ConfigMap needs nothing

@@ -56,9 +56,12 @@ func (q Query) Validate() error {
 // expire); nothing was read.
 var ErrInvalidQuery = errors.New("invalid query")
 
-// Page is one page of records in id order (the Kubernetes store's in
-// its ConfigMaps' name order), with, apart, those the store could not
-// read.
+// Page is one page of records, with, apart, those the store could not
+// read. Pages are in an order of the store's own, the same for every
+// page: ids in byte order on Memory and bbolt, their escaped keys on
+// etcd, their ConfigMaps' names on Kubernetes. A page before the last
+// holds Limit records (the Kubernetes store's may hold fewer when it
+// filters a status no label can hold).
 type Page struct {
 	Records    []Record
 	Unreadable []Unreadable
