@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	
+
 	"github.com/execfsm/execfsm/storage/storekit/quote"
 )
 
