@@ -56,18 +56,38 @@ type GoneHandler[K comparable] interface {
 	Gone(ctx context.Context, key K) error
 }
 
+// storeKeysPage is how many records StoreKeys asks a store for at a
+// time: a few megabytes of records a request.
+const storeKeysPage = 1000
+
 // StoreKeys returns a function for [Options].Known that lists the ids of
 // the executions of store that have not ended under table: a record in
 // one of its terminal states is left out (nothing is left to do for it,
 // and a world that no longer has it must not make it gone on every
-// resync); one it cannot read, or in a status the table lacks, is
-// listed, so its reconcile meets the error where it is reported.
+// resync); one it cannot read is listed, so its reconcile meets the
+// error where it is reported.
+//
+// A store that lists in pages ([storage.PageLister], every store of
+// this module) is asked for the table's live statuses only
+// ([transition.Table.LiveStatuses]), a page of storeKeysPage at a time:
+// a store of a million ended executions costs what its live ones cost.
+// A record in a status the table does not have (a newer table's, during
+// a rolling upgrade) is then not listed: its own controllers drive it.
+// A store that only lists whole lists everything, and such a record is
+// listed too.
 func StoreKeys[S comparable](store storage.Lister, table *transition.Table[S]) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
 		if store == nil || table == nil {
 			return nil, errors.New("reconcile: StoreKeys: nil store or table")
 		}
-		recs, bad, err := store.List(ctx)
+		var recs []storage.Record
+		var bad []storage.Unreadable
+		var err error
+		if pages, ok := store.(storage.PageLister); ok {
+			recs, bad, err = storage.ListAll(ctx, pages, storeKeysPage, table.LiveStatuses()...)
+		} else {
+			recs, bad, err = store.List(ctx)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -484,8 +484,10 @@ func TestLoopResyncReconcilesTheKnownKeysTooAndNothingIsGoneWithoutAWorld(t *tes
 	}
 }
 
-// StoreKeys lists the id of every execution that has not ended, those
-// in a status the table lacks included; the ended ones are left out.
+// StoreKeys lists the id of every execution that has not ended; the
+// ended ones are left out. A store that lists in pages is asked for the
+// live statuses only, so a record in a status the table lacks (a newer
+// table's) is not listed; one that lists only whole lists it too.
 func TestStoreKeysListsEveryExecutionThatHasNotEnded(t *testing.T) {
 	table, err := transition.New("pending").Allow("pending", "running").Allow("running", "done").Terminal("done").Build()
 	require.NoError(t, err)
@@ -496,11 +498,22 @@ func TestStoreKeysListsEveryExecutionThatHasNotEnded(t *testing.T) {
 	}
 	ids, err := reconcile.StoreKeys(store, table)(context.Background())
 	require.NoError(t, err)
+	require.Equal(t, []string{"ex-1", "ex-2"}, ids)
+	ids, err = reconcile.StoreKeys(wholeLister{store}, table)(context.Background())
+	require.NoError(t, err)
 	require.Equal(t, []string{"ex-1", "ex-2", "ex-9"}, ids)
 	_, err = reconcile.StoreKeys[string](nil, table)(context.Background())
 	require.Error(t, err)
 	_, err = reconcile.StoreKeys[string](store, nil)(context.Background())
 	require.Error(t, err)
+}
+
+// wholeLister is a store that lists only whole, as a store of a user's
+// may.
+type wholeLister struct{ m *storage.Memory }
+
+func (l wholeLister) List(ctx context.Context) ([]storage.Record, []storage.Unreadable, error) {
+	return l.m.List(ctx)
 }
 
 func TestLoopTakesKeysFromEventsAndSurvivesAClosedChannel(t *testing.T) {

@@ -30,7 +30,8 @@ import (
 // Make one with [Decider.NewRetirer].
 type Retirer[S comparable] struct {
 	roles    *Roles[S]
-	lister   storage.Lister
+	lister   storage.Lister     // nil when pages is set
+	pages    storage.PageLister // nil when the store lists only whole
 	deleter  storage.Deleter
 	clock    reconcile.Clock
 	archive  storage.Archive
@@ -88,10 +89,14 @@ func newRetirer[S comparable](roles *Roles[S], store storage.Store, opts Retirer
 		return nil, errors.New("recovery: NewRetirer: nil store")
 	}
 	lister, canList := store.(storage.Lister)
+	pages, canPage := store.(storage.PageLister)
 	deleter, canDelete := store.(storage.Deleter)
 	var errs []error
-	if !canList || !canDelete {
-		errs = append(errs, fmt.Errorf("recovery: NewRetirer: %w: %T must implement storage.Lister and storage.Deleter", errors.ErrUnsupported, store))
+	if !(canList || canPage) || !canDelete {
+		errs = append(errs, fmt.Errorf("recovery: NewRetirer: %w: %T must implement storage.Deleter and storage.PageLister (or storage.Lister)", errors.ErrUnsupported, store))
+	}
+	if canPage {
+		lister = nil
 	}
 	if opts.Batch < 1 {
 		errs = append(errs, fmt.Errorf("recovery: NewRetirer: %w: Batch %d: want how many records a batch deletes, 1 or more", ErrInvalidPolicy, opts.Batch))
@@ -106,14 +111,17 @@ func newRetirer[S comparable](roles *Roles[S], store storage.Store, opts Retirer
 	if clock == nil {
 		clock = reconcile.SystemClock()
 	}
-	return &Retirer[S]{roles: roles, lister: lister, deleter: deleter, clock: clock, archive: opts.Archive,
+	return &Retirer[S]{roles: roles, lister: lister, pages: pages, deleter: deleter, clock: clock, archive: opts.Archive,
 		batch: opts.Batch, pause: opts.Pause, keep: opts.Keep, observer: observer}, nil
 }
 
 // NewRetirer returns the Retirer of the executions store keeps, deleting
 // those past the roles' retention; see [Retirer]. The store must
-// implement [storage.Lister] and [storage.Deleter] (an error matching
-// errors.ErrUnsupported otherwise).
+// implement [storage.Deleter], and [storage.PageLister] (every store of
+// this module does: a pass then reads the ended executions of the
+// statuses retained, a page at a time, and none of the live ones) or
+// [storage.Lister] (a pass then reads the whole store); an error
+// matching errors.ErrUnsupported otherwise.
 func (d *Decider[S]) NewRetirer(store storage.Store, opts RetirerOptions) (*Retirer[S], error) {
 	if d == nil || d.roles == nil {
 		return nil, errZeroDecider
@@ -142,27 +150,51 @@ func (r *Retirer[S]) Retire(ctx context.Context) (RetireReport, error) {
 
 func (r *Retirer[S]) retire(ctx context.Context) (RetireReport, error) {
 	var report RetireReport
-	recs, bad, err := r.lister.List(ctx)
-	if err != nil {
-		return report, err
-	}
-	report.Unreadable = len(bad)
 	var due []storage.Retired
-	for _, rec := range recs {
-		d, ok := r.due(rec, &report)
-		if !ok {
-			continue
+	consider := func(recs []storage.Record) error {
+		for _, rec := range recs {
+			d, ok := r.due(rec, &report)
+			if !ok {
+				continue
+			}
+			due = append(due, d)
+			if len(due) < r.batch {
+				continue
+			}
+			if err := r.retireBatch(ctx, due, &report); err != nil {
+				return err
+			}
+			due = due[:0]
+			if err := r.sleep(ctx, r.pause); err != nil {
+				return err
+			}
 		}
-		due = append(due, d)
-		if len(due) < r.batch {
-			continue
-		}
-		if err := r.retireBatch(ctx, due, &report); err != nil {
+		return nil
+	}
+	if r.pages == nil {
+		recs, bad, err := r.lister.List(ctx)
+		if err != nil {
 			return report, err
 		}
-		due = due[:0]
-		if err := r.sleep(ctx, r.pause); err != nil {
+		report.Unreadable = len(bad)
+		if err := consider(recs); err != nil {
 			return report, err
+		}
+	} else if statuses := r.retained(); len(statuses) > 0 {
+		q := storage.Query{Statuses: statuses, Limit: max(r.batch, retirePage)}
+		for {
+			page, err := r.pages.ListPage(ctx, q)
+			if err != nil {
+				return report, err
+			}
+			report.Unreadable += len(page.Unreadable)
+			if err := consider(page.Records); err != nil {
+				return report, err
+			}
+			if page.Next == "" {
+				break
+			}
+			q.Cursor = page.Next
 		}
 	}
 	if len(due) > 0 {
@@ -171,6 +203,23 @@ func (r *Retirer[S]) retire(ctx context.Context) (RetireReport, error) {
 		}
 	}
 	return report, nil
+}
+
+// retirePage is how many records a pass asks the store for at a time,
+// when its batches are smaller.
+const retirePage = 500
+
+// retained are the statuses the roles retire: the terminal ones with a
+// retention.
+func (r *Retirer[S]) retained() []string {
+	var out []string
+	for _, s := range r.roles.table.States() {
+		if _, ok := r.roles.retain[s]; ok {
+			name, _ := r.roles.table.Name(s)
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // due says whether rec is due for retirement now, with the reason it

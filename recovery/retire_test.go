@@ -200,6 +200,24 @@ func TestARetirerSkipsWhatIsHeldOrKept(t *testing.T) {
 	}
 }
 
+// A store that lists only whole is read whole, and retired from alike.
+func TestARetirerOverAStoreThatListsOnlyWhole(t *testing.T) {
+	roles := renderRoles(t)
+	clock := reconciletest.NewClock(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
+	old := clock.Now().Add(-48 * time.Hour)
+	store := fleetOf(t, roles, map[string]time.Time{"ex-1": old, "ex-2": old}, map[string]string{"ex-1": "done", "ex-2": "rendering"})
+	retirer, err := decider(t, roles, recovery.Policy{Work: recovery.AsRecorded}).NewRetirer(wholeStore{store}, recovery.RetirerOptions{Clock: clock, Batch: 10})
+	require.NoError(t, err)
+	report, err := retirer.Retire(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, recovery.RetireReport{Retired: 1}, report)
+}
+
+// wholeStore is a store of a user's that deletes and lists only whole.
+type wholeStore struct{ *storage.Memory }
+
+func (s wholeStore) ListPage() {} // hides Memory's: not a storage.PageLister
+
 func TestNewRetirerRefusesWhatCannotRetire(t *testing.T) {
 	d := decider(t, renderRoles(t), recovery.Policy{Work: recovery.AsRecorded})
 	_, err := d.NewRetirer(storage.NewMemory(), recovery.RetirerOptions{})

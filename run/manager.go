@@ -269,7 +269,15 @@ func (m *manager[S]) lead(ctx context.Context) error {
 // known are the executions of the store that have not ended: an ended
 // one needs no manager.
 func (m *manager[S]) known(ctx context.Context) ([]string, error) {
-	recs, _, err := m.c.Store.(storage.Lister).List(ctx)
+	var recs []storage.Record
+	var err error
+	if pages, ok := m.c.Store.(storage.PageLister); ok {
+		// The live statuses only: a manager restarted over a store of
+		// a million ended executions reads the few thousand it drives.
+		recs, _, err = storage.ListAll(ctx, pages, knownPage, m.c.Roles.Table().LiveStatuses()...)
+	} else {
+		recs, _, err = m.c.Store.(storage.Lister).List(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +294,9 @@ func (m *manager[S]) known(ctx context.Context) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// knownPage is how many records known asks the store for at a time.
+const knownPage = 1000
 
 // Adopt implements reconcile.Adopter: the world's item taken over
 // (created first, with CreateMissing).

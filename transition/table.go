@@ -568,6 +568,20 @@ func (t *Table[S]) IsTerminal(s S) bool {
 // States returns the states in declaration order. The slice is a copy.
 func (t *Table[S]) States() []S { return append([]S(nil), t.states...) }
 
+// LiveStatuses returns the text forms of the states that are not
+// terminal, in declaration order: the statuses a store's status filter
+// ([storage.Query].Statuses) selects to read the executions that have
+// not ended, and none of those that have.
+func (t *Table[S]) LiveStatuses() []string {
+	var out []string
+	for i, name := range t.names {
+		if !t.terminal[i] {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // Len returns the number of states.
 func (t *Table[S]) Len() int { return t.n }
 

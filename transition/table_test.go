@@ -387,3 +387,10 @@ func TestBuilderDeclaredSaysWhatWasDeclared(t *testing.T) {
 		require.Equal(t, tc.back, back, "%s → %s", tc.from, tc.to)
 	}
 }
+
+func TestLiveStatusesAreTheStatesThatHaveNotEnded(t *testing.T) {
+	table, err := transition.New("queued").Allow("queued", "running").Allow("running", "done", "failed").
+		Terminal("done", "failed").Build()
+	require.NoError(t, err)
+	require.Equal(t, []string{"queued", "running"}, table.LiveStatuses())
+}

@@ -21,6 +21,8 @@ var (
 	_ storage.Store   = (*actorStore[string])(nil)
 	_ storage.Lister  = (*actorStore[string])(nil)
 	_ storage.Deleter = (*actorStore[string])(nil)
+
+	_ storage.PageLister = (*actorStore[string])(nil)
 )
 
 func (s *actorStore[S]) Get(ctx context.Context, id string) (storage.Record, error) {
@@ -29,6 +31,10 @@ func (s *actorStore[S]) Get(ctx context.Context, id string) (storage.Record, err
 
 func (s *actorStore[S]) List(ctx context.Context) ([]storage.Record, []storage.Unreadable, error) {
 	return s.inner.List(ctx)
+}
+
+func (s *actorStore[S]) ListPage(ctx context.Context, q storage.Query) (storage.Page, error) {
+	return s.inner.ListPage(ctx, q)
 }
 
 func (s *actorStore[S]) Held(ctx context.Context, id string) (storage.Claim, bool, error) {
