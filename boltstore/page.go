@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -105,4 +106,55 @@ func (s *Store) pageIDs(ns, records *bolt.Bucket, logged map[string]logged, stat
 	}
 	slices.Sort(ids)
 	return ids[:min(len(ids), want)], nil
+}
+
+var _ storage.Counter = (*Store)(nil)
+
+// CountStatuses implements [storage.Counter] at one revision: the keys
+// of each status's index range in the file, corrected by the log's
+// writes not yet applied (each one's status in the file, status-of, and
+// its own).
+func (s *Store) CountStatuses(ctx context.Context, statuses ...string) (map[string]int, error) {
+	if err := s.check(ctx, "CountStatuses"); err != nil {
+		return nil, err
+	}
+	if err := storage.CheckStatuses(statuses); err != nil {
+		return nil, err
+	}
+	var out map[string]int
+	err := s.db.consistent("read", s.namespace, func(tx *bolt.Tx, logged map[string]logged, _ uint64) error {
+		out = make(map[string]int, len(statuses))
+		ns, records, _ := s.buckets(tx)
+		byStatus, statusOf := ns.Bucket(byStatusKey), ns.Bucket(statusOfKey)
+		if byStatus == nil || statusOf == nil {
+			if k, _ := records.Cursor().First(); k != nil {
+				return fmt.Errorf("boltstore: namespace %q: the file has no status index (an older build wrote it): open it writable once to build it", s.namespace)
+			}
+		}
+		for _, status := range statuses {
+			out[status] = 0
+			if byStatus == nil {
+				continue
+			}
+			prefix := statusPrefix(status)
+			c := byStatus.Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				out[status]++
+			}
+		}
+		for id, l := range logged {
+			if statusOf != nil {
+				if was := statusOf.Get([]byte(id)); was != nil {
+					if _, counted := out[string(was)]; counted {
+						out[string(was)]--
+					}
+				}
+			}
+			if _, counted := out[l.status]; counted && !l.gone {
+				out[l.status]++
+			}
+		}
+		return nil
+	})
+	return out, err
 }

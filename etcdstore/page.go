@@ -237,3 +237,34 @@ func (s *Store) decodeAll(kvs []keyValue) ([]storage.Record, []storage.Unreadabl
 		return storage.Unreadable{ID: kvs[i].id, Revision: uint64(kvs[i].revision), Err: err}
 	})
 }
+
+var _ storage.Counter = (*Store)(nil)
+
+// CountStatuses implements [storage.Counter]: a count-only range over
+// each status's index keys, all at the revision of the first.
+func (s *Store) CountStatuses(ctx context.Context, statuses ...string) (map[string]int, error) {
+	if err := storage.CheckStatuses(statuses); err != nil {
+		return nil, err
+	}
+	ctx, cancel, err := s.call(ctx, "CountStatuses")
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	out := make(map[string]int, len(statuses))
+	var rev int64
+	for _, status := range statuses {
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		prefix := s.indexes + keyPart(status) + "/"
+		resp, err := s.client.Get(ctx, prefix, opts...)
+		if err != nil {
+			return nil, wrap("CountStatuses", prefix, err)
+		}
+		rev = resp.Header.Revision
+		out[status] = int(resp.Count)
+	}
+	return out, nil
+}

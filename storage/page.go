@@ -42,12 +42,7 @@ func (q Query) Validate() error {
 	if len(q.Cursor) > MaxCursorLen {
 		return fmt.Errorf("storage: %w: a cursor of %d bytes, no store gives one over %d", ErrInvalidQuery, len(q.Cursor), MaxCursorLen)
 	}
-	for _, s := range q.Statuses {
-		if s == "" || len(s) > MaxStatusLen {
-			return fmt.Errorf("storage: %w: status %s, want 1 to %d bytes", ErrInvalidQuery, quote.Limited(s), MaxStatusLen)
-		}
-	}
-	return nil
+	return CheckStatuses(q.Statuses)
 }
 
 // ErrInvalidQuery is matched by the error of a [Query] no store
@@ -176,3 +171,46 @@ func dedupe(statuses []string) []string {
 }
 
 var _ PageLister = (*Memory)(nil)
+
+// Counter is implemented by stores that count their records by status
+// from their status index, without reading the records: what a
+// dashboard shows beside a page. Every store of this module but the
+// Kubernetes one (whose API server counts nothing it does not send)
+// implements it.
+type Counter interface {
+	// CountStatuses returns how many records are in each status given
+	// (zero included), at one revision. Counting a status costs what
+	// its index range costs: count the live statuses, not the ended
+	// ones a store holds a million of.
+	CountStatuses(ctx context.Context, statuses ...string) (map[string]int, error)
+}
+
+var _ Counter = (*Memory)(nil)
+
+// CheckStatuses refuses a status no record can have: what a Counter
+// checks before counting.
+func CheckStatuses(statuses []string) error {
+	for _, s := range statuses {
+		if s == "" || len(s) > MaxStatusLen {
+			return fmt.Errorf("storage: %w: status %s, want 1 to %d bytes", ErrInvalidQuery, quote.Limited(s), MaxStatusLen)
+		}
+	}
+	return nil
+}
+
+// CountStatuses implements [Counter].
+func (s *Memory) CountStatuses(ctx context.Context, statuses ...string) (map[string]int, error) {
+	if err := CheckContext(ctx, "storage", "CountStatuses"); err != nil {
+		return nil, err
+	}
+	if err := CheckStatuses(statuses); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(statuses))
+	for _, status := range statuses {
+		out[status] = len(s.byStatus[status])
+	}
+	return out, nil
+}

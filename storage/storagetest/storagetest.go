@@ -31,7 +31,8 @@ import (
 
 // Run runs the suite as subtests; newStore is called once per subtest.
 // Stores that implement [storage.Lister], [storage.Watcher],
-// [storage.Deleter] or [storage.PageLister] have those checked too; the others skip those
+// [storage.Deleter], [storage.PageLister] or [storage.Counter] have
+// those checked too; the others skip those
 // subtests, saying so.
 func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 	t.Helper()
@@ -66,6 +67,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 	}
 	runDeleteTests(t, newStore)
 	runPageTests(t, newStore)
+	runCountTests(t, newStore)
 }
 
 func ctx(t *testing.T) context.Context {
