@@ -190,8 +190,8 @@ func (c *Client) List(ctx context.Context, opts ListOptions) (Page, error) {
 	if len(opts.Statuses) > 0 {
 		q.Set("status", strings.Join(opts.Statuses, ","))
 	}
-	if opts.After != "" {
-		q.Set("after", opts.After)
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
 	}
 	if opts.IDContains != "" {
 		q.Set("q", opts.IDContains)

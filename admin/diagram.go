@@ -126,7 +126,8 @@ func layOut(ctx context.Context, dot string) (string, error) {
 // room for a count of up to seven digits, written in by withCounts.
 const countSlot = "0000000"
 
-// withCounts writes each state's count into a laid-out diagram, in the
+// withCounts writes each state's count into a laid-out diagram (none
+// for a state not counted), in the
 // last line of its label (the slot), found by the state's group: names
 // reach the SVG escaped, so no name can end a group or a text early.
 // Graphviz writes the groups in an order of its own.
@@ -150,7 +151,9 @@ func withCounts(svg string, states []string, counts map[string]int) (string, err
 	from := 0
 	for _, sl := range slots {
 		b.WriteString(svg[from:sl.at])
-		b.WriteString(strconv.Itoa(counts[states[sl.state]]))
+		if n, counted := counts[states[sl.state]]; counted {
+			b.WriteString(strconv.Itoa(n))
+		} // an ended status is not counted: its slot is left empty
 		from = sl.at + len(countSlot)
 	}
 	b.WriteString(svg[from:])

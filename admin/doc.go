@@ -53,10 +53,10 @@
 //
 // Under Path + "api/v1/", stable within v1:
 //
-//	GET  executions?status=S,T&q=X&after=ID&limit=N
+//	GET  executions?status=S,T&q=X&cursor=C&limit=N
 //	                                              a page (q: the ids containing X): {"items": [record…], "foreign": [record…],
 //	                                              "unreadable": [{"id", "revision", "error"}…],
-//	                                              "next": ID, "counts": {status: n}, "unreadable_count": n}
+//	                                              "next": C, "counts": {live status: n}}
 //	GET  executions/ID                            a record
 //	POST executions/ID/stop  {"reason", "actor", "force"}
 //	                         (application/json)   {"id", "from", "to", "changed", "revision", "actor", "reason", "at",

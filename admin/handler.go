@@ -334,10 +334,10 @@ func (h *Handler) apiGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // listOptions reads a listing's query: status (repeated or
-// comma-separated), q (the ids containing it), after, limit.
+// comma-separated), q (the ids containing it), cursor, limit.
 func (h *Handler) listOptions(r *http.Request) (ListOptions, error) {
 	q := r.URL.Query()
-	opts := ListOptions{After: q.Get("after"), IDContains: strings.TrimSpace(q.Get("q")), Limit: h.opts.MaxPage}
+	opts := ListOptions{Cursor: q.Get("cursor"), IDContains: strings.TrimSpace(q.Get("q")), Limit: h.opts.MaxPage}
 	for _, v := range q["status"] {
 		for s := range strings.SplitSeq(v, ",") {
 			opts.Statuses = append(opts.Statuses, strings.TrimSpace(s))

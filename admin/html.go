@@ -124,6 +124,7 @@ func (h *Handler) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 type statusCount struct {
 	Name, Class, Link string
 	N                 int
+	Counted           bool // a live status, counted; an ended one is not
 	Selected          bool
 }
 
@@ -151,16 +152,14 @@ func (h *Handler) pageList(w http.ResponseWriter, r *http.Request) {
 	b := h.baseOf("Executions", "list", table)
 	data := struct {
 		pageBase
-		Status          string
-		Total           int
-		Counts          []statusCount
-		Foreign         int
-		UnreadableCount int
-		Rows            []listRow
-		Unreadable      []unreadableRow
-		Next            string
-		Search          string
-	}{pageBase: b, Status: strings.Join(opts.Statuses, ","), UnreadableCount: p.UnreadableCount, Search: opts.IDContains}
+		Status     string
+		Live       int // the live records, counted
+		Counts     []statusCount
+		Rows       []listRow
+		Unreadable []unreadableRow
+		Next       string
+		Search     string
+	}{pageBase: b, Status: strings.Join(opts.Statuses, ","), Search: opts.IDContains}
 	selected := map[string]bool{}
 	for _, s := range opts.Statuses {
 		selected[s] = true
@@ -175,14 +174,9 @@ func (h *Handler) pageList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, s := range order {
-		data.Counts = append(data.Counts, statusCount{Name: s, N: p.Counts[s], Class: h.class(b.Table, s), Selected: selected[s], Link: h.listLink(s, "", "")})
-		data.Total += p.Counts[s]
-	}
-	for s, n := range p.Counts {
-		if b.Table != nil && !knows(b.Table, s) {
-			data.Foreign += n
-			data.Total += n
-		}
+		n, counted := p.Counts[s]
+		data.Counts = append(data.Counts, statusCount{Name: s, N: n, Counted: counted, Class: h.class(b.Table, s), Selected: selected[s], Link: h.listLink(s, "", "")})
+		data.Live += n
 	}
 	for _, list := range []struct {
 		recs    []storage.Record
@@ -234,7 +228,7 @@ func (h *Handler) class(table *schema.Document, status string) string {
 	return roleClass(*table, status)
 }
 
-func (h *Handler) listLink(status, after, search string) string {
+func (h *Handler) listLink(status, cursor, search string) string {
 	q := url.Values{}
 	if status != "" {
 		q.Set("status", status)
@@ -242,8 +236,8 @@ func (h *Handler) listLink(status, after, search string) string {
 	if search != "" {
 		q.Set("q", search)
 	}
-	if after != "" {
-		q.Set("after", after)
+	if cursor != "" {
+		q.Set("cursor", cursor)
 	}
 	if len(q) == 0 {
 		return h.opts.Path

@@ -28,7 +28,7 @@ type Operator interface {
 	// Get returns one record; storage.ErrNotFound for an unknown id,
 	// storage.ErrCorrupt for one that cannot be read.
 	Get(ctx context.Context, id string) (storage.Record, error)
-	// List returns one page of the records in id order (see
+	// List returns one page of the records, in the store's order (see
 	// [ListOptions]).
 	List(ctx context.Context, opts ListOptions) (Page, error)
 	// Stop asks the execution id to stop, as a cluster master does: it
@@ -52,19 +52,25 @@ type ListOptions struct {
 	// cannot be read are always listed: their status is not known).
 	Statuses []string
 	// IDContains, if set, keeps the records whose id contains it: what
-	// an operator remembers of an id.
+	// an operator remembers of an id. The store is read a page of Limit
+	// at a time until one holds a match, so such a page may hold up to
+	// a store's page of matches more than Limit.
 	IDContains string
-	// After starts the page after this id (a previous [Page].Next).
-	After string
+	// Cursor starts the page where the one before ended (its
+	// [Page].Next): the store's own cursor, passed back as it was given.
+	Cursor string
 	// Limit is the most entries (records and unreadable ones) a page
 	// holds; 0 is every one for a StoreOperator and the handler's
 	// largest page over HTTP.
 	Limit int
 }
 
-// Page is one page of a listing. Each page is read afresh, in id order:
-// a walk through the pages sees every record that existed for the whole
-// walk once, as it was when its page was read.
+// Page is one page of a listing. Each page is read afresh, in the
+// store's order (ids in byte order on most stores): a walk through the
+// pages sees every record that existed for the whole walk once, as it
+// was when its page was read. A page of a few statuses reads those
+// records only, through the store's status index
+// (storage.PageLister).
 type Page struct {
 	// Items are the records in a status the recorded table (or an
 	// earlier version of it) knows; every record when none is recorded.
@@ -75,14 +81,17 @@ type Page struct {
 	Foreign []storage.Record `json:"foreign,omitempty"`
 	// Unreadable are the records the store cannot read.
 	Unreadable []Unreadable `json:"unreadable,omitempty"`
-	// Next is the After of the next page, empty on the last one.
+	// Next is the Cursor of the next page, empty on the last one.
 	Next string `json:"next,omitempty"`
-	// Counts are the number of records in each status in the whole
-	// store (every page gives them, whatever its Statuses): what a
-	// dashboard shows. Unreadable records are counted apart.
+	// Counts are the number of records in each live status of the
+	// recorded table (one its executions do not end in) in the whole
+	// store, whatever the page's Statuses: what a dashboard shows. They
+	// are counted from the store's status index without reading the
+	// records (storage.Counter). Ended statuses are not counted: a store
+	// keeps their records until they are retired, a million of them, and
+	// counting them would cost more than the page. Empty when the store
+	// records no table, or counts nothing (the Kubernetes store).
 	Counts map[string]int `json:"counts,omitempty"`
-	// UnreadableCount is the number of unreadable records in the store.
-	UnreadableCount int `json:"unreadable_count,omitempty"`
 }
 
 // Unreadable is a stored record that cannot be read, with why.
@@ -159,9 +168,11 @@ type Event struct {
 // when it opens a store itself, and the one a [Handler] serves.
 type StoreOperator struct {
 	store   storage.Store
-	lister  storage.Lister
-	watcher storage.Watcher // nil if the store cannot watch
-	serves  *serving        // the table of the controller serving a Handler, if it said
+	lister  storage.Lister     // nil if the store lists only in pages
+	pages   storage.PageLister // nil if the store lists only whole
+	counter storage.Counter    // nil if the store counts nothing
+	watcher storage.Watcher    // nil if the store cannot watch
+	serves  *serving           // the table of the controller serving a Handler, if it said
 }
 
 // serving is the table a controller decides with (HandlerOptions.Serves).
@@ -211,18 +222,22 @@ func (s *serving) refuses(rec storage.Record, recorded *schema.Document) string 
 }
 
 // NewStoreOperator returns the operator of store, which must list its
-// records (storage.Lister); Watch needs a storage.Watcher too, and
-// everything that reads the table a storage.TableKeeper.
+// records: in pages (storage.PageLister, every store of this module),
+// or whole (storage.Lister: each page then reads the whole store). Watch
+// needs a storage.Watcher too, everything that reads the table a
+// storage.TableKeeper, and the counts a storage.Counter.
 func NewStoreOperator(store storage.Store) (*StoreOperator, error) {
 	if store == nil {
 		return nil, errors.New("admin: NewStoreOperator: nil store")
 	}
-	lister, ok := store.(storage.Lister)
-	if !ok {
-		return nil, fmt.Errorf("admin: NewStoreOperator: %T does not list its records (storage.Lister)", store)
+	lister, canList := store.(storage.Lister)
+	pages, canPage := store.(storage.PageLister)
+	if !canList && !canPage {
+		return nil, fmt.Errorf("admin: NewStoreOperator: %T does not list its records (storage.PageLister or storage.Lister)", store)
 	}
 	watcher, _ := store.(storage.Watcher)
-	return &StoreOperator{store: store, lister: lister, watcher: watcher}, nil
+	counter, _ := store.(storage.Counter)
+	return &StoreOperator{store: store, lister: lister, pages: pages, counter: counter, watcher: watcher}, nil
 }
 
 var _ Operator = (*StoreOperator)(nil)
@@ -257,9 +272,9 @@ func (o *StoreOperator) Get(ctx context.Context, id string) (storage.Record, err
 	return o.store.Get(ctx, id)
 }
 
-// List implements [Operator]. The store lists every record for each page
-// (storage.Lister has no ranges): a page bounds what is sent and shown,
-// not what is read.
+// List implements [Operator]. A store that lists in pages
+// (storage.PageLister) is read a page at a time, of the statuses asked
+// only; one that lists only whole is read whole for every page.
 func (o *StoreOperator) List(ctx context.Context, opts ListOptions) (Page, error) {
 	table, err := o.table(ctx)
 	if err != nil {
@@ -274,10 +289,8 @@ func (o *StoreOperator) listIn(ctx context.Context, table *schema.Document, opts
 	if opts.Limit < 0 {
 		return Page{}, fmt.Errorf("admin: list: %w: limit %d", ErrInvalidRequest, opts.Limit)
 	}
-	if opts.After != "" {
-		if err := storage.ValidateID(opts.After); err != nil {
-			return Page{}, fmt.Errorf("admin: list after: %w", err)
-		}
+	if len(opts.Cursor) > storage.MaxCursorLen {
+		return Page{}, fmt.Errorf("admin: list: %w: a cursor of %d bytes, no store gives one over %d", ErrInvalidRequest, len(opts.Cursor), storage.MaxCursorLen)
 	}
 	if opts.IDContains != "" {
 		if err := storage.ValidateID(opts.IDContains); err != nil {
@@ -288,11 +301,92 @@ func (o *StoreOperator) listIn(ctx context.Context, table *schema.Document, opts
 	if err != nil {
 		return Page{}, err
 	}
-	recs, bad, err := o.lister.List(ctx)
+	live, err := liveStatuses(table)
 	if err != nil {
 		return Page{}, err
 	}
-	return page(recs, bad, table, wanted, opts), nil
+	if o.pages == nil {
+		recs, bad, err := o.lister.List(ctx)
+		if err != nil {
+			return Page{}, err
+		}
+		return page(recs, bad, table, wanted, live, opts), nil
+	}
+	p, err := o.pagedList(ctx, table, opts)
+	if err != nil {
+		return Page{}, err
+	}
+	if o.counter != nil && len(live) > 0 {
+		if p.Counts, err = o.counter.CountStatuses(ctx, live...); err != nil {
+			return Page{}, err
+		}
+	}
+	return p, nil
+}
+
+// listAll lists every record, whole or page by page.
+func (o *StoreOperator) listAll(ctx context.Context) ([]storage.Record, []storage.Unreadable, error) {
+	if o.lister != nil {
+		return o.lister.List(ctx)
+	}
+	return storage.ListAll(ctx, o.pages, storage.MaxPageLimit)
+}
+
+// liveStatuses are the statuses of the recorded table's latest version
+// that are not terminal: those Counts counts (none without a table).
+func liveStatuses(table *schema.Document) ([]string, error) {
+	if table == nil {
+		return nil, nil
+	}
+	t, _, err := table.Rebuild()
+	if err != nil {
+		return nil, fmt.Errorf("admin: the table the store records: %w", err)
+	}
+	return t.LiveStatuses(), nil
+}
+
+// pagedList is List on a store that lists in pages.
+func (o *StoreOperator) pagedList(ctx context.Context, table *schema.Document, opts ListOptions) (Page, error) {
+	q := storage.Query{Statuses: opts.Statuses, Cursor: opts.Cursor, Limit: opts.Limit}
+	if opts.Limit == 0 {
+		q.Limit = storage.MaxPageLimit
+	}
+	p := Page{Items: []storage.Record{}}
+	entries := 0
+	for {
+		got, err := o.pages.ListPage(ctx, q)
+		if errors.Is(err, storage.ErrInvalidQuery) {
+			return Page{}, fmt.Errorf("admin: list: %w: %w", ErrInvalidRequest, err)
+		}
+		if err != nil {
+			return Page{}, err
+		}
+		for _, rec := range got.Records {
+			switch {
+			case !strings.Contains(rec.ID, opts.IDContains):
+				continue
+			case table != nil && !knows(table, rec.Status):
+				p.Foreign = append(p.Foreign, rec)
+			default:
+				p.Items = append(p.Items, rec)
+			}
+			entries++
+		}
+		for _, u := range got.Unreadable {
+			if strings.Contains(u.ID, opts.IDContains) {
+				p.Unreadable = append(p.Unreadable, Unreadable{ID: u.ID, Revision: u.Revision, Err: u.Err})
+				entries++
+			}
+		}
+		if got.Next == "" {
+			return p, nil
+		}
+		q.Cursor = got.Next
+		if opts.Limit > 0 && (opts.IDContains == "" || entries > 0) {
+			p.Next = got.Next
+			return p, nil
+		}
+	}
 }
 
 // statusSet checks the statuses a listing asks for against the table:
@@ -319,11 +413,20 @@ func statusSet(statuses []string, table *schema.Document) (map[string]bool, erro
 }
 
 // page cuts one page out of a whole listing (records and unreadable ones
-// each in id order, as storage.Lister returns them).
-func page(recs []storage.Record, bad []storage.Unreadable, table *schema.Document, wanted map[string]bool, opts ListOptions) Page {
-	p := Page{Counts: map[string]int{}, UnreadableCount: len(bad)}
-	for _, r := range recs {
-		p.Counts[r.Status]++
+// each in id order, as storage.Lister returns them); the cursor is the
+// last id of the page before.
+func page(recs []storage.Record, bad []storage.Unreadable, table *schema.Document, wanted map[string]bool, live []string, opts ListOptions) Page {
+	var p Page
+	if len(live) > 0 {
+		p.Counts = make(map[string]int, len(live))
+		for _, s := range live {
+			p.Counts[s] = 0
+		}
+		for _, r := range recs {
+			if _, counted := p.Counts[r.Status]; counted {
+				p.Counts[r.Status]++
+			}
+		}
 	}
 	type entry struct {
 		id  string
@@ -332,12 +435,12 @@ func page(recs []storage.Record, bad []storage.Unreadable, table *schema.Documen
 	}
 	var entries []entry
 	for i := range recs {
-		if (wanted == nil || wanted[recs[i].Status]) && recs[i].ID > opts.After && strings.Contains(recs[i].ID, opts.IDContains) {
+		if (wanted == nil || wanted[recs[i].Status]) && recs[i].ID > opts.Cursor && strings.Contains(recs[i].ID, opts.IDContains) {
 			entries = append(entries, entry{id: recs[i].ID, rec: &recs[i]})
 		}
 	}
 	for i := range bad {
-		if bad[i].ID > opts.After && strings.Contains(bad[i].ID, opts.IDContains) {
+		if bad[i].ID > opts.Cursor && strings.Contains(bad[i].ID, opts.IDContains) {
 			entries = append(entries, entry{id: bad[i].ID, bad: &bad[i]})
 		}
 	}
@@ -476,7 +579,7 @@ func (o *StoreOperator) watch(ctx context.Context, ids []string, yield func(Even
 		only[id] = true
 	}
 	wanted := func(id string) bool { return len(only) == 0 || only[id] }
-	recs, bad, err := o.lister.List(ctx)
+	recs, bad, err := o.listAll(ctx)
 	if err != nil {
 		return fmt.Errorf("admin: watch: %w", err)
 	}

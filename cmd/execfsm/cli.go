@@ -401,8 +401,8 @@ func list(ctx context.Context, g globals, b *backend, wanted []string, out *prin
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	var all admin.Page
-	for after := ""; ; {
-		p, err := b.op.List(ctx, admin.ListOptions{Statuses: wanted, After: after})
+	for cursor := ""; ; {
+		p, err := b.op.List(ctx, admin.ListOptions{Statuses: wanted, Cursor: cursor})
 		if err != nil {
 			return storeError(err)
 		}
@@ -412,7 +412,7 @@ func list(ctx context.Context, g globals, b *backend, wanted []string, out *prin
 		if p.Next == "" {
 			break
 		}
-		after = p.Next
+		cursor = p.Next
 	}
 	if err := out.list(all); err != nil {
 		return err
