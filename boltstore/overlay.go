@@ -234,47 +234,8 @@ func (db *DB) checkpoint(g *gen, next uint64) error {
 		if getUint(meta.Get(revisionKey)) >= g.last {
 			return nil // applied already (a replay after a crash before the segment went)
 		}
-		for namespace, l := range g.tables {
-			ns, _, _, err := createNamespace(tx, []byte("ns/"+namespace))
-			if err != nil {
-				return err
-			}
-			if err := ns.Put(tableKey, append(putUint(l.revision), l.data...)); err != nil {
-				return fmt.Errorf("namespace %q, its table: %w", namespace, err)
-			}
-		}
-		for namespace, ids := range g.records {
-			ns, records, log, err := createNamespace(tx, []byte("ns/"+namespace))
-			if err != nil {
-				return err
-			}
-			index, err := openIndex(ns, records)
-			if err != nil {
-				return err
-			}
-			for id, l := range ids {
-				if l.gone {
-					err = records.Delete([]byte(id))
-				} else {
-					err = records.Put([]byte(id), l.data)
-				}
-				if err == nil {
-					err = index.set(id, l.status)
-				}
-				if err != nil {
-					return fmt.Errorf("namespace %q, record %s: %w", namespace, quote.Limited(id), err)
-				}
-			}
-			if floor, ok := g.floors[namespace]; ok && floor > getUint(ns.Get(epochFloorKey)) {
-				if err := ns.Put(epochFloorKey, putUint(floor)); err != nil {
-					return err
-				}
-			}
-			for _, e := range g.logs[namespace] {
-				if err := logWrite(ns, log, e.Revision, e.ID, db.logSize); err != nil {
-					return err
-				}
-			}
+		if err := applyGen(tx, g, db.logSize, 0); err != nil {
+			return err
 		}
 		if g.seg != nil {
 			// The file holds g's writes: the oldest segment that may
@@ -287,6 +248,64 @@ func (db *DB) checkpoint(g *gen, next uint64) error {
 	})
 	if err != nil {
 		return fmt.Errorf("boltstore: %s: applying the log to the file: %w", db.path, err)
+	}
+	return nil
+}
+
+// applyGen writes g's writes above revision after into tx: records (and
+// deletes) with their status index, tables, the watch log, and epoch
+// floors. The caller sets the revision counter.
+func applyGen(tx *bolt.Tx, g *gen, logSize int, after uint64) error {
+	for namespace, l := range g.tables {
+		if l.revision <= after {
+			continue
+		}
+		ns, _, _, err := createNamespace(tx, []byte("ns/"+namespace))
+		if err != nil {
+			return err
+		}
+		if err := ns.Put(tableKey, append(putUint(l.revision), l.data...)); err != nil {
+			return fmt.Errorf("namespace %q, its table: %w", namespace, err)
+		}
+	}
+	for namespace, ids := range g.records {
+		ns, records, log, err := createNamespace(tx, []byte("ns/"+namespace))
+		if err != nil {
+			return err
+		}
+		index, err := openIndex(ns, records)
+		if err != nil {
+			return err
+		}
+		for id, l := range ids {
+			if l.revision <= after {
+				continue
+			}
+			if l.gone {
+				err = records.Delete([]byte(id))
+			} else {
+				err = records.Put([]byte(id), l.data)
+			}
+			if err == nil {
+				err = index.set(id, l.status)
+			}
+			if err != nil {
+				return fmt.Errorf("namespace %q, record %s: %w", namespace, quote.Limited(id), err)
+			}
+		}
+		if floor, ok := g.floors[namespace]; ok && floor > getUint(ns.Get(epochFloorKey)) {
+			if err := ns.Put(epochFloorKey, putUint(floor)); err != nil {
+				return err
+			}
+		}
+		for _, e := range g.logs[namespace] {
+			if e.Revision <= after {
+				continue
+			}
+			if err := logWrite(ns, log, e.Revision, e.ID, logSize); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
