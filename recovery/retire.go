@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/execfsm/execfsm/internal/nilstore"
@@ -262,19 +263,37 @@ func (r *Retirer[S]) retireBatch(ctx context.Context, batch []storage.Retired, r
 			return fmt.Errorf("recovery: Retirer: the archive did not keep %d records, so none was deleted: %w", len(batch), err)
 		}
 	}
-	for _, d := range batch {
-		err := r.deleter.Delete(ctx, d.Record.ID, d.Record.Revision)
+	// The deletes of a batch go out together, a few at a time: a store
+	// that commits writes in groups (bbolt's log, one flush for all) or
+	// answers them in parallel (etcd, Kubernetes) takes them in one
+	// round rather than one round each.
+	errs := make([]error, len(batch))
+	sem := make(chan struct{}, retireInFlight)
+	var wg sync.WaitGroup
+	for k, d := range batch {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[k] = r.deleter.Delete(ctx, d.Record.ID, d.Record.Revision)
+		})
+	}
+	wg.Wait()
+	var failed []error
+	for _, err := range errs {
 		switch {
 		case err == nil:
 			report.Retired++
 		case errors.Is(err, storage.ErrConflict), errors.Is(err, storage.ErrHeld), errors.Is(err, storage.ErrNotFound):
 			report.Skipped++
 		default:
-			return err
+			failed = append(failed, err)
 		}
 	}
-	return nil
+	return errors.Join(failed...)
 }
+
+// retireInFlight bounds the deletes a Retirer has in flight at once.
+const retireInFlight = 16
 
 // sleep waits d on the Retirer's clock, or until ctx ends.
 func (r *Retirer[S]) sleep(ctx context.Context, d time.Duration) error {

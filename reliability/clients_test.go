@@ -36,6 +36,11 @@ type childSpec struct {
 	ReadEach bool     `json:"read_each,omitempty"` // recover: no record handed over
 	// MemoryWarm: recover twice, report the second.
 	MemoryWarm bool `json:"memory_warm,omitempty"`
+	// LiveOnly: the adoption pass lists the live statuses only, a page
+	// at a time (storage.PageLister), as run.Manage and
+	// reconcile.StoreKeys do; then the admin handler's first page is
+	// timed too.
+	LiveOnly bool `json:"live_only,omitempty"`
 	// Kube, when set, is the kube store the child uses.
 	Kube *kubeSpec `json:"kube,omitempty"`
 }

@@ -99,6 +99,18 @@ var targets = []target{
 		ratio(metric("reliability", "BenchmarkRecovery/bolt/100000/listed", "heap-B/execution"), metric("reliability", "BenchmarkRecovery/bolt/100000/listed", "encoded-B/execution")), atMost(2), "×"},
 	{"35.3", "the same at 1M", "≤ 2×",
 		ratio(metric("reliability", "BenchmarkRecovery/bolt/1000000/listed", "heap-B/execution"), metric("reliability", "BenchmarkRecovery/bolt/1000000/listed", "encoded-B/execution")), atMost(2), "×"},
+	{"56", "a controller restarted over 1M ended and 10k live executions on bbolt, listing the live statuses only (process start to back in line)", "≤ 200 ms",
+		metric("reliability", "BenchmarkRecoveryLive/bolt/", "ms"), atMost(200), " ms"},
+	{"56", "the same on etcd", "≤ 1 s",
+		metric("reliability", "BenchmarkRecoveryLive/etcd/", "ms"), atMost(1000), " ms"},
+	{"56", "the admin handler's first page over that bbolt store (the live statuses counted, a page of records)", "≤ 20 ms",
+		metric("reliability", "BenchmarkRecoveryLive/bolt/", "admin-first-page-ms"), atMost(20), " ms"},
+	{"56", "the same on etcd", "—",
+		metric("reliability", "BenchmarkRecoveryLive/etcd/", "admin-first-page-ms"), nil, " ms"},
+	{"56", "the load (10k × 100 on bbolt) beside a Retirer deleting 1M ended executions, over the same load alone", "≥ 0.90×",
+		metric("reliability", "BenchmarkRetireBesideLoad/bolt/", "x-load-beside-retirer"), atLeast(0.90), "×"},
+	{"56", "the Retirer's deletes meanwhile (batches of 100, 10 ms apart)", "—",
+		metric("reliability", "BenchmarkRetireBesideLoad/bolt/", "retired/s"), nil, "/s"},
 }
 
 // metric is the median of unit in the first result of pkg whose name is
@@ -161,7 +173,7 @@ func writeTargets(b *strings.Builder, run *Run) {
 	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("\n## Targets\n\nIssue #17's targets (items 1 to 5) and issue #35's (35.n), each computed from the medians below; \"—\" is a figure shown for scale.\n\n" +
+	b.WriteString("\n## Targets\n\nIssue #17's targets (items 1 to 5), issue #35's (35.n) and issue #56's, each computed from the medians below; \"—\" is a figure shown for scale.\n\n" +
 		"| item | measure | target | measured | |\n| --- | --- | --- | ---: | --- |\n")
 	b.WriteString(strings.Join(rows, "\n") + "\n")
 }
