@@ -109,7 +109,8 @@ func boundTo(t *testing.T, role *rbacv1.Role) (kubernetes.Interface, string) {
 // masterDuties is all a cluster master does through this package: it
 // creates an execution, asks it to stop, lists and watches executions,
 // asks whether a controller holds one, creates its controller's Job,
-// adopts it by its labels, labels it and reads it.
+// adopts it by its labels, labels it and reads it, and retires an
+// execution that ended.
 func masterDuties(t *testing.T, client kubernetes.Interface, ns string) error {
 	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
@@ -180,6 +181,18 @@ func masterDuties(t *testing.T, client kubernetes.Interface, ns string) error {
 		return err
 	}
 	if _, err = client.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{}); err != nil {
+		return err
+	}
+	// Retires an execution that ended: its record deleted, the store's
+	// epoch floor raised.
+	ended, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-ended", transition.PersistedOptions{Actor: "master"})
+	if err != nil {
+		return err
+	}
+	if _, err := ended.Create(ctx, transition.To(state.Rejected).Because("refused")); err != nil {
+		return err
+	}
+	if _, err := ended.Delete(ctx, transition.Deletion{Reason: "kept long enough"}); err != nil {
 		return err
 	}
 	posted.Close()
