@@ -2,7 +2,6 @@ package boltstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,21 +11,12 @@ import (
 
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/recovery"
-	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/execfsm/execfsm/teraslice"
 	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
-
-// written is one acknowledged write: the record written, or (gone) a
-// delete, at its revision.
-type written struct {
-	revision uint64
-	rec      storage.Record
-	gone     bool
-}
 
 // A backup taken while eight writers go on (moves, deletes, records
 // created again, some writes applied to the file and some still in the
@@ -38,12 +28,7 @@ func TestABackupUnderLoadIsTheDatabaseAtItsRevision(t *testing.T) {
 	db, s := openStore(t, filepath.Join(dir, "db"), boltstore.Options{})
 	db.CheckpointEvery(64) // some of the writes in the file, some in the log
 	var mu sync.Mutex
-	history := map[string][]written{}
-	wrote := func(id string, w written) {
-		mu.Lock()
-		defer mu.Unlock()
-		history[id] = append(history[id], w)
-	}
+	history := map[string][]storagetest.Written{}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -51,10 +36,14 @@ func TestABackupUnderLoadIsTheDatabaseAtItsRevision(t *testing.T) {
 		wg.Go(func() {
 			for k := 0; ctx.Err() == nil; k++ {
 				id := fmt.Sprintf("ex-%d-%d", w, k%5)
-				if err := churn(s, id, k, wrote); err != nil {
+				written, err := storagetest.Churn(context.Background(), s, id, k)
+				if err != nil {
 					errs <- err
 					return
 				}
+				mu.Lock()
+				history[id] = append(history[id], written)
+				mu.Unlock()
 			}
 		})
 	}
@@ -76,18 +65,7 @@ func TestABackupUnderLoadIsTheDatabaseAtItsRevision(t *testing.T) {
 	require.NoError(t, err)
 	rs, err := restored.Store("executions")
 	require.NoError(t, err)
-	want := map[string]storage.Record{}
-	for id, ws := range history {
-		var last *written
-		for i := range ws {
-			if ws[i].revision <= info.Revision && (last == nil || ws[i].revision > last.revision) {
-				last = &ws[i]
-			}
-		}
-		if last != nil && !last.gone {
-			want[id] = last.rec
-		}
-	}
+	want := storagetest.AsOf(history, info.Revision)
 	require.Greater(t, len(want), 20)
 	recs, bad, err := rs.List(context.Background())
 	require.NoError(t, err)
@@ -123,54 +101,6 @@ func TestABackupUnderLoadIsTheDatabaseAtItsRevision(t *testing.T) {
 	v, err := d.Start(context.Background(), exec, storage.Lease{Holder: "pod-b", TTL: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, recovery.DecisionResume, v.Decision, "a running execution whose controller died resumes: %s", v.Reason)
-}
-
-// churn writes id once, as the k-th write of its writer: created when it
-// is not there, moved between running and paused, deleted every seventh
-// time, and tells wrote of what was acknowledged.
-func churn(s *boltstore.Store, id string, k int, wrote func(string, written)) error {
-	bg := context.Background()
-	rec, err := s.Get(bg, id)
-	if errors.Is(err, storage.ErrNotFound) {
-		fresh := storagetest.Sample(id)
-		fresh.Status = state.Running.String()
-		created, err := s.Create(bg, fresh)
-		if err == nil {
-			wrote(id, written{revision: created.Revision, rec: created})
-		}
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	if k%7 == 6 {
-		if err := s.Delete(bg, id, rec.Revision); err != nil {
-			return err
-		}
-		// The delete's revision is the id's first event after the
-		// record deleted: this writer is the only one of id.
-		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
-		defer cancel()
-		events, err := s.Watch(ctx, rec.Revision)
-		if err != nil {
-			return err
-		}
-		for ev := range events {
-			if ev.ID == id {
-				wrote(id, written{revision: ev.Revision, gone: true})
-				return nil
-			}
-		}
-		return fmt.Errorf("no event of the delete of %s within 10s", id)
-	}
-	next := rec
-	next.Status = map[string]string{"running": "paused", "paused": "running"}[rec.Status]
-	next.Reason = fmt.Sprintf("write %d", k)
-	out, err := s.CompareAndSwap(bg, id, rec.Revision, next)
-	if err == nil {
-		wrote(id, written{revision: out.Revision, rec: out})
-	}
-	return err
 }
 
 // encoded is rec as the store writes it: two records that encode alike

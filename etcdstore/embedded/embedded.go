@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/execfsm/execfsm/etcdstore"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -54,6 +55,10 @@ type Options struct {
 	// longer connects: make a client with the TLS configuration it
 	// needs.
 	ClientTLS *TLSFiles
+	// Snapshot, if set, is an etcd snapshot (etcdstore.Snapshot) each
+	// member's data directory is restored from before it starts: the
+	// cluster starts as the one the snapshot was taken of was then.
+	Snapshot string
 }
 
 // TLSFiles are PEM files of a member's client TLS.
@@ -108,6 +113,12 @@ func Start(dir string, n int, opts Options) (*Cluster, error) {
 	for _, m := range c.members {
 		m.cfg.InitialCluster = strings.Join(peers, ",")
 	}
+	if opts.Snapshot != "" {
+		if err := c.restore(opts.Snapshot); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	// Members of a new cluster wait for each other, so start them all
 	// before waiting for any.
 	errs := make([]error, n)
@@ -125,6 +136,20 @@ func Start(dir string, n int, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// restore makes every member's data directory from snapshot.
+func (c *Cluster) restore(snapshot string) error {
+	var all []etcdstore.Member
+	for _, m := range c.members {
+		all = append(all, etcdstore.Member{Name: m.cfg.Name, PeerURLs: []string{m.cfg.AdvertisePeerUrls[0].String()}, DataDir: m.cfg.Dir})
+	}
+	for _, m := range all {
+		if err := etcdstore.RestoreSnapshot(snapshot, m, all, c.members[0].cfg.InitialClusterToken); err != nil {
+			return fmt.Errorf("embedded: %w", err)
+		}
+	}
+	return nil
 }
 
 func (c *Cluster) start(m *member) error {

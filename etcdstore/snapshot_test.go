@@ -1,0 +1,112 @@
+package etcdstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execfsm/execfsm/etcdstore"
+	"github.com/execfsm/execfsm/etcdstore/embedded"
+	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/storage"
+	"github.com/execfsm/execfsm/storage/storagetest"
+	"github.com/execfsm/execfsm/teraslice"
+	"github.com/execfsm/execfsm/transition"
+	"github.com/stretchr/testify/require"
+)
+
+// A snapshot taken while eight writers go on, restored into a new
+// cluster, is this store at the snapshot's revision: every record and
+// trail equal to the last write acknowledged by then, revisions
+// unchanged, the status index with it; a controller opens it and
+// recovers. A snapshot whose bytes were damaged is refused.
+func TestASnapshotUnderLoadRestoresTheStoreAtItsRevision(t *testing.T) {
+	s := newStore(t, etcdstore.Options{})
+	var mu sync.Mutex
+	history := map[string][]storagetest.Written{}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for k := 0; ctx.Err() == nil; k++ {
+				id := fmt.Sprintf("ex-%d-%d", w, k%5)
+				written, err := storagetest.Churn(context.Background(), s, id, k)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				history[id] = append(history[id], written)
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond) // the writers under way
+	dir := t.TempDir()
+	path := filepath.Join(dir, "snapshot.db")
+	info, err := etcdstore.Snapshot(context.Background(), client(t, shared), path)
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond) // and after it
+	stop()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	_, err = etcdstore.Snapshot(context.Background(), client(t, shared), path)
+	require.ErrorIs(t, err, os.ErrExist, "a snapshot never overwrites")
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	damaged := filepath.Join(dir, "damaged.db")
+	data[len(data)/2] ^= 0xff
+	require.NoError(t, os.WriteFile(damaged, data, 0o600))
+	_, err = etcdstore.CheckSnapshot(damaged)
+	require.ErrorIs(t, err, etcdstore.ErrDamagedSnapshot)
+
+	restored, err := embedded.Start(filepath.Join(dir, "restored"), 1, embedded.Options{Snapshot: path})
+	require.NoError(t, err)
+	defer restored.Close()
+	rs, err := etcdstore.New(client(t, restored), etcdstore.Options{Prefix: s.Prefix()})
+	require.NoError(t, err)
+	want := storagetest.AsOf(history, uint64(info.Revision))
+	require.Greater(t, len(want), 20)
+	recs, bad, err := rs.List(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	require.Len(t, recs, len(want))
+	for _, got := range recs {
+		require.Equal(t, encoded(t, want[got.ID]), encoded(t, got), "%s as of revision %d", got.ID, info.Revision)
+	}
+	paged, _, err := storage.ListAll(context.Background(), rs, 7, "running", "paused")
+	require.NoError(t, err)
+	require.Len(t, paged, len(want), "the status index came along")
+
+	var id string
+	for k := range want {
+		id = k
+		break
+	}
+	exec, err := transition.NewPersisted(teraslice.Lifecycle(), rs, id, transition.PersistedOptions{Actor: "pod-b"})
+	require.NoError(t, err)
+	d, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
+	require.NoError(t, err)
+	v, err := d.Start(context.Background(), exec, storage.Lease{Holder: "pod-b", TTL: 5 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, recovery.DecisionResume, v.Decision, "a running execution whose controller died resumes: %s", v.Reason)
+	require.NoError(t, exec.Ownership().Release(context.Background()))
+}
+
+// encoded is rec as the store writes it, revision included: two records
+// that encode alike are the same record, trail and all.
+func encoded(t *testing.T, rec storage.Record) string {
+	t.Helper()
+	data, err := rec.EncodeJSON()
+	require.NoError(t, err)
+	return string(data)
+}
