@@ -121,18 +121,10 @@ func (a *File) Keep(ctx context.Context, retired []storage.Retired) error {
 	}
 	buf := a.line[:0]
 	for _, r := range retired {
-		rec, err := r.Record.EncodeJSON()
-		if err != nil {
-			return fmt.Errorf("archive: record %q: %w", r.Record.ID, err)
+		var err error
+		if buf, err = appendLine(buf, r); err != nil {
+			return err
 		}
-		data, err := json.Marshal(line{At: r.At.UTC(), Reason: r.Reason, Record: rec})
-		if err != nil {
-			return fmt.Errorf("archive: record %q: %w", r.Record.ID, err)
-		}
-		if len(data)+1 > MaxLineBytes {
-			return fmt.Errorf("archive: record %q: %w: %d bytes, over a line's %d", r.Record.ID, storage.ErrInvalidRecord, len(data)+1, MaxLineBytes)
-		}
-		buf = append(append(buf, data...), '\n')
 	}
 	if _, err := a.f.Write(buf); err != nil {
 		return fmt.Errorf("archive: %s: %w", a.path, err)
@@ -144,6 +136,38 @@ func (a *File) Keep(ctx context.Context, retired []storage.Retired) error {
 		a.line = buf[:0]
 	}
 	return nil
+}
+
+// Write writes retired to w as lines of the archive's format: what Keep
+// writes to its file, for a caller that writes elsewhere (an export to a
+// pipe). A record that does not encode fails it before anything is
+// written.
+func Write(w io.Writer, retired []storage.Retired) error {
+	var buf []byte
+	for _, r := range retired {
+		var err error
+		if buf, err = appendLine(buf, r); err != nil {
+			return err
+		}
+	}
+	_, err := w.Write(buf)
+	return err
+}
+
+// appendLine appends r's line to buf.
+func appendLine(buf []byte, r storage.Retired) ([]byte, error) {
+	rec, err := r.Record.EncodeJSON()
+	if err != nil {
+		return buf, fmt.Errorf("archive: record %q: %w", r.Record.ID, err)
+	}
+	data, err := json.Marshal(line{At: r.At.UTC(), Reason: r.Reason, Record: rec})
+	if err != nil {
+		return buf, fmt.Errorf("archive: record %q: %w", r.Record.ID, err)
+	}
+	if len(data)+1 > MaxLineBytes {
+		return buf, fmt.Errorf("archive: record %q: %w: %d bytes, over a line's %d", r.Record.ID, storage.ErrInvalidRecord, len(data)+1, MaxLineBytes)
+	}
+	return append(append(buf, data...), '\n'), nil
 }
 
 // Close closes the file; Keep after it fails with ErrClosed.
