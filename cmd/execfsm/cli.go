@@ -54,6 +54,10 @@ Commands:
   diagram [--format F]        the execution lifecycle, as mermaid (default) or dot; needs no store
   stop ID --reason R          ask an execution to stop, as the cluster master does (--actor names you);
                               through --http, --force stops one the controller would not act on
+  backup --to FILE            a backup: a bbolt file's consistent copy (while no controller has it), an
+                              etcd snapshot of the whole cluster, checked, a Kubernetes namespace exported
+  restore --from FILE         a backup restored: into --bolt PATH (a new file), --kube-namespace NS, or
+                              --etcd-data-dir DIR (a new member's, with --etcd-name and --etcd-peer-url)
   repair-log [--drop FP]      with --bolt: say what is wrong with the file's write-ahead log and which
                               acknowledged writes a repair would drop; with --drop and the fingerprint
                               it printed, drop them: the log is cut at its last good frame
@@ -180,6 +184,8 @@ var commands = map[string]func(context.Context, invocation) error{
 	"diagram":    runDiagram,
 	"stop":       runStop,
 	"repair-log": runRepairLog,
+	"backup":     runBackup,
+	"restore":    runRestore,
 }
 
 // parseGlobals parses the flags before the command.

@@ -573,6 +573,82 @@ func TestEveryCommandOnKubernetes(t *testing.T) {
 
 	r := execfsm(t, "--kube-namespace", "teraslice", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "list")
 	require.Equal(t, 3, r.code, r.stderr)
+
+	// A backup of the namespace, restored into another: the same
+	// executions, as the operator's own Roles allow it.
+	_, err = cp.Clientset.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "restored"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for _, role := range []*rbacv1.Role{kube.ReaderRole("restored"), kube.MasterRole("restored")} {
+		require.NoError(t, cp.Grant(bg, "operator", role))
+	}
+	export := filepath.Join(t.TempDir(), "teraslice.jsonl")
+	r = execfsm(t, append(k, "backup", "--to", export)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "the store at resourceVersion")
+	r = execfsm(t, "--kube-namespace", "restored", "--kubeconfig", kubeconfig, "restore", "--from", export)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "4 record(s) imported")
+	before := execfsm(t, append(k, "-o", "json", "get", "ex-moving")...)
+	after := execfsm(t, "--kube-namespace", "restored", "--kubeconfig", kubeconfig, "-o", "json", "get", "ex-moving")
+	require.Equal(t, 0, after.code, after.stderr)
+	require.Equal(t, withoutRevision(t, before.stdout), withoutRevision(t, after.stdout))
+}
+
+// withoutRevision is a record printed as JSON, its revision (the store's
+// own) taken out.
+func withoutRevision(t *testing.T, printed string) storage.Record {
+	t.Helper()
+	var rec storage.Record
+	require.NoError(t, json.Unmarshal([]byte(printed), &rec))
+	rec.Revision = 0
+	return rec
+}
+
+// A bbolt file backed up and restored into a new file is the same store;
+// neither ever overwrites a file.
+func TestBackupAndRestoreOfABoltFile(t *testing.T) {
+	path := boltFile(t)
+	dir := t.TempDir()
+	backup := filepath.Join(dir, "backup.db")
+	r := execfsm(t, "--bolt", path, "backup", "--to", backup)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "the store at revision")
+	r = execfsm(t, "--bolt", path, "backup", "--to", backup)
+	require.Equal(t, 2, r.code, "a backup never overwrites: %s", r.stderr)
+	restored := filepath.Join(dir, "restored.db")
+	r = execfsm(t, "--bolt", restored, "restore", "--from", backup)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = execfsm(t, "--bolt", restored, "restore", "--from", backup)
+	require.Equal(t, 2, r.code, "a restore never overwrites: %s", r.stderr)
+	for _, id := range []string{"ex-moving", "ex-running", "ex-done"} {
+		before := execfsm(t, "--bolt", path, "-o", "json", "get", id)
+		after := execfsm(t, "--bolt", restored, "-o", "json", "get", id)
+		require.Equal(t, 0, after.code, after.stderr)
+		require.JSONEq(t, before.stdout, after.stdout, "%s is the same record, revision and all", id)
+	}
+	r = execfsm(t, "--bolt", restored, "restore", "--from", path+".nothing")
+	require.Equal(t, 2, r.code)
+	r = execfsm(t, "restore", "--from", backup)
+	require.Equal(t, 2, r.code, "no store to restore into")
+}
+
+// An etcd snapshot taken by backup is restored into a new member's data
+// directory.
+func TestBackupAndRestoreOfAnEtcdSnapshot(t *testing.T) {
+	cluster, err := embedded.Start(t.TempDir(), 1, embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	dir := t.TempDir()
+	snapshot := filepath.Join(dir, "snapshot.db")
+	r := execfsm(t, "--etcd", cluster.Endpoint(0), "backup", "--to", snapshot)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "the store at revision")
+	data := filepath.Join(dir, "member")
+	r = execfsm(t, "restore", "--from", snapshot, "--etcd-data-dir", data, "--etcd-name", "m0", "--etcd-peer-url", "http://127.0.0.1:2390")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "--initial-cluster m0=http://127.0.0.1:2390")
+	_, err = os.Stat(filepath.Join(data, "member", "snap", "db"))
+	require.NoError(t, err, "the member's database is there")
 }
 
 func TestAnUnreachableAPIServerIsUnavailable(t *testing.T) {

@@ -252,3 +252,30 @@ func (p *printer) logDamage(path string, d *boltstore.LogDamage, repaired bool) 
 	_, err := io.WriteString(p.w, b.String())
 	return err
 }
+
+// backedUp prints what a backup wrote: the file, the revision it is the
+// store at (kind names it: a revision, or a Kubernetes resourceVersion)
+// and its size.
+func (p *printer) backedUp(path, kind string, revision uint64, bytes int64) error {
+	if p.json {
+		return p.encode(struct {
+			File     string `json:"file"`
+			Revision uint64 `json:"revision"`
+			Bytes    int64  `json:"bytes"`
+		}{path, revision, bytes})
+	}
+	_, err := fmt.Fprintf(p.w, "%s: the store at %s %d, %d bytes\n", path, kind, revision, bytes)
+	return err
+}
+
+// restored prints where a restore wrote, and what to do next.
+func (p *printer) restored(where, next string) error {
+	if p.json {
+		return p.encode(struct {
+			Restored string `json:"restored"`
+			Next     string `json:"next"`
+		}{where, next})
+	}
+	_, err := fmt.Fprintf(p.w, "restored into %s: %s\n", where, next)
+	return err
+}

@@ -10,13 +10,10 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/execfsm/execfsm/admin"
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
-	"github.com/execfsm/execfsm/kube"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/storage"
 )
@@ -48,14 +45,8 @@ func (b *backend) open(ctx context.Context, g globals) error {
 // withStore opens the store the flags name (a bbolt file read-only
 // unless write), runs fn on it and closes it.
 func withStore(ctx context.Context, g globals, write bool, fn func(*backend) error) error {
-	given := 0
-	for _, s := range []string{g.bolt, g.etcd, g.kubeNamespace, g.http} {
-		if s != "" {
-			given++
-		}
-	}
 	switch {
-	case given > 1:
+	case stores(g) > 1:
 		return fail(exitUsage, "--bolt, --etcd, --kube-namespace and --http: give one store")
 	case g.bolt != "":
 		if _, err := os.Stat(g.bolt); err != nil { // stop must not create a file
@@ -95,21 +86,9 @@ func withStore(ctx context.Context, g globals, write bool, fn func(*backend) err
 		}
 		return openOperator(ctx, g, c, fn)
 	case g.kubeNamespace != "":
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = g.kubeconfig
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-			&clientcmd.ConfigOverrides{CurrentContext: g.kubeContext}).ClientConfig()
+		s, err := kubeStore(g)
 		if err != nil {
-			return &failure{code: exitUnavailable, err: fmt.Errorf("kubeconfig: %w", err)}
-		}
-		cfg.Timeout = g.timeout
-		client, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return &failure{code: exitUnavailable, err: fmt.Errorf("kubernetes client: %w", err)}
-		}
-		s, err := kube.New(client, kube.Options{Namespace: g.kubeNamespace, Prefix: g.kubePrefix, Timeout: g.timeout})
-		if err != nil {
-			return fail(exitUsage, "%v", err)
+			return err
 		}
 		return openThen(ctx, g, s, fn)
 	case g.etcd != "":
