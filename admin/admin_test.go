@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1107,3 +1108,27 @@ func TestAListOverAStoreThatListsOnlyWhole(t *testing.T) {
 type wholeStore struct{ *storage.Memory }
 
 func (wholeStore) ListPage() {} // hides Memory's: not a storage.PageLister
+
+// A backup is streamed whole when the controller serves one and the
+// Authorizer allows it; a controller without an Authorizer sends no copy
+// of its store, and one that serves no backup says so.
+func TestABackupIsStreamedOnlyWhereServedAndAllowed(t *testing.T) {
+	ctx := timeout(t)
+	made := []byte("a backup's bytes, as the controller's store makes them\n")
+	backup := func(_ context.Context, path string) (uint64, error) { return 42, os.WriteFile(path, made, 0o600) }
+	s := serve(t, admin.HandlerOptions{Authorize: allowAll, Backup: backup})
+	var got bytes.Buffer
+	revision, n, err := s.client.Backup(ctx, &got)
+	require.NoError(t, err)
+	require.Equal(t, uint64(42), revision)
+	require.Equal(t, int64(len(made)), n)
+	require.Equal(t, made, got.Bytes())
+
+	open := serve(t, admin.HandlerOptions{Backup: backup})
+	_, _, err = open.client.Backup(ctx, io.Discard)
+	require.ErrorIs(t, err, admin.ErrForbidden, "no Authorizer: no copy of the whole store")
+
+	none := serve(t, admin.HandlerOptions{Authorize: allowAll})
+	_, _, err = none.client.Backup(ctx, io.Discard)
+	require.ErrorIs(t, err, admin.ErrCannotBackup)
+}

@@ -310,3 +310,24 @@ func decodeLine(line []byte) (Event, error) {
 	}
 	return ev, nil
 }
+
+// Backup writes the backup the controller's handler makes
+// (HandlerOptions.Backup) to w and returns the revision it is the store
+// at and its size. The handler refuses it (ErrCannotBackup) when its
+// controller serves none.
+func (c *Client) Backup(ctx context.Context, w io.Writer) (revision uint64, size int64, err error) {
+	resp, err := c.do(ctx, http.MethodGet, "backup", nil, nil, "application/octet-stream")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	revision, err = strconv.ParseUint(resp.Header.Get(revisionHeader), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("admin: backup: %s answered no revision (%s %q)", c.base.Redacted(), revisionHeader, resp.Header.Get(revisionHeader))
+	}
+	size, err = io.Copy(w, resp.Body)
+	if err == nil && resp.ContentLength >= 0 && size != resp.ContentLength {
+		err = fmt.Errorf("admin: backup: %d of its %d bytes came", size, resp.ContentLength)
+	}
+	return revision, size, err
+}

@@ -66,6 +66,8 @@
 //	                                              {"type": "current"|"changed"|"gone"|"unreadable", "id",
 //	                                              "record" (current, changed), "error" (unreadable)}
 //	GET  table                                    the recorded table (schema.Document's JSON)
+//	GET  backup                                   the store's backup (HandlerOptions.Backup), its revision in
+//	                                              the Execfsm-Revision header
 //
 // A record is storage.Record's JSON: id, status, previous, revision,
 // owner, epoch, updated_at, since, reason, history (from, to, reason,

@@ -26,6 +26,10 @@ var (
 	// ErrCannotWatch: the store cannot say what changed
 	// (storage.Watcher).
 	ErrCannotWatch = errors.New("the store cannot watch")
+
+	// ErrCannotBackup: the controller serves no backups
+	// (HandlerOptions.Backup is not set).
+	ErrCannotBackup = errors.New("the controller serves no backups")
 	// ErrForbidden: the handler refused the request: writes without an
 	// Authorizer, or the Authorizer said no.
 	ErrForbidden = errors.New("forbidden")
@@ -85,6 +89,7 @@ var errorKinds = []struct {
 	{ErrForbidden, http.StatusForbidden, "forbidden"},
 	{ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 	{ErrCannotWatch, http.StatusNotImplemented, "cannot_watch"},
+	{ErrCannotBackup, http.StatusNotImplemented, "cannot_backup"},
 	{ErrNoStop, http.StatusConflict, "no_stop"},
 	{schema.ErrNoTable, http.StatusNotFound, "no_table"},
 	{storage.ErrNotFound, http.StatusNotFound, "not_found"},

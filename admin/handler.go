@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +30,10 @@ const (
 	VerbList  Verb = "list"  // list records
 	VerbWatch Verb = "watch" // stream records as they change
 	VerbStop  Verb = "stop"  // ask an execution to stop: the one write
+	// VerbBackup copies the whole store (HandlerOptions.Backup): a read,
+	// but of everything at once, so refused like a write without an
+	// Authorizer.
+	VerbBackup Verb = "backup"
 )
 
 // Writes reports whether the verb writes.
@@ -92,6 +98,15 @@ type HandlerOptions struct {
 	// to one: recovery.ErrForeignStatus) is refused unless forced. The
 	// zero Document serves no table in particular.
 	Serves schema.Document
+	// Backup, if set, writes a backup of the controller's store to path
+	// (a file that does not exist; the handler makes it in a directory
+	// of its own and removes it once sent) and returns the revision it
+	// is the store at, as boltstore's DB.Backup does: the way to back up
+	// a bbolt file a controller holds, which no other process can open.
+	// GET Path+"api/v1/backup" streams it, the revision in its
+	// Execfsm-Revision header (the Authorizer must allow VerbBackup);
+	// nil serves none (501 cannot_backup).
+	Backup func(ctx context.Context, path string) (revision uint64, err error)
 }
 
 func (o HandlerOptions) withDefaults() (HandlerOptions, error) {
@@ -179,6 +194,7 @@ func NewHandler(store storage.Store, opts HandlerOptions) (*Handler, error) {
 	h.mux.HandleFunc("GET "+p+"api/v1/executions/{id}", h.apiGet)
 	h.mux.HandleFunc("POST "+p+"api/v1/executions/{id}/stop", h.apiStop)
 	h.mux.HandleFunc("GET "+p+"api/v1/watch", h.apiWatch)
+	h.mux.HandleFunc("GET "+p+"api/v1/backup", h.apiBackup)
 	h.mux.HandleFunc("GET "+p+"{$}", h.pageList)
 	h.mux.HandleFunc("GET "+p+"executions/{id}", h.pageExecution)
 	h.mux.HandleFunc("POST "+p+"executions/{id}/stop", h.pageStop)
@@ -244,6 +260,9 @@ func (h *Handler) authorize(r *http.Request, a Operation) (string, error) {
 	if h.opts.Authorize == nil {
 		if a.Verb.Writes() {
 			return "", fmt.Errorf("admin: %s: %w: this controller accepts no writes (it configured no authorizer)", a.Verb, ErrForbidden)
+		}
+		if a.Verb == VerbBackup {
+			return "", fmt.Errorf("admin: %s: %w: this controller sends no copy of its whole store (it configured no authorizer)", a.Verb, ErrForbidden)
 		}
 		return "", nil
 	}
@@ -520,3 +539,50 @@ func (h *Handler) apiWatch(w http.ResponseWriter, r *http.Request) {
 		_ = send(body)
 	}
 }
+
+// apiBackup streams a backup HandlerOptions.Backup makes. It takes as
+// long as the copy takes: the request's own context bounds it, not
+// Timeout.
+func (h *Handler) apiBackup(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.authorize(r, Operation{Verb: VerbBackup}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if h.opts.Backup == nil {
+		h.fail(w, r, fmt.Errorf("admin: backup: %w", ErrCannotBackup))
+		return
+	}
+	dir, err := os.MkdirTemp("", "execfsm-backup-")
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("admin: backup: %w", err))
+		return
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "backup")
+	revision, err := h.opts.Backup(r.Context(), path)
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("admin: backup: %w", err))
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("admin: backup: %w", err))
+		return
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("admin: backup: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(info.Size(), 10))
+	w.Header().Set("Content-Disposition", `attachment; filename="backup"`)
+	w.Header().Set(revisionHeader, strconv.FormatUint(revision, 10))
+	if _, err := io.Copy(w, f); err != nil {
+		h.opts.Logger.Warn("admin: a backup's client went away", "error", err)
+	}
+}
+
+// revisionHeader carries the revision a backup is the store at.
+const revisionHeader = "Execfsm-Revision"

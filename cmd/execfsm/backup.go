@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/execfsm/execfsm/admin"
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/kube"
@@ -38,7 +39,11 @@ func runBackup(ctx context.Context, in invocation) error {
 	case stores(g) > 1:
 		return fail(exitUsage, "--bolt, --etcd, --kube-namespace and --http: give one store")
 	case g.http != "":
-		return fail(exitUsage, "backup through --http is not served yet: stop the controller and back its file up with --bolt, or use DB.Backup in the controller")
+		c, err := httpClient(g)
+		if err != nil {
+			return err
+		}
+		return backupThrough(ctx, c, to, in.out)
 	case g.bolt != "":
 		db, err := boltstore.Open(g.bolt, boltstore.Options{ReadOnly: true})
 		switch {
@@ -76,6 +81,27 @@ func runBackup(ctx context.Context, in invocation) error {
 		return exportTo(ctx, s, to, in.out)
 	}
 	return fail(exitUsage, "no store: give --bolt PATH, --etcd ENDPOINTS or --kube-namespace NS")
+}
+
+// backupThrough writes the backup a live controller's admin handler
+// makes to the file to, created anew; a failed one leaves no file.
+func backupThrough(ctx context.Context, c *admin.Client, to string, out *printer) error {
+	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fail(exitUsage, "backup --to: %v", err)
+	}
+	revision, size, err := c.Backup(ctx, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(to)
+		return storeError(err)
+	}
+	return out.backedUp(to, "revision", revision, size)
 }
 
 // exportTo exports the Kubernetes store to the file to, created anew; a

@@ -54,8 +54,9 @@ Commands:
   diagram [--format F]        the execution lifecycle, as mermaid (default) or dot; needs no store
   stop ID --reason R          ask an execution to stop, as the cluster master does (--actor names you);
                               through --http, --force stops one the controller would not act on
-  backup --to FILE            a backup: a bbolt file's consistent copy (while no controller has it), an
-                              etcd snapshot of the whole cluster, checked, a Kubernetes namespace exported
+  backup --to FILE            a backup: a bbolt file's consistent copy (through --http while a controller
+                              has it), an etcd snapshot of the whole cluster, checked, a Kubernetes
+                              namespace exported
   restore --from FILE         a backup restored: into --bolt PATH (a new file), --kube-namespace NS, or
                               --etcd-data-dir DIR (a new member's, with --etcd-name and --etcd-peer-url)
   repair-log [--drop FP]      with --bolt: say what is wrong with the file's write-ahead log and which

@@ -53,6 +53,10 @@ func serveFile(t *testing.T, path string, opts admin.HandlerOptions, tlsCfg *tls
 	s, err := db.Store("executions")
 	require.NoError(t, err)
 	opts.Path = "/admin/"
+	opts.Backup = func(ctx context.Context, path string) (uint64, error) { // as a controller serves them
+		info, err := db.Backup(ctx, path)
+		return info.Revision, err
+	}
 	h, err := admin.NewHandler(s, opts)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
@@ -340,4 +344,32 @@ func TestAStopTheServingControllerWouldNotActOnIsRefusedUnlessForced(t *testing.
 	require.Contains(t, r.stdout, "job-q: quarantined → draining at revision")
 	require.Contains(t, r.stderr, "warning: forced: job-q is in quarantined")
 	require.Contains(t, r.stderr, "warning: no controller holds job-q now")
+}
+
+// A backup through a live controller's handler is its bbolt file at one
+// revision, restored into a new file with the same records; without an
+// Authorizer the handler sends no copy of its store.
+func TestABackupThroughALiveControllersHandler(t *testing.T) {
+	live := serveLive(t, admin.HandlerOptions{Authorize: func(*http.Request, admin.Operation) (string, error) { return "operator", nil }}, nil)
+	dir := t.TempDir()
+	backup := filepath.Join(dir, "backup.db")
+	r := execfsm(t, "--http", live.url, "backup", "--to", backup)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "the store at revision")
+	restored := filepath.Join(dir, "restored.db")
+	r = execfsm(t, "--bolt", restored, "restore", "--from", backup)
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, id := range []string{"ex-moving", "ex-running", "ex-done"} {
+		before := execfsm(t, "--http", live.url, "-o", "json", "get", id)
+		after := execfsm(t, "--bolt", restored, "-o", "json", "get", id)
+		require.Equal(t, 0, after.code, after.stderr)
+		require.JSONEq(t, before.stdout, after.stdout, "%s is the same record, revision and all", id)
+	}
+
+	closed := serveLive(t, admin.HandlerOptions{}, nil)
+	r = execfsm(t, "--http", closed.url, "backup", "--to", filepath.Join(dir, "refused.db"))
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "no copy of its whole store")
+	_, err := os.Stat(filepath.Join(dir, "refused.db"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a refused backup leaves no file")
 }
