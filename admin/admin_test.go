@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/admin"
+	"github.com/execfsm/execfsm/archive"
 	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/schema"
 	"github.com/execfsm/execfsm/schema/schematest"
@@ -1131,4 +1132,48 @@ func TestABackupIsStreamedOnlyWhereServedAndAllowed(t *testing.T) {
 	none := serve(t, admin.HandlerOptions{Authorize: allowAll})
 	_, _, err = none.client.Backup(ctx, io.Discard)
 	require.ErrorIs(t, err, admin.ErrCannotBackup)
+}
+
+// A delete through either operator removes an ended execution, archived
+// first by the handler's archive; a live one only when forced, one a
+// controller holds never; a handler without an Authorizer deletes
+// nothing.
+func TestADeleteRemovesWhatHasEndedAndWhatIsForced(t *testing.T) {
+	ctx := timeout(t)
+	path := filepath.Join(t.TempDir(), "retired.jsonl")
+	kept, err := archive.Open(path)
+	require.NoError(t, err)
+	defer kept.Close()
+	s := serve(t, admin.HandlerOptions{Authorize: allowAll, Archive: kept})
+	local, err := admin.NewStoreOperator(s.store)
+	require.NoError(t, err)
+	for name, op := range map[string]admin.Operator{"http": s.client, "store": local} {
+		_, err := op.Delete(ctx, admin.DeleteRequest{ID: "ex-running", Reason: "tidying", Actor: "operator"})
+		require.ErrorIs(t, err, transition.ErrNotEnded, name)
+		_, err = op.Delete(ctx, admin.DeleteRequest{ID: "ex-running", Reason: " ", Actor: "operator"})
+		require.ErrorIs(t, err, admin.ErrInvalidRequest, name)
+	}
+	got, err := s.client.Delete(ctx, admin.DeleteRequest{ID: "ex-done", Reason: "kept long enough", Actor: "operator"})
+	require.NoError(t, err)
+	require.Equal(t, admin.Deleted{ID: "ex-done", Status: "completed", Revision: got.Revision, Actor: "operator", Reason: "kept long enough"}, got)
+	_, err = s.store.Get(ctx, "ex-done")
+	require.ErrorIs(t, err, storage.ErrNotFound)
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	archived, err := archive.NewReader(f).Next()
+	require.NoError(t, err)
+	require.Equal(t, "ex-done", archived.Record.ID)
+	require.Equal(t, "kept long enough", archived.Reason)
+
+	_, err = local.Delete(ctx, admin.DeleteRequest{ID: "ex-pending", Reason: "a duplicate submission", Actor: "operator", Force: true})
+	require.NoError(t, err)
+	_, _, err = s.store.Acquire(ctx, "ex-running", storage.Lease{Holder: "pod-b", TTL: time.Minute})
+	require.NoError(t, err)
+	_, err = s.client.Delete(ctx, admin.DeleteRequest{ID: "ex-running", Reason: "a duplicate submission", Actor: "operator", Force: true})
+	require.ErrorIs(t, err, storage.ErrHeld, "a live controller is never overruled")
+
+	closed := serve(t, admin.HandlerOptions{})
+	_, err = closed.client.Delete(ctx, admin.DeleteRequest{ID: "ex-done", Reason: "kept long enough", Actor: "operator"})
+	require.ErrorIs(t, err, admin.ErrForbidden)
 }

@@ -331,3 +331,33 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) (revision uint64, size
 	}
 	return revision, size, err
 }
+
+// Delete implements [Operator]: the handler archives the record, if its
+// controller keeps an archive (HandlerOptions.Archive); req.Archive is
+// not sent.
+func (c *Client) Delete(ctx context.Context, req DeleteRequest) (Deleted, error) {
+	if err := req.check(); err != nil {
+		return Deleted{}, err
+	}
+	body, err := json.Marshal(stopBody{Reason: req.Reason, Actor: req.Actor, Force: req.Force})
+	if err != nil {
+		return Deleted{}, err
+	}
+	resp, err := c.do(ctx, http.MethodPost, "executions/"+url.PathEscape(req.ID)+"/delete", nil, body, "application/json")
+	if err != nil {
+		return Deleted{}, err
+	}
+	defer resp.Body.Close()
+	data, err := readAll(resp.Body)
+	if err != nil {
+		return Deleted{}, err
+	}
+	var d Deleted
+	if err := strictJSON(data, &d); err != nil {
+		return Deleted{}, fmt.Errorf("admin: %s answered a delete with what is not its answer: %w", c.base.Redacted(), err)
+	}
+	if d.ID != req.ID {
+		return Deleted{}, fmt.Errorf("admin: %s answered the delete of %q with one of %q", c.base.Redacted(), req.ID, d.ID)
+	}
+	return d, nil
+}

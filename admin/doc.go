@@ -66,6 +66,9 @@
 //	                                              {"type": "current"|"changed"|"gone"|"unreadable", "id",
 //	                                              "record" (current, changed), "error" (unreadable)}
 //	GET  table                                    the recorded table (schema.Document's JSON)
+//	POST executions/ID/delete {"reason", "actor", "force"}
+//	                         (application/json)   {"id", "status", "revision", "actor", "reason"}: an ended
+//	                                              execution removed, archived first (HandlerOptions.Archive)
 //	GET  backup                                   the store's backup (HandlerOptions.Backup), its revision in
 //	                                              the Execfsm-Revision header
 //

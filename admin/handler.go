@@ -29,7 +29,10 @@ const (
 	VerbGet   Verb = "get"   // read one record, its audit trail included
 	VerbList  Verb = "list"  // list records
 	VerbWatch Verb = "watch" // stream records as they change
-	VerbStop  Verb = "stop"  // ask an execution to stop: the one write
+	VerbStop  Verb = "stop"  // ask an execution to stop
+	// VerbDelete removes an execution's record for good: an ended one,
+	// or a live one when forced (transition.Persisted.Delete).
+	VerbDelete Verb = "delete"
 	// VerbBackup copies the whole store (HandlerOptions.Backup): a read,
 	// but of everything at once, so refused like a write without an
 	// Authorizer.
@@ -37,15 +40,15 @@ const (
 )
 
 // Writes reports whether the verb writes.
-func (v Verb) Writes() bool { return v == VerbStop }
+func (v Verb) Writes() bool { return v == VerbStop || v == VerbDelete }
 
 // Operation is what a request asks, for an [Authorizer].
 type Operation struct {
 	Verb Verb
-	// ID is the execution's id, for VerbGet and VerbStop.
+	// ID is the execution's id, for VerbGet, VerbStop and VerbDelete.
 	ID string
-	// Reason and Actor are VerbStop's: why, and the name the client
-	// gives itself (which the request does not prove).
+	// Reason and Actor are VerbStop's and VerbDelete's: why, and the
+	// name the client gives itself (which the request does not prove).
 	Reason, Actor string
 }
 
@@ -107,6 +110,10 @@ type HandlerOptions struct {
 	// Execfsm-Revision header (the Authorizer must allow VerbBackup);
 	// nil serves none (501 cannot_backup).
 	Backup func(ctx context.Context, path string) (revision uint64, err error)
+	// Archive, if set, keeps every record a delete through the handler
+	// removes, with its trail, before it goes (archive.File; a failing
+	// archive stops the delete); nil deletes without keeping.
+	Archive storage.Archive
 }
 
 func (o HandlerOptions) withDefaults() (HandlerOptions, error) {
@@ -193,6 +200,7 @@ func NewHandler(store storage.Store, opts HandlerOptions) (*Handler, error) {
 	h.mux.HandleFunc("GET "+p+"api/v1/executions", h.apiList)
 	h.mux.HandleFunc("GET "+p+"api/v1/executions/{id}", h.apiGet)
 	h.mux.HandleFunc("POST "+p+"api/v1/executions/{id}/stop", h.apiStop)
+	h.mux.HandleFunc("POST "+p+"api/v1/executions/{id}/delete", h.apiDelete)
 	h.mux.HandleFunc("GET "+p+"api/v1/watch", h.apiWatch)
 	h.mux.HandleFunc("GET "+p+"api/v1/backup", h.apiBackup)
 	h.mux.HandleFunc("GET "+p+"{$}", h.pageList)
@@ -586,3 +594,40 @@ func (h *Handler) apiBackup(w http.ResponseWriter, r *http.Request) {
 
 // revisionHeader carries the revision a backup is the store at.
 const revisionHeader = "Execfsm-Revision"
+
+func (h *Handler) apiDelete(w http.ResponseWriter, r *http.Request) {
+	if err := requireType(r, "application/json"); err != nil {
+		h.fail(w, r, fmt.Errorf("admin: delete: %w", err))
+		return
+	}
+	var body stopBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxStopBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		h.fail(w, r, fmt.Errorf("admin: delete: %w: the body is not {\"reason\": …, \"actor\": …, \"force\": …}: %v", ErrInvalidRequest, err))
+		return
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		h.fail(w, r, fmt.Errorf("admin: delete: %w: the body holds more than one JSON object", ErrInvalidRequest))
+		return
+	}
+	req := DeleteRequest{ID: r.PathValue("id"), Reason: body.Reason, Actor: body.Actor, Force: body.Force, Archive: h.opts.Archive}
+	if err := req.check(); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	actor, err := h.authorize(r, Operation{Verb: VerbDelete, ID: req.ID, Reason: req.Reason, Actor: req.Actor})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	req.Actor = actor
+	ctx, cancel := h.context(r)
+	defer cancel()
+	deleted, err := h.ops.Delete(ctx, req)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, deleted)
+}

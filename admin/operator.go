@@ -39,6 +39,10 @@ type Operator interface {
 	// with schema.ErrNoTable: a status the controllers' table lacks would
 	// strand the record.
 	Stop(ctx context.Context, req StopRequest) (Stopped, error)
+	// Delete removes an execution's record for good, as an outside
+	// authority: an ended one, or a live one when forced; never one a
+	// controller holds. See [StoreOperator.Delete].
+	Delete(ctx context.Context, req DeleteRequest) (Deleted, error)
 	// Watch yields the records now (of ids, or all of them; an id that
 	// is not there as EventGone), then every change as it lands, until
 	// ctx is done or the watch fails; the failure is yielded last. Delivery is level-triggered: a record
@@ -651,4 +655,78 @@ func (o *StoreOperator) watch(ctx context.Context, ids []string, yield func(Even
 		}
 	}
 	return nil
+}
+
+// DeleteRequest asks to remove one execution's record for good.
+type DeleteRequest struct {
+	ID string
+	// Reason says why; it must not be blank. The archive keeps it.
+	Reason string
+	// Actor names who asks, as in StopRequest.
+	Actor string
+	// Force deletes an execution that has not ended (a duplicate
+	// submission, a record written by mistake); a controller that holds
+	// it is never overruled (storage.ErrHeld) either way.
+	Force bool
+	// Archive, if set, keeps the record with its trail before it goes;
+	// a failing archive stops the delete. Through a [Handler] it is the
+	// handler's (HandlerOptions.Archive), whatever the client gives.
+	Archive storage.Archive `json:"-"`
+}
+
+// check refuses a request that cannot be made.
+func (r DeleteRequest) check() error {
+	if err := storage.ValidateID(r.ID); err != nil {
+		return fmt.Errorf("admin: delete: %w", err)
+	}
+	switch {
+	case strings.TrimSpace(r.Reason) == "":
+		return fmt.Errorf("admin: delete %s: %w: a reason is needed: the archive keeps it", r.ID, ErrInvalidRequest)
+	case len(r.Reason) > storage.MaxReasonLen:
+		return fmt.Errorf("admin: delete %s: %w: the reason is %d bytes, at most %d", r.ID, ErrInvalidRequest, len(r.Reason), storage.MaxReasonLen)
+	}
+	return nil
+}
+
+// Deleted is what a delete removed.
+type Deleted struct {
+	ID string `json:"id"`
+	// Status is the status the execution was in.
+	Status string `json:"status"`
+	// Revision is the revision the record was deleted at.
+	Revision uint64 `json:"revision"`
+	Actor    string `json:"actor"`
+	Reason   string `json:"reason"`
+}
+
+// Delete removes an execution's record for good, as an outside
+// authority (transition.Persisted.Delete): an ended one (a terminal
+// status of the recorded table), or a live one when forced; never one a
+// controller holds (storage.ErrHeld). Without a recorded table it
+// deletes nothing (schema.ErrNoTable): which statuses have ended is the
+// table's to say. A store that cannot delete is errors.ErrUnsupported.
+func (o *StoreOperator) Delete(ctx context.Context, req DeleteRequest) (Deleted, error) {
+	if err := req.check(); err != nil {
+		return Deleted{}, err
+	}
+	d, err := o.Table(ctx)
+	if errors.Is(err, schema.ErrNoTable) {
+		return Deleted{}, fmt.Errorf("admin: delete %s: %w: which statuses have ended is the controllers' table's to say, and they record it when they start (schema.Save)", req.ID, err)
+	}
+	if err != nil {
+		return Deleted{}, fmt.Errorf("admin: delete %s: the table the store records: %w", req.ID, err)
+	}
+	table, _, err := d.Rebuild()
+	if err != nil {
+		return Deleted{}, fmt.Errorf("admin: delete %s: %w", req.ID, err)
+	}
+	exec, err := transition.NewPersisted(table, o.store, req.ID, transition.PersistedOptions{Actor: req.Actor})
+	if err != nil {
+		return Deleted{}, fmt.Errorf("admin: delete %s: %w", req.ID, err)
+	}
+	rec, err := exec.Delete(ctx, transition.Deletion{Reason: req.Reason, Force: req.Force, Archive: req.Archive})
+	if err != nil {
+		return Deleted{}, err
+	}
+	return Deleted{ID: rec.ID, Status: rec.Status, Revision: rec.Revision, Actor: req.Actor, Reason: req.Reason}, nil
 }

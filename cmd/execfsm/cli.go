@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/admin"
+	"github.com/execfsm/execfsm/archive"
 	"github.com/execfsm/execfsm/boltstore"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/teraslice"
@@ -59,6 +60,8 @@ Commands:
                               namespace exported
   restore --from FILE         a backup restored: into --bolt PATH (a new file), --kube-namespace NS, or
                               --etcd-data-dir DIR (a new member's, with --etcd-name and --etcd-peer-url)
+  delete ID --reason R        remove an execution's record for good: an ended one, or a live one with
+                              --force (never one a controller holds); --archive FILE keeps it first
   repair-log [--drop FP]      with --bolt: say what is wrong with the file's write-ahead log and which
                               acknowledged writes a repair would drop; with --drop and the fingerprint
                               it printed, drop them: the log is cut at its last good frame
@@ -184,6 +187,7 @@ var commands = map[string]func(context.Context, invocation) error{
 	"watch":      runWatch,
 	"diagram":    runDiagram,
 	"stop":       runStop,
+	"delete":     runDelete,
 	"repair-log": runRepairLog,
 	"backup":     runBackup,
 	"restore":    runRestore,
@@ -316,6 +320,16 @@ func runStop(ctx context.Context, in invocation) error {
 	if strings.TrimSpace(reason) == "" {
 		return fail(exitUsage, "stop needs --reason: it is kept in the record's audit trail")
 	}
+	if actor, err = actorOrYou(actor); err != nil {
+		return err
+	}
+	return withStore(ctx, in.g, true, func(b *backend) error {
+		return stop(ctx, in.g, b, admin.StopRequest{ID: id, Reason: reason, Actor: actor, Force: force}, in.out)
+	})
+}
+
+// actorOrYou is the --actor given, or "operator:" and the user's name.
+func actorOrYou(actor string) (string, error) {
 	if actor == "" {
 		actor = "operator"
 		if u, err := user.Current(); err == nil && u.Username != "" {
@@ -323,10 +337,60 @@ func runStop(ctx context.Context, in invocation) error {
 		}
 	}
 	if len(actor) > storage.MaxOwnerLen {
-		return fail(exitUsage, "--actor is %d bytes, at most %d", len(actor), storage.MaxOwnerLen)
+		return "", fail(exitUsage, "--actor is %d bytes, at most %d", len(actor), storage.MaxOwnerLen)
+	}
+	return actor, nil
+}
+
+// runDelete removes an execution's record for good, as the cluster
+// master's Retirer does: an ended one, or a live one with --force; with
+// a store reached directly, --archive FILE keeps it first (a JSON Lines
+// file, appended to).
+func runDelete(ctx context.Context, in invocation) error {
+	var reason, actor, keep string
+	var force bool
+	sub := newSub(in.name)
+	sub.StringVar(&reason, "reason", "", "")
+	sub.StringVar(&actor, "actor", "", "")
+	sub.StringVar(&keep, "archive", "", "")
+	sub.BoolVar(&force, "force", false, "")
+	pos, err := parseSub(sub, in.args)
+	if err != nil {
+		return err
+	}
+	id, err := oneID(in.name, pos)
+	if err != nil {
+		return err
+	}
+	switch {
+	case strings.TrimSpace(reason) == "":
+		return fail(exitUsage, "delete needs --reason: the archive keeps it")
+	case keep != "" && in.g.http != "":
+		return fail(exitUsage, "--archive with --http: the controller keeps what its handler deletes in its own archive (admin.HandlerOptions.Archive)")
+	}
+	if actor, err = actorOrYou(actor); err != nil {
+		return err
+	}
+	req := admin.DeleteRequest{ID: id, Reason: reason, Actor: actor, Force: force}
+	if keep != "" {
+		kept, err := archive.Open(keep)
+		if err != nil {
+			return fail(exitUsage, "--archive: %v", err)
+		}
+		defer kept.Close()
+		req.Archive = kept
 	}
 	return withStore(ctx, in.g, true, func(b *backend) error {
-		return stop(ctx, in.g, b, admin.StopRequest{ID: id, Reason: reason, Actor: actor, Force: force}, in.out)
+		if b.table == nil {
+			return fail(exitFailed, "the store records no table, so execfsm cannot know which executions have ended; it reads this store and never writes to it")
+		}
+		ctx, cancel := context.WithTimeout(ctx, in.g.timeout)
+		defer cancel()
+		deleted, err := b.op.Delete(ctx, req)
+		if err != nil {
+			return storeError(err)
+		}
+		return in.out.deleted(deleted)
 	})
 }
 

@@ -743,3 +743,28 @@ func TestAStopAndItsHistoryAgreeOnItsRevision(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `running → stopping\s+`+m[1]+`\s+user asked`, r.stdout)
 }
+
+// delete removes an ended execution, archived first when asked; a live
+// one only with --force; a reason is always needed.
+func TestDeleteRemovesWhatHasEnded(t *testing.T) {
+	path := boltFile(t)
+	kept := filepath.Join(t.TempDir(), "retired.jsonl")
+	r := execfsm(t, "--bolt", path, "delete", "ex-done", "--reason", "kept long enough", "--actor", "operator:ana", "--archive", kept)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "ex-done deleted (it was completed")
+	r = execfsm(t, "--bolt", path, "get", "ex-done")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "not found")
+	archived, err := os.ReadFile(kept)
+	require.NoError(t, err)
+	require.Contains(t, string(archived), `"reason":"kept long enough"`)
+
+	r = execfsm(t, "--bolt", path, "delete", "ex-running", "--reason", "tidying")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "has not ended")
+	r = execfsm(t, "--bolt", path, "delete", "ex-running", "--reason", "a duplicate submission", "--force")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = execfsm(t, "--bolt", path, "delete", "ex-pending")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "needs --reason")
+}

@@ -373,3 +373,16 @@ func TestABackupThroughALiveControllersHandler(t *testing.T) {
 	_, err := os.Stat(filepath.Join(dir, "refused.db"))
 	require.ErrorIs(t, err, os.ErrNotExist, "a refused backup leaves no file")
 }
+
+// A delete through a live controller's handler removes the record from
+// the file the controller holds; --archive is the controller's to keep.
+func TestADeleteThroughALiveControllersHandler(t *testing.T) {
+	live := serveLive(t, admin.HandlerOptions{Authorize: func(*http.Request, admin.Operation) (string, error) { return "operator", nil }}, nil)
+	r := execfsm(t, "--http", live.url, "delete", "ex-done", "--reason", "kept long enough")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = execfsm(t, "--http", live.url, "get", "ex-done")
+	require.Equal(t, 1, r.code)
+	r = execfsm(t, "--http", live.url, "delete", "ex-pending", "--reason", "x", "--archive", filepath.Join(t.TempDir(), "a.jsonl"))
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "its own archive")
+}

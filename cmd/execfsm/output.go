@@ -279,3 +279,12 @@ func (p *printer) restored(where, next string) error {
 	_, err := fmt.Fprintf(p.w, "restored into %s: %s\n", where, next)
 	return err
 }
+
+// deleted prints what a delete removed; its JSON is the admin API's.
+func (p *printer) deleted(d admin.Deleted) error {
+	if p.json {
+		return p.encode(d)
+	}
+	_, err := fmt.Fprintf(p.w, "%s deleted (it was %s, at revision %d), by %s: %s\n", d.ID, d.Status, d.Revision, d.Actor, oneLine(d.Reason))
+	return err
+}
