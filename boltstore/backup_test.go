@@ -2,19 +2,15 @@ package boltstore_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/execfsm/execfsm/boltstore"
-	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
-	"github.com/execfsm/execfsm/teraslice"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
@@ -27,37 +23,13 @@ func TestABackupUnderLoadIsTheDatabaseAtItsRevision(t *testing.T) {
 	dir := t.TempDir()
 	db, s := openStore(t, filepath.Join(dir, "db"), boltstore.Options{})
 	db.CheckpointEvery(64) // some of the writes in the file, some in the log
-	var mu sync.Mutex
-	history := map[string][]storagetest.Written{}
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Go(func() {
-			for k := 0; ctx.Err() == nil; k++ {
-				id := fmt.Sprintf("ex-%d-%d", w, k%5)
-				written, err := storagetest.Churn(context.Background(), s, id, k)
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				history[id] = append(history[id], written)
-				mu.Unlock()
-			}
-		})
-	}
+	load := storagetest.StartLoad(s, 8, 5)
 	time.Sleep(200 * time.Millisecond) // the writers under way
 	backup := filepath.Join(dir, "backup.db")
 	info, err := db.Backup(context.Background(), backup)
 	require.NoError(t, err)
 	time.Sleep(100 * time.Millisecond) // and after it
-	stop()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	history := load.Stop(t)
 	_, err = db.Backup(context.Background(), backup)
 	require.ErrorIs(t, err, os.ErrExist, "a backup never overwrites")
 
@@ -94,13 +66,7 @@ func TestABackupUnderLoadIsTheDatabaseAtItsRevision(t *testing.T) {
 		id = k
 		break
 	}
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: "pod-b"})
-	require.NoError(t, err)
-	d, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
-	require.NoError(t, err)
-	v, err := d.Start(context.Background(), exec, storage.Lease{Holder: "pod-b", TTL: time.Minute})
-	require.NoError(t, err)
-	require.Equal(t, recovery.DecisionResume, v.Decision, "a running execution whose controller died resumes: %s", v.Reason)
+	recoverytest.ResumesAfterRestore(t, store, id)
 }
 
 // encoded is rec as the store writes it: two records that encode alike

@@ -2,20 +2,16 @@ package etcdstore_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/execfsm/execfsm/etcdstore"
 	"github.com/execfsm/execfsm/etcdstore/embedded"
-	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
-	"github.com/execfsm/execfsm/teraslice"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,38 +22,14 @@ import (
 // recovers. A snapshot whose bytes were damaged is refused.
 func TestASnapshotUnderLoadRestoresTheStoreAtItsRevision(t *testing.T) {
 	s := newStore(t, etcdstore.Options{})
-	var mu sync.Mutex
-	history := map[string][]storagetest.Written{}
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Go(func() {
-			for k := 0; ctx.Err() == nil; k++ {
-				id := fmt.Sprintf("ex-%d-%d", w, k%5)
-				written, err := storagetest.Churn(context.Background(), s, id, k)
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				history[id] = append(history[id], written)
-				mu.Unlock()
-			}
-		})
-	}
+	load := storagetest.StartLoad(s, 8, 5)
 	time.Sleep(300 * time.Millisecond) // the writers under way
 	dir := t.TempDir()
 	path := filepath.Join(dir, "snapshot.db")
 	info, err := etcdstore.Snapshot(context.Background(), client(t, shared), path)
 	require.NoError(t, err)
 	time.Sleep(100 * time.Millisecond) // and after it
-	stop()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	history := load.Stop(t)
 	_, err = etcdstore.Snapshot(context.Background(), client(t, shared), path)
 	require.ErrorIs(t, err, os.ErrExist, "a snapshot never overwrites")
 
@@ -92,14 +64,7 @@ func TestASnapshotUnderLoadRestoresTheStoreAtItsRevision(t *testing.T) {
 		id = k
 		break
 	}
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), rs, id, transition.PersistedOptions{Actor: "pod-b"})
-	require.NoError(t, err)
-	d, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
-	require.NoError(t, err)
-	v, err := d.Start(context.Background(), exec, storage.Lease{Holder: "pod-b", TTL: 5 * time.Second})
-	require.NoError(t, err)
-	require.Equal(t, recovery.DecisionResume, v.Decision, "a running execution whose controller died resumes: %s", v.Reason)
-	require.NoError(t, exec.Ownership().Release(context.Background()))
+	recoverytest.ResumesAfterRestore(t, rs, id)
 }
 
 // encoded is rec as the store writes it, revision included: two records

@@ -3,16 +3,12 @@ package kube_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/execfsm/execfsm/recovery"
+	"github.com/execfsm/execfsm/recovery/recoverytest"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
-	"github.com/execfsm/execfsm/teraslice"
-	"github.com/execfsm/execfsm/transition"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,38 +21,14 @@ func TestAnExportUnderLoadImportsAsTheStoreAtItsRevision(t *testing.T) {
 	s := newStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var mu sync.Mutex
-	history := map[string][]storagetest.Written{}
-	writing, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for w := range 4 {
-		wg.Go(func() {
-			for k := 0; writing.Err() == nil; k++ {
-				id := fmt.Sprintf("ex-%d-%d", w, k%4)
-				written, err := storagetest.Churn(ctx, s, id, k)
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				history[id] = append(history[id], written)
-				mu.Unlock()
-			}
-		})
-	}
+	load := storagetest.StartLoad(s, 4, 4)
 	time.Sleep(time.Second) // the writers under way
 	var exported bytes.Buffer
 	info, err := s.Export(ctx, &exported)
 	require.NoError(t, err)
 	require.Empty(t, info.Unreadable)
 	time.Sleep(200 * time.Millisecond) // and after it
-	stop()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	history := load.Stop(t)
 
 	restored := newStore(t) // a namespace of its own
 	n, err := restored.Import(ctx, &exported)
@@ -76,14 +48,7 @@ func TestAnExportUnderLoadImportsAsTheStoreAtItsRevision(t *testing.T) {
 	_, err = restored.Import(ctx, bytes.NewReader(nil))
 	require.NoError(t, err, "an empty export imports nothing")
 
-	exec, err := transition.NewPersisted(teraslice.Lifecycle(), restored, recs[0].ID, transition.PersistedOptions{Actor: "pod-b"})
-	require.NoError(t, err)
-	d, err := recovery.NewDecider(teraslice.Roles(), recovery.Policy{Platform: recovery.KubernetesJob, Work: recovery.Restartability(true), Failovers: teraslice.Failovers})
-	require.NoError(t, err)
-	v, err := d.Start(ctx, exec, storage.Lease{Holder: "pod-b", TTL: 5 * time.Second})
-	require.NoError(t, err)
-	require.Equal(t, recovery.DecisionResume, v.Decision, "a running execution whose controller died resumes: %s", v.Reason)
-	require.NoError(t, exec.Ownership().Release(ctx))
+	recoverytest.ResumesAfterRestore(t, restored, recs[0].ID)
 }
 
 // encodedRecord is rec as a store writes it: two records that encode

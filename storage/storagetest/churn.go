@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"testing"
 	"time"
 
 	"github.com/execfsm/execfsm/storage"
@@ -85,4 +87,53 @@ func AsOf(history map[string][]Written, revision uint64) map[string]storage.Reco
 		}
 	}
 	return out
+}
+
+// Load is writers churning a store's records (Churn), each its own ids,
+// until stopped, keeping every write the store acknowledged: the load a
+// backup is taken under, and what the backup is then compared with.
+type Load struct {
+	mu      sync.Mutex
+	history map[string][]Written
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	errs    chan error
+}
+
+// StartLoad starts writers writers on s, each churning ids records of
+// its own ("ex-W-N").
+func StartLoad(s storage.Store, writers, ids int) *Load {
+	ctx, stop := context.WithCancel(context.Background())
+	l := &Load{history: map[string][]Written{}, stop: stop, errs: make(chan error, writers)}
+	for w := range writers {
+		l.wg.Go(func() {
+			for k := 0; ctx.Err() == nil; k++ {
+				id := fmt.Sprintf("ex-%d-%d", w, k%ids)
+				written, err := Churn(context.Background(), s, id, k)
+				if err != nil {
+					l.errs <- err
+					return
+				}
+				l.mu.Lock()
+				l.history[id] = append(l.history[id], written)
+				l.mu.Unlock()
+			}
+		})
+	}
+	return l
+}
+
+// Stop stops the writers, waits for them, fails t if one of them failed,
+// and returns every acknowledged write by id.
+func (l *Load) Stop(t testing.TB) map[string][]Written {
+	t.Helper()
+	l.stop()
+	l.wg.Wait()
+	close(l.errs)
+	for err := range l.errs {
+		if err != nil {
+			t.Fatalf("storagetest: a writer of the load: %v", err)
+		}
+	}
+	return l.history
 }
