@@ -86,11 +86,26 @@ func runBackup(ctx context.Context, in invocation) error {
 // backupThrough writes the backup a live controller's admin handler
 // makes to the file to, created anew; a failed one leaves no file.
 func backupThrough(ctx context.Context, c *admin.Client, to string, out *printer) error {
+	var revision uint64
+	var size int64
+	err := writeNewFile(to, func(w io.Writer) (err error) {
+		revision, size, err = c.Backup(ctx, w)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return out.backedUp(to, "revision", revision, size)
+}
+
+// writeNewFile creates the file to, which must not exist, writes it with
+// write and flushes it; a write that fails leaves no file.
+func writeNewFile(to string, write func(io.Writer) error) error {
 	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fail(exitUsage, "backup --to: %v", err)
 	}
-	revision, size, err := c.Backup(ctx, f)
+	err = write(f)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -101,26 +116,19 @@ func backupThrough(ctx context.Context, c *admin.Client, to string, out *printer
 		_ = os.Remove(to)
 		return storeError(err)
 	}
-	return out.backedUp(to, "revision", revision, size)
+	return nil
 }
 
 // exportTo exports the Kubernetes store to the file to, created anew; a
 // failed export leaves no file.
 func exportTo(ctx context.Context, s *kube.Store, to string, out *printer) error {
-	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	var info kube.ExportInfo
+	err := writeNewFile(to, func(w io.Writer) (err error) {
+		info, err = s.Export(ctx, w)
+		return err
+	})
 	if err != nil {
-		return fail(exitUsage, "backup --to: %v", err)
-	}
-	info, err := s.Export(ctx, f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(to)
-		return storeError(err)
+		return err
 	}
 	stat, err := os.Stat(to)
 	if err != nil {
