@@ -211,27 +211,35 @@ func (c *Client) Stop(ctx context.Context, req StopRequest) (Stopped, error) {
 	if err := storage.ValidateID(req.ID); err != nil {
 		return Stopped{}, fmt.Errorf("admin: stop: %w", err)
 	}
-	body, err := json.Marshal(stopBody{Reason: req.Reason, Actor: req.Actor, Force: req.Force})
+	var s Stopped
+	err := postWrite(ctx, c, req.ID, "stop", stopBody{Reason: req.Reason, Actor: req.Actor, Force: req.Force}, &s, &s.ID)
+	return s, err
+}
+
+// postWrite posts a write (what: stop, delete) of execution id with
+// body, and decodes its answer into into, whose id (at answered) must be
+// id.
+func postWrite(ctx context.Context, c *Client, id, what string, body stopBody, into any, answered *string) error {
+	raw, err := json.Marshal(body)
 	if err != nil {
-		return Stopped{}, err
+		return err
 	}
-	resp, err := c.do(ctx, http.MethodPost, "executions/"+url.PathEscape(req.ID)+"/stop", nil, body, "application/json")
+	resp, err := c.do(ctx, http.MethodPost, "executions/"+url.PathEscape(id)+"/"+what, nil, raw, "application/json")
 	if err != nil {
-		return Stopped{}, err
+		return err
 	}
 	defer resp.Body.Close()
 	data, err := readAll(resp.Body)
 	if err != nil {
-		return Stopped{}, err
+		return err
 	}
-	var s Stopped
-	if err := strictJSON(data, &s); err != nil {
-		return Stopped{}, fmt.Errorf("admin: %s answered a stop with what is not its answer: %w", c.base.Redacted(), err)
+	if err := strictJSON(data, into); err != nil {
+		return fmt.Errorf("admin: %s answered a %s with what is not its answer: %w", c.base.Redacted(), what, err)
 	}
-	if s.ID != req.ID {
-		return Stopped{}, fmt.Errorf("admin: %s answered the stop of %q with one of %q", c.base.Redacted(), req.ID, s.ID)
+	if *answered != id {
+		return fmt.Errorf("admin: %s answered the %s of %q with one of %q", c.base.Redacted(), what, id, *answered)
 	}
-	return s, nil
+	return nil
 }
 
 // Watch implements [Operator]. A stream that ends while ctx is live (the
@@ -339,25 +347,7 @@ func (c *Client) Delete(ctx context.Context, req DeleteRequest) (Deleted, error)
 	if err := req.check(); err != nil {
 		return Deleted{}, err
 	}
-	body, err := json.Marshal(stopBody{Reason: req.Reason, Actor: req.Actor, Force: req.Force})
-	if err != nil {
-		return Deleted{}, err
-	}
-	resp, err := c.do(ctx, http.MethodPost, "executions/"+url.PathEscape(req.ID)+"/delete", nil, body, "application/json")
-	if err != nil {
-		return Deleted{}, err
-	}
-	defer resp.Body.Close()
-	data, err := readAll(resp.Body)
-	if err != nil {
-		return Deleted{}, err
-	}
 	var d Deleted
-	if err := strictJSON(data, &d); err != nil {
-		return Deleted{}, fmt.Errorf("admin: %s answered a delete with what is not its answer: %w", c.base.Redacted(), err)
-	}
-	if d.ID != req.ID {
-		return Deleted{}, fmt.Errorf("admin: %s answered the delete of %q with one of %q", c.base.Redacted(), req.ID, d.ID)
-	}
-	return d, nil
+	err := postWrite(ctx, c, req.ID, "delete", stopBody{Reason: req.Reason, Actor: req.Actor, Force: req.Force}, &d, &d.ID)
+	return d, err
 }

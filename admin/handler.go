@@ -437,19 +437,9 @@ func requireType(r *http.Request, want string) error {
 // apiStop stops an execution: a body that is not exactly one JSON
 // object of a stop, sent as application/json, writes nothing.
 func (h *Handler) apiStop(w http.ResponseWriter, r *http.Request) {
-	if err := requireType(r, "application/json"); err != nil {
-		h.fail(w, r, fmt.Errorf("admin: stop: %w", err))
-		return
-	}
-	var body stopBody
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxStopBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		h.fail(w, r, fmt.Errorf("admin: stop: %w: the body is not {\"reason\": …, \"actor\": …, \"force\": …}: %v", ErrInvalidRequest, err))
-		return
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		h.fail(w, r, fmt.Errorf("admin: stop: %w: the body holds more than one JSON object", ErrInvalidRequest))
+	body, err := decodeWriteBody(w, r, "stop")
+	if err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	stopped, err := h.stop(r, StopRequest{ID: r.PathValue("id"), Reason: body.Reason, Actor: body.Actor, Force: body.Force})
@@ -458,6 +448,24 @@ func (h *Handler) apiStop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, stopped)
+}
+
+// decodeWriteBody reads the JSON body of a stop or a delete (what):
+// one object of stopBody's fields, nothing else.
+func decodeWriteBody(w http.ResponseWriter, r *http.Request, what string) (stopBody, error) {
+	var body stopBody
+	if err := requireType(r, "application/json"); err != nil {
+		return body, fmt.Errorf("admin: %s: %w", what, err)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxStopBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return body, fmt.Errorf("admin: %s: %w: the body is not {\"reason\": …, \"actor\": …, \"force\": …}: %v", what, ErrInvalidRequest, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return body, fmt.Errorf("admin: %s: %w: the body holds more than one JSON object", what, ErrInvalidRequest)
+	}
+	return body, nil
 }
 
 // stop authorizes a stop, and makes it as the actor the Authorizer
@@ -596,19 +604,9 @@ func (h *Handler) apiBackup(w http.ResponseWriter, r *http.Request) {
 const revisionHeader = "Execfsm-Revision"
 
 func (h *Handler) apiDelete(w http.ResponseWriter, r *http.Request) {
-	if err := requireType(r, "application/json"); err != nil {
-		h.fail(w, r, fmt.Errorf("admin: delete: %w", err))
-		return
-	}
-	var body stopBody
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxStopBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		h.fail(w, r, fmt.Errorf("admin: delete: %w: the body is not {\"reason\": …, \"actor\": …, \"force\": …}: %v", ErrInvalidRequest, err))
-		return
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		h.fail(w, r, fmt.Errorf("admin: delete: %w: the body holds more than one JSON object", ErrInvalidRequest))
+	body, err := decodeWriteBody(w, r, "delete")
+	if err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	req := DeleteRequest{ID: r.PathValue("id"), Reason: body.Reason, Actor: body.Actor, Force: body.Force, Archive: h.opts.Archive}

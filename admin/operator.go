@@ -477,16 +477,9 @@ func (o *StoreOperator) Stop(ctx context.Context, req StopRequest) (Stopped, err
 	if err := req.check(); err != nil {
 		return Stopped{}, err
 	}
-	d, err := o.Table(ctx)
-	if errors.Is(err, schema.ErrNoTable) {
-		return Stopped{}, fmt.Errorf("admin: stop %s: %w: which status stops an execution is the controllers' table's to say, and they record it when they start (schema.Save)", req.ID, err)
-	}
+	d, table, roles, err := o.recordedTable(ctx, "stop", req.ID, "which status stops an execution")
 	if err != nil {
-		return Stopped{}, fmt.Errorf("admin: stop %s: the table the store records: %w", req.ID, err)
-	}
-	table, roles, err := d.Rebuild()
-	if err != nil {
-		return Stopped{}, fmt.Errorf("admin: stop %s: %w", req.ID, err)
+		return Stopped{}, err
 	}
 	stopping, _, ok := roles.Stopping()
 	if !ok {
@@ -709,16 +702,9 @@ func (o *StoreOperator) Delete(ctx context.Context, req DeleteRequest) (Deleted,
 	if err := req.check(); err != nil {
 		return Deleted{}, err
 	}
-	d, err := o.Table(ctx)
-	if errors.Is(err, schema.ErrNoTable) {
-		return Deleted{}, fmt.Errorf("admin: delete %s: %w: which statuses have ended is the controllers' table's to say, and they record it when they start (schema.Save)", req.ID, err)
-	}
+	_, table, _, err := o.recordedTable(ctx, "delete", req.ID, "which statuses have ended")
 	if err != nil {
-		return Deleted{}, fmt.Errorf("admin: delete %s: the table the store records: %w", req.ID, err)
-	}
-	table, _, err := d.Rebuild()
-	if err != nil {
-		return Deleted{}, fmt.Errorf("admin: delete %s: %w", req.ID, err)
+		return Deleted{}, err
 	}
 	exec, err := transition.NewPersisted(table, o.store, req.ID, transition.PersistedOptions{Actor: req.Actor})
 	if err != nil {
@@ -729,4 +715,22 @@ func (o *StoreOperator) Delete(ctx context.Context, req DeleteRequest) (Deleted,
 		return Deleted{}, err
 	}
 	return Deleted{ID: rec.ID, Status: rec.Status, Revision: rec.Revision, Actor: req.Actor, Reason: req.Reason}, nil
+}
+
+// recordedTable is the table the store records, rebuilt, for a write
+// (what) of execution id: without one nothing is written, since the
+// table is the controllers' to say (why: what it decides).
+func (o *StoreOperator) recordedTable(ctx context.Context, what, id, why string) (schema.Document, *transition.Table[string], *recovery.Roles[string], error) {
+	d, err := o.Table(ctx)
+	if errors.Is(err, schema.ErrNoTable) {
+		return schema.Document{}, nil, nil, fmt.Errorf("admin: %s %s: %w: %s is the controllers' table's to say, and they record it when they start (schema.Save)", what, id, err, why)
+	}
+	if err != nil {
+		return schema.Document{}, nil, nil, fmt.Errorf("admin: %s %s: the table the store records: %w", what, id, err)
+	}
+	table, roles, err := d.Rebuild()
+	if err != nil {
+		return schema.Document{}, nil, nil, fmt.Errorf("admin: %s %s: %w", what, id, err)
+	}
+	return d, table, roles, nil
 }
