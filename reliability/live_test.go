@@ -102,29 +102,12 @@ func makeEnded(b testing.TB, store storage.Store, n int) {
 		storage.Entry{From: "running", To: "completed", Reason: "the work finished", Actor: "controller-7f9c", Owner: "controller-7f9c", Epoch: 1, At: at, Revision: 2},
 	)
 	require.NoError(b, err)
-	ids := make(chan int)
-	errs := make(chan error, 32)
-	for range 32 {
-		go func() {
-			var err error
-			for k := range ids {
-				if err == nil {
-					_, err = store.Create(context.Background(), storage.Record{
-						ID: fmt.Sprintf("ended-%07d", k), Status: "completed", Previous: "running", UpdatedAt: at, Since: at,
-						Reason: "the work finished", History: trail, Owner: "controller-7f9c", Epoch: 1,
-					})
-				}
-			}
-			errs <- err
-		}()
-	}
-	for k := range n {
-		ids <- k
-	}
-	close(ids)
-	for range 32 {
-		require.NoError(b, <-errs)
-	}
+	createConcurrently(b, store, n, func(k int) storage.Record {
+		return storage.Record{
+			ID: fmt.Sprintf("ended-%07d", k), Status: "completed", Previous: "running", UpdatedAt: at, Since: at,
+			Reason: "the work finished", History: trail, Owner: "controller-7f9c", Epoch: 1,
+		}
+	})
 }
 
 // adminFirstPage serves the admin handler over store and returns the

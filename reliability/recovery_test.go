@@ -485,30 +485,13 @@ func makeExecutions(b testing.TB, store storage.Store, n int) {
 	}
 	trail, err := storage.NewTrail(entries...)
 	require.NoError(b, err)
-	ids := make(chan int)
-	errs := make(chan error, 32)
-	for range 32 {
-		go func() {
-			var err error
-			for k := range ids {
-				if err == nil {
-					_, err = store.Create(context.Background(), storage.Record{
-						ID: fmt.Sprintf("ex-%06d", k), Status: "running", Previous: "paused", UpdatedAt: at, Since: at,
-						Reason: "operator request", History: trail,
-						Meta: map[string]string{"restarts": "1", "execfsm.io/relocatable": "true", "slicer": "persistent"},
-					})
-				}
-			}
-			errs <- err
-		}()
-	}
-	for k := range n {
-		ids <- k
-	}
-	close(ids)
-	for range 32 {
-		require.NoError(b, <-errs)
-	}
+	createConcurrently(b, store, n, func(k int) storage.Record {
+		return storage.Record{
+			ID: fmt.Sprintf("ex-%06d", k), Status: "running", Previous: "paused", UpdatedAt: at, Since: at,
+			Reason: "operator request", History: trail,
+			Meta: map[string]string{"restarts": "1", "execfsm.io/relocatable": "true", "slicer": "persistent"},
+		}
+	})
 }
 
 // runRecoveryChild starts a recovering controller and returns what it
@@ -650,4 +633,29 @@ func fillLogAndKill(b *testing.B, spec childSpec, writes int) int64 {
 	}
 	require.NotZero(b, size, "a log left to replay")
 	return size
+}
+
+// createConcurrently creates the n records record makes, 32 at a time.
+func createConcurrently(b testing.TB, store storage.Store, n int, record func(k int) storage.Record) {
+	b.Helper()
+	ids := make(chan int)
+	errs := make(chan error, 32)
+	for range 32 {
+		go func() {
+			var err error
+			for k := range ids {
+				if err == nil {
+					_, err = store.Create(context.Background(), record(k))
+				}
+			}
+			errs <- err
+		}()
+	}
+	for k := range n {
+		ids <- k
+	}
+	close(ids)
+	for range 32 {
+		require.NoError(b, <-errs)
+	}
 }
