@@ -50,14 +50,19 @@ func (db *DB) openLog(segments []wal.SegmentFile, logged []wal.Entry, seq uint64
 		return err
 	}
 	// The new segment first, then the file names it, then the old ones
-	// go: at no moment does the file name a log that is not there.
+	// go: at no moment does the file name a log that is not there. A
+	// file verified in the background (no old segments, nothing to
+	// apply) is named by the verifier once the walk has passed: until
+	// then nothing is written to the file.
 	seg, err := wal.CreateSegment(db.fs, db.logPath, seq+1, db.mode)
 	if err != nil {
 		return fmt.Errorf("starting the log: %w", err)
 	}
-	if err := db.setLogFrom(seg.Seq); err != nil {
-		_ = seg.Remove()
-		return err
+	if db.verified == nil {
+		if err := db.setLogFrom(seg.Seq); err != nil {
+			_ = seg.Remove()
+			return err
+		}
 	}
 	for _, sf := range segments {
 		if err := db.fs.Remove(sf.Path); err != nil {
@@ -71,6 +76,9 @@ func (db *DB) openLog(segments []wal.SegmentFile, logged []wal.Entry, seq uint64
 	db.stopCkp = make(chan struct{})
 	db.ckpDone = make(chan struct{})
 	go db.checkpointer(db.stopCkp, db.ckpDone)
+	if db.verified != nil {
+		go db.verify(seg.Seq) // once the DB is whole: it may fail it
+	}
 	return nil
 }
 
@@ -111,11 +119,40 @@ func logFound(logPath, loggedAs string, segments []wal.SegmentFile, logFrom uint
 		wal.ErrDamaged, wal.SegmentPath(loggedAs, logFrom), logPath)
 }
 
+// verify walks every page of the file in use (filecheck.ValidateOpen,
+// inside a read transaction, so that the pages it reads are the ones
+// committed whatever commits meanwhile) and, once it passes, names the
+// log's first segment seq in the file; then the writes waiting for it
+// go on. What it finds wrong stops every write.
+func (db *DB) verify(seq uint64) {
+	err := db.view("verify", func(*bolt.Tx) error { return filecheck.ValidateOpen(db.path) })
+	if err == nil {
+		err = db.setLogFromNow(seq)
+	}
+	db.verifyErr = err
+	close(db.verified)
+	if err != nil {
+		db.fail(fmt.Errorf("boltstore: %s: verifying the file: %w", db.path, err))
+	}
+}
+
 // setLogFrom records in the file which log segment is the oldest that
 // may hold writes it does not (seq, or 0 for none), and the path the
 // log is named after.
 func (db *DB) setLogFrom(seq uint64) error {
-	return db.update("log", func(tx *bolt.Tx) error {
+	if db.verified != nil {
+		<-db.verified
+		if db.verifyErr != nil {
+			return db.verifyErr
+		}
+	}
+	return db.setLogFromNow(seq)
+}
+
+// setLogFromNow is setLogFrom without waiting for the file's
+// verification: the verifier's.
+func (db *DB) setLogFromNow(seq uint64) error {
+	return db.updateNow("log", func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(metaBucket)
 		if err != nil {
 			return err

@@ -114,7 +114,7 @@ func withFile(path string, opts Options, readOnly bool, fn func(b *bolt.DB, logP
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("boltstore: %s: %w", path, err)
 	}
-	b, err := openBolt(path, "open", 0o600, timeout, readOnly)
+	b, err := openBolt(path, "open", 0o600, timeout, readOnly, true)
 	if err != nil {
 		return fmt.Errorf("boltstore: %s: %w", path, err)
 	}

@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -43,7 +44,15 @@ func (db *DB) Store(namespace string) (*Store, error) {
 			}
 			return nil
 		})
-	} else {
+	} else if err = db.view("Store", func(tx *bolt.Tx) error {
+		if ns := tx.Bucket(name); ns == nil || ns.Bucket(recordsKey) == nil || ns.Bucket(logKey) == nil ||
+			ns.Bucket(statusOfKey) == nil || ns.Bucket(byStatusKey) == nil {
+			return errMissingNamespace
+		}
+		return nil
+	}); errors.Is(err, errMissingNamespace) {
+		// Written only when something is missing: a file verified in the
+		// background takes no write before its walk has passed.
 		err = db.update("Store", func(tx *bolt.Tx) error {
 			ns, records, _, err := createNamespace(tx, name)
 			if err == nil {
@@ -59,6 +68,9 @@ func (db *DB) Store(namespace string) (*Store, error) {
 	db.stores[namespace] = s
 	return s, nil
 }
+
+// errMissingNamespace says a namespace's buckets are to be made.
+var errMissingNamespace = errors.New("namespace missing")
 
 // Store is one namespace of a [DB]. It implements [storage.Store],
 // [storage.Lister], [storage.PageLister], [storage.Watcher] and

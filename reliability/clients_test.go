@@ -41,6 +41,8 @@ type childSpec struct {
 	// reconcile.StoreKeys do; then the admin handler's first page is
 	// timed too.
 	LiveOnly bool `json:"live_only,omitempty"`
+	// VerifyInBackground opens a bbolt file with that option.
+	VerifyInBackground bool `json:"verify_in_background,omitempty"`
 	// Kube, when set, is the kube store the child uses.
 	Kube *kubeSpec `json:"kube,omitempty"`
 }

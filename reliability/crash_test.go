@@ -71,7 +71,7 @@ func childStore(spec childSpec) (interface {
 	storage.Watcher
 }, func(), error) {
 	if spec.BoltPath != "" {
-		db, err := boltstore.Open(spec.BoltPath, boltstore.Options{Timeout: 10 * time.Second})
+		db, err := boltstore.Open(spec.BoltPath, boltstore.Options{Timeout: 10 * time.Second, VerifyInBackground: spec.VerifyInBackground})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -75,7 +75,18 @@ func readMeta(f *os.File, off int64) (m metaPage, ok bool, err error) {
 // for a writer in another process (ErrLocked then). A missing or empty
 // file is left to Open, and so is a file that cannot be read (Open
 // reports why). The error matches storage.ErrCorrupt.
-func Validate(path string, timeout time.Duration) error {
+func Validate(path string, timeout time.Duration) error { return validatePath(path, timeout, true) }
+
+// ValidateMeta is Validate without the walk of the trees: the meta pages
+// and the file's size only, what a DB that verifies its pages in the
+// background (boltstore's Options.VerifyInBackground) checks before
+// bbolt opens the file; ValidateOpen walks the trees after.
+func ValidateMeta(path string, timeout time.Duration) error {
+	return validatePath(path, timeout, false)
+}
+
+// validatePath is Validate, with the walk or without.
+func validatePath(path string, timeout time.Duration, walk bool) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil // missing, or unreadable: let bbolt report what it makes of it
@@ -89,7 +100,7 @@ func Validate(path string, timeout time.Duration) error {
 		return nil
 	}
 	defer unlock()
-	return validate(f)
+	return check(f, true, walk)
 }
 
 // ValidateOpen is Validate for a file that this process has open in
@@ -110,12 +121,13 @@ func ValidateOpen(path string) error {
 // file's lock for all of its timeout.
 var ErrLocked = errors.New("database file is locked by another process")
 
-func validate(f *os.File) error { return check(f, true) }
+func validate(f *os.File) error { return check(f, true, true) }
 
 // check is validate, reading the pages from a mapping of the file if
 // mapping is set and the platform maps files, else with ReadAt (the
-// answer is the same: FuzzValidate).
-func check(f *os.File, mapping bool) error {
+// answer is the same: FuzzValidate); without walk it checks the meta
+// pages only.
+func check(f *os.File, mapping, walk bool) error {
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() || info.Size() == 0 {
 		return nil
@@ -156,6 +168,9 @@ func check(f *os.File, mapping bool) error {
 		return bad("the root page %d is a meta page", m.root)
 	case m.freelist != noFreelist && (m.freelist < 2 || m.freelist >= m.pgid):
 		return bad("the freelist page %d is outside pages 2 to %d", m.freelist, m.pgid-1)
+	}
+	if !walk {
+		return nil
 	}
 	var mapped []byte
 	if mapping {

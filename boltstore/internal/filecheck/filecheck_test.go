@@ -106,7 +106,7 @@ func validateRead(tb testing.TB, path string) error {
 	f, err := os.Open(path)
 	require.NoError(tb, err)
 	defer f.Close()
-	return check(f, false)
+	return check(f, false, true)
 }
 
 // readAll reads every key and value under b, opening every bucket.
