@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -176,25 +177,53 @@ func (s *Store) ListPage(ctx context.Context, q storage.Query) (storage.Page, er
 		parts = parts[:q.Limit]
 		page.Next = parts[len(parts)-1]
 	}
-	var kvs []keyValue
-	for chunk := range slices.Chunk(parts, maxGetsPerTxn) {
-		ops := make([]clientv3.Op, len(chunk))
-		for k, part := range chunk {
-			ops[k] = clientv3.OpGet(s.records+part, clientv3.WithRev(rev))
-		}
-		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
-		if err != nil {
-			return storage.Page{}, wrap("ListPage", s.records, err)
-		}
-		for k, r := range resp.Responses {
-			if got := r.GetResponseRange().Kvs; len(got) > 0 {
-				id, _ := idOf(chunk[k])
-				kvs = append(kvs, keyValue{id: id, value: got[0].Value, revision: got[0].ModRevision})
-			}
-		}
+	kvs, err := s.getAt(ctx, parts, rev)
+	if err != nil {
+		return storage.Page{}, err
 	}
 	page.Records, page.Unreadable = s.decodeAll(kvs)
 	return page, nil
+}
+
+// getsInFlight bounds the transactions of gets a page has in flight.
+const getsInFlight = 8
+
+// getAt reads the records of the key parts given at revision rev, in
+// their order: transactions of maxGetsPerTxn gets, a few at once (one
+// after the other, a page of a thousand records waited for ten round
+// trips).
+func (s *Store) getAt(ctx context.Context, parts []string, rev int64) ([]keyValue, error) {
+	chunks := slices.Collect(slices.Chunk(parts, maxGetsPerTxn))
+	got := make([][]keyValue, len(chunks))
+	errs := make([]error, len(chunks))
+	sem := make(chan struct{}, getsInFlight)
+	var wg sync.WaitGroup
+	for c, chunk := range chunks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ops := make([]clientv3.Op, len(chunk))
+			for k, part := range chunk {
+				ops[k] = clientv3.OpGet(s.records+part, clientv3.WithRev(rev))
+			}
+			resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+			if err != nil {
+				errs[c] = wrap("ListPage", s.records, err)
+				return
+			}
+			for k, r := range resp.Responses {
+				if kv := r.GetResponseRange().Kvs; len(kv) > 0 {
+					id, _ := idOf(chunk[k])
+					got[c] = append(got[c], keyValue{id: id, value: kv[0].Value, revision: kv[0].ModRevision})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return slices.Concat(got...), nil
 }
 
 // pageOfRecords is ListPage of every status: one range over the records.
