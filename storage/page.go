@@ -112,11 +112,11 @@ func (x statusIndex) add(status, id string) {
 	ids[id] = struct{}{}
 }
 
+// remove takes id out of status's set, which stays, empty or not: a
+// table has a few statuses, and a record moving back and forth between
+// two would otherwise make a set anew at every move.
 func (x statusIndex) remove(status, id string) {
 	delete(x[status], id)
-	if len(x[status]) == 0 {
-		delete(x, status)
-	}
 }
 
 // ListPage implements [PageLister]. The Cursor is the last id of the
