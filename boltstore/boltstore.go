@@ -260,29 +260,7 @@ func open(path string, opts Options, fs wal.FS) (*DB, error) {
 		_ = b.Close()
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
-	segs, err := wal.ReadSegments(fs, segments, false)
-	var logged []wal.Entry
-	var counter, logFrom uint64
-	var loggedAs string
-	var stored bool
-	if err == nil {
-		err = filecheck.Guard(path, "Open", func() error {
-			return b.View(func(tx *bolt.Tx) (err error) {
-				counter, stored, err = fileCounter(tx)
-				logFrom, loggedAs = logFromIn(tx)
-				return err
-			})
-		})
-	}
-	if err == nil {
-		err = logFound(logPath, loggedAs, segments, logFrom)
-	}
-	if err == nil {
-		var faults []wal.Fault
-		if logged, faults = wal.Scan(segs, counter); len(faults) > 0 {
-			err = faults[0].Err
-		}
-	}
+	logged, counter, stored, err := readLog(fs, b, path, logPath, segments)
 	if err == nil && background && (len(segments) > 0 || !stored) {
 		// A log to apply, or a file without its counter: the file is
 		// written at once, so verified first.
@@ -320,6 +298,37 @@ func open(path string, opts Options, fs wal.FS) (*DB, error) {
 		return nil, fmt.Errorf("boltstore: Open %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// readLog reads the log's segments and the file's counter and log-from,
+// checks that the log is the one the file names, and returns the
+// log's writes the file does not hold yet (above counter) and whether
+// the file stores its counter.
+func readLog(fs wal.FS, b *bolt.DB, path, logPath string, segments []wal.SegmentFile) (logged []wal.Entry, counter uint64, stored bool, err error) {
+	segs, err := wal.ReadSegments(fs, segments, false)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	var logFrom uint64
+	var loggedAs string
+	err = filecheck.Guard(path, "Open", func() error {
+		return b.View(func(tx *bolt.Tx) (err error) {
+			counter, stored, err = fileCounter(tx)
+			logFrom, loggedAs = logFromIn(tx)
+			return err
+		})
+	})
+	if err == nil {
+		err = logFound(logPath, loggedAs, segments, logFrom)
+	}
+	if err != nil {
+		return nil, 0, false, err
+	}
+	logged, faults := wal.Scan(segs, counter)
+	if len(faults) > 0 {
+		return nil, 0, false, faults[0].Err
+	}
+	return logged, counter, stored, nil
 }
 
 // openBolt checks the file at path (filecheck.Validate, or with walk
