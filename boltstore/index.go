@@ -3,6 +3,7 @@ package boltstore
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 
 	"github.com/execfsm/execfsm/storage"
 	bolt "go.etcd.io/bbolt"
@@ -49,6 +50,20 @@ func openIndex(ns, records *bolt.Bucket) (statusIndex, error) {
 		return x.set(string(k), rec.Status)
 	})
 	return x, err
+}
+
+// readIndex returns the namespace's index buckets for a read: nil ones
+// for a namespace without records (nothing to index yet), an error for
+// a file an older build wrote, which has records and no index.
+func (s *Store) readIndex(ns, records *bolt.Bucket) (statusOf, byStatus *bolt.Bucket, err error) {
+	statusOf, byStatus = ns.Bucket(statusOfKey), ns.Bucket(byStatusKey)
+	if statusOf == nil || byStatus == nil {
+		if k, _ := records.Cursor().First(); k != nil {
+			return nil, nil, fmt.Errorf("boltstore: namespace %q: the file has no status index (an older build wrote it): open it writable once to build it", s.namespace)
+		}
+		return nil, nil, nil
+	}
+	return statusOf, byStatus, nil
 }
 
 // set makes the index say record id is in status ("" for a record

@@ -3,7 +3,6 @@ package boltstore
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -92,11 +91,9 @@ func (s *Store) pageIDs(ns, records *bolt.Bucket, logged map[string]logged, stat
 			}
 		}
 	} else {
-		byStatus := ns.Bucket(byStatusKey)
-		if byStatus == nil {
-			if k, _ := records.Cursor().First(); k != nil {
-				return nil, fmt.Errorf("boltstore: namespace %q: the file has no status index (an older build wrote it): open it writable once to build it", s.namespace)
-			}
+		_, byStatus, err := s.readIndex(ns, records)
+		if err != nil {
+			return nil, err
 		}
 		for _, status := range statuses {
 			if byStatus != nil {
@@ -125,11 +122,9 @@ func (s *Store) CountStatuses(ctx context.Context, statuses ...string) (map[stri
 	err := s.db.consistent("read", s.namespace, func(tx *bolt.Tx, logged map[string]logged, _ uint64) error {
 		out = make(map[string]int, len(statuses))
 		ns, records, _ := s.buckets(tx)
-		byStatus, statusOf := ns.Bucket(byStatusKey), ns.Bucket(statusOfKey)
-		if byStatus == nil || statusOf == nil {
-			if k, _ := records.Cursor().First(); k != nil {
-				return fmt.Errorf("boltstore: namespace %q: the file has no status index (an older build wrote it): open it writable once to build it", s.namespace)
-			}
+		statusOf, byStatus, err := s.readIndex(ns, records)
+		if err != nil {
+			return err
 		}
 		for _, status := range statuses {
 			out[status] = 0
