@@ -48,12 +48,9 @@ func (db *DB) Backup(ctx context.Context, path string) (BackupInfo, error) {
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("boltstore: Backup: %w", err)
 	}
-	done := false
 	defer func() {
-		if !done {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
+		_ = tmp.Close() // closed already, unless the copy failed
+		_ = os.Remove(tmp.Name())
 	}()
 	var logged *gen
 	var counter, revision uint64
@@ -84,13 +81,11 @@ func (db *DB) Backup(ctx context.Context, path string) (BackupInfo, error) {
 	if err := foldIn(tmp.Name(), logged, counter, revision, db.logSize); err != nil {
 		return BackupInfo{}, fmt.Errorf("boltstore: Backup: folding the log in: %w", err)
 	}
-	if _, err := os.Lstat(path); err == nil {
-		return BackupInfo{}, fmt.Errorf("boltstore: Backup: %s: %w", path, os.ErrExist)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	// A link, not a rename: a file made at path meanwhile is never
+	// replaced (its error matches os.ErrExist); the temporary name goes.
+	if err := os.Link(tmp.Name(), path); err != nil {
 		return BackupInfo{}, fmt.Errorf("boltstore: Backup: %w", err)
 	}
-	done = true
 	if err := (wal.OS{}).SyncDir(filepath.Dir(path)); err != nil {
 		return BackupInfo{}, fmt.Errorf("boltstore: Backup: %w", err)
 	}

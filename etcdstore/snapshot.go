@@ -48,12 +48,9 @@ func Snapshot(ctx context.Context, client *clientv3.Client, path string) (Snapsh
 	if err != nil {
 		return SnapshotInfo{}, fmt.Errorf("etcdstore: Snapshot: %w", err)
 	}
-	done := false
 	defer func() {
-		if !done {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
+		_ = tmp.Close() // closed already, unless the copy failed
+		_ = os.Remove(tmp.Name())
 	}()
 	stream, err := client.Snapshot(ctx)
 	if err != nil {
@@ -74,13 +71,11 @@ func Snapshot(ctx context.Context, client *clientv3.Client, path string) (Snapsh
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	if _, err := os.Lstat(path); err == nil {
-		return SnapshotInfo{}, fmt.Errorf("etcdstore: Snapshot: %s: %w", path, os.ErrExist)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	// A link, not a rename: a file made at path meanwhile is never
+	// replaced (its error matches os.ErrExist); the temporary name goes.
+	if err := os.Link(tmp.Name(), path); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("etcdstore: Snapshot: %w", err)
 	}
-	done = true
 	return info, nil
 }
 
