@@ -3,6 +3,7 @@ package storagetest
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/execfsm/execfsm/storage"
@@ -11,10 +12,7 @@ import (
 
 // deleteTests check the contract of [storage.Deleter], for the stores
 // that implement it.
-var deleteTests = []struct {
-	name string
-	fn   func(*testing.T, storage.Store, storage.Deleter)
-}{
+var deleteTests = []optionalTest[storage.Deleter]{
 	{"DeleteAtTheRevisionRemovesTheRecord", deleteRemovesTheRecord},
 	{"DeleteAtAStaleRevisionConflictsAndDeletesNothing", deleteAtAStaleRevisionConflicts},
 	{"DeleteUnknownIsNotFound", deleteUnknownIsNotFound},
@@ -24,18 +22,25 @@ var deleteTests = []struct {
 	{"DeleteWithADoneContextDeletesNothing", deleteWithADoneContext},
 }
 
-// runDeleteTests runs deleteTests on the stores that can delete, and
-// says so for the others.
-func runDeleteTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
+// optionalTest is a test of the contract of I, an interface a store may
+// implement beside storage.Store.
+type optionalTest[I any] struct {
+	name string
+	fn   func(*testing.T, storage.Store, I)
+}
+
+// runIfImplemented runs tests on the stores that implement I, and says
+// so for the others.
+func runIfImplemented[I any](t *testing.T, newStore func(t *testing.T) storage.Store, tests []optionalTest[I]) {
 	t.Helper()
-	for _, tc := range deleteTests {
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)
-			d, ok := s.(storage.Deleter)
+			impl, ok := s.(I)
 			if !ok {
-				t.Skipf("%T does not implement storage.Deleter", s)
+				t.Skipf("%T does not implement %v", s, reflect.TypeFor[I]())
 			}
-			tc.fn(t, s, d)
+			tc.fn(t, s, impl)
 		})
 	}
 }

@@ -11,30 +11,11 @@ import (
 
 // pageTests check the contract of [storage.PageLister], for the stores
 // that implement it.
-var pageTests = []struct {
-	name string
-	fn   func(*testing.T, storage.Store, storage.PageLister)
-}{
+var pageTests = []optionalTest[storage.PageLister]{
 	{"PagesListEveryRecordOnceInOrder", pagesListEveryRecordOnce},
 	{"AStatusFilterListsOnlyThoseStatuses", aStatusFilterListsOnlyThose},
 	{"TheStatusIndexFollowsEveryWrite", theStatusIndexFollowsEveryWrite},
 	{"AQueryNoStoreAnswersIsRefused", aQueryNoStoreAnswersIsRefused},
-}
-
-// runPageTests runs pageTests on the stores that list in pages, and says
-// so for the others.
-func runPageTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
-	t.Helper()
-	for _, tc := range pageTests {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newStore(t)
-			l, ok := s.(storage.PageLister)
-			if !ok {
-				t.Skipf("%T does not implement storage.PageLister", s)
-			}
-			tc.fn(t, s, l)
-		})
-	}
 }
 
 // withStatus is Sample(id) in status.
@@ -172,38 +153,34 @@ func aQueryNoStoreAnswersIsRefused(t *testing.T, _ storage.Store, l storage.Page
 }
 
 // countTests check [storage.Counter], for the stores that implement it.
-func runCountTests(t *testing.T, newStore func(t *testing.T) storage.Store) {
-	t.Helper()
-	t.Run("CountsFollowEveryWrite", func(t *testing.T) {
-		s := newStore(t)
-		counter, ok := s.(storage.Counter)
-		if !ok {
-			t.Skipf("%T does not implement storage.Counter", s)
-		}
-		c := ctx(t)
-		count := func() map[string]int {
-			got, err := counter.CountStatuses(c, "running", "completed", "failed")
-			require.NoError(t, err)
-			return got
-		}
-		require.Equal(t, map[string]int{"running": 0, "completed": 0, "failed": 0}, count())
-		var recs []storage.Record
-		for k := range 5 {
-			rec, err := s.Create(c, withStatus(fmt.Sprintf("ex-%d", k), "running"))
-			require.NoError(t, err)
-			recs = append(recs, rec)
-		}
-		next := recs[0]
-		next.Status = "completed"
-		_, err := s.CompareAndSwap(c, next.ID, recs[0].Revision, next)
+var countTests = []optionalTest[storage.Counter]{
+	{"CountsFollowEveryWrite", countsFollowEveryWrite},
+}
+
+func countsFollowEveryWrite(t *testing.T, s storage.Store, counter storage.Counter) {
+	c := ctx(t)
+	count := func() map[string]int {
+		got, err := counter.CountStatuses(c, "running", "completed", "failed")
 		require.NoError(t, err)
-		if d, ok := s.(storage.Deleter); ok {
-			require.NoError(t, d.Delete(c, recs[1].ID, recs[1].Revision))
-			require.Equal(t, map[string]int{"running": 3, "completed": 1, "failed": 0}, count())
-		} else {
-			require.Equal(t, map[string]int{"running": 4, "completed": 1, "failed": 0}, count())
-		}
-		_, err = counter.CountStatuses(c, "")
-		require.ErrorIs(t, err, storage.ErrInvalidQuery)
-	})
+		return got
+	}
+	require.Equal(t, map[string]int{"running": 0, "completed": 0, "failed": 0}, count())
+	var recs []storage.Record
+	for k := range 5 {
+		rec, err := s.Create(c, withStatus(fmt.Sprintf("ex-%d", k), "running"))
+		require.NoError(t, err)
+		recs = append(recs, rec)
+	}
+	next := recs[0]
+	next.Status = "completed"
+	_, err := s.CompareAndSwap(c, next.ID, recs[0].Revision, next)
+	require.NoError(t, err)
+	if d, ok := s.(storage.Deleter); ok {
+		require.NoError(t, d.Delete(c, recs[1].ID, recs[1].Revision))
+		require.Equal(t, map[string]int{"running": 3, "completed": 1, "failed": 0}, count())
+	} else {
+		require.Equal(t, map[string]int{"running": 4, "completed": 1, "failed": 0}, count())
+	}
+	_, err = counter.CountStatuses(c, "")
+	require.ErrorIs(t, err, storage.ErrInvalidQuery)
 }

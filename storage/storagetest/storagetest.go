@@ -65,9 +65,9 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 	for _, tc := range ownershipTests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
-	runDeleteTests(t, newStore)
-	runPageTests(t, newStore)
-	runCountTests(t, newStore)
+	runIfImplemented(t, newStore, deleteTests)
+	runIfImplemented(t, newStore, pageTests)
+	runIfImplemented(t, newStore, countTests)
 }
 
 func ctx(t *testing.T) context.Context {
