@@ -271,9 +271,8 @@ func recoverOnce(ctx context.Context, spec childSpec) (recoveryResult, error) {
 	if errs := loop.Stats().Errors; errs != 0 {
 		return recoveryResult{}, fmt.Errorf("%d reconciles failed", errs)
 	}
-	stopWatch()
-	watching.Wait()
-	closeStore() // again by the defer, which does nothing then
+	watching.Wait() // stopped above: the watch ends before the store closes
+	closeStore()    // again by the defer, which does nothing then
 	res.AfterIdleNS = int64(time.Since(idle))
 	return res, nil
 }
