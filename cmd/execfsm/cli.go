@@ -303,29 +303,46 @@ func runDiagram(ctx context.Context, in invocation) error {
 }
 
 func runStop(ctx context.Context, in invocation) error {
-	var reason, actor string
-	var force bool
-	sub := newSub(in.name)
-	sub.StringVar(&reason, "reason", "", "")
-	sub.StringVar(&actor, "actor", "", "")
-	sub.BoolVar(&force, "force", false, "")
-	pos, err := parseSub(sub, in.args)
+	w, err := parseWrite(in, "it is kept in the record's audit trail", nil)
 	if err != nil {
-		return err
-	}
-	id, err := oneID(in.name, pos)
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(reason) == "" {
-		return fail(exitUsage, "stop needs --reason: it is kept in the record's audit trail")
-	}
-	if actor, err = actorOrYou(actor); err != nil {
 		return err
 	}
 	return withStore(ctx, in.g, true, func(b *backend) error {
-		return stop(ctx, in.g, b, admin.StopRequest{ID: id, Reason: reason, Actor: actor, Force: force}, in.out)
+		return stop(ctx, in.g, b, admin.StopRequest{ID: w.id, Reason: w.reason, Actor: w.actor, Force: w.force}, in.out)
 	})
+}
+
+// write is what a stop or a delete was asked: one id, --reason, --actor
+// (the user's name if not given) and --force.
+type write struct {
+	id, reason, actor string
+	force             bool
+}
+
+// parseWrite reads a stop's or a delete's command line: more adds the
+// command's own flags; a blank --reason is refused, saying why it is
+// needed (why).
+func parseWrite(in invocation, why string, more func(*flag.FlagSet)) (write, error) {
+	var w write
+	sub := newSub(in.name)
+	sub.StringVar(&w.reason, "reason", "", "")
+	sub.StringVar(&w.actor, "actor", "", "")
+	sub.BoolVar(&w.force, "force", false, "")
+	if more != nil {
+		more(sub)
+	}
+	pos, err := parseSub(sub, in.args)
+	if err != nil {
+		return w, err
+	}
+	if w.id, err = oneID(in.name, pos); err != nil {
+		return w, err
+	}
+	if strings.TrimSpace(w.reason) == "" {
+		return w, fail(exitUsage, "%s needs --reason: %s", in.name, why)
+	}
+	w.actor, err = actorOrYou(w.actor)
+	return w, err
 }
 
 // actorOrYou is the --actor given, or "operator:" and the user's name.
@@ -347,31 +364,15 @@ func actorOrYou(actor string) (string, error) {
 // a store reached directly, --archive FILE keeps it first (a JSON Lines
 // file, appended to).
 func runDelete(ctx context.Context, in invocation) error {
-	var reason, actor, keep string
-	var force bool
-	sub := newSub(in.name)
-	sub.StringVar(&reason, "reason", "", "")
-	sub.StringVar(&actor, "actor", "", "")
-	sub.StringVar(&keep, "archive", "", "")
-	sub.BoolVar(&force, "force", false, "")
-	pos, err := parseSub(sub, in.args)
+	var keep string
+	w, err := parseWrite(in, "the archive keeps it", func(fs *flag.FlagSet) { fs.StringVar(&keep, "archive", "", "") })
 	if err != nil {
 		return err
 	}
-	id, err := oneID(in.name, pos)
-	if err != nil {
-		return err
-	}
-	switch {
-	case strings.TrimSpace(reason) == "":
-		return fail(exitUsage, "delete needs --reason: the archive keeps it")
-	case keep != "" && in.g.http != "":
+	if keep != "" && in.g.http != "" {
 		return fail(exitUsage, "--archive with --http: the controller keeps what its handler deletes in its own archive (admin.HandlerOptions.Archive)")
 	}
-	if actor, err = actorOrYou(actor); err != nil {
-		return err
-	}
-	req := admin.DeleteRequest{ID: id, Reason: reason, Actor: actor, Force: force}
+	req := admin.DeleteRequest{ID: w.id, Reason: w.reason, Actor: w.actor, Force: w.force}
 	if keep != "" {
 		kept, err := archive.Open(keep)
 		if err != nil {
