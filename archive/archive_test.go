@@ -42,15 +42,6 @@ func readAll(t *testing.T, path string) []storage.Retired {
 	}
 }
 
-// encoded is rec as a store writes it: two records that encode alike are
-// the same record.
-func encoded(t *testing.T, rec storage.Record) string {
-	t.Helper()
-	data, err := rec.EncodeJSON()
-	require.NoError(t, err)
-	return string(data)
-}
-
 // What Keep took reads back as it was given, trail and revision
 // included, across Keeps and across a reopen.
 func TestKeptRecordsReadBackAsTheyWere(t *testing.T) {
@@ -71,7 +62,7 @@ func TestKeptRecordsReadBackAsTheyWere(t *testing.T) {
 	for k, want := range append(first, third) {
 		require.Equal(t, want.Reason, got[k].Reason)
 		require.True(t, want.At.Equal(got[k].At))
-		require.Equal(t, encoded(t, want.Record), encoded(t, got[k].Record), "record %d", k)
+		require.Equal(t, storagetest.Encoded(t, want.Record), storagetest.Encoded(t, got[k].Record), "record %d", k)
 		require.Equal(t, want.Record.History.Len(), got[k].Record.History.Len(), "the audit trail came along")
 	}
 }

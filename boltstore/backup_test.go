@@ -44,7 +44,7 @@ func TestABackupUnderLoadIsTheDatabaseAtItsRevision(t *testing.T) {
 	require.Empty(t, bad)
 	require.Len(t, recs, len(want))
 	for _, got := range recs {
-		require.Equal(t, encoded(t, want[got.ID]), encoded(t, got), "%s as of revision %d", got.ID, info.Revision)
+		require.Equal(t, storagetest.Encoded(t, want[got.ID]), storagetest.Encoded(t, got), "%s as of revision %d", got.ID, info.Revision)
 	}
 	for _, status := range []string{"running", "paused"} {
 		paged, _, err := storage.ListAll(context.Background(), rs, 7, status)
@@ -67,13 +67,4 @@ func TestABackupUnderLoadIsTheDatabaseAtItsRevision(t *testing.T) {
 		break
 	}
 	recoverytest.ResumesAfterRestore(t, store, id)
-}
-
-// encoded is rec as the store writes it: two records that encode alike
-// are the same record, trail and all.
-func encoded(t *testing.T, rec storage.Record) string {
-	t.Helper()
-	data, err := rec.MarshalBinary()
-	require.NoError(t, err)
-	return string(data)
 }

@@ -53,7 +53,7 @@ func TestASnapshotUnderLoadRestoresTheStoreAtItsRevision(t *testing.T) {
 	require.Empty(t, bad)
 	require.Len(t, recs, len(want))
 	for _, got := range recs {
-		require.Equal(t, encoded(t, want[got.ID]), encoded(t, got), "%s as of revision %d", got.ID, info.Revision)
+		require.Equal(t, storagetest.Encoded(t, want[got.ID]), storagetest.Encoded(t, got), "%s as of revision %d", got.ID, info.Revision)
 	}
 	paged, _, err := storage.ListAll(context.Background(), rs, 7, "running", "paused")
 	require.NoError(t, err)
@@ -65,13 +65,4 @@ func TestASnapshotUnderLoadRestoresTheStoreAtItsRevision(t *testing.T) {
 		break
 	}
 	recoverytest.ResumesAfterRestore(t, rs, id)
-}
-
-// encoded is rec as the store writes it, revision included: two records
-// that encode alike are the same record, trail and all.
-func encoded(t *testing.T, rec storage.Record) string {
-	t.Helper()
-	data, err := rec.EncodeJSON()
-	require.NoError(t, err)
-	return string(data)
 }

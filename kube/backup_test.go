@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/recovery/recoverytest"
-	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
 	"github.com/stretchr/testify/require"
 )
@@ -43,19 +42,10 @@ func TestAnExportUnderLoadImportsAsTheStoreAtItsRevision(t *testing.T) {
 	for _, got := range recs {
 		expected := want[got.ID]
 		expected.Revision, got.Revision = 0, 0 // the new store's
-		require.Equal(t, encodedRecord(t, expected), encodedRecord(t, got), "%s as of revision %d", got.ID, info.ResourceVersion)
+		require.Equal(t, storagetest.Encoded(t, expected), storagetest.Encoded(t, got), "%s as of revision %d", got.ID, info.ResourceVersion)
 	}
 	_, err = restored.Import(ctx, bytes.NewReader(nil))
 	require.NoError(t, err, "an empty export imports nothing")
 
 	recoverytest.ResumesAfterRestore(t, restored, recs[0].ID)
-}
-
-// encodedRecord is rec as a store writes it: two records that encode
-// alike are the same record, trail and all.
-func encodedRecord(t *testing.T, rec storage.Record) string {
-	t.Helper()
-	data, err := rec.EncodeJSON()
-	require.NoError(t, err)
-	return string(data)
 }

@@ -137,3 +137,15 @@ func (l *Load) Stop(t testing.TB) map[string][]Written {
 	}
 	return l.history
 }
+
+// Encoded is rec as a store writes it (Record.MarshalBinary): two
+// records that encode alike are the same record, revision, trail and
+// all. It fails t on a record that does not encode.
+func Encoded(t testing.TB, rec storage.Record) string {
+	t.Helper()
+	data, err := rec.MarshalBinary()
+	if err != nil {
+		t.Fatalf("storagetest: record %q does not encode: %v", rec.ID, err)
+	}
+	return string(data)
+}
