@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -122,9 +123,17 @@ func (p page) do(steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// text is the visible text of the element sel finds, read in one
+// evaluation in the page: the execution page replaces its live parts
+// whenever the execution changes (live.js), and a read that found the
+// node first and asked for its text next could find it gone ("No node
+// with given id found").
 func (p page) text(sel string) string {
 	p.t.Helper()
-	s, err := chromedp.Run(p.ctx, chromedp.Text(chromedp.CSS(sel)))
+	p.do(chromedp.WaitVisible(chromedp.CSS(sel)))
+	quoted, err := json.Marshal(sel)
+	require.NoError(p.t, err)
+	s, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.querySelector(`+string(quoted)+`).innerText`))
 	require.NoError(p.t, err)
 	return s
 }
