@@ -50,6 +50,10 @@ else
 	# two loads varies by some 5 % either way (0.88 and 0.96 in the run
 	# that chose this).
 	go test -run '^$' -bench RetireBesideLoad -benchtime 1x -count 2 -timeout 90m ./reliability/ | tee -a "$out"
+	# A backup (bbolt) and a snapshot (etcd) of the same 1M ended beside
+	# the load, each restored, compared with the store at its revision
+	# and recovered from by a controller: once, in a process of its own.
+	go test -run '^$' -bench BackupUnderLoad -benchtime 1x -count 1 -timeout 90m ./reliability/ | tee -a "$out"
 	# The fleet explorer's searches are deterministic: once each.
 	go test -run '^$' -bench Explore -benchtime 1x -count 1 -timeout 60m ./recovery/fleettest/ | tee -a "$out"
 fi
@@ -68,7 +72,8 @@ ${EXECFSM_RECOVERY:-1000,10000,100000} executions (and
 ${EXECFSM_RECOVERY_BOLT-1000000} on bbolt alone,
 ${EXECFSM_RECOVERY_KUBE:-1000,10000} on the Kubernetes store, and over
 ${EXECFSM_RECOVERY_ENDED:-1000000} ended and ${EXECFSM_RECOVERY_LIVE:-10000}
-live ones listing the live only), the Retirer beside the load (twice), and the fleet
+live ones listing the live only), the Retirer beside the load (twice), a
+backup under the load on bbolt and etcd, and the fleet
 explorer's searches in ./recovery/fleettest) on
 $(date -u +%Y-%m-%d) with $(go version | cut -d' ' -f3-4). Every figure is the median of
 $count runs made in that one invocation, on the machine described below; the

@@ -159,7 +159,7 @@ func adminFirstPage(ctx context.Context, store storage.Store) (int64, error) {
 // executions (default 1000000), then the load of BenchmarkLoad
 // (EXECFSM_LOAD, default 10000x100) alone, then the same load on a
 // second store made alike with a Retirer (completed executions kept for
-// no time, batches of 100 and a pause of 10 ms between them) running
+// no time, batches of 100 and a pause of 25 ms between them) running
 // beside it. It reports the load's throughput each time, their
 // ratio (x-load-beside-retirer: 1 is a retirer that costs the load
 // nothing) and the records the Retirer deleted per second while the load
@@ -168,12 +168,7 @@ func adminFirstPage(ctx context.Context, store storage.Store) (int64, error) {
 //	EXECFSM_RETIRE_ENDED=100000 EXECFSM_LOAD=2000x50 go test ./reliability -run '^$' -bench RetireBesideLoad -benchtime 1x
 func BenchmarkRetireBesideLoad(b *testing.B) {
 	ended := envCount(b, "EXECFSM_RETIRE_ENDED", 1_000_000)
-	executions, steps := 10000, 100
-	if v := os.Getenv("EXECFSM_LOAD"); v != "" {
-		if _, err := fmt.Sscanf(v, "%dx%d", &executions, &steps); err != nil {
-			b.Fatalf("EXECFSM_LOAD=%q: want EXECUTIONSxSTEPS: %v", v, err)
-		}
-	}
+	executions, steps := loadSize(b)
 	b.Run(fmt.Sprintf("bolt/%d-ended/%dx%d", ended, executions, steps), func(b *testing.B) {
 		for i := range b.N {
 			// Two stores alike, one for each load: the second load
