@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -48,7 +49,7 @@ func (s *Store) Delete(ctx context.Context, id string, expect uint64) error {
 		return err
 	}
 	defer cancel()
-	cm, rec, err := s.getConfigMap(ctx, id)
+	obj, rec, err := s.records.get(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -72,23 +73,19 @@ func (s *Store) Delete(ctx context.Context, id string, expect uint64) error {
 	if err := s.raiseFloor(ctx, id, rec.Epoch); err != nil {
 		return err
 	}
-	rv, uid := cm.ResourceVersion, cm.UID
-	err = s.client.CoreV1().ConfigMaps(s.ns).Delete(ctx, cm.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{ResourceVersion: &rv, UID: &uid}})
+	err = s.records.remove(ctx, id, obj)
 	switch {
 	case err == nil:
 		s.claims.forget(id)
 		return nil
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
-	case apierrors.IsConflict(err):
+	case errors.Is(err, errStale):
 		cur, gerr := s.Get(ctx, id)
 		if gerr != nil {
 			return gerr
 		}
 		return &storage.ConflictError{ID: id, Expected: expect, Current: cur}
 	}
-	return wrap("Delete", id, err)
+	return err
 }
 
 // raiseFloor makes the epoch floor at least epoch: a create, or an

@@ -134,7 +134,7 @@ func (e *Events[S]) postOne(ctx context.Context, c transition.Change[S]) {
 		return
 	}
 	defer cancel()
-	cm, _, err := e.store.getConfigMap(ctx, c.ID)
+	obj, _, err := e.store.records.get(ctx, c.ID)
 	if err != nil {
 		e.fail(fmt.Errorf("kube: Event of %s's move: %w", c.ID, err))
 		return
@@ -159,14 +159,13 @@ func (e *Events[S]) postOne(ctx context.Context, c transition.Change[S]) {
 	}
 	at := metav1.NewTime(c.At)
 	event := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: cm.Name + ".", Namespace: cm.Namespace},
-		InvolvedObject: corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: cm.Namespace, Name: cm.Name,
-			UID: cm.UID, ResourceVersion: cm.ResourceVersion},
-		Reason: eventReason(to), Message: message, Type: kind,
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: obj.ref.Name + ".", Namespace: obj.ref.Namespace},
+		InvolvedObject: obj.ref,
+		Reason:         eventReason(to), Message: message, Type: kind,
 		Source:         corev1.EventSource{Component: e.component},
 		FirstTimestamp: at, LastTimestamp: at, Count: 1,
 	}
-	if _, err := e.store.client.CoreV1().Events(cm.Namespace).Create(ctx, event, metav1.CreateOptions{}); err != nil {
+	if _, err := e.store.client.CoreV1().Events(obj.ref.Namespace).Create(ctx, event, metav1.CreateOptions{}); err != nil {
 		e.fail(fmt.Errorf("kube: Event of %s's move to %s: %w", c.ID, to, err))
 	}
 }

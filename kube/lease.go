@@ -13,7 +13,6 @@ import (
 	"github.com/execfsm/execfsm/storage/storekit/heldunder"
 	"github.com/execfsm/execfsm/storage/storekit/writegate"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -195,12 +194,6 @@ func (s *Store) dropLease(ctx context.Context, op, id, name string, claim storag
 	}
 }
 
-// recordOwner is the owner reference a record's Lease carries to the
-// ConfigMap that holds the record.
-func recordOwner(cm *corev1.ConfigMap) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}
-}
-
 // holds reports whether lease is held under claim.
 func holds(l *coordinationv1.Lease, c storage.Claim) bool {
 	return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == c.Owner &&
@@ -259,7 +252,7 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 		duration = parent.duration
 	}
 	for attempt := 0; ; attempt++ {
-		cm, rec, err := s.getConfigMap(ctx, id)
+		obj, rec, err := s.records.get(ctx, id)
 		if err != nil {
 			return nil, storage.Record{}, err
 		}
@@ -267,7 +260,7 @@ func (s *Store) Acquire(ctx context.Context, id string, lease storage.Lease) (st
 			return nil, storage.Record{}, storage.UnderEnded(id, parent)
 		}
 		taken := time.Now() // before the Lease's renewTime is written: the holder's reckoning never runs late
-		epoch, held, err := s.takeLease(ctx, name, id, lease.Holder, duration, rec.Epoch, recordOwner(cm), parent)
+		epoch, held, err := s.takeLease(ctx, name, id, lease.Holder, duration, rec.Epoch, obj.owner(), parent)
 		switch {
 		case errors.Is(err, storage.ErrConflict) && attempt < 16:
 			continue

@@ -3,14 +3,9 @@ package kube
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/execfsm/execfsm/storage"
-	"github.com/execfsm/execfsm/storage/storekit/listdecode"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 var _ storage.PageLister = (*Store)(nil)
@@ -37,39 +32,17 @@ func (s *Store) ListPage(ctx context.Context, q storage.Query) (storage.Page, er
 		return storage.Page{}, err
 	}
 	defer cancel()
-	selector := ManagedLabel + "=" + s.label()
-	labelled := true
-	for _, status := range q.Statuses {
-		if _, ok := statusLabel(status); !ok {
-			labelled = false
-		}
-	}
-	if len(q.Statuses) > 0 && labelled {
-		statuses := slices.Clone(q.Statuses)
-		slices.Sort(statuses)
-		selector += "," + StatusLabel + " in (" + strings.Join(slices.Compact(statuses), ",") + ")"
-	}
-	list, err := s.client.CoreV1().ConfigMaps(s.ns).List(ctx, metav1.ListOptions{LabelSelector: selector,
-		Limit: int64(q.Limit), Continue: q.Cursor})
+	return s.records.page(ctx, q)
+}
+
+// pageError is what a failed list request of a page means: a cursor the
+// API server no longer honours, or never gave, is an invalid query.
+func pageError(err error, q storage.Query, ns string) error {
 	switch {
 	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-		return storage.Page{}, fmt.Errorf("kube: ListPage: %w: the cursor expired (%v): start from the first page", storage.ErrInvalidQuery, err)
+		return fmt.Errorf("kube: ListPage: %w: the cursor expired (%v): start from the first page", storage.ErrInvalidQuery, err)
 	case apierrors.IsBadRequest(err) && q.Cursor != "":
-		return storage.Page{}, fmt.Errorf("kube: ListPage: %w: not a cursor this store gave (%v)", storage.ErrInvalidQuery, err)
-	case err != nil:
-		return storage.Page{}, wrap("ListPage", s.ns, err)
+		return fmt.Errorf("kube: ListPage: %w: not a cursor this store gave (%v)", storage.ErrInvalidQuery, err)
 	}
-	items := list.Items
-	page := storage.Page{Next: list.Continue}
-	page.Records, page.Unreadable = listdecode.All(len(items), func(k int) (storage.Record, error) {
-		return s.decode(items[k].Annotations[IDAnnotation], &items[k])
-	}, func(k int, err error) storage.Unreadable {
-		u := storage.Unreadable{ID: items[k].Annotations[IDAnnotation], Err: err}
-		u.Revision, _ = strconv.ParseUint(items[k].ResourceVersion, 10, 64)
-		return u
-	})
-	if len(q.Statuses) > 0 && !labelled {
-		page.Records = slices.DeleteFunc(page.Records, func(rec storage.Record) bool { return !slices.Contains(q.Statuses, rec.Status) })
-	}
-	return page, nil
+	return wrap("ListPage", ns, err)
 }

@@ -1,30 +1,18 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/execfsm/execfsm/recovery"
 	"github.com/execfsm/execfsm/storage"
-	"github.com/execfsm/execfsm/storage/storekit/listdecode"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/pager"
 )
 
 // Labels and keys the store puts on its ConfigMaps.
@@ -74,6 +62,11 @@ type Options struct {
 	Prefix string
 	// Timeout applies to calls whose context has no deadline.
 	Timeout time.Duration
+	// Resource, if not nil, keeps the records in the status of a custom
+	// resource of the user's, one record per resource, instead of
+	// ConfigMaps of the store's own (see Resource). The Leases, the
+	// table and the epoch floor stay where they are.
+	Resource *Resource
 }
 
 // Store is a [storage.Store], [storage.Lister], [storage.PageLister],
@@ -103,6 +96,8 @@ type Store struct {
 	// claims are the records' claims at the revisions last seen, so a
 	// write need not read the record it replaces first.
 	claims claims
+	// records are where the records are kept.
+	records records
 
 	// beforeTakeOverWrite, when set (by tests only), runs in Acquire
 	// after the Lease is taken and the record read, just before the
@@ -136,7 +131,16 @@ func New(client kubernetes.Interface, opts Options) (*Store, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	return &Store{client: client, ns: opts.Namespace, prefix: opts.Prefix, timeout: opts.Timeout}, nil
+	s := &Store{client: client, ns: opts.Namespace, prefix: opts.Prefix, timeout: opts.Timeout}
+	s.records = &configMaps{client: client, ns: s.ns, label: s.label(), name: s.Name, claims: &s.claims}
+	if opts.Resource != nil {
+		r, err := newResources(opts.Resource, s.ns, &s.claims)
+		if err != nil {
+			return nil, err
+		}
+		s.records = r
+	}
+	return s, nil
 }
 
 // Namespace returns the namespace the store writes in.
@@ -182,44 +186,6 @@ func statusLabel(status string) (string, bool) {
 	return status, len(validation.IsValidLabelValue(status)) == 0
 }
 
-func (s *Store) encode(rec storage.Record, cm *corev1.ConfigMap) error {
-	rec.Revision = 0 // the resourceVersion is the revision
-	compact, err := rec.EncodeJSON()
-	if err != nil {
-		return err
-	}
-	var text bytes.Buffer
-	text.Grow(len(compact) + len(compact)/4)
-	if err := json.Indent(&text, compact, "", "  "); err != nil {
-		return fmt.Errorf("kube: record %q: %w", rec.ID, err)
-	}
-	if size := len(RecordKey) + text.Len(); size > MaxConfigMapSize {
-		return fmt.Errorf("kube: record %q: %w: %d bytes encoded, over a ConfigMap's %d: keep a shorter history (HistoryLimit) or shorter reasons and metadata",
-			rec.ID, storage.ErrInvalidRecord, size, MaxConfigMapSize)
-	}
-	if cm.Labels == nil {
-		cm.Labels = map[string]string{}
-	}
-	if cm.Annotations == nil {
-		cm.Annotations = map[string]string{}
-	}
-	cm.Labels[ManagedLabel] = s.label()
-	if v, ok := statusLabel(rec.Status); ok {
-		cm.Labels[StatusLabel] = v
-	} else {
-		delete(cm.Labels, StatusLabel)
-	}
-	if v, ok := recovery.RecordedRestartability(rec); ok {
-		cm.Labels[RelocatableLabel] = strconv.FormatBool(bool(v))
-	} else {
-		delete(cm.Labels, RelocatableLabel)
-	}
-	cm.Annotations[IDAnnotation] = rec.ID
-	cm.Data = map[string]string{RecordKey: text.String()}
-	cm.BinaryData = nil
-	return nil
-}
-
 // StatusLabel mirrors the record's status on its ConfigMap.
 const StatusLabel = "execfsm.io/status"
 
@@ -229,43 +195,6 @@ const StatusLabel = "execfsm.io/status"
 // tooling can select the controllers that can move:
 // kubectl get jobs -l execfsm.io/relocatable=false.
 const RelocatableLabel = "execfsm.io/relocatable"
-
-// decode reads the record cm holds, a ConfigMap the API server sent, and
-// remembers its claim at its revision: a write this store then makes on
-// that revision need not read it first (claims).
-func (s *Store) decode(id string, cm *corev1.ConfigMap) (storage.Record, error) {
-	var rec storage.Record
-	if got := cm.Annotations[IDAnnotation]; got != id {
-		return storage.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: it holds record %q, not %q", s.ns, cm.Name, storage.ErrCorrupt, got, id)
-	}
-	var err error
-	if text, ok := cm.Data[RecordKey]; ok {
-		err = rec.DecodeJSON([]byte(text))
-	} else {
-		err = rec.UnmarshalBinary(cm.BinaryData[binaryRecordKey])
-	}
-	if err != nil {
-		return storage.Record{}, fmt.Errorf("kube: ConfigMap %s/%s (record %q): %w", s.ns, cm.Name, id, err)
-	}
-	if rec.ID != id {
-		return storage.Record{}, fmt.Errorf("kube: ConfigMap %s/%s: %w: record names itself %q", s.ns, cm.Name, storage.ErrCorrupt, rec.ID)
-	}
-	if rec.Revision, err = s.revisionOf(cm); err != nil {
-		return storage.Record{}, err
-	}
-	s.claims.remember(rec)
-	return rec, nil
-}
-
-// revisionOf is cm's resourceVersion as a revision: on every API server
-// backed by etcd a positive decimal integer; anything else is ErrCorrupt.
-func (s *Store) revisionOf(cm *corev1.ConfigMap) (uint64, error) {
-	rev, err := strconv.ParseUint(cm.ResourceVersion, 10, 64)
-	if err != nil || rev == 0 {
-		return 0, fmt.Errorf("kube: ConfigMap %s/%s: %w: resourceVersion %q is not a positive integer", s.ns, cm.Name, storage.ErrCorrupt, cm.ResourceVersion)
-	}
-	return rev, nil
-}
 
 func wrap(op, id string, err error) error { return fmt.Errorf("kube: %s %q: %w", op, id, err) }
 
@@ -280,21 +209,8 @@ func (s *Store) Get(ctx context.Context, id string) (storage.Record, error) {
 		return storage.Record{}, err
 	}
 	defer cancel()
-	_, rec, err := s.getConfigMap(ctx, id)
+	_, rec, err := s.records.get(ctx, id)
 	return rec, err
-}
-
-// getConfigMap reads record id and the ConfigMap that holds it.
-func (s *Store) getConfigMap(ctx context.Context, id string) (*corev1.ConfigMap, storage.Record, error) {
-	cm, err := s.client.CoreV1().ConfigMaps(s.ns).Get(ctx, s.Name(id), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, storage.Record{}, fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
-	case err != nil:
-		return nil, storage.Record{}, wrap("Get", id, err)
-	}
-	rec, err := s.decode(id, cm)
-	return cm, rec, err
 }
 
 // Create implements [storage.Store].
@@ -307,18 +223,7 @@ func (s *Store) Create(ctx context.Context, rec storage.Record) (storage.Record,
 		return storage.Record{}, err
 	}
 	defer cancel()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: s.Name(rec.ID), Namespace: s.ns}}
-	if err := s.encode(rec, cm); err != nil {
-		return storage.Record{}, err
-	}
-	created, err := s.client.CoreV1().ConfigMaps(s.ns).Create(ctx, cm, metav1.CreateOptions{})
-	switch {
-	case apierrors.IsAlreadyExists(err):
-		return storage.Record{}, fmt.Errorf("kube: record %q: %w", rec.ID, storage.ErrExists)
-	case err != nil:
-		return storage.Record{}, wrap("Create", rec.ID, err)
-	}
-	return s.decode(rec.ID, created)
+	return s.records.create(ctx, rec)
 }
 
 // CompareAndSwap implements [storage.Store] with an update carrying
@@ -364,35 +269,6 @@ func (s *Store) CompareAndSwap(ctx context.Context, id string, expect uint64, ne
 	return s.update(ctx, id, expect, next)
 }
 
-// update writes next over the ConfigMap at resourceVersion expect.
-func (s *Store) update(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: s.Name(id), Namespace: s.ns, ResourceVersion: strconv.FormatUint(expect, 10),
-	}}
-	if err := s.encode(next, cm); err != nil {
-		return storage.Record{}, err
-	}
-	cm.Annotations[ReplacesAnnotation] = strconv.FormatUint(expect, 10)
-	if expect == 0 {
-		// An empty resourceVersion would mean "unconditionally".
-		cm.ResourceVersion = "0"
-	}
-	updated, err := s.client.CoreV1().ConfigMaps(s.ns).Update(ctx, cm, metav1.UpdateOptions{})
-	switch {
-	case err == nil:
-		return s.decode(id, updated)
-	case apierrors.IsNotFound(err):
-		return storage.Record{}, fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
-	case apierrors.IsConflict(err), apierrors.IsInvalid(err) && expect == 0:
-		cur, gerr := s.Get(ctx, id)
-		if gerr != nil {
-			return storage.Record{}, gerr
-		}
-		return storage.Record{}, &storage.ConflictError{ID: id, Expected: expect, Current: cur}
-	}
-	return storage.Record{}, wrap("CompareAndSwap", id, err)
-}
-
 // List implements [storage.Lister], in pages of 500 ConfigMaps (one
 // request each, all at the revision of the first). A ConfigMap whose
 // record does not decode is listed apart, and the others are listed as
@@ -402,62 +278,31 @@ func (s *Store) List(ctx context.Context) ([]storage.Record, []storage.Unreadabl
 	return recs, bad, err
 }
 
-// listPageSize is how many ConfigMaps one list request asks for: the
-// API server's guidance for large collections (kubectl's and
-// client-go's pager's default), a few megabytes of records a page.
-const listPageSize = 500
-
+// list lists every record and says at which resourceVersion.
 func (s *Store) list(ctx context.Context) ([]storage.Record, []storage.Unreadable, string, error) {
 	ctx, cancel, err := s.call(ctx, "List")
 	if err != nil {
 		return nil, nil, "", err
 	}
 	defer cancel()
-	// Pages, so no single response holds every record at once and the
-	// API server serves it in pieces; a continuation that expired on the
-	// way (410 Gone, its revision compacted) falls back to one full list.
-	pages := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return s.client.CoreV1().ConfigMaps(s.ns).List(ctx, opts)
-	})
-	pages.PageSize = listPageSize
-	obj, _, err := pages.List(ctx, metav1.ListOptions{LabelSelector: ManagedLabel + "=" + s.label()})
-	if err != nil {
-		return nil, nil, "", wrap("List", s.ns, err)
-	}
-	items, rv, err := configMapsOf(obj)
-	if err != nil {
-		return nil, nil, "", wrap("List", s.ns, err)
-	}
-	out, bad := listdecode.All(len(items), func(k int) (storage.Record, error) {
-		cm := items[k]
-		return s.decode(cm.Annotations[IDAnnotation], cm)
-	}, func(k int, err error) storage.Unreadable {
-		cm := items[k]
-		u := storage.Unreadable{ID: cm.Annotations[IDAnnotation], Err: err}
-		u.Revision, _ = strconv.ParseUint(cm.ResourceVersion, 10, 64)
-		return u
-	})
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	sort.Slice(bad, func(i, j int) bool { return bad[i].ID < bad[j].ID })
-	return out, bad, rv, nil
+	return s.records.list(ctx)
 }
 
-// configMapsOf returns the ConfigMaps of what the pager listed (one
-// page's ConfigMapList, or the pages' items together) and the
-// resourceVersion the listing was made at.
-func configMapsOf(obj runtime.Object) ([]*corev1.ConfigMap, string, error) {
-	acc, err := meta.ListAccessor(obj)
-	if err != nil {
-		return nil, "", err
-	}
-	var items []*corev1.ConfigMap
-	err = meta.EachListItem(obj, func(o runtime.Object) error {
-		cm, ok := o.(*corev1.ConfigMap)
-		if !ok {
-			return fmt.Errorf("listed a %T, not a ConfigMap", o)
+// update writes next over record id at resourceVersion expect; when the
+// record moved on, the error is a ConflictError with it as it is.
+func (s *Store) update(ctx context.Context, id string, expect uint64, next storage.Record) (storage.Record, error) {
+	written, err := s.records.update(ctx, id, expect, next)
+	if errors.Is(err, errStale) {
+		cur, gerr := s.Get(ctx, id)
+		if gerr != nil {
+			return storage.Record{}, gerr
 		}
-		items = append(items, cm)
-		return nil
-	})
-	return items, acc.GetResourceVersion(), err
+		return storage.Record{}, &storage.ConflictError{ID: id, Expected: expect, Current: cur}
+	}
+	return written, err
 }
+
+// listPageSize is how many ConfigMaps one list request asks for: the
+// API server's guidance for large collections (kubectl's and
+// client-go's pager's default), a few megabytes of records a page.
+const listPageSize = 500

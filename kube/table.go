@@ -47,7 +47,7 @@ func (s *Store) Table(ctx context.Context) ([]byte, uint64, error) {
 	if !ok {
 		return nil, 0, fmt.Errorf("kube: ConfigMap %s/%s: %w: no %s", s.ns, cm.Name, storage.ErrCorrupt, TableKey)
 	}
-	rev, err := s.revisionOf(cm)
+	rev, err := parseRevision("ConfigMap", s.ns, cm.Name, cm.ResourceVersion)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -85,5 +85,5 @@ func (s *Store) SetTable(ctx context.Context, expect uint64, doc []byte) (uint64
 	case err != nil:
 		return 0, wrap("SetTable", s.TableName(), err)
 	}
-	return s.revisionOf(cm)
+	return parseRevision("ConfigMap", s.ns, cm.Name, cm.ResourceVersion)
 }

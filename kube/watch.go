@@ -7,7 +7,6 @@ import (
 
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storekit/backoff"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -64,11 +63,7 @@ func (s *Store) open(ctx context.Context, rv string, relist bool) (*opened, erro
 			return nil, err
 		}
 	}
-	w, err := s.client.CoreV1().ConfigMaps(s.ns).Watch(ctx, metav1.ListOptions{
-		LabelSelector:       ManagedLabel + "=" + s.label(),
-		ResourceVersion:     o.rv,
-		AllowWatchBookmarks: true,
-	})
+	w, err := s.records.watch(ctx, o.rv)
 	if err != nil {
 		return o, err
 	}
@@ -173,20 +168,23 @@ func (s *Store) drain(ctx context.Context, w watch.Interface, rv string, send fu
 				gone := status != nil && (status.Code == http.StatusGone || status.Reason == metav1.StatusReasonExpired || status.Reason == metav1.StatusReasonGone)
 				return rv, gone, true
 			case watch.Bookmark:
-				if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
-					rv = cm.ResourceVersion
+				if _, at, ok := s.records.event(ev.Object); ok {
+					rv = at
 				}
 			case watch.Added, watch.Modified, watch.Deleted:
-				cm, ok := ev.Object.(*corev1.ConfigMap)
+				id, at, ok := s.records.event(ev.Object)
 				if !ok {
 					continue
 				}
-				rev, err := strconv.ParseUint(cm.ResourceVersion, 10, 64)
+				rev, err := strconv.ParseUint(at, 10, 64)
 				if err != nil {
 					continue
 				}
-				rv = cm.ResourceVersion
-				if !send(storage.WatchEvent{ID: cm.Annotations[IDAnnotation], Revision: rev}) {
+				rv = at
+				if id == "" {
+					continue // an object that holds no record (yet)
+				}
+				if !send(storage.WatchEvent{ID: id, Revision: rev}) {
 					return rv, false, false
 				}
 			}
