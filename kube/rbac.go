@@ -3,6 +3,7 @@ package kube
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Names of the Roles this package describes.
@@ -59,6 +60,45 @@ func ControllerRole(namespace string) *rbacv1.Role {
 func ReaderRole(namespace string) *rbacv1.Role {
 	return role(namespace, ReaderRoleName, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}},
+	})
+}
+
+// ResourceMasterRole is MasterRole for a store over the user's custom
+// resource gvr (Options.Resource): the resources, and their status
+// subresource, take the place of the record ConfigMaps. It creates them
+// (Resource.New) and deletes the ended ones; ConfigMaps are read and
+// written for the store's table and its epoch floor only.
+func ResourceMasterRole(namespace string, gvr schema.GroupVersionResource) *rbacv1.Role {
+	return role(namespace, MasterRoleName, []rbacv1.PolicyRule{
+		{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+		{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource + "/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+	})
+}
+
+// ResourceControllerRole is ControllerRole for a store over the user's
+// custom resource gvr: it reads its execution's resource and patches its
+// status (never its spec: it has no update), reads the epoch floor's
+// ConfigMap when it takes an execution over, and keeps the Lease.
+func ResourceControllerRole(namespace string, gvr schema.GroupVersionResource) *rbacv1.Role {
+	return role(namespace, ControllerRoleName, []rbacv1.PolicyRule{
+		{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource}, Verbs: []string{"get"}},
+		{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource + "/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+	})
+}
+
+// ResourceReaderRole is ReaderRole for a store over the user's custom
+// resource gvr.
+func ResourceReaderRole(namespace string, gvr schema.GroupVersionResource) *rbacv1.Role {
+	return role(namespace, ReaderRoleName, []rbacv1.PolicyRule{
+		{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}},
 	})
 }

@@ -22,7 +22,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -53,15 +55,72 @@ func TestTheManifestIsThePackagesRoles(t *testing.T) {
 // Every verb of MasterRole and ControllerRole is needed: with the whole
 // Role its part does all its work; with any one verb taken away it fails,
 // and the API server says it was forbidden.
+//
+// The same holds of the Roles of a store over a custom resource
+// (ResourceMasterRole and the others), over SimJobs.
 func TestEachRoleHasNothingItsPartDoesNotNeed(t *testing.T) {
 	t.Parallel()
+	for _, kind := range []storeKind{configMapStores, simJobStores} {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			requireRolesLeast(t, kind)
+		})
+	}
+}
+
+// storeKind is where a store keeps its records, and the Roles of each
+// part for it, for the RBAC tests.
+type storeKind struct {
+	name                     string
+	master, controller, read func(ns string) *rbacv1.Role
+	// open opens the store in ns as the user of cfg.
+	open func(t *testing.T, cfg *rest.Config, ns string) (*kube.Store, error)
+}
+
+var configMapStores = storeKind{name: "configmaps", master: kube.MasterRole, controller: kube.ControllerRole, read: kube.ReaderRole,
+	open: func(t *testing.T, cfg *rest.Config, ns string) (*kube.Store, error) {
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return kube.New(client, kube.Options{Namespace: ns})
+	}}
+
+var simJobStores = storeKind{name: "simjobs",
+	master:     func(ns string) *rbacv1.Role { return kube.ResourceMasterRole(ns, simJobs) },
+	controller: func(ns string) *rbacv1.Role { return kube.ResourceControllerRole(ns, simJobs) },
+	read:       func(ns string) *rbacv1.Role { return kube.ResourceReaderRole(ns, simJobs) },
+	open: func(t *testing.T, cfg *rest.Config, ns string) (*kube.Store, error) {
+		installSimJobs(t)
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return kube.New(client, kube.Options{Namespace: ns, Resource: &kube.Resource{Client: dyn, GroupVersionResource: simJobs,
+			Kind: "SimJob", StatusPath: "status.state.phase", New: templateOf(simJobs, "SimJob"), Progress: kube.ProgressOf(teraslice.Roles())}})
+	}}
+
+// adminStore is kind's store in ns as the administrator: what a test
+// plays with.
+func (kind storeKind) adminStore(t *testing.T, ns string) *kube.Store {
+	t.Helper()
+	s, err := kind.open(t, cfg, ns)
+	require.NoError(t, err)
+	return s
+}
+
+func requireRolesLeast(t *testing.T, kind storeKind) {
 	parts := []struct {
 		role   func(string) *rbacv1.Role
-		duties func(t *testing.T, client kubernetes.Interface, ns string) error
+		duties func(t *testing.T, kind storeKind, cfg *rest.Config, ns string) error
 	}{
-		{kube.MasterRole, masterDuties},
-		{kube.ControllerRole, controllerDuties},
-		{kube.ReaderRole, readerDuties},
+		{kind.master, masterDuties},
+		{kind.controller, controllerDuties},
+		{kind.read, readerDuties},
 	}
 	for _, part := range parts {
 		full := part.role("")
@@ -69,8 +128,8 @@ func TestEachRoleHasNothingItsPartDoesNotNeed(t *testing.T) {
 			t.Parallel()
 			t.Run("whole", func(t *testing.T) {
 				t.Parallel()
-				client, ns := boundTo(t, full)
-				require.NoError(t, part.duties(t, client, ns))
+				cfg, ns := boundTo(t, full)
+				require.NoError(t, part.duties(t, kind, cfg, ns))
 			})
 			for k, rule := range full.Rules {
 				for _, verb := range rule.Verbs {
@@ -81,8 +140,8 @@ func TestEachRoleHasNothingItsPartDoesNotNeed(t *testing.T) {
 						if len(less.Rules[k].Verbs) == 0 {
 							less.Rules = slices.Delete(less.Rules, k, k+1)
 						}
-						client, ns := boundTo(t, less)
-						err := part.duties(t, client, ns)
+						cfg, ns := boundTo(t, less)
+						err := part.duties(t, kind, cfg, ns)
 						require.Error(t, err, "the part did all its work without %s on %s: the Role need not grant it", verb, rule.Resources[0])
 						require.True(t, apierrors.IsForbidden(err), "failed, but not for want of %s %s: %v", verb, rule.Resources[0], err)
 					})
@@ -92,9 +151,9 @@ func TestEachRoleHasNothingItsPartDoesNotNeed(t *testing.T) {
 	}
 }
 
-// boundTo returns a client of a new user bound only to role, in a
+// boundTo returns the config of a new user bound only to role, in a
 // namespace of its own.
-func boundTo(t *testing.T, role *rbacv1.Role) (kubernetes.Interface, string) {
+func boundTo(t *testing.T, role *rbacv1.Role) (*rest.Config, string) {
 	t.Helper()
 	ns := bareNamespace(t)
 	r := role.DeepCopy()
@@ -103,7 +162,7 @@ func boundTo(t *testing.T, role *rbacv1.Role) (kubernetes.Interface, string) {
 	c, err := controlPlane.AddUser(name)
 	require.NoError(t, err)
 	grant(t, r, name)
-	return kubernetes.NewForConfigOrDie(c), ns
+	return c, ns
 }
 
 // masterDuties is all a cluster master does through this package: it
@@ -111,10 +170,11 @@ func boundTo(t *testing.T, role *rbacv1.Role) (kubernetes.Interface, string) {
 // asks whether a controller holds one, creates its controller's Job,
 // adopts it by its labels, labels it and reads it, and retires an
 // execution that ended.
-func masterDuties(t *testing.T, client kubernetes.Interface, ns string) error {
+func masterDuties(t *testing.T, kind storeKind, cfg *rest.Config, ns string) error {
 	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
-	store, err := kube.New(client, kube.Options{Namespace: ns})
+	client := kubernetes.NewForConfigOrDie(cfg)
+	store, err := kind.open(t, cfg, ns)
 	if err != nil {
 		return err
 	}
@@ -183,17 +243,30 @@ func masterDuties(t *testing.T, client kubernetes.Interface, ns string) error {
 	if _, err = client.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{}); err != nil {
 		return err
 	}
-	// Retires an execution that ended: its record deleted, the store's
-	// epoch floor raised.
-	ended, err := transition.NewPersisted(teraslice.Lifecycle(), store, "ex-ended", transition.PersistedOptions{Actor: "master"})
-	if err != nil {
-		return err
-	}
-	if _, err := ended.Create(ctx, transition.To(state.Rejected).Because("refused")); err != nil {
-		return err
-	}
-	if _, err := ended.Delete(ctx, transition.Deletion{Reason: "kept long enough"}); err != nil {
-		return err
+	// Retires executions that ended, each owned by a controller (the
+	// administrator plays it) at a higher epoch than the one before: its
+	// record deleted, the store's epoch floor made, then raised.
+	admin := kind.adminStore(t, ns)
+	for k, epochs := range []int{1, 2} {
+		id := fmt.Sprintf("ex-ended-%d", k)
+		ended, err := transition.NewPersisted(teraslice.Lifecycle(), store, id, transition.PersistedOptions{Actor: "master"})
+		if err != nil {
+			return err
+		}
+		if _, err := ended.Create(ctx, transition.To(state.Pending).Because("submitted")); err != nil {
+			return err
+		}
+		for range epochs {
+			own, _, err := admin.Acquire(ctx, id, storage.Lease{Holder: "pod-1", TTL: 30 * time.Second})
+			require.NoError(t, err)
+			require.NoError(t, own.Release(ctx))
+		}
+		if _, err := ended.Fire(ctx, state.Rejected, "refused"); err != nil {
+			return err
+		}
+		if _, err := ended.Delete(ctx, transition.Deletion{Reason: "kept long enough"}); err != nil {
+			return err
+		}
 	}
 	posted.Close()
 	return postErr()
@@ -222,16 +295,16 @@ func eventsOf(t *testing.T, store *kube.Store, component string) (*kube.Events[s
 // SIGTERM; a later one starts while an old pod (played by the
 // administrator) still holds it, waits, and takes it over once the old
 // pod relocates.
-func controllerDuties(t *testing.T, client kubernetes.Interface, ns string) error {
+func controllerDuties(t *testing.T, kind storeKind, cfg *rest.Config, ns string) error {
 	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
-	admin := newStoreAs(t, clientset, ns)
+	admin := kind.adminStore(t, ns)
 	master, err := transition.NewPersisted(teraslice.Lifecycle(), admin, "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
 	_, err = master.Create(bg, transition.To(state.Initializing).Set(recovery.MetaRelocatable, "true"))
 	require.NoError(t, err)
 
-	store, err := kube.New(client, kube.Options{Namespace: ns})
+	store, err := kind.open(t, cfg, ns)
 	if err != nil {
 		return err
 	}
@@ -293,15 +366,18 @@ func releaseAtCleanup(t *testing.T, exec *transition.Persisted[state.Status]) {
 // readerDuties is all a reader does: read a record, list them, follow
 // their changes and ask who holds one. Its one attempt to write is
 // refused.
-func readerDuties(t *testing.T, client kubernetes.Interface, ns string) error {
+func readerDuties(t *testing.T, kind storeKind, cfg *rest.Config, ns string) error {
 	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
-	admin, err := transition.NewPersisted(teraslice.Lifecycle(), newStoreAs(t, clientset, ns), "ex-1", transition.PersistedOptions{Actor: "master"})
+	admin, err := transition.NewPersisted(teraslice.Lifecycle(), kind.adminStore(t, ns), "ex-1", transition.PersistedOptions{Actor: "master"})
 	require.NoError(t, err)
 	_, err = admin.Create(bg, transition.To(state.Pending))
 	require.NoError(t, err)
 
-	store := newStoreAs(t, client, ns)
+	store, err := kind.open(t, cfg, ns)
+	if err != nil {
+		return err
+	}
 	if _, err := store.Get(ctx, "ex-1"); err != nil {
 		return err
 	}
@@ -323,9 +399,3 @@ func readerDuties(t *testing.T, client kubernetes.Interface, ns string) error {
 	return nil
 }
 
-func newStoreAs(t *testing.T, client kubernetes.Interface, ns string) *kube.Store {
-	t.Helper()
-	s, err := kube.New(client, kube.Options{Namespace: ns})
-	require.NoError(t, err)
-	return s
-}
