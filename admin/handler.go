@@ -89,8 +89,10 @@ type HandlerOptions struct {
 	// a client that does not read for longer is dropped, so that a slow
 	// or stuck client never holds the controller's memory. Default 10 s.
 	WriteTimeout time.Duration
-	// Logger, if set, is told of dropped watches, failed requests and
-	// anything else a controller's operator should see in its logs.
+	// Logger is told of dropped watches (Warn), failed requests (Warn),
+	// a panicking request or a page that failed to render (Error): what
+	// a controller's operator should see in its logs. Nil is
+	// slog.Default(); slog.New(slog.DiscardHandler) logs nothing.
 	Logger *slog.Logger
 	// Serves is the table this controller decides with, as
 	// schema.Describe(name, roles) gives it (not schema.Save's answer,
@@ -144,7 +146,7 @@ func (o HandlerOptions) withDefaults() (HandlerOptions, error) {
 		o.WriteTimeout = 10 * time.Second
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
 	return o, nil
 }

@@ -94,8 +94,11 @@ type Options[K comparable] struct {
 	// backoff and the worker carries on.
 	Limiter Limiter
 
-	// Logger receives errors, panics and adoption-pass results; nil logs
-	// nothing.
+	// Logger receives errors (Error), retried failures (Warn), panics
+	// (Error, with the key) and each adoption pass's result (Info). Nil
+	// is slog.Default(), the process's default logger: a panicking
+	// reconciler is never silent. To log nothing, give
+	// slog.New(slog.DiscardHandler).
 	Logger *slog.Logger
 
 	// ReconcileObserver, if set, is told about every Reconcile call.
@@ -216,7 +219,7 @@ func NewLoop[K comparable](opt Options[K]) (*Loop[K], error) {
 		l.clock = systemClock{}
 	}
 	if l.log == nil {
-		l.log = slog.New(discard{})
+		l.log = slog.Default()
 	}
 	l.reconcile, l.adoption = opt.ReconcileObserver, opt.AdoptionObserver
 	if l.opt.Workers == 0 {
@@ -630,12 +633,3 @@ func (l *Loop[K]) sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
-
-// discard is a slog.Handler that drops everything (slog.DiscardHandler
-// needs Go 1.24).
-type discard struct{}
-
-func (discard) Enabled(context.Context, slog.Level) bool  { return false }
-func (discard) Handle(context.Context, slog.Record) error { return nil }
-func (d discard) WithAttrs([]slog.Attr) slog.Handler      { return d }
-func (d discard) WithGroup(string) slog.Handler           { return d }
