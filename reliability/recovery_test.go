@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -509,11 +510,15 @@ func runRecoveryChild(b testing.TB, spec childSpec) (recoveryResult, time.Durati
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
-	cmd.Stderr = os.Stderr
+	// The controller logs as any does (its Loop's adoption pass, at
+	// Info); kept apart so that it never splits a benchmark's line, and
+	// shown when it fails.
+	var logged bytes.Buffer
+	cmd.Stderr = &logged
 	start := time.Now()
 	out, err := cmd.Output()
 	took := time.Since(start)
-	require.NoError(b, err, "the recovering controller")
+	require.NoError(b, err, "the recovering controller, which logged:\n%s", logged.String())
 	var res recoveryResult
 	require.NoError(b, json.Unmarshal(out, &res), "its report: %s", out)
 	res.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
