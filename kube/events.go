@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"unicode"
 
@@ -30,8 +31,9 @@ type EventsOptions struct {
 	// move's Event is dropped (and counted, and told to OnError) rather
 	// than slowing down the writes. Zero is DefaultEventQueue.
 	Queue int
-	// OnError, if set, is told of each Event that could not be posted or
-	// was dropped: Events never fail a write.
+	// OnError is told of each Event that could not be posted or was
+	// dropped: Events never fail a write. Nil logs each at Warn through
+	// slog.Default().
 	OnError func(error)
 }
 
@@ -195,7 +197,9 @@ func eventReason(state string) string {
 func (e *Events[S]) fail(err error) {
 	if e.onError != nil {
 		e.onError(err)
+		return
 	}
+	slog.Default().Warn("kube: an Event was not posted", "err", err)
 }
 
 // Close posts the Events still queued and stops; moves made after it are

@@ -398,4 +398,3 @@ func readerDuties(t *testing.T, kind storeKind, cfg *rest.Config, ns string) err
 	require.True(t, apierrors.IsForbidden(err), "a reader's write: %v", err)
 	return nil
 }
-

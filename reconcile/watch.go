@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storekit/backoff"
@@ -13,8 +14,8 @@ import (
 type StoreEventsOptions struct {
 	// From is the revision to start after; 0 is from the beginning.
 	From uint64
-	// OnError, if set, is told of each failed attempt to watch again
-	// (for a log line or a metric).
+	// OnError is told of each failed attempt to watch again (for a log
+	// line or a metric). Nil logs each at Warn through slog.Default().
 	OnError func(error)
 	// SkipWritesBy, if set, leaves out the events of writes made by this
 	// actor: a controller's own writes (its Persisted's Actor), which
@@ -53,6 +54,11 @@ func StoreEvents(ctx context.Context, w storage.Watcher, opts StoreEventsOptions
 		}
 	}
 	fromRevision, onError := opts.From, opts.OnError
+	if onError == nil {
+		onError = func(err error) {
+			slog.Default().Warn("reconcile: StoreEvents: watching the store again failed; retrying", "err", err)
+		}
+	}
 	events, err := w.Watch(ctx, fromRevision)
 	if err != nil {
 		return nil, err
@@ -84,7 +90,7 @@ func StoreEvents(ctx context.Context, w storage.Watcher, opts StoreEventsOptions
 				if events, err = w.Watch(ctx, last); err == nil {
 					break
 				}
-				if onError != nil && ctx.Err() == nil {
+				if ctx.Err() == nil {
 					onError(err)
 				}
 			}
