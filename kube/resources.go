@@ -86,7 +86,9 @@ const DefaultRecordPath = "status.execfsm"
 // A resource whose status has no record is not a record yet: Get says
 // storage.ErrNotFound and listings leave it out. Create writes the
 // first record into the resource named by the record's id, making the
-// resource with New when there is none.
+// resource with New when there is none. An id no resource can be named
+// by (not a DNS subdomain) names its resource "execfsm-h-" and a hash
+// of it; the record keeps the id.
 type Resource struct {
 	// Client reads and writes the resources (dynamic.NewForConfig).
 	Client dynamic.Interface
@@ -109,8 +111,9 @@ type Resource struct {
 	// watched.
 	Selector string
 	// New makes the resource a Create writes the first record into when
-	// there is none by that name (it carries the user's spec; its status
-	// is ignored: the API server drops it). Nil: Create of a record
+	// there is none: it carries the user's spec (its status is ignored:
+	// the API server drops it); the store names it after the record's id
+	// and puts it in the store's namespace. Nil: Create of a record
 	// without its resource fails, matching storage.ErrNotFound.
 	New func(id string) (*unstructured.Unstructured, error)
 	// Progress, if not nil, says where each state stands
