@@ -175,9 +175,10 @@ func newBackupSide(t testing.TB, backend, dir string) backupSide {
 		}
 	case "etcd":
 		// A cluster of its own that compacts its history, as a
-		// production etcd does: the load's million writes kept whole
-		// would fill etcd's 2 GiB quota beside a million ended records.
-		source, err := embedded.Start(filepath.Join(dir, "source"), 1, embedded.Options{Compaction: 10 * time.Second})
+		// production etcd does, with room for a million ended records
+		// and the load's writes between two compactions: etcd's default
+		// 2 GiB quota refused the load's writes half way.
+		source, err := embedded.Start(filepath.Join(dir, "source"), 1, embedded.Options{Compaction: 10 * time.Second, QuotaBytes: 8 << 30})
 		require.NoError(t, err)
 		t.Cleanup(source.Close)
 		cl, err := source.Client()
@@ -193,7 +194,7 @@ func newBackupSide(t testing.TB, backend, dir string) backupSide {
 				return uint64(info.Revision), info.Bytes, err
 			},
 			restore: func(path string) (storage.Store, childSpec, func()) {
-				cluster, err := embedded.Start(filepath.Join(dir, "restored"), 1, embedded.Options{Snapshot: path})
+				cluster, err := embedded.Start(filepath.Join(dir, "restored"), 1, embedded.Options{Snapshot: path, QuotaBytes: 8 << 30})
 				require.NoError(t, err)
 				t.Cleanup(cluster.Close)
 				cl, err := cluster.Client()

@@ -50,6 +50,10 @@ type Options struct {
 	// Compaction, if positive, makes etcd compact its history every
 	// interval (auto-compaction, periodic mode).
 	Compaction time.Duration
+	// QuotaBytes, if positive, is how large each member's database may
+	// grow (etcd's --quota-backend-bytes); zero is etcd's default, 2 GiB.
+	// Past it etcd refuses writes ("database space exceeded").
+	QuotaBytes int64
 	// ClientTLS, if set, makes the members serve their clients over TLS
 	// (https:// endpoints), as a production etcd does. Client then no
 	// longer connects: make a client with the TLS configuration it
@@ -106,6 +110,9 @@ func Start(dir string, n int, opts Options) (*Cluster, error) {
 		if opts.Compaction > 0 {
 			cfg.AutoCompactionMode = "periodic"
 			cfg.AutoCompactionRetention = opts.Compaction.String()
+		}
+		if opts.QuotaBytes > 0 {
+			cfg.QuotaBackendBytes = opts.QuotaBytes
 		}
 		peers = append(peers, cfg.Name+"="+peerURL.String())
 		c.members = append(c.members, &member{cfg: cfg, client: clientURL.String()})
