@@ -74,8 +74,8 @@
 //
 // DefaultBound (two pods, a crash, a drain, races, twelve steps) runs in
 // seconds. Without the depth bound, the execution lifecycle's whole
-// reachable space with two pods, a crash and a drain is 6,089 states,
-// all reached by depth 18 (BENCHMARKS.md, the run of record). Each
+// reachable space with two pods, a crash and a drain is 8,506 states,
+// all reached by depth 19 (BENCHMARKS.md, the run of record). Each
 // further pod, crash or drain multiplies the states; BENCHMARKS.md gives
 // counts and times.
 package fleettest

@@ -30,7 +30,7 @@ func lifecycle() fleettest.Fleet[state.Status] {
 
 // everyState is the default bound with room for every state the fleet
 // can reach with two pods, a crash and a drain: the search ends when a
-// level adds nothing new (at depth 18), not at the depth.
+// level adds nothing new (at depth 19), not at the depth.
 var everyState = fleettest.Bound{Depth: 40, Pods: 2, Crashes: 1, Drains: 1}
 
 func TestTheBuiltInLifecycleKeepsEveryInvariantInEveryReachableState(t *testing.T) {
