@@ -38,6 +38,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -110,6 +111,9 @@ const (
 
 // play runs the three controllers and prints what happened.
 func play(ctx context.Context, farm Farm, out io.Writer) error {
+	// The play's lines, and each controller's log and lines, copied by
+	// goroutines of their own, all go to out: one write at a time.
+	out = &lockedWriter{w: out}
 	if err := farm.Submit(shotID, shotFrames); err != nil {
 		return err
 	}
@@ -223,7 +227,7 @@ func startController(ctx context.Context, farm Farm, platform recovery.Platform,
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), envFarmDir+"="+farm.Dir, envPlatform+"="+platform.Name)
-	cmd.Stderr = out
+	cmd.Stderr = out // copied by a goroutine of os/exec's: out takes one write at a time (play)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -342,4 +346,17 @@ func (m *metrics) value(name string, labels ...string) float64 {
 		}
 	}
 	return sum
+}
+
+// lockedWriter writes to w one write at a time: what two goroutines
+// that share a writer (a strings.Builder in a test) need.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
