@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -16,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -205,7 +203,7 @@ func (c *configMaps) list(ctx context.Context) ([]storage.Record, []storage.Unre
 	if err != nil {
 		return nil, nil, "", wrap("List", c.ns, err)
 	}
-	items, rv, err := configMapsOf(obj)
+	items, rv, err := listedItems[*corev1.ConfigMap](obj)
 	if err != nil {
 		return nil, nil, "", wrap("List", c.ns, err)
 	}
@@ -214,29 +212,8 @@ func (c *configMaps) list(ctx context.Context) ([]storage.Record, []storage.Unre
 	}, func(k int, err error) storage.Unreadable {
 		return unreadable(items[k], err)
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	sort.Slice(bad, func(i, j int) bool { return bad[i].ID < bad[j].ID })
+	sortByID(out, bad)
 	return out, bad, rv, nil
-}
-
-// configMapsOf returns the ConfigMaps of what the pager listed (one
-// page's ConfigMapList, or the pages' items together) and the
-// resourceVersion the listing was made at.
-func configMapsOf(obj runtime.Object) ([]*corev1.ConfigMap, string, error) {
-	acc, err := meta.ListAccessor(obj)
-	if err != nil {
-		return nil, "", err
-	}
-	var items []*corev1.ConfigMap
-	err = meta.EachListItem(obj, func(o runtime.Object) error {
-		cm, ok := o.(*corev1.ConfigMap)
-		if !ok {
-			return fmt.Errorf("listed a %T, not a ConfigMap", o)
-		}
-		items = append(items, cm)
-		return nil
-	})
-	return items, acc.GetResourceVersion(), err
 }
 
 // page makes one list request: the store's ConfigMaps, selected by the

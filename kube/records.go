@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/execfsm/execfsm/storage"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -73,4 +76,32 @@ func parseRevision(kind, ns, name, rv string) (uint64, error) {
 		return 0, fmt.Errorf("kube: %s %s/%s: %w: resourceVersion %q is not a positive integer", kind, ns, name, storage.ErrCorrupt, rv)
 	}
 	return rev, nil
+}
+
+// listedItems returns the objects of what a pager listed (one page's
+// list, or the pages' items together), each a T, and the
+// resourceVersion the listing was made at.
+func listedItems[T runtime.Object](obj runtime.Object) ([]T, string, error) {
+	acc, err := meta.ListAccessor(obj)
+	if err != nil {
+		return nil, "", err
+	}
+	var items []T
+	err = meta.EachListItem(obj, func(o runtime.Object) error {
+		item, ok := o.(T)
+		if !ok {
+			var want T
+			return fmt.Errorf("listed a %T, not a %T", o, want)
+		}
+		items = append(items, item)
+		return nil
+	})
+	return items, acc.GetResourceVersion(), err
+}
+
+// sortByID puts a listing's records, and those it could not read, in
+// the order of their ids, as storage.Lister promises.
+func sortByID(recs []storage.Record, bad []storage.Unreadable) {
+	slices.SortFunc(recs, func(a, b storage.Record) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(bad, func(a, b storage.Unreadable) int { return strings.Compare(a.ID, b.ID) })
 }

@@ -35,21 +35,25 @@ import (
 // like Volcano's Job, their phase at .status.state.phase.
 var simJobs = schema.GroupVersionResource{Group: "batch.execfsm.test", Version: "v1", Resource: "simjobs"}
 
-var (
-	crdOnce sync.Once
-	crdErr  error
-)
+// crds are the CRDs the tests install, each once for the package.
+var crds sync.Map // file → func() error (sync.OnceValue)
 
-// installSimJobs installs the SimJob CRD, once for the package, and
-// waits until the API server serves it.
-func installSimJobs(t testing.TB) {
+// installSimJobs installs the SimJob CRD and waits until the API server
+// serves it.
+func installSimJobs(t testing.TB) { t.Helper(); install(t, "testdata/simjob-crd.yaml", simJobs) }
+
+// installVCJobs installs the VCJob CRD likewise.
+func installVCJobs(t testing.TB) { t.Helper(); install(t, "testdata/vcjob-crd.yaml", vcJobs) }
+
+// install installs the CRD in file, serving gvr, once for the package.
+func install(t testing.TB, file string, gvr schema.GroupVersionResource) {
 	t.Helper()
-	crdOnce.Do(func() {
+	once, _ := crds.LoadOrStore(file, sync.OnceValue(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		crdErr = installCRD(ctx, "testdata/simjob-crd.yaml", simJobs)
-	})
-	require.NoError(t, crdErr, "the SimJob CRD")
+		return installCRD(ctx, file, gvr)
+	}))
+	require.NoError(t, once.(func() error)(), file)
 }
 
 // installCRD creates the CRD in file, as the administrator, and waits
@@ -84,22 +88,6 @@ func installCRD(ctx context.Context, file string, gvr schema.GroupVersionResourc
 			return fmt.Errorf("%s: %v not served: %w", file, gvr, errors.Join(err, ctx.Err()))
 		}
 	}
-}
-
-var (
-	vcCRDOnce sync.Once
-	vcCRDErr  error
-)
-
-// installVCJobs installs the VCJob CRD, once for the package.
-func installVCJobs(t testing.TB) {
-	t.Helper()
-	vcCRDOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		vcCRDErr = installCRD(ctx, "testdata/vcjob-crd.yaml", vcJobs)
-	})
-	require.NoError(t, vcCRDErr, "the VCJob CRD")
 }
 
 // resourceRole lets the store's user read and write the resources of

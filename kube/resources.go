@@ -23,7 +23,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -603,33 +602,13 @@ func (r *resources) list(ctx context.Context) ([]storage.Record, []storage.Unrea
 	if err != nil {
 		return nil, nil, "", wrap("List", r.ns, err)
 	}
-	items, rv, err := unstructuredOf(obj)
+	items, rv, err := listedItems[*unstructured.Unstructured](obj)
 	if err != nil {
 		return nil, nil, "", wrap("List", r.ns, err)
 	}
 	out, bad := r.decodeAll(items)
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	sort.Slice(bad, func(i, j int) bool { return bad[i].ID < bad[j].ID })
+	sortByID(out, bad)
 	return out, bad, rv, nil
-}
-
-// unstructuredOf returns the objects of what the pager listed and the
-// resourceVersion the listing was made at.
-func unstructuredOf(obj runtime.Object) ([]*unstructured.Unstructured, string, error) {
-	acc, err := meta.ListAccessor(obj)
-	if err != nil {
-		return nil, "", err
-	}
-	var items []*unstructured.Unstructured
-	err = meta.EachListItem(obj, func(o runtime.Object) error {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			return fmt.Errorf("listed a %T, not an unstructured object", o)
-		}
-		items = append(items, u)
-		return nil
-	})
-	return items, acc.GetResourceVersion(), err
 }
 
 // page reads one page. Without statuses it is one list request. With
