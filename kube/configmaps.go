@@ -177,18 +177,7 @@ func (c *configMaps) update(ctx context.Context, id string, expect uint64, next 
 }
 
 func (c *configMaps) remove(ctx context.Context, id string, obj object) error {
-	rv, uid := obj.ref.ResourceVersion, obj.ref.UID
-	err := c.api().Delete(ctx, obj.ref.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{ResourceVersion: &rv, UID: &uid}})
-	switch {
-	case err == nil:
-		return nil
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
-	case apierrors.IsConflict(err):
-		return errStale
-	}
-	return wrap("Delete", id, err)
+	return removeObject(ctx, c.api().Delete, id, obj)
 }
 
 func (c *configMaps) list(ctx context.Context) ([]storage.Record, []storage.Unreadable, string, error) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/execfsm/execfsm/storage"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -104,4 +105,21 @@ func listedItems[T runtime.Object](obj runtime.Object) ([]T, string, error) {
 func sortByID(recs []storage.Record, bad []storage.Unreadable) {
 	slices.SortFunc(recs, func(a, b storage.Record) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(bad, func(a, b storage.Unreadable) int { return strings.Compare(a.ID, b.ID) })
+}
+
+// removeObject deletes obj, the object of record id, with del (its
+// client's Delete), if it is still that object at that resourceVersion:
+// records.remove of both places.
+func removeObject(ctx context.Context, del func(context.Context, string, metav1.DeleteOptions) error, id string, obj object) error {
+	rv, uid := obj.ref.ResourceVersion, obj.ref.UID
+	err := del(ctx, obj.ref.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv, UID: &uid}})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
+	case apierrors.IsConflict(err):
+		return errStale
+	}
+	return wrap("Delete", id, err)
 }

@@ -567,18 +567,9 @@ func (r *resources) update(ctx context.Context, id string, expect uint64, next s
 }
 
 func (r *resources) remove(ctx context.Context, id string, obj object) error {
-	rv, uid := obj.ref.ResourceVersion, obj.ref.UID
-	err := r.api().Delete(ctx, obj.ref.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{ResourceVersion: &rv, UID: &uid}})
-	switch {
-	case err == nil:
-		return nil
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("kube: record %q: %w", id, storage.ErrNotFound)
-	case apierrors.IsConflict(err):
-		return errStale
-	}
-	return wrap("Delete", id, err)
+	return removeObject(ctx, func(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+		return r.api().Delete(ctx, name, opts)
+	}, id, obj)
 }
 
 // decodeAll reads the records of the listed resources that hold one.
