@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/execfsm/execfsm/kube"
-	"github.com/execfsm/execfsm/recovery/recoverytest"
-	"github.com/execfsm/execfsm/schema/schematest"
 	"github.com/execfsm/execfsm/state"
 	"github.com/execfsm/execfsm/storage"
 	"github.com/execfsm/execfsm/storage/storagetest"
@@ -133,23 +131,6 @@ func newResourceStore(t testing.TB) *kube.Store {
 	s, err := kube.New(storeClient, simJobOptions(t, ns))
 	require.NoError(t, err)
 	return s
-}
-
-func TestResourceConformance(t *testing.T) {
-	t.Parallel()
-	storagetest.Run(t, func(t *testing.T) storage.Store { return newResourceStore(t) })
-	storagetest.RunTable(t, func(t *testing.T) storage.Store { return newResourceStore(t) })
-}
-
-// TestResourceStartupOwnership is TestStartupOwnership over SimJobs.
-func TestResourceStartupOwnership(t *testing.T) {
-	t.Parallel()
-	recoverytest.RunOwnership(t, func(t *testing.T) storage.Store { return newResourceStore(t) }, recoverytest.Options{Rounds: 150})
-}
-
-func TestResourceRecordedTable(t *testing.T) {
-	t.Parallel()
-	schematest.Run(t, func(t *testing.T) storage.Store { return newResourceStore(t) })
 }
 
 // resourceStoreAs is a store over the resources of gvr in ns for the

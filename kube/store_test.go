@@ -36,13 +36,37 @@ func newStoreIn(t testing.TB, ns string) *kube.Store {
 	return s
 }
 
+// suiteStores are the two places a store keeps its records, each a
+// fresh store in a namespace of its own: ConfigMaps, and SimJobs (a
+// custom resource of the user's, Options.Resource). Every suite runs
+// over both.
+var suiteStores = []struct {
+	name string
+	open func(testing.TB) *kube.Store
+}{
+	{"configmaps", newStore},
+	{"simjobs", newResourceStore},
+}
+
+// forEachStore runs suite over each of suiteStores, in parallel.
+func forEachStore(t *testing.T, suite func(t *testing.T, newStore func(t *testing.T) storage.Store)) {
+	for _, kind := range suiteStores {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			suite(t, func(t *testing.T) storage.Store { return kind.open(t) })
+		})
+	}
+}
+
 // The suites run beside the tests that wait on the Job controller's
 // backoffs (each in namespaces of its own): run one after the other, the
 // package took three minutes.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storagetest.Run(t, func(t *testing.T) storage.Store { return newStore(t) })
-	storagetest.RunTable(t, func(t *testing.T) storage.Store { return newStore(t) })
+	forEachStore(t, func(t *testing.T, newStore func(t *testing.T) storage.Store) {
+		storagetest.Run(t, newStore)
+		storagetest.RunTable(t, newStore)
+	})
 }
 
 // TestStartupOwnership runs the ownership suite with 150 rounds of the
@@ -54,7 +78,9 @@ func TestConformance(t *testing.T) {
 // stores (the log of wins says so).
 func TestStartupOwnership(t *testing.T) {
 	t.Parallel()
-	recoverytest.RunOwnership(t, func(t *testing.T) storage.Store { return newStore(t) }, recoverytest.Options{Rounds: 150})
+	forEachStore(t, func(t *testing.T, newStore func(t *testing.T) storage.Store) {
+		recoverytest.RunOwnership(t, newStore, recoverytest.Options{Rounds: 150})
+	})
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
@@ -332,7 +358,7 @@ func TestZeroStoreFailsWithAnError(t *testing.T) {
 }
 
 func TestTableCompatibility(t *testing.T) {
-	schematest.Run(t, func(t *testing.T) storage.Store { return newStore(t) })
+	forEachStore(t, schematest.Run)
 }
 
 // List reads a store of more records than one page holds in pages
