@@ -38,11 +38,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/execfsm/execfsm/boltstore"
+	"github.com/execfsm/execfsm/examples/internal/proc"
 	"github.com/execfsm/execfsm/recovery"
 )
 
@@ -113,7 +113,7 @@ const (
 func play(ctx context.Context, farm Farm, out io.Writer) error {
 	// The play's lines, and each controller's log and lines, copied by
 	// goroutines of their own, all go to out: one write at a time.
-	out = &lockedWriter{w: out}
+	out = proc.SyncWriter(out)
 	if err := farm.Submit(shotID, shotFrames); err != nil {
 		return err
 	}
@@ -346,17 +346,4 @@ func (m *metrics) value(name string, labels ...string) float64 {
 		}
 	}
 	return sum
-}
-
-// lockedWriter writes to w one write at a time: what two goroutines
-// that share a writer (a strings.Builder in a test) need.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
