@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,9 +132,6 @@ func Manage[S comparable](ctx context.Context, c ManagerConfig[S]) (int, error) 
 	}
 	signals, stop := signalsOr(c.Signals)
 	defer stop()
-	if err := recordTable(ctx, c.Store, c.Table, c.Roles); err != nil {
-		return exitFailed, err
-	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -144,12 +142,80 @@ func Manage[S comparable](ctx context.Context, c ManagerConfig[S]) (int, error) 
 		}
 	}()
 	err = m.run(runCtx)
-	code := m.handOver(context.WithoutCancel(ctx))
+	code, handOverErr := m.handOver(context.WithoutCancel(ctx))
 	if err != nil && runCtx.Err() == nil {
-		return exitFailed, err
+		return exitFailed, errors.Join(err, handOverErr)
 	}
-	return code, nil
+	return code, handOverErr
 }
+
+// Driver is what [Manage] does to each execution, for a loop of the
+// caller's instead of Manage's own: a controller-runtime manager's
+// (package github.com/execfsm/execfsm/kube/ctrlruntime runs one for the
+// executions kept in a custom resource), or a reconcile.Loop the caller
+// builds with events of its own. [Driver.Reconcile] is one sync of one
+// execution; [Driver.HandOver] is Manage's SIGTERM, once the loop has
+// stopped. It is safe for concurrent use by the loop's workers.
+type Driver[S comparable] struct{ m *manager[S] }
+
+// NewDriver checks c as Manage does. The fields that make Manage's loop
+// (World, CreateMissing, NoWatch, Resync, Workers, Signals, Ready) belong
+// to the caller's loop and are refused with [ErrInvalidConfig]. The table
+// is recorded and the leader elected at the first Reconcile, which
+// returns the error if either fails, for the loop to retry.
+func NewDriver[S comparable](c ManagerConfig[S]) (*Driver[S], error) {
+	loopFields := []string{}
+	for name, set := range map[string]bool{"World": c.World != nil, "CreateMissing": c.CreateMissing, "NoWatch": c.NoWatch,
+		"Resync": c.Resync != 0, "Workers": c.Workers != 0, "Signals": c.Signals != nil, "Ready": c.Ready != nil} {
+		if set {
+			loopFields = append(loopFields, name)
+		}
+	}
+	if len(loopFields) > 0 {
+		sort.Strings(loopFields)
+		return nil, fmt.Errorf("run: %w: %s set for a Driver: they are Manage's loop's, and the Driver's caller runs its own loop",
+			ErrInvalidConfig, strings.Join(loopFields, ", "))
+	}
+	m, err := newManager(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver[S]{m: m}, nil
+}
+
+// Reconcile implements reconcile.Reconciler for execution id: the
+// execution taken over the first time (decided on as Manage decides),
+// what fell due made (a timer, an exhausted budget), then synced by the
+// config's Sync; its Step says when again. An execution that has ended,
+// or whose record is gone, is let go. After [Driver.HandOver] it refuses
+// with [ErrHandedOver].
+func (d *Driver[S]) Reconcile(ctx context.Context, id string) (reconcile.Result, error) {
+	d.m.gate.RLock()
+	defer d.m.gate.RUnlock()
+	if d.m.handedOver {
+		return reconcile.Result{}, fmt.Errorf("run: syncing %s: %w", id, ErrHandedOver)
+	}
+	if err := d.m.prepare(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
+	return d.m.Reconcile(ctx, id)
+}
+
+// HandOver is Manage's SIGTERM for a Driver whose loop has stopped (or
+// is stopping: it waits for the syncs under way, and refuses any after
+// it): every execution it drives handed over as it is (HandOver), or
+// relocated or shut down as Platform says, then the leader's lease let
+// go. It returns the exit code Manage would, and every error joined.
+func (d *Driver[S]) HandOver(ctx context.Context) (int, error) {
+	d.m.gate.Lock()
+	d.m.handedOver = true
+	d.m.gate.Unlock()
+	return d.m.handOver(ctx)
+}
+
+// ErrHandedOver is matched by the error of a [Driver.Reconcile] after
+// [Driver.HandOver]: the executions are someone else's now.
+var ErrHandedOver = errors.New("the driver has handed its executions over")
 
 // manager is one Manage.
 type manager[S comparable] struct {
@@ -159,6 +225,12 @@ type manager[S comparable] struct {
 
 	mu     sync.Mutex
 	driven map[string]*transition.Persisted[S]
+
+	prepareMu sync.Mutex // one prepare at a time
+	prepared  bool       // the table recorded and the leader elected
+
+	gate       sync.RWMutex // a Driver's syncs hold it shared, its HandOver whole
+	handedOver bool
 }
 
 func newManager[S comparable](c ManagerConfig[S]) (*manager[S], error) {
@@ -215,10 +287,8 @@ func (m *manager[S]) handle(id string) (*transition.Persisted[S], error) {
 
 // run elects the leader, then runs the Loop until ctx ends.
 func (m *manager[S]) run(ctx context.Context) error {
-	if m.c.Leader != "" {
-		if err := m.lead(ctx); err != nil {
-			return err
-		}
+	if err := m.prepare(ctx); err != nil {
+		return err
 	}
 	opts := reconcile.Options[string]{Reconciler: m, Known: m.known, Resync: m.c.Resync, Workers: m.c.Workers,
 		ReconcileObserver: m.c.Observers.Reconciles, AdoptionObserver: m.c.Observers.Adoptions}
@@ -246,6 +316,26 @@ func (m *manager[S]) run(ctx context.Context) error {
 		m.c.Ready(n)
 	}
 	return <-done
+}
+
+// prepare records the table and elects the leader, once: Manage's
+// start, and a Driver's first sync.
+func (m *manager[S]) prepare(ctx context.Context) error {
+	m.prepareMu.Lock()
+	defer m.prepareMu.Unlock()
+	if m.prepared {
+		return nil
+	}
+	if err := recordTable(ctx, m.c.Store, m.c.Table, m.c.Roles); err != nil {
+		return err
+	}
+	if m.c.Leader != "" {
+		if err := m.lead(ctx); err != nil {
+			return err
+		}
+	}
+	m.prepared = true
+	return nil
 }
 
 // lead takes the leader's record over, creating it first if need be,
@@ -361,11 +451,11 @@ func (m *manager[S]) Reconcile(ctx context.Context, id string) (reconcile.Result
 		return reconcile.Result{}, err
 	}
 	if _, _, err := m.decider.Advance(ctx, exec); err != nil {
-		return reconcile.Result{}, err
+		return m.gone(ctx, id, exec, err)
 	}
 	cur, _, err := exec.Load(ctx)
 	if err != nil {
-		return reconcile.Result{}, err
+		return m.gone(ctx, id, exec, err)
 	}
 	if m.c.Roles.Table().IsTerminal(cur) {
 		m.drop(ctx, id, exec)
@@ -386,6 +476,16 @@ func (m *manager[S]) Reconcile(ctx context.Context, id string) (reconcile.Result
 		res.RequeueAfter = wait
 	}
 	return res, nil
+}
+
+// gone lets exec go if err says its record is gone (deleted, retired):
+// nothing is left to drive. Any other error is the sync's, retried.
+func (m *manager[S]) gone(ctx context.Context, id string, exec *transition.Persisted[S], err error) (reconcile.Result, error) {
+	if errors.Is(err, storage.ErrNotFound) {
+		m.drop(ctx, id, exec)
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{}, err
 }
 
 // atOnce is the smallest delay the Loop takes: an execution synced again
@@ -418,7 +518,7 @@ func (m *manager[S]) drop(ctx context.Context, id string, exec *transition.Persi
 
 // handOver is the SIGTERM: every execution handed over (or relocated, or
 // shut down, as the policy says), then the leader's lease let go.
-func (m *manager[S]) handOver(ctx context.Context) int {
+func (m *manager[S]) handOver(ctx context.Context) (int, error) {
 	m.mu.Lock()
 	ids := make([]string, 0, len(m.driven))
 	for id := range m.driven {
@@ -428,11 +528,13 @@ func (m *manager[S]) handOver(ctx context.Context) int {
 	m.mu.Unlock()
 	sort.Strings(ids)
 	code := 0
+	var errs []error
 	for _, id := range ids {
 		// The syncs have stopped: no work runs to be stopped.
 		exit, err := sigterm(ctx, m.decider, execs[id], nil, m.logFor(id))
 		if err != nil {
 			m.log("%s: %v", id, err)
+			errs = append(errs, err)
 			code = exitFailed
 			continue
 		}
@@ -443,10 +545,11 @@ func (m *manager[S]) handOver(ctx context.Context) int {
 	if m.leader != nil {
 		if err := m.leader.Release(ctx); err != nil {
 			m.log("letting the leader's lease go: %v", err)
+			errs = append(errs, fmt.Errorf("run: letting the leader's lease go: %w", err))
 			code = exitFailed
 		}
 	}
-	return code
+	return code, errors.Join(errs...)
 }
 
 // defaultHolder is the host name and the process id.
