@@ -126,6 +126,34 @@ type Resource struct {
 	Progress func(state string) (Progress, bool)
 }
 
+// ResourceKind returns the kind of the custom resource the store keeps
+// its records in (Options.Resource), and false for a store of
+// ConfigMaps: what a controller-runtime controller watches.
+func (s *Store) ResourceKind() (schema.GroupVersionKind, bool) {
+	r, ok := s.records.(*resources)
+	if !ok {
+		return schema.GroupVersionKind{}, false
+	}
+	return schema.FromAPIVersionAndKind(r.apiVersion, r.kind), true
+}
+
+// ExecutionOf returns the id of the execution u, one of the store's
+// custom resources, is the record of (its name, or the id its record
+// keeps when the name was made from a hash), and whether it holds a
+// record yet: a resource its user created has none until Create writes
+// the first. It returns "", false for an object of another kind, and on
+// a store of ConfigMaps.
+func (s *Store) ExecutionOf(u *unstructured.Unstructured) (id string, recorded bool) {
+	r, ok := s.records.(*resources)
+	if !ok || u == nil || u.GetAPIVersion() != r.apiVersion || u.GetKind() != r.kind {
+		return "", false
+	}
+	if !r.holds(u) {
+		return u.GetName(), false
+	}
+	return r.idOf(u), true
+}
+
 // resources keeps a Store's records in a custom resource's status (see
 // Resource).
 type resources struct {

@@ -213,6 +213,10 @@ func (d *Driver[S]) HandOver(ctx context.Context) (int, error) {
 	return d.m.handOver(ctx)
 }
 
+// Holder is the name the driver writes and holds leases under
+// (ManagerConfig.Holder, or the default made for it).
+func (d *Driver[S]) Holder() string { return d.m.c.Holder }
+
 // ErrHandedOver is matched by the error of a [Driver.Reconcile] after
 // [Driver.HandOver]: the executions are someone else's now.
 var ErrHandedOver = errors.New("the driver has handed its executions over")
