@@ -1,7 +1,14 @@
-// Package ctrlruntime adapts reconcilers between package reconcile and
-// controller-runtime, apart from package kube so that a controller using
-// kube's ConfigMap store does not compile controller-runtime's client,
-// cache and Prometheus metrics unless it asks for them here.
+// Package ctrlruntime runs execfsm in controller-runtime, apart from
+// package kube so that a controller using kube's stores does not compile
+// controller-runtime's client, cache and Prometheus metrics unless it
+// asks for them here.
+//
+// [Drive] is an operator whose custom resources hold their executions'
+// state (a kube.Store over kube.Options.Resource): a controller in a
+// controller-runtime manager that writes each resource's first record,
+// syncs it with a run.Driver whenever it or what it owns changes, and
+// hands every execution over when the manager stops. examples/kubeoperator
+// is one, run against a real API server and Job controller.
 //
 // [ToReconciler] runs a reconcile.Reconciler in a controller-runtime
 // manager, the loop many operators already have (RequeueAfter and
