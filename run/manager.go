@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"sort"
@@ -109,8 +110,12 @@ type ManagerConfig[S comparable] struct {
 	// Observers are told every move, decision and sync
 	// (prom.RunObservers makes all of them at once).
 	Observers Observers[S]
-	// Log, if set, is told each step, a line each.
-	Log func(format string, args ...any)
+	// Logger is told each step at Info (the leader elected, what was
+	// decided on each execution, its SIGTERM's action, the end written),
+	// with the execution's id; a failed hand-over at Error; and it is
+	// the Loop's (reconcile.Options.Logger). Nil is slog.Default();
+	// slog.New(slog.DiscardHandler) logs nothing.
+	Logger *slog.Logger
 	// Ready, if set, is called once every execution known at start has
 	// been taken over and synced once, with how many are driven.
 	Ready func(driven int)
@@ -226,6 +231,7 @@ type manager[S comparable] struct {
 	c       ManagerConfig[S]
 	decider *recovery.Decider[S]
 	leader  storage.Ownership
+	log     *slog.Logger // ManagerConfig.Logger
 
 	mu     sync.Mutex
 	driven map[string]*transition.Persisted[S]
@@ -270,19 +276,12 @@ func newManager[S comparable](c ManagerConfig[S]) (*manager[S], error) {
 	if err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
-	return &manager[S]{c: c, decider: d.WithObserver(c.Observers.Decisions), driven: map[string]*transition.Persisted[S]{}}, nil
+	return &manager[S]{c: c, decider: d.WithObserver(c.Observers.Decisions), driven: map[string]*transition.Persisted[S]{},
+		log: loggerOr(c.Logger)}, nil
 }
 
-func (m *manager[S]) log(format string, args ...any) {
-	if m.c.Log != nil {
-		m.c.Log(format, args...)
-	}
-}
-
-// logFor logs about execution id: each line begins with it.
-func (m *manager[S]) logFor(id string) func(format string, args ...any) {
-	return func(format string, args ...any) { m.log("%s: "+format, append([]any{id}, args...)...) }
-}
+// logFor logs about execution id: each record carries it.
+func (m *manager[S]) logFor(id string) *slog.Logger { return m.log.With(executionKey, id) }
 
 // handle is a handle on execution id, writing as this manager.
 func (m *manager[S]) handle(id string) (*transition.Persisted[S], error) {
@@ -295,10 +294,10 @@ func (m *manager[S]) run(ctx context.Context) error {
 		return err
 	}
 	opts := reconcile.Options[string]{Reconciler: m, Known: m.known, Resync: m.c.Resync, Workers: m.c.Workers,
-		ReconcileObserver: m.c.Observers.Reconciles, AdoptionObserver: m.c.Observers.Adoptions}
+		ReconcileObserver: m.c.Observers.Reconciles, AdoptionObserver: m.c.Observers.Adoptions, Logger: m.log}
 	if w, ok := m.c.Store.(storage.Watcher); ok && !m.c.NoWatch {
 		events, err := reconcile.StoreEvents(ctx, w, reconcile.StoreEventsOptions{SkipWritesBy: m.c.Holder,
-			OnError: func(err error) { m.log("watching the store: %v", err) }})
+			OnError: func(err error) { m.log.Warn("run: watching the store again failed; retrying", "err", err) }})
 		if err != nil {
 			return fmt.Errorf("run: watching the store (NoWatch leaves it to Resync): %w", err)
 		}
@@ -356,7 +355,7 @@ func (m *manager[S]) lead(ctx context.Context) error {
 		return fmt.Errorf("run: electing the leader: %w", err)
 	}
 	m.leader = own
-	m.log("%s leads", m.c.Holder)
+	m.log.Info("leads", "holder", m.c.Holder)
 	return nil
 }
 
@@ -437,7 +436,7 @@ func (m *manager[S]) take(ctx context.Context, id string) (*transition.Persisted
 	case err != nil:
 		return nil, err
 	}
-	m.log("%s: %s: %s", id, v.Decision, v.Reason)
+	m.logFor(id).Info("decided", "decision", v.Decision, "reason", v.Reason)
 	m.mu.Lock()
 	m.driven[id] = exec
 	m.mu.Unlock()
@@ -537,7 +536,7 @@ func (m *manager[S]) handOver(ctx context.Context) (int, error) {
 		// The syncs have stopped: no work runs to be stopped.
 		exit, err := sigterm(ctx, m.decider, execs[id], nil, m.logFor(id))
 		if err != nil {
-			m.log("%s: %v", id, err)
+			m.logFor(id).Error("SIGTERM failed", "err", err)
 			errs = append(errs, err)
 			code = exitFailed
 			continue
@@ -548,7 +547,7 @@ func (m *manager[S]) handOver(ctx context.Context) (int, error) {
 	}
 	if m.leader != nil {
 		if err := m.leader.Release(ctx); err != nil {
-			m.log("letting the leader's lease go: %v", err)
+			m.log.Error("letting the leader's lease go failed", "err", err)
 			errs = append(errs, fmt.Errorf("run: letting the leader's lease go: %w", err))
 			code = exitFailed
 		}

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -87,8 +88,11 @@ type Config[S comparable] struct {
 	// makes all of them at once); a single Run syncs nothing, so
 	// Reconciles and Adoptions are not told.
 	Observers Observers[S]
-	// Log, if set, is told each step, a line each.
-	Log func(format string, args ...any)
+	// Logger is told each step at Info (what was decided on the
+	// execution and why, the SIGTERM's action, the end written), a
+	// record each with the execution's id; a lost ownership at Warn. Nil
+	// is slog.Default(); slog.New(slog.DiscardHandler) logs nothing.
+	Logger *slog.Logger
 }
 
 // Observers are what the harness tells of its work: each is optional.
@@ -166,6 +170,7 @@ type harness[S comparable] struct {
 	exec    *transition.Persisted[S]
 	lease   storage.Lease
 	signals <-chan os.Signal
+	log     *slog.Logger // Config.Logger, with the execution's id
 }
 
 func newHarness[S comparable](c Config[S]) (*harness[S], error) {
@@ -211,14 +216,21 @@ func newHarness[S comparable](c Config[S]) (*harness[S], error) {
 		return nil, fmt.Errorf("run: %w", err)
 	}
 	return &harness[S]{c: c, decider: d.WithObserver(c.Observers.Decisions), policy: policy, exec: exec,
-		lease: storage.Lease{Holder: c.Holder, TTL: c.TTL, Wait: true, Reason: "controller " + c.Holder + " started"}}, nil
+		lease: storage.Lease{Holder: c.Holder, TTL: c.TTL, Wait: true, Reason: "controller " + c.Holder + " started"},
+		log:   loggerOr(c.Logger).With(executionKey, c.ID)}, nil
 }
 
-func (h *harness[S]) log(format string, args ...any) {
-	if h.c.Log != nil {
-		h.c.Log(format, args...)
+// loggerOr is logger, or slog.Default() when it is nil.
+func loggerOr(logger *slog.Logger) *slog.Logger {
+	if logger == nil {
+		return slog.Default()
 	}
+	return logger
 }
+
+// executionKey is the attribute of the execution's id in every record
+// the harness logs.
+const executionKey = "execution"
 
 // run starts, runs and ends; after a lost ownership it starts again.
 func (h *harness[S]) run(ctx context.Context) (int, error) {
@@ -227,7 +239,7 @@ func (h *harness[S]) run(ctx context.Context) (int, error) {
 		if !again {
 			return code, err
 		}
-		h.log("ownership of %s lost; starting again", h.c.ID)
+		h.log.Warn("the ownership was lost while the work ran; starting again")
 	}
 }
 
@@ -239,28 +251,28 @@ func (h *harness[S]) once(ctx context.Context) (code int, again bool, err error)
 	signalled := cancel()
 	switch {
 	case errors.Is(err, recovery.ErrTerminalStatus):
-		h.log("%s", v.Reason)
+		h.log.Info("nothing to run: the execution has ended", "reason", v.Reason)
 		return 0, false, nil
 	case errors.Is(err, recovery.ErrForeignStatus):
-		h.log("left: %v", err)
+		h.log.Info("left: its status is not the table's", "err", err)
 		return 0, false, nil
 	case errors.Is(err, storage.ErrNotFound):
 		// Retired or deleted once it had ended (a record is never
 		// deleted while a controller holds it): nothing left to run, and
 		// a platform that restarts failures must not restart this.
-		h.log("%s has no record (retired or deleted): nothing to run", h.c.ID)
+		h.log.Info("nothing to run: no record (retired or deleted)")
 		return 0, false, nil
 	case errors.Is(err, storage.ErrHeld):
 		// Gave up waiting for a live holder (a SIGTERM, or ctx): not
 		// this controller's execution, but not over either.
-		h.log("left: %v", err)
+		h.log.Info("left: held by another", "err", err)
 		return h.policy.LeaveExitCode(), false, nil
 	case signalled && err != nil:
 		return h.policy.LeaveExitCode(), false, nil
 	case err != nil:
 		return exitFailed, false, fmt.Errorf("run: start of %s: %w", h.c.ID, err)
 	}
-	h.log("%s: %s", v.Decision, v.Reason)
+	h.log.Info("decided", "decision", v.Decision, "reason", v.Reason)
 	if signalled {
 		// A SIGTERM while starting: decided on now, before anything runs.
 		return h.terminate(ctx, nil)
@@ -289,7 +301,7 @@ func (h *harness[S]) afterSetupFailed(ctx context.Context, err error) (int, bool
 		return h.policy.LeaveExitCode(), false, nil
 	}
 	if errors.Is(err, transition.ErrNotAllowed) {
-		h.log("set-up interrupted: %v", err)
+		h.log.Info("set-up interrupted: the record was moved meanwhile", "err", err)
 		return h.finish(ctx, recovery.Ending{})
 	}
 	return exitFailed, false, fmt.Errorf("run: set-up of %s: %w", h.c.ID, err)
@@ -405,12 +417,12 @@ func workPolicy(platform recovery.Platform, resumable bool, failovers recovery.A
 // work runs. It returns the exit code the platform needs, and what went
 // wrong (the code is then 1 where the controller could not do its part).
 func sigterm[S comparable](ctx context.Context, d *recovery.Decider[S], exec *transition.Persisted[S],
-	stopWork func() recovery.Ending, log func(format string, args ...any)) (int, error) {
+	stopWork func() recovery.Ending, log *slog.Logger) (int, error) {
 	a, err := d.Terminate(ctx, exec, nil)
 	if err != nil {
 		return exitFailed, fmt.Errorf("run: SIGTERM for %s: %w", exec.ID(), err)
 	}
-	log("SIGTERM: %s: %s", a.Kind, a.Reason)
+	log.Info("SIGTERM", "action", a.Kind, "reason", a.Reason)
 	if a.Kind != recovery.ActionShutdown {
 		if stopWork != nil {
 			stopWork()
@@ -431,12 +443,12 @@ func sigterm[S comparable](ctx context.Context, d *recovery.Decider[S], exec *tr
 // endWork writes the end the work earned (Decider.End), which lets the
 // execution go, and says so.
 func endWork[S comparable](ctx context.Context, d *recovery.Decider[S], exec *transition.Persisted[S],
-	ending recovery.Ending, log func(format string, args ...any)) (recovery.Outcome[S], error) {
+	ending recovery.Ending, log *slog.Logger) (recovery.Outcome[S], error) {
 	end, err := d.End(ctx, exec, ending, nil)
 	if err != nil {
 		return end, fmt.Errorf("run: finishing %s: %w", exec.ID(), err)
 	}
-	log("%s %v: %s", end.Kind, end.To, end.Reason)
+	log.Info("ended", "outcome", end.Kind, "state", end.To, "reason", end.Reason)
 	return end, nil
 }
 

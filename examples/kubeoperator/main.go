@@ -64,5 +64,5 @@ func supervise(args []string, out io.Writer) int {
 
 // shown are the lines of an operator's output the demo echoes without -v.
 func shown(line string) bool {
-	return strings.HasPrefix(line, "error") || strings.HasPrefix(line, "leading") || strings.Contains(line, ": SIGTERM: ")
+	return strings.HasPrefix(line, "error") || strings.HasPrefix(line, "leading") || strings.Contains(line, "msg=SIGTERM ")
 }

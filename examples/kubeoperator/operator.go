@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -108,7 +109,7 @@ func operate(c operatorConfig) error {
 	op := &operator{client: mgr.GetClient(), api: mgr.GetAPIReader(), ns: c.Namespace}
 	err = ctrlruntime.Drive(mgr, run.ManagerConfig[Phase]{
 		Roles: roles, Store: store, Table: "trainingjobs", Holder: c.Holder, HandOver: true, TTL: c.TTL,
-		Sync: op.sync, Log: func(format string, args ...any) { fmt.Printf(format+"\n", args...) },
+		Sync: op.sync, Logger: slog.New(slog.NewTextHandler(os.Stdout, nil)),
 	}, ctrlruntime.Options[Phase]{Owns: []client.Object{&batchv1.Job{}}, First: first})
 	if err != nil {
 		return err

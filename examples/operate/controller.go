@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -123,8 +124,8 @@ func control(ctx context.Context, cfg controllerConfig) (int, error) {
 		Sync: func(ctx context.Context, exec *transition.Persisted[state.Status], s state.Status) (run.Step, error) {
 			return follow(ctx, exec, s, plans[exec.ID()])
 		},
-		Ready: func(int) { fmt.Println("ready"); proc.Emit("ready") },
-		Log:   func(format string, args ...any) { fmt.Printf(format+"\n", args...) },
+		Ready:  func(int) { fmt.Println("ready"); proc.Emit("ready") },
+		Logger: slog.New(slog.NewTextHandler(os.Stdout, nil)),
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -61,7 +62,7 @@ func control(farm Farm, platform recovery.Platform, out io.Writer) (int, error) 
 		Roles: roles, Store: store, Table: "render-jobs", Platform: platform,
 		Resumable: true, Failovers: recovery.Allowance{Count: 3, Window: 30 * time.Minute},
 		World: farm.world, CreateMissing: true, Sync: farm.sync, Observers: observers,
-		Log: func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) },
+		Logger: slog.New(slog.NewTextHandler(out, nil)),
 	})
 }
 

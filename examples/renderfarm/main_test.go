@@ -33,11 +33,11 @@ func TestTheShotIsRenderedThroughACrashAndAMove(t *testing.T) {
 	require.NoError(t, play(context.Background(), Farm{Dir: t.TempDir()}, &out))
 	t.Log(out.String())
 	for _, want := range []string{
-		"shot-1: resume: controller restarted unexpectedly in rendering status; resuming (unexpected restart 1, 3 within 30m0s allowed)",
-		"trailer: write cancelled: stopped on request",
-		"shot-1: SIGTERM: relocate: SIGTERM in rendering status",
-		"shot-1: resume: relocated controller took over; back to rendering",
-		"shot-1: write done: the work finished",
+		`msg=decided execution=shot-1 decision=resume reason="controller restarted unexpectedly in rendering status; resuming (unexpected restart 1, 3 within 30m0s allowed)"`,
+		`msg=ended execution=trailer outcome=write state=cancelled reason="stopped on request"`,
+		`msg=SIGTERM execution=shot-1 action=relocate reason="SIGTERM in rendering status, not stopping`,
+		`msg=decided execution=shot-1 decision=resume reason="relocated controller took over; back to rendering"`,
+		`msg=ended execution=shot-1 outcome=write state=done reason="the work finished"`,
 		"shot-1: done, 120 of 120 frames, 1 unexpected restart(s)",
 		"rendering  → moving     SIGTERM in rendering status",
 		"moving     → rendering  relocated controller took over",

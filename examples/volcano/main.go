@@ -130,7 +130,7 @@ func demo(ctx context.Context, f stores.Flags, verbose bool, out io.Writer) (boo
 					return true
 				}
 			}
-			return strings.Contains(line, ": SIGTERM: ")
+			return strings.Contains(line, "msg=SIGTERM ")
 		}
 	}
 	defer g.KillAll()

@@ -22,7 +22,7 @@ func TestEveryJobOutlivesItsManager(t *testing.T) {
 	require.NotContains(t, out.String(), "FAIL")
 	require.Contains(t, out.String(), "manager-a exited: exit 0")
 	require.Contains(t, out.String(), "PASS")
-	require.Equal(t, 2, strings.Count(out.String(), "mnist: SIGTERM: handover"), "manager-a and manager-c hand over")
+	require.Equal(t, 2, strings.Count(out.String(), "msg=SIGTERM execution=mnist action=handover"), "manager-a and manager-c hand over")
 }
 
 func TestAStoreOfOneProcessIsRefused(t *testing.T) {

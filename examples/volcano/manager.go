@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,7 +78,7 @@ func runManager(raw json.RawMessage) int {
 			fmt.Printf("ready %s drives %d jobs\n", cfg.Holder, driven)
 			proc.Emit("ready", "adopted", fmt.Sprint(driven))
 		},
-		Log: func(format string, args ...any) { fmt.Printf(format+"\n", args...) },
+		Logger: slog.New(slog.NewTextHandler(os.Stdout, nil)),
 	})
 	if err != nil {
 		fmt.Println("error", err)
