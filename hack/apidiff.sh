@@ -22,9 +22,9 @@ check | update) ;;
 esac
 
 # The public packages: those of the published modules (the core, admin, boltstore, etcdstore,
-# kube, looplabfsm and prom), internal ones left out.
+# kube, looplabfsm, otelfsm and prom), internal ones left out.
 packages() {
-	for dir in . admin boltstore etcdstore kube looplabfsm prom; do
+	for dir in . admin boltstore etcdstore kube looplabfsm otelfsm prom; do
 		(cd "$dir" && go list ./...) | grep -v '/internal'
 	done
 }

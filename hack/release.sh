@@ -2,7 +2,7 @@
 # Releases every module of the repository together at one version, as
 # River does: the nested modules require each other at exactly that
 # version, and each public module gets its tag (vX.Y.Z, admin/vX.Y.Z, boltstore/vX.Y.Z, etcdstore/vX.Y.Z,
-# kube/vX.Y.Z, looplabfsm/vX.Y.Z, prom/vX.Y.Z,
+# kube/vX.Y.Z, looplabfsm/vX.Y.Z, otelfsm/vX.Y.Z, prom/vX.Y.Z,
 # cmd/execfsm/vX.Y.Z) on the same commit.
 #
 #   hack/release.sh v0.2.0          prepare the commit and the tags
@@ -16,7 +16,7 @@
 # baselines rewritten beside it), commits, and tags; pushing is left to
 # you:
 #
-#   git push origin HEAD v0.2.0 admin/v0.2.0 boltstore/v0.2.0 etcdstore/v0.2.0 kube/v0.2.0 looplabfsm/v0.2.0 prom/v0.2.0 cmd/execfsm/v0.2.0
+#   git push origin HEAD v0.2.0 admin/v0.2.0 boltstore/v0.2.0 etcdstore/v0.2.0 kube/v0.2.0 looplabfsm/v0.2.0 otelfsm/v0.2.0 prom/v0.2.0 cmd/execfsm/v0.2.0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,7 +38,7 @@ if ! grep -q "^## \[${version#v}\]" CHANGELOG.md; then
 	exit 1
 fi
 
-public=(. admin boltstore etcdstore kube looplabfsm prom cmd/execfsm)
+public=(. admin boltstore etcdstore kube looplabfsm otelfsm prom cmd/execfsm)
 paths=()
 for dir in "${public[@]}"; do
 	paths+=("$(cd "$dir" && GOWORK=off go list -m)")
@@ -80,4 +80,4 @@ for dir in "${public[@]}"; do
 		git tag -a "$dir/$version" -m "Release $dir $version"
 	fi
 done
-echo "release: tagged $version; push with: git push origin HEAD $version admin/$version boltstore/$version etcdstore/$version kube/$version looplabfsm/$version prom/$version cmd/execfsm/$version"
+echo "release: tagged $version; push with: git push origin HEAD $version admin/$version boltstore/$version etcdstore/$version kube/$version looplabfsm/$version otelfsm/$version prom/$version cmd/execfsm/$version"

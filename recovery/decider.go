@@ -116,11 +116,13 @@ func (d *Decider[S]) Start(ctx context.Context, exec *transition.Persisted[S], l
 	if d == nil || d.roles == nil {
 		return Verdict[S]{}, errZeroDecider
 	}
+	ctx, traced := d.startTrace(ctx, MomentStartup, exec)
 	v, err := applyStartup(ctx, d.roles, exec, lease, d.p.at(d.p.clock()))
 	if foreign(err) && !errors.Is(err, ErrForeignStatus) {
 		// transition.Persisted refused the status before any decision.
-		return Verdict[S]{}, fmt.Errorf("recovery: start of %s: %w: %w", exec.ID(), ErrForeignStatus, err)
+		v, err = Verdict[S]{}, fmt.Errorf("recovery: start of %s: %w: %w", exec.ID(), ErrForeignStatus, err)
 	}
+	traced(Decided[S]{Decision: v.Decision.String(), From: v.From, To: v.To, Reason: v.Reason}, err)
 	return v, err
 }
 
@@ -150,7 +152,10 @@ func (d *Decider[S]) Terminate(ctx context.Context, exec *transition.Persisted[S
 	if d == nil || d.roles == nil {
 		return Action{}, errZeroDecider
 	}
-	return applyTerminate(ctx, d.roles, exec, d.p.at(d.p.clock()), checkpoint)
+	ctx, traced := d.startTrace(ctx, MomentSIGTERM, exec)
+	a, err := applyTerminate(ctx, d.roles, exec, d.p.at(d.p.clock()), checkpoint)
+	traced(Decided[S]{Decision: a.Kind.String(), Reason: a.Reason}, err)
+	return a, err
 }
 
 // End writes the final status of the execution exec drives
@@ -180,9 +185,12 @@ func (d *Decider[S]) End(ctx context.Context, exec *transition.Persisted[S], end
 	if err := checkFinish(d.roles, ending); err != nil {
 		return Outcome[S]{}, err
 	}
-	return applyFinish(ctx, d.roles, exec, d.p, meta, func(rec storage.Record, claim storage.Claim) (Outcome[S], error) {
+	ctx, traced := d.startTrace(ctx, MomentEnd, exec)
+	o, err := applyFinish(ctx, d.roles, exec, d.p, meta, func(rec storage.Record, claim storage.Claim) (Outcome[S], error) {
 		return End(d.roles, rec, claim, ending)
 	})
+	traced(Decided[S]{Decision: o.Kind.String(), From: o.From, To: o.To, Reason: o.Reason}, err)
+	return o, err
 }
 
 // EndAs writes the end the caller names for the execution exec drives,
@@ -192,9 +200,12 @@ func (d *Decider[S]) EndAs(ctx context.Context, exec *transition.Persisted[S], t
 	if d == nil || d.roles == nil {
 		return Outcome[S]{}, errZeroDecider
 	}
-	return applyFinish(ctx, d.roles, exec, d.p, meta, func(rec storage.Record, claim storage.Claim) (Outcome[S], error) {
+	ctx, traced := d.startTrace(ctx, MomentEnd, exec)
+	o, err := applyFinish(ctx, d.roles, exec, d.p, meta, func(rec storage.Record, claim storage.Claim) (Outcome[S], error) {
 		return EndAs(d.roles, rec, claim, to, reason)
 	})
+	traced(Decided[S]{Decision: o.Kind.String(), From: o.From, To: o.To, Reason: o.Reason}, err)
+	return o, err
 }
 
 // NewReaper returns the Reaper of the executions store keeps, enforcing

@@ -24,6 +24,9 @@ type Observer[S comparable] struct {
 	// Retired is told of each pass of a [Retirer], with what it did and
 	// the error that ended it, if any.
 	Retired func(r RetireReport, err error)
+	// Tracer, if set, follows each decision of a Decider into a tracing
+	// system (see [Tracer]).
+	Tracer Tracer[S]
 }
 
 func (o Observer[S]) startup(v Verdict[S], err error) {

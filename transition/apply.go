@@ -69,7 +69,16 @@ func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec storage
 // decided on, if any. The records go by pointer from here down: a record
 // is 232 bytes, and copying it from call to call was a tenth of a Fire on
 // storage.Memory.
-func (p *Persisted[S]) apply(ctx context.Context, d *decider[S], stored *storage.Record) (Change[S], error) {
+func (p *Persisted[S]) apply(ctx context.Context, d *decider[S], stored *storage.Record) (written Change[S], err error) {
+	if t := p.tracer; t != nil {
+		ctx = t.StartWrite(ctx, p.id)
+		defer func() {
+			if err != nil {
+				written = Change[S]{}
+			}
+			t.EndWrite(ctx, written, err)
+		}()
+	}
 	f := p.undecided()
 	var rec, next storage.Record
 	cached, err := p.begin(ctx, &rec)
@@ -320,6 +329,7 @@ func (p *Persisted[S]) plan(ctx context.Context, cur S, rec *storage.Record, u U
 	}
 	if moves {
 		meta = t.countMove(i, j, meta, metaChanged, c.At)
+		meta = p.annotated(ctx, c, meta)
 	}
 	if err := ctx.Err(); err != nil {
 		return Change[S]{}, false, err

@@ -66,6 +66,7 @@ type settings[S comparable] struct {
 	onPanic   func(Change[S], any)
 	history   int
 	retries   int
+	tracer    Tracer[S]
 }
 
 func checkCommon[S comparable](ctor, actor string, observers []func(Change[S]), failures []func(Failure[S])) []error {
@@ -103,19 +104,27 @@ type Observers[S comparable] struct {
 	// panicked; when no Observers given has one, the panic is logged,
 	// with its stack, through log/slog's default logger.
 	OnObserverPanic func(c Change[S], recovered any)
+	// Tracer, if set, follows a Persisted's writes into a tracing system
+	// (see [Tracer]); a Machine has none to follow.
+	Tracer Tracer[S]
 }
 
 // merge joins observer bundles into one, in order.
 func merge[S comparable](all []Observers[S]) Observers[S] {
 	var out Observers[S]
 	var onPanic []func(Change[S], any)
+	var traced []Tracer[S]
 	for _, o := range all {
+		if o.Tracer != nil {
+			traced = append(traced, o.Tracer)
+		}
 		out.OnChange = append(out.OnChange, o.OnChange...)
 		out.OnFailure = append(out.OnFailure, o.OnFailure...)
 		if o.OnObserverPanic != nil {
 			onPanic = append(onPanic, o.OnObserverPanic)
 		}
 	}
+	out.Tracer = tracerOf(traced)
 	if len(onPanic) > 0 {
 		out.OnObserverPanic = func(c Change[S], recovered any) {
 			for _, h := range onPanic {
@@ -143,7 +152,7 @@ func persistedSettings[S comparable](o PersistedOptions, observers []Observers[S
 		errs = append(errs, fmt.Errorf("transition: NewPersisted: Retries %d, want NoRetries, 0 (the default, %d) or 1 to %d", o.Retries, DefaultRetries, MaxRetries))
 	}
 	s := settings[S]{actor: o.Actor, clock: o.Clock, observers: obs.OnChange, failures: obs.OnFailure, onPanic: obs.OnObserverPanic,
-		history: o.History, retries: o.Retries}
+		history: o.History, retries: o.Retries, tracer: obs.Tracer}
 	if s.history == 0 {
 		s.history = storage.DefaultHistoryLimit
 	}

@@ -52,6 +52,7 @@ type Persisted[S comparable] struct {
 	shared handles[S] // in the handle: one allocation a handle, not two
 	// failures are the OnFailure observers; nil: none.
 	failures *failureReporter[S]
+	tracer   Tracer[S] // nil: none
 }
 
 // owning is what a controller's handle holds.
@@ -128,7 +129,7 @@ func NewPersisted[S comparable](table *Table[S], store storage.Store, id string,
 	return &Persisted[S]{
 		table: table, store: store, id: id, actor: s.actor, history: s.history, retries: s.retries, clock: s.clock,
 		shared:   handles[S]{notify: newNotifier(s.observers, s.onPanic), sem: make(chan struct{}, 1)},
-		failures: newFailureReporter(s.failures, s.onPanic),
+		failures: newFailureReporter(s.failures, s.onPanic), tracer: s.tracer,
 	}, nil
 }
 
@@ -228,9 +229,14 @@ func (p *Persisted[S]) remember(stored *storage.Record) {
 // initial state) with u's reason and metadata, owned by nobody. A record
 // with that id already present is [storage.ErrExists]. Observers see the
 // creation as a change from the zero value of S to u.To.
-func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record, error) {
+func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (_ storage.Record, err error) {
 	if err := p.check(ctx, "Create"); err != nil {
 		return storage.Record{}, err
+	}
+	var created Change[S]
+	if t := p.tracer; t != nil {
+		ctx = t.StartWrite(ctx, p.id)
+		defer func() { t.EndWrite(ctx, created, err) }()
 	}
 	name, ok := p.table.Name(u.To)
 	if !ok {
@@ -240,7 +246,7 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record,
 	rec := storage.Record{ID: p.id, Status: name, UpdatedAt: at, Since: at, Reason: u.Reason, HistoryLimit: p.history}
 	rec.Meta, _ = mergeMeta(nil, u.Meta, u.Unset)
 	// The record's own check first: it names the record and the field.
-	err := rec.Validate()
+	err = rec.Validate()
 	if err == nil {
 		rec.History, err = storage.NewTrail(storage.Entry{To: name, Reason: u.Reason, Actor: p.actor, At: at})
 	}
@@ -255,10 +261,11 @@ func (p *Persisted[S]) Create(ctx context.Context, u Update[S]) (storage.Record,
 	// (the audit trail's first entry has no From either). The record is
 	// written whatever happens next, so a caller that gives up waiting
 	// for the lock still learns of it.
+	var zero S
+	created = Change[S]{ID: p.id, From: zero, To: u.To, Reason: u.Reason, Actor: p.actor, At: at, Revision: stored.Revision}
 	_ = p.settle(context.WithoutCancel(ctx), func() (Change[S], bool) {
 		p.remember(&stored)
-		var zero S
-		return Change[S]{ID: p.id, From: zero, To: u.To, Reason: u.Reason, Actor: p.actor, At: at, Revision: stored.Revision}, true
+		return created, true
 	})
 	return stored.Clone(), nil
 }

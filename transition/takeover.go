@@ -34,9 +34,13 @@ import (
 // the record as stored. Observers see the take-over as a change, from
 // the state found to the one decided (the same state for a plain
 // take-over).
-func (p *Persisted[S]) Acquire(ctx context.Context, lease storage.Lease, decide func(cur S, rec storage.Record) (Update[S], error)) (Change[S], storage.Record, error) {
+func (p *Persisted[S]) Acquire(ctx context.Context, lease storage.Lease, decide func(cur S, rec storage.Record) (Update[S], error)) (written Change[S], _ storage.Record, err error) {
 	if err := p.check(ctx, "Acquire"); err != nil {
 		return Change[S]{}, storage.Record{}, err
+	}
+	if t := p.tracer; t != nil {
+		ctx = t.StartWrite(ctx, p.id)
+		defer func() { t.EndWrite(ctx, written, err) }()
 	}
 	if lease.Move != nil {
 		return Change[S]{}, storage.Record{}, errors.New("transition: Acquire: lease.Move is set; Acquire makes it from decide")
@@ -147,6 +151,7 @@ func (p *Persisted[S]) planTakeOver(ctx context.Context, cur S, rec storage.Reco
 	meta, changed := mergeMeta(rec.Meta, u.Meta, u.Unset)
 	if i != j {
 		meta = t.countMove(i, j, meta, changed, c.At)
+		meta = p.annotated(ctx, c, meta)
 	}
 	probe := storage.Record{ID: p.id, Status: t.names[j], Reason: u.Reason, Meta: meta}
 	if err := probe.Validate(); err != nil { // the reason and the metadata: the rest came from the store

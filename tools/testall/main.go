@@ -684,7 +684,7 @@ const cliPath = "/cmd/execfsm"
 // stores and its bridges, not the examples, the suites or these tools.
 func public(path string) bool {
 	switch strings.TrimPrefix(path, repoPrefix) {
-	case "", "/admin", "/boltstore", "/etcdstore", "/kube", "/looplabfsm", "/prom":
+	case "", "/admin", "/boltstore", "/etcdstore", "/kube", "/looplabfsm", "/otelfsm", "/prom":
 		return true
 	}
 	return false
