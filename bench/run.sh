@@ -67,10 +67,10 @@ cat > "$header" <<HEADER
 Made by \`bench/run.sh\` (\`go test -run '^\$' -bench . -benchmem -count $count\`
 over ./bench, ./transition, ./reconcile, ./storage, ./boltstore and
 ./etcdstore, and \`-benchtime 2000x\` over ./kube against a real
-kube-apiserver; then, once each, the load run in ./reliability at
+kube-apiserver (its ConfigMap store and its store over a custom resource); then, once each, the load run in ./reliability at
 ${EXECFSM_LOAD:-10000x100} executions × transitions through the reconcile
 Loop with 32 workers (and ${EXECFSM_LOAD_KUBE:-1000x20} on the Kubernetes
-store and on etcd beside it), and the recovery of a restarted controller over
+stores, of ConfigMaps and over a custom resource, and on etcd beside them), and the recovery of a restarted controller over
 ${EXECFSM_RECOVERY:-1000,10000,100000} executions (and
 ${EXECFSM_RECOVERY_BOLT-1000000} on bbolt alone,
 ${EXECFSM_RECOVERY_KUBE:-1000,10000} on the Kubernetes store, and over

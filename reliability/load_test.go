@@ -130,7 +130,8 @@ func runLoad(t testing.TB, store storage.Store, prefix string, executions, steps
 func TestLoadThroughTheLoopTakesEveryStepExactlyOnce(t *testing.T) {
 	etcd, _ := etcdStore(t)
 	kube, _ := kubeStore(t)
-	for name, store := range map[string]storage.Store{"bolt": boltStore(t), "etcd": etcd, "kube": kube} {
+	resource, _ := kubeResourceStore(t)
+	for name, store := range map[string]storage.Store{"bolt": boltStore(t), "etcd": etcd, "kube": kube, "kuberesource": resource} {
 		t.Run(name, func(t *testing.T) {
 			r := runLoad(t, store, "load-"+name, 100, 20, 16)
 			t.Logf("%d transitions in %v: %.0f/s, p99 %v", r.transitions, r.elapsed, float64(r.transitions)/r.elapsed.Seconds(), r.p(0.99))
@@ -148,7 +149,8 @@ func BenchmarkLoad(b *testing.B) {
 }
 
 // BenchmarkLoadKube drives executions × transitions through the Loop on
-// the kube store and, for comparison, the same load on etcd, and reports
+// the kube store (of ConfigMaps, then over a custom resource:
+// kuberesource) and, for comparison, the same load on etcd, and reports
 // what BenchmarkLoad does. The size is EXECFSM_LOAD_KUBE (default
 // 1000x20: every transition is a write through the API server to its
 // etcd, so the design's 10000x100 would take the better part of an
@@ -156,7 +158,7 @@ func BenchmarkLoad(b *testing.B) {
 //
 //	EXECFSM_LOAD_KUBE=1000x20 go test ./reliability -run '^$' -bench LoadKube -benchtime 1x
 func BenchmarkLoadKube(b *testing.B) {
-	benchmarkLoad(b, "EXECFSM_LOAD_KUBE", 1000, 20, "etcd", "kube")
+	benchmarkLoad(b, "EXECFSM_LOAD_KUBE", 1000, 20, "etcd", "kube", "kuberesource")
 }
 
 // benchmarkLoad runs the load on each backend in turn, at the size the
@@ -178,6 +180,8 @@ func benchmarkLoad(b *testing.B, env string, executions, steps int, backends ...
 					store, _ = etcdStore(b)
 				case "kube":
 					store, _ = kubeStore(b)
+				case "kuberesource":
+					store, _ = kubeResourceStore(b)
 				}
 				r := runLoad(b, store, fmt.Sprintf("bench-%d", i), executions, steps, 32)
 				b.ReportMetric(float64(r.transitions)/r.elapsed.Seconds(), "transitions/s")

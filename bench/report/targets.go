@@ -17,7 +17,7 @@ type target struct {
 }
 
 // targets are issue #17's, in its order, then issue #35's (numbered
-// 35.n after its items).
+// 35.n after its items), then #57's.
 var targets = []target{
 	{"1", "bbolt load throughput over etcd's (10k × 100 through the Loop, 32 workers)", "≥ 2×",
 		ratio(metric("reliability", "BenchmarkLoad/bolt/", "transitions/s"), metric("reliability", "BenchmarkLoad/etcd/", "transitions/s")), atLeast(2), "×"},
@@ -93,6 +93,14 @@ var targets = []target{
 		ratio(metric("reliability", "BenchmarkLoadKube/kube/", "p99-µs"), metric("reliability", "BenchmarkLoadKube/etcd/", "p99-µs")), nil, "×"},
 	{"35.2", "Persisted.Fire on the Kubernetes store over the raw ConfigMap update it makes (the same bytes, on the resourceVersion)", "≤ 1.10×",
 		metric("kube", "BenchmarkPersistedFire", "x-raw"), atMost(1.10), "×"},
+	{"57", "Kubernetes store over a custom resource: load throughput (the same load, records in the status of a CRD's resources)", "—",
+		metric("reliability", "BenchmarkLoadKube/kuberesource/", "transitions/s"), nil, "/s"},
+	{"57", "Kubernetes store over a custom resource: load throughput over the ConfigMap store's", "—",
+		ratio(metric("reliability", "BenchmarkLoadKube/kuberesource/", "transitions/s"), metric("reliability", "BenchmarkLoadKube/kube/", "transitions/s")), nil, "×"},
+	{"57", "Kubernetes store over a custom resource: load p99 over the ConfigMap store's", "—",
+		ratio(metric("reliability", "BenchmarkLoadKube/kuberesource/", "p99-µs"), metric("reliability", "BenchmarkLoadKube/kube/", "p99-µs")), nil, "×"},
+	{"57", "Persisted.Fire on the Kubernetes store over a custom resource over the raw status merge patch it makes (the same status, on the resourceVersion)", "≤ 1.10×",
+		metric("kube", "BenchmarkResourcePersistedFire", "x-raw"), atMost(1.10), "×"},
 	{"35.2", "recovery over 10k executions on the Kubernetes store (ConfigMaps listed in pages of 500)", "—",
 		metric("reliability", "BenchmarkRecovery/kube/10000/listed", "ms"), nil, " ms"},
 	{"35.3", "live heap per execution at 100k (records, handles, Loop keys) over the encoded record", "≤ 2×",
