@@ -17,7 +17,11 @@ var _ storage.PageLister = (*Store)(nil)
 // order, each at the revision of the first, and a token the server no
 // longer honours (it expires once etcd compacts its revision, after
 // about five minutes) is an error matching storage.ErrInvalidQuery:
-// start again from the first page.
+// start again from the first page. On a store over a custom resource
+// (Options.Resource) a page of statuses is read a status at a time and
+// merged in name order; its cursor keeps each status's token and the
+// last name taken, and a status whose token expired is read again from
+// its first page, after that name: its pages go on.
 //
 // A status that does not fit a label value (longer than 63 characters,
 // or with characters a label refuses) has no label to select by: a

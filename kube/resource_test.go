@@ -348,6 +348,66 @@ func TestPagesOfStatusesWithoutASelectableFieldAreFilteredByTheStore(t *testing.
 	require.Equal(t, want, ids)
 }
 
+// A page of statuses over SimJobs goes on after its continue tokens
+// expired (etcd compacts their revision every second in these tests):
+// each status is read again from its first page, skipping to after the
+// last resource the pages took, so nothing is listed twice or missed.
+func TestPagesOfStatusesGoOnAfterTheirTokensExpired(t *testing.T) {
+	t.Parallel()
+	store := newResourceStore(t)
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	want := map[string]bool{}
+	for k := range 9 {
+		rec := storagetest.Sample(fmt.Sprintf("job-%02d", k))
+		rec.Status = []string{"running", "completed", "paused"}[k%3]
+		_, err := store.Create(ctx, rec)
+		require.NoError(t, err)
+		if rec.Status != "completed" {
+			want[rec.ID] = true
+		}
+	}
+	// Two pages of two: the second leaves the running status on its
+	// second list page, so the cursor holds that page's continue token.
+	got := map[string]bool{}
+	q := storage.Query{Statuses: []string{"running", "paused"}, Limit: 2}
+	for range 2 {
+		page, err := store.ListPage(ctx, q)
+		require.NoError(t, err)
+		require.Len(t, page.Records, 2)
+		for _, rec := range page.Records {
+			got[rec.ID] = true
+		}
+		q.Cursor = page.Next
+	}
+	// A token of a later moment, read raw: once the API server refuses
+	// it, it refuses the cursor's own.
+	list, err := adminResources(t, simJobs, store.Namespace()).List(ctx, metav1.ListOptions{Limit: 1})
+	require.NoError(t, err)
+	require.NotEmpty(t, list.GetContinue())
+	require.Eventually(t, func() bool {
+		// Writes move the revision on, so that compaction passes the
+		// token's.
+		later := storagetest.Sample(fmt.Sprintf("later-%d", time.Now().UnixNano()))
+		later.Status = "completed"
+		_, err := store.Create(ctx, later)
+		require.NoError(t, err)
+		_, err = adminResources(t, simJobs, store.Namespace()).List(ctx, metav1.ListOptions{Limit: 1, Continue: list.GetContinue()})
+		return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+	}, 30*time.Second, 200*time.Millisecond, "the continue tokens to expire with etcd's compaction")
+
+	for q.Cursor != "" {
+		page, err := store.ListPage(ctx, q)
+		require.NoError(t, err, "the pages go on")
+		for _, rec := range page.Records {
+			require.False(t, got[rec.ID], "%s listed twice", rec.ID)
+			got[rec.ID] = true
+		}
+		q.Cursor = page.Next
+	}
+	require.Equal(t, want, got, "every record of the statuses, once (the later ones are in no status asked)")
+}
+
 // The same over SimJobs, whose CRD declares the phase selectable: the
 // API server selects each status in turn, pages cross from one status
 // to the next, and a cursor the store did not give is refused.

@@ -655,7 +655,7 @@ func (r *resources) page(ctx context.Context, q storage.Query) (storage.Page, er
 	streams := make([]*statusStream, len(statuses))
 	for k, status := range statuses {
 		streams[k] = &statusStream{r: r, selector: fields.OneTermEqualSelector(strings.Join(r.statusPath, "."), status).String(),
-			limit: q.Limit, at: at[k]}
+			limit: q.Limit, at: at.Positions[k], after: &at.After}
 	}
 	var taken []*unstructured.Unstructured
 	for len(taken) < q.Limit {
@@ -684,18 +684,29 @@ func (r *resources) page(ctx context.Context, q storage.Query) (storage.Page, er
 	}
 	var page storage.Page
 	page.Records, page.Unreadable = r.decodeAll(taken)
-	positions := make([]mergePosition, len(streams))
+	next := mergeState{Positions: make([]mergePosition, len(streams)), After: at.After}
 	more := false
 	for k, st := range streams {
-		positions[k] = st.at
+		next.Positions[k] = st.at
 		more = more || !st.at.Done
 	}
 	if more {
-		if page.Next, err = mergeCursor(positions); err != nil {
+		if page.Next, err = mergeCursor(next); err != nil {
 			return storage.Page{}, err
 		}
 	}
 	return page, nil
+}
+
+// mergeState is where pages of several statuses are: each status's
+// position, and the name of the last resource taken from any of them.
+// The merge is in name order, so nothing at or before After is listed
+// again: a status whose continue token expired (the API server's etcd
+// compacted its revision) is read again from its first page, skipping
+// to after it.
+type mergeState struct {
+	Positions []mergePosition `json:"p"`
+	After     string          `json:"a,omitempty"`
 }
 
 // mergePosition is where a page of several statuses left one of them:
@@ -718,6 +729,7 @@ type statusStream struct {
 	items    []*unstructured.Unstructured // of the page at.Token, those not taken yet
 	next     string                       // that page's continue token
 	read     bool                         // whether items is the page at.Token
+	after    *string                      // the page's mergeState.After, shared by its streams
 }
 
 // head is the stream's next resource, nil at its end.
@@ -726,12 +738,19 @@ func (st *statusStream) head(ctx context.Context) (*unstructured.Unstructured, e
 		if !st.read {
 			list, err := st.r.api().List(ctx, metav1.ListOptions{LabelSelector: st.r.selector, FieldSelector: st.selector,
 				Limit: int64(st.limit), Continue: st.at.Token})
+			if (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) && st.at.Token != "" && *st.after != "" {
+				st.at = mergePosition{} // from the first page again, to after the last taken
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
 			items := itemsOf(list)
 			if st.at.Taken > len(items) {
 				return nil, fmt.Errorf("kube: ListPage: %w: not a cursor this store gave", storage.ErrInvalidQuery)
+			}
+			for st.at.Taken < len(items) && items[st.at.Taken].GetName() <= *st.after {
+				st.at.Taken++ // passed by the merge already
 			}
 			st.items, st.next, st.read = items[st.at.Taken:], list.GetContinue(), true
 		}
@@ -752,13 +771,14 @@ func (st *statusStream) take() *unstructured.Unstructured {
 	u := st.items[0]
 	st.items = st.items[1:]
 	st.at.Taken++
+	*st.after = u.GetName()
 	return u
 }
 
 // mergeCursor is the cursor of a page of several statuses: where it left
 // each, as JSON, in base64.
-func mergeCursor(positions []mergePosition) (string, error) {
-	data, err := json.Marshal(positions)
+func mergeCursor(state mergeState) (string, error) {
+	data, err := json.Marshal(state)
 	if err != nil {
 		return "", err
 	}
@@ -771,24 +791,24 @@ func mergeCursor(positions []mergePosition) (string, error) {
 
 // parseMergeCursor reads mergeCursor's cursor for statuses statuses; ""
 // is the first page.
-func parseMergeCursor(cursor string, statuses int) ([]mergePosition, error) {
+func parseMergeCursor(cursor string, statuses int) (mergeState, error) {
 	if cursor == "" {
-		return make([]mergePosition, statuses), nil
+		return mergeState{Positions: make([]mergePosition, statuses)}, nil
 	}
 	data, err := base64.RawURLEncoding.DecodeString(cursor)
-	var positions []mergePosition
+	var state mergeState
 	if err == nil {
-		err = json.Unmarshal(data, &positions)
+		err = json.Unmarshal(data, &state)
 	}
-	if err != nil || len(positions) != statuses {
-		return nil, fmt.Errorf("kube: ListPage: %w: not a cursor this store gave for these statuses", storage.ErrInvalidQuery)
+	if err != nil || len(state.Positions) != statuses {
+		return mergeState{}, fmt.Errorf("kube: ListPage: %w: not a cursor this store gave for these statuses", storage.ErrInvalidQuery)
 	}
-	for _, p := range positions {
+	for _, p := range state.Positions {
 		if p.Taken < 0 || (p.Done && (p.Token != "" || p.Taken != 0)) {
-			return nil, fmt.Errorf("kube: ListPage: %w: not a cursor this store gave", storage.ErrInvalidQuery)
+			return mergeState{}, fmt.Errorf("kube: ListPage: %w: not a cursor this store gave", storage.ErrInvalidQuery)
 		}
 	}
-	return positions, nil
+	return state, nil
 }
 
 // cursorUnfiltered starts the cursor of a page listed unfiltered.
