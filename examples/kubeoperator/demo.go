@@ -19,12 +19,14 @@ import (
 	"github.com/execfsm/execfsm/storage"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
@@ -49,12 +51,13 @@ const leaseTTL = 30 * time.Second
 
 // cluster is what the demo plays against.
 type cluster struct {
-	cp      *kubetest.ControlPlane
-	jobs    dynamic.ResourceInterface
-	store   *kube.Store // the records, read as an administrator
-	kubelet *kubelet
-	phases  *phaseLog
-	out     io.Writer
+	cp       *kubetest.ControlPlane
+	operator *rest.Config // the operators' user, bound to its Roles only
+	jobs     dynamic.ResourceInterface
+	store    *kube.Store // the records, read as an administrator
+	kubelet  *kubelet
+	phases   *phaseLog
+	out      io.Writer
 }
 
 func demo(ctx context.Context, verbose bool, out io.Writer) (bool, error) {
@@ -81,8 +84,8 @@ func demo(ctx context.Context, verbose bool, out io.Writer) (bool, error) {
 	}
 	defer g.KillAll()
 	operator := func(name string) (*proc.Child, error) {
-		child, err := g.Start(name, "operator", operatorConfig{Host: cp.Config.Host, CA: cp.Config.CAData, Cert: cp.Config.CertData,
-			Key: cp.Config.KeyData, Namespace: namespace, Holder: name, TTL: leaseTTL})
+		child, err := g.Start(name, "operator", operatorConfig{Host: c.operator.Host, CA: c.operator.CAData, Cert: c.operator.CertData,
+			Key: c.operator.KeyData, Namespace: namespace, Holder: name, TTL: leaseTTL})
 		if err != nil {
 			return nil, err
 		}
@@ -140,6 +143,10 @@ func setUp(ctx context.Context, cp *kubetest.ControlPlane, out io.Writer) (*clus
 	if _, err := cp.Clientset.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
+	operator, err := operatorUser(ctx, cp)
+	if err != nil {
+		return nil, err
+	}
 	dyn, err := dynamic.NewForConfig(cp.Config)
 	if err != nil {
 		return nil, err
@@ -160,8 +167,32 @@ func setUp(ctx context.Context, cp *kubetest.ControlPlane, out io.Writer) (*clus
 		return nil, err
 	}
 	fmt.Fprintf(out, "API server %s; CRD trainingjobs.ml.example.com; nodes %s, played by this demo\n", cp.Config.Host, strings.Join(nodeNames, ", "))
-	return &cluster{cp: cp, jobs: jobs, store: store, kubelet: k,
+	return &cluster{cp: cp, operator: operator, jobs: jobs, store: store, kubelet: k,
 		phases: &phaseLog{from: list.GetResourceVersion(), seen: map[string][]string{}}, out: out}, nil
+}
+
+// operatorUser is the user the operators run as, allowed what the
+// store's shipped Roles allow over TrainingJobs (kube.ResourceMasterRole
+// and kube.ResourceControllerRole: the resources, their status, the
+// Leases, the epoch floor, the table, Events) and what its Sync does
+// besides: delete the Jobs it made, read their pods. Nothing else: a
+// request the operator makes beyond them fails the demo.
+func operatorUser(ctx context.Context, cp *kubetest.ControlPlane) (*rest.Config, error) {
+	const name = "trainingjob-operator"
+	user, err := cp.AddUser(name)
+	if err != nil {
+		return nil, err
+	}
+	own := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+	for _, role := range []*rbacv1.Role{kube.ResourceMasterRole(namespace, trainingJobs), kube.ResourceControllerRole(namespace, trainingJobs), own} {
+		if err := cp.Grant(ctx, name, role); err != nil {
+			return nil, err
+		}
+	}
+	return user, nil
 }
 
 // drainScenario: the node under a running job is drained; the job

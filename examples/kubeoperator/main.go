@@ -11,8 +11,10 @@
 // The demo starts a real kube-apiserver, etcd and kube-controller-manager
 // (the Job controller and the garbage collector) through kubetest, and
 // plays the scheduler and the kubelet of two nodes itself (kubelet.go).
-// It runs the operator as a child process of this binary and, one
-// a TrainingJob or two each:
+// It runs the operator as a child process of this binary, as a user
+// bound to the store's shipped Roles (kube.ResourceMasterRole and
+// kube.ResourceControllerRole) and a Role of its own for its Jobs and
+// pods, nothing else; and, a TrainingJob or two each:
 //
 //  1. drain: the job's node is drained; the pod is evicted, the job
 //     relocates to the other node's new pod and finishes there.
