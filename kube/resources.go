@@ -264,22 +264,6 @@ type metaPair struct {
 	Value string `json:"value"`
 }
 
-// storedRecord is a record in storage's JSON, which Record.DecodeJSON
-// reads and validates.
-type storedRecord struct {
-	ID           string            `json:"id"`
-	Status       string            `json:"status"`
-	Previous     string            `json:"previous,omitempty"`
-	Owner        string            `json:"owner,omitempty"`
-	Epoch        uint64            `json:"epoch"`
-	UpdatedAt    time.Time         `json:"updated_at"`
-	Since        time.Time         `json:"since"`
-	Reason       string            `json:"reason,omitempty"`
-	History      []storage.Entry   `json:"history,omitempty"`
-	HistoryLimit int               `json:"history_limit,omitempty"`
-	Meta         map[string]string `json:"meta,omitempty"`
-}
-
 func (r *resources) api() dynamic.ResourceInterface { return r.client }
 
 func (r *resources) describe(name string) string {
@@ -320,24 +304,25 @@ func (r *resources) decode(u *unstructured.Unstructured) (storage.Record, error)
 	if r.name(held.ID) != name {
 		return storage.Record{}, fmt.Errorf("kube: %s: %w: it holds record %q", r.describe(name), storage.ErrCorrupt, held.ID)
 	}
-	stored := storedRecord{ID: held.ID, Status: state, Previous: held.Previous, Owner: held.Owner, Epoch: held.Epoch,
-		UpdatedAt: held.UpdatedAt, Since: held.Since, Reason: held.Reason, History: held.History, HistoryLimit: held.HistoryLimit}
+	rec := storage.Record{ID: held.ID, Status: state, Previous: held.Previous, Owner: held.Owner, Epoch: held.Epoch,
+		UpdatedAt: held.UpdatedAt, Since: held.Since, Reason: held.Reason, HistoryLimit: held.HistoryLimit}
 	if len(held.Meta) > 0 {
-		stored.Meta = make(map[string]string, len(held.Meta))
+		rec.Meta = make(map[string]string, len(held.Meta))
 		for _, kv := range held.Meta {
-			if _, dup := stored.Meta[kv.Name]; dup {
+			if _, dup := rec.Meta[kv.Name]; dup {
 				return storage.Record{}, fmt.Errorf("kube: %s: %w: metadata %q twice", r.describe(name), storage.ErrCorrupt, kv.Name)
 			}
-			stored.Meta[kv.Name] = kv.Value
+			rec.Meta[kv.Name] = kv.Value
 		}
 	}
-	data, err = json.Marshal(stored)
+	// The checks a decoded record gets (Record.DecodeJSON's): its trail,
+	// then the record. Their errors say what is wrong with it, a stored
+	// record that is corrupt, not an invalid write.
+	if rec.History, err = storage.NewTrail(held.History...); err == nil {
+		err = rec.Validate()
+	}
 	if err != nil {
 		return storage.Record{}, fmt.Errorf("kube: %s: %w: %v", r.describe(name), storage.ErrCorrupt, err)
-	}
-	var rec storage.Record
-	if err := rec.DecodeJSON(data); err != nil {
-		return storage.Record{}, fmt.Errorf("kube: %s: %w", r.describe(name), err)
 	}
 	if rec.Revision, err = parseRevision(r.kind, r.ns, name, u.GetResourceVersion()); err != nil {
 		return storage.Record{}, err
