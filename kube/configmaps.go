@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/pager"
 )
 
 // configMaps keeps a Store's records in ConfigMaps of its own, one per
@@ -181,18 +180,9 @@ func (c *configMaps) remove(ctx context.Context, id string, obj object) error {
 }
 
 func (c *configMaps) list(ctx context.Context) ([]storage.Record, []storage.Unreadable, string, error) {
-	// Pages, so no single response holds every record at once and the
-	// API server serves it in pieces; a continuation that expired on the
-	// way (410 Gone, its revision compacted) falls back to one full list.
-	pages := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	items, rv, err := listPaged[*corev1.ConfigMap](ctx, ManagedLabel+"="+c.label, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return c.api().List(ctx, opts)
 	})
-	pages.PageSize = listPageSize
-	obj, _, err := pages.List(ctx, metav1.ListOptions{LabelSelector: ManagedLabel + "=" + c.label})
-	if err != nil {
-		return nil, nil, "", wrap("List", c.ns, err)
-	}
-	items, rv, err := listedItems[*corev1.ConfigMap](obj)
 	if err != nil {
 		return nil, nil, "", wrap("List", c.ns, err)
 	}

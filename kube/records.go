@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/pager"
 )
 
 // records is where a Store keeps its records, one Kubernetes object
@@ -79,10 +80,19 @@ func parseRevision(kind, ns, name, rv string) (uint64, error) {
 	return rev, nil
 }
 
-// listedItems returns the objects of what a pager listed (one page's
-// list, or the pages' items together), each a T, and the
-// resourceVersion the listing was made at.
-func listedItems[T runtime.Object](obj runtime.Object) ([]T, string, error) {
+// listPaged lists every object list gives for selector, each a T, and
+// the resourceVersion the listing was made at. It asks for pages of
+// listPageSize, so no single response holds every record at once and
+// the API server serves it in pieces; a continuation that expired on
+// the way (410 Gone, its revision compacted) falls back to one full
+// list, as client-go's pager does.
+func listPaged[T runtime.Object](ctx context.Context, selector string, list func(context.Context, metav1.ListOptions) (runtime.Object, error)) ([]T, string, error) {
+	pages := pager.New(list)
+	pages.PageSize = listPageSize
+	obj, _, err := pages.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, "", err
+	}
 	acc, err := meta.ListAccessor(obj)
 	if err != nil {
 		return nil, "", err

@@ -9,9 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/pager"
 )
 
 // DefaultRecordPath is where a [Resource] keeps the rest of a record
@@ -379,7 +378,7 @@ func (r *resources) patch(rec storage.Record, expect uint64) ([]byte, error) {
 	held := resourceRecord{ID: rec.ID, Previous: rec.Previous, Owner: rec.Owner, Epoch: rec.Epoch, UpdatedAt: rec.UpdatedAt,
 		Since: rec.Since, Reason: rec.Reason, History: rec.History.Entries(), HistoryLimit: rec.HistoryLimit,
 		Replaces: strconv.FormatUint(expect, 10)}
-	for _, name := range sortedKeys(rec.Meta) {
+	for _, name := range slices.Sorted(maps.Keys(rec.Meta)) {
 		held.Meta = append(held.Meta, metaPair{Name: name, Value: rec.Meta[name]})
 	}
 	status := map[string]any{}
@@ -398,15 +397,6 @@ func (r *resources) patch(rec storage.Record, expect uint64) ([]byte, error) {
 		"metadata": map[string]any{"resourceVersion": strconv.FormatUint(expect, 10)},
 		"status":   status,
 	})
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // setField sets the field at path in m, making the objects on the way.
@@ -598,15 +588,9 @@ func (r *resources) decodeAll(items []*unstructured.Unstructured) ([]storage.Rec
 }
 
 func (r *resources) list(ctx context.Context) ([]storage.Record, []storage.Unreadable, string, error) {
-	pages := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	items, rv, err := listPaged[*unstructured.Unstructured](ctx, r.selector, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return r.api().List(ctx, opts)
 	})
-	pages.PageSize = listPageSize
-	obj, _, err := pages.List(ctx, metav1.ListOptions{LabelSelector: r.selector})
-	if err != nil {
-		return nil, nil, "", wrap("List", r.ns, err)
-	}
-	items, rv, err := listedItems[*unstructured.Unstructured](obj)
 	if err != nil {
 		return nil, nil, "", wrap("List", r.ns, err)
 	}

@@ -302,7 +302,8 @@ func (s *Store) update(ctx context.Context, id string, expect uint64, next stora
 	return written, err
 }
 
-// listPageSize is how many ConfigMaps one list request asks for: the
-// API server's guidance for large collections (kubectl's and
-// client-go's pager's default), a few megabytes of records a page.
+// listPageSize is how many records (ConfigMaps, resources) one list
+// request asks for: the API server's guidance for large collections
+// (kubectl's and client-go's pager's default), a few megabytes of
+// records a page.
 const listPageSize = 500
