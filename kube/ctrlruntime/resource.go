@@ -14,6 +14,7 @@ import (
 	"github.com/execfsm/execfsm/transition"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,7 +78,8 @@ func Drive[S comparable](mgr manager.Manager, c run.ManagerConfig[S], opts Optio
 	if opts.Name == "" {
 		opts.Name = strings.ToLower(kind.Kind)
 	}
-	r := &resourceReconciler[S]{reader: mgr.GetCache(), store: store, driver: driver, config: c, first: opts.First, ids: map[string]string{}}
+	r := &resourceReconciler[S]{reader: mgr.GetCache(), store: store, kind: kind, driver: driver, table: c.Roles.Table(),
+		first: opts.First, ids: map[string]string{}}
 	resource := &unstructured.Unstructured{}
 	resource.SetGroupVersionKind(kind)
 	b := builder.ControllerManagedBy(mgr).Named(opts.Name).For(resource).
@@ -106,8 +108,9 @@ func Drive[S comparable](mgr manager.Manager, c run.ManagerConfig[S], opts Optio
 type resourceReconciler[S comparable] struct {
 	reader client.Reader
 	store  *kube.Store
+	kind   schema.GroupVersionKind // the store's resources'
 	driver *run.Driver[S]
-	config run.ManagerConfig[S]
+	table  *transition.Table[S]
 	first  func(*unstructured.Unstructured) (transition.Update[S], error)
 
 	mu  sync.Mutex
@@ -116,9 +119,8 @@ type resourceReconciler[S comparable] struct {
 
 // Reconcile implements reconcile.Reconciler over the request's name.
 func (r *resourceReconciler[S]) Reconcile(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
-	kind, _ := r.store.ResourceKind()
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(kind)
+	u.SetGroupVersionKind(r.kind)
 	err := r.reader.Get(ctx, key, u)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -148,14 +150,14 @@ func (r *resourceReconciler[S]) Reconcile(ctx context.Context, key types.Namespa
 
 // create writes the first record of a resource its user created.
 func (r *resourceReconciler[S]) create(ctx context.Context, id string, u *unstructured.Unstructured) error {
-	first := transition.To(r.config.Roles.Table().Initial()).Because("created by its user")
+	first := transition.To(r.table.Initial()).Because("created by its user")
 	if r.first != nil {
 		var err error
 		if first, err = r.first(u); err != nil {
 			return reconcile.TerminalError(fmt.Errorf("ctrlruntime: the first record of %s: %w", id, err))
 		}
 	}
-	exec, err := transition.NewPersisted(r.config.Roles.Table(), r.store, id, transition.PersistedOptions{Actor: r.driver.Holder()})
+	exec, err := transition.NewPersisted(r.table, r.store, id, transition.PersistedOptions{Actor: r.driver.Holder()})
 	if err != nil {
 		return err
 	}
