@@ -72,12 +72,7 @@ func (p *Persisted[S]) Apply(ctx context.Context, decide func(cur S, rec storage
 func (p *Persisted[S]) apply(ctx context.Context, d *decider[S], stored *storage.Record) (written Change[S], err error) {
 	if t := p.tracer; t != nil {
 		ctx = t.StartWrite(ctx, p.id)
-		defer func() {
-			if err != nil {
-				written = Change[S]{}
-			}
-			t.EndWrite(ctx, written, err)
-		}()
+		defer func() { t.EndWrite(ctx, written, err) }()
 	}
 	f := p.undecided()
 	var rec, next storage.Record

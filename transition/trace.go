@@ -25,9 +25,10 @@ type Tracer[S comparable] interface {
 	// write decided again after a conflict. Its entries win over the
 	// update's own, and count against the record's metadata limits.
 	Annotate(ctx context.Context, c Change[S]) map[string]string
-	// EndWrite is called once for each StartWrite, with the change
-	// written (the zero Change when nothing was: a write that changed
-	// nothing, or failed) and the error that ended it.
+	// EndWrite is called once for each StartWrite, with what the write
+	// returns its caller: the change (one that moved nothing, when the
+	// record already was as asked and nothing was written), or the zero
+	// Change and the error that ended it.
 	EndWrite(ctx context.Context, c Change[S], err error)
 }
 
